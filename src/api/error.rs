@@ -1,0 +1,65 @@
+//! Every error the API returns, mapped to a status and a stable code in one place.
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::jobs::StoreError;
+use crate::media::MediaError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    #[error("no job with id {0}")]
+    JobNotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("the upload is larger than the limit of {limit} bytes")]
+    UploadTooLarge { limit: u64 },
+    #[error("the queue is full ({limit} jobs waiting); try again later")]
+    QueueFull { limit: u32 },
+    #[error(transparent)]
+    Media(#[from] MediaError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::BadRequest { code, message: message.into() }
+    }
+
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
+            ApiError::JobNotFound(_) => (StatusCode::NOT_FOUND, "job-not-found"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "job-not-finished"),
+            ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "upload-too-large"),
+            ApiError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, "queue-full"),
+            ApiError::Media(e) if e.code() == "media-too-large" => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
+            ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
+            ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
+            ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "store-error"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal-error"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if status.is_server_error() {
+            tracing::error!(code, error = %self, "request failed");
+        }
+        (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response()
+    }
+}
+
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> Self {
+        ApiError::Internal(format!("file system: {e}"))
+    }
+}

@@ -1,0 +1,296 @@
+//! `/v1/jobs`: create, list, read, follow (SSE), download, cancel, delete.
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::upload::{self, UploadLimits};
+use super::AppState;
+use crate::device::DtypeChoice;
+use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobParams, JobStatus, ListFilter, NewJob, Op};
+use crate::media;
+use crate::models::registry;
+
+/// A job request as the client stated it, checked against what this box can do.
+struct JobRequest {
+    op: Op,
+    model: String,
+    priority: i64,
+    params: JobParams,
+}
+
+impl JobRequest {
+    fn from_fields(fields: &HashMap<String, String>, models_dir: &std::path::Path) -> Result<JobRequest, ApiError> {
+        let op_name = fields.get("op").map(String::as_str).unwrap_or("upscale");
+        let op = Op::parse(op_name).ok_or_else(|| {
+            let known: Vec<_> = Op::ALL.iter().map(|op| op.as_str()).collect();
+            ApiError::bad_request("unknown-op", format!("unknown op `{op_name}`; expected one of {}", known.join(", ")))
+        })?;
+        let model_name = fields.get("model").cloned().unwrap_or_else(|| registry::DEFAULT_UPSCALE_MODEL.into());
+        let entry = registry::find(&model_name).ok_or_else(|| {
+            let known: Vec<_> = registry::catalog().iter().map(|m| m.name).collect();
+            ApiError::bad_request("unknown-model", format!("unknown model `{model_name}`; this box has {}", known.join(", ")))
+        })?;
+        if !entry.ops.contains(&op) {
+            return Err(ApiError::bad_request(
+                "unsupported-op",
+                format!("model `{}` cannot do `{}`", entry.name, op.as_str()),
+            ));
+        }
+        if !entry.present(models_dir) {
+            return Err(ApiError::bad_request(
+                "model-weights-missing",
+                format!("the weights of `{}` are not in the models folder of this box", entry.name),
+            ));
+        }
+        let scale = match (op, fields.get("scale")) {
+            (Op::Upscale, raw) => {
+                let scale = match raw {
+                    None => 4,
+                    Some(raw) => raw.trim().parse::<i64>().map_err(|_| bad_scale(raw, entry.scales))?,
+                };
+                if !entry.scales.contains(&scale) {
+                    return Err(bad_scale(&scale.to_string(), entry.scales));
+                }
+                Some(scale)
+            }
+            (_, _) => None,
+        };
+        let priority = match fields.get("priority") {
+            None => 0,
+            Some(raw) => raw.trim().parse::<i64>().ok().filter(|p| p.abs() <= 1000).ok_or_else(|| {
+                ApiError::bad_request("invalid-priority", format!("priority `{raw}` is not an integer in -1000..=1000"))
+            })?,
+        };
+        let dtype = match fields.get("dtype") {
+            None => DtypeChoice::Auto,
+            Some(raw) => DtypeChoice::parse(raw)
+                .ok_or_else(|| ApiError::bad_request("invalid-dtype", format!("dtype `{raw}` is not one of auto, f32, bf16")))?,
+        };
+        let tile = match fields.get("tile") {
+            None => None,
+            Some(raw) => Some(raw.trim().parse::<i64>().ok().filter(|t| *t == 0 || (16..=8192).contains(t)).ok_or_else(
+                || ApiError::bad_request("invalid-tile", format!("tile `{raw}` must be 0 or between 16 and 8192 pixels")),
+            )?),
+        };
+        Ok(JobRequest { op, model: entry.name.into(), priority, params: JobParams { scale, dtype, tile } })
+    }
+}
+
+fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
+    ApiError::bad_request("invalid-scale", format!("scale `{raw}` is not supported; use one of {scales:?}"))
+}
+
+pub async fn create(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let queued = app.store.count(JobStatus::Queued).await?;
+    if queued >= app.config.max_queued_jobs as i64 {
+        return Err(ApiError::QueueFull { limit: app.config.max_queued_jobs });
+    }
+    let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes };
+    let (upload, job_request) = if upload::is_multipart(&request) {
+        let upload = upload::receive_multipart(request, &limits).await?;
+        let job_request = JobRequest::from_fields(&upload.fields, &app.config.models_dir)?;
+        (upload, job_request)
+    } else {
+        // Query parameters are known before the body: refuse a bad request before receiving gigabytes.
+        let fields = upload::query_fields(&request)?;
+        let job_request = JobRequest::from_fields(&fields, &app.config.models_dir)?;
+        (upload::receive_raw(request, fields, &limits).await?, job_request)
+    };
+
+    let probe_started = std::time::Instant::now();
+    let tools = app.config.media_tools();
+    let media_limits = app.config.media_limits();
+    let temp_path = upload.file.path.clone();
+    let info = tokio::task::spawn_blocking(move || media::probe(&tools, &temp_path, &media_limits))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let probe_s = probe_started.elapsed().as_secs_f64();
+
+    let id = Uuid::new_v4();
+    let job_dir = app.job_dir(id);
+    tokio::fs::create_dir_all(&job_dir).await?;
+    let extension = std::path::Path::new(&upload.file.file_name)
+        .extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "mp4".into());
+    let input_path = job_dir.join(format!("input.{extension}"));
+    let (file_name, bytes) = (upload.file.file_name.clone(), upload.file.bytes);
+    upload.file.keep_as(&input_path).await?;
+    let new_job = NewJob {
+        id,
+        op: job_request.op,
+        model: job_request.model,
+        priority: job_request.priority,
+        params: job_request.params,
+        input_name: file_name,
+        input_path: input_path.to_string_lossy().into_owned(),
+        input_bytes: bytes,
+        input_media: Some(info),
+    };
+    let job = match app.store.insert(new_job).await {
+        Ok(job) => job,
+        Err(e) => {
+            let _ = tokio::fs::remove_dir_all(&job_dir).await;
+            return Err(e.into());
+        }
+    };
+    app.metrics.record_created(bytes, probe_s);
+    app.wake.notify_one();
+    let _ = app.events.send(id);
+    tracing::info!(%id, op = job.op.as_str(), model = %job.model, bytes, "job queued");
+    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    status: Option<String>,
+    limit: Option<i64>,
+    offset: Option<i64>,
+}
+
+pub async fn list(State(app): State<AppState>, Query(query): Query<ListQuery>) -> Result<Json<serde_json::Value>, ApiError> {
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(raw) => Some(JobStatus::parse(raw).ok_or_else(|| {
+            ApiError::bad_request("invalid-status", format!("status `{raw}` is not one of queued, running, succeeded, failed, cancelled"))
+        })?),
+    };
+    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let offset = query.offset.unwrap_or(0).max(0);
+    let jobs = app.store.list(&ListFilter { status, limit, offset }).await?;
+    let next_offset = (jobs.len() as i64 == limit).then_some(offset + limit);
+    Ok(Json(json!({ "jobs": jobs, "next_offset": next_offset })))
+}
+
+fn parse_id(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::JobNotFound(raw.into()))
+}
+
+async fn find(app: &AppState, raw: &str) -> Result<Job, ApiError> {
+    let id = parse_id(raw)?;
+    app.store.get(id).await?.ok_or_else(|| ApiError::JobNotFound(raw.into()))
+}
+
+pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
+    Ok(Json(find(&app, &id).await?))
+}
+
+pub async fn result(State(app): State<AppState>, Path(id): Path<String>, request: Request) -> Result<Response, ApiError> {
+    let job = find(&app, &id).await?;
+    let (Some(output), Some(path), JobStatus::Succeeded) = (&job.output, &job.output_path, job.status) else {
+        return Err(ApiError::Conflict(format!("job {id} has no result (status {})", job.status.as_str())));
+    };
+    let mut response = tower_http::services::ServeFile::new(path)
+        .oneshot(request)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .into_response();
+    if response.status().is_success() || response.status() == StatusCode::PARTIAL_CONTENT {
+        let disposition = format!("attachment; filename=\"{}\"", output.file_name);
+        if let Ok(value) = HeaderValue::from_str(&disposition) {
+            response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
+        }
+    } else if response.status() == StatusCode::NOT_FOUND {
+        return Err(ApiError::Internal(format!("the result file of job {id} is missing")));
+    }
+    Ok(response)
+}
+
+pub async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
+    let uuid = parse_id(&id)?;
+    let job = match app.store.request_cancel(uuid).await? {
+        CancelOutcome::NotFound => return Err(ApiError::JobNotFound(id)),
+        CancelOutcome::AlreadyFinished(job) => {
+            return Err(ApiError::bad_request(
+                "job-already-finished",
+                format!("job {id} already finished ({})", job.status.as_str()),
+            ))
+        }
+        CancelOutcome::Cancelled(job) => job,
+        CancelOutcome::Requested(job) => {
+            app.cancels.raise(uuid);
+            job
+        }
+    };
+    let _ = app.events.send(uuid);
+    Ok(Json(job))
+}
+
+pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    let uuid = parse_id(&id)?;
+    match app.store.delete(uuid).await? {
+        DeleteOutcome::NotFound => Err(ApiError::JobNotFound(id)),
+        DeleteOutcome::NotFinished(job) => Err(ApiError::Conflict(format!(
+            "job {id} is {}; cancel it first, then delete it",
+            job.status.as_str()
+        ))),
+        DeleteOutcome::Deleted(_) => {
+            let dir = app.job_dir(uuid);
+            if let Err(e) = tokio::fs::remove_dir_all(&dir).await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(%uuid, error = %e, "job deleted but its files remain");
+                }
+            }
+            Ok(StatusCode::NO_CONTENT)
+        }
+    }
+}
+
+/// Re-reads the job whenever it changes (or every few seconds) and sends it whole; ends after a final status.
+pub async fn events(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let job = find(&app, &id).await?;
+    let changes = app.events.subscribe();
+    struct Follow {
+        app: AppState,
+        id: Uuid,
+        changes: tokio::sync::broadcast::Receiver<Uuid>,
+        first: Option<Job>,
+        done: bool,
+    }
+    let state = Follow { id: job.id, app, changes, first: Some(job), done: false };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        if s.done {
+            return None;
+        }
+        let job = match s.first.take() {
+            Some(job) => job,
+            None => {
+                let _ = tokio::time::timeout(Duration::from_secs(5), wait_for_change(&mut s.changes, s.id)).await;
+                match s.app.store.get(s.id).await {
+                    Ok(Some(job)) => job,
+                    _ => return None,
+                }
+            }
+        };
+        s.done = job.status.is_terminal();
+        let event = Event::default().event("job").json_data(&job).unwrap_or_default();
+        Some((Ok(event), s))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+async fn wait_for_change(changes: &mut tokio::sync::broadcast::Receiver<Uuid>, id: Uuid) {
+    loop {
+        match changes.recv().await {
+            Ok(changed) if changed == id => return,
+            Ok(_) => continue,
+            Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The HTTP API (axum): routes, upload handling, error mapping, metrics and the web page.
+pub mod error;
+pub mod jobs;
+pub mod metrics;
+pub mod system;
+pub mod upload;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::sync::Notify;
+use tower_http::trace::TraceLayer;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::jobs::scheduler::{CancelFlags, JobEvents};
+use crate::jobs::JobStore;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Arc<dyn JobStore>,
+    pub wake: Arc<Notify>,
+    pub events: JobEvents,
+    pub cancels: CancelFlags,
+    pub metrics: Arc<metrics::Metrics>,
+    pub device: String,
+}
+
+impl AppState {
+    pub fn job_dir(&self, id: Uuid) -> PathBuf {
+        self.config.data_dir.join("jobs").join(id.to_string())
+    }
+
+    pub fn uploads_dir(&self) -> PathBuf {
+        self.config.data_dir.join("uploads")
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(system::index))
+        .route("/static/app.js", get(system::app_js))
+        .route("/static/style.css", get(system::style_css))
+        .route("/healthz", get(system::healthz))
+        .route("/metrics", get(system::metrics))
+        .route("/openapi.json", get(system::openapi))
+        .route("/v1/models", get(system::models))
+        // The upload size limit is enforced while streaming to disk (upload.rs), not by buffering.
+        .route("/v1/jobs", post(jobs::create).get(jobs::list).layer(DefaultBodyLimit::disable()))
+        .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::delete))
+        .route("/v1/jobs/{id}/events", get(jobs::events))
+        .route("/v1/jobs/{id}/result", get(jobs::result))
+        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .fallback(|| async { error::ApiError::bad_request("no-such-route", "no such route; see /openapi.json") })
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

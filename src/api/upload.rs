@@ -1,0 +1,165 @@
+//! Receiving an upload: multipart (`file` part + fields or a `params` JSON part) or a raw body with
+//! query parameters. The bytes stream to a temporary file under a size limit; memory stays flat.
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use axum::extract::{FromRequest, Multipart, Request};
+use axum::http::header::CONTENT_TYPE;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tokio::io::AsyncWriteExt;
+
+use super::error::ApiError;
+
+/// An uploaded file on disk; removed on drop unless it was kept.
+pub struct TempUpload {
+    pub path: PathBuf,
+    pub file_name: String,
+    pub bytes: u64,
+    kept: bool,
+}
+
+impl TempUpload {
+    /// Moves the file to its final place; from then on it is not ours to clean up.
+    pub async fn keep_as(mut self, dest: &Path) -> std::io::Result<()> {
+        tokio::fs::rename(&self.path, dest).await?;
+        self.kept = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempUpload {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+pub struct Upload {
+    pub file: TempUpload,
+    pub fields: HashMap<String, String>,
+}
+
+pub fn is_multipart(request: &Request) -> bool {
+    request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"))
+}
+
+pub fn query_fields(request: &Request) -> Result<HashMap<String, String>, ApiError> {
+    let query = request.uri().query().unwrap_or("");
+    serde_urlencoded::from_str(query).map_err(|e| ApiError::bad_request("invalid-query", e.to_string()))
+}
+
+pub struct UploadLimits<'a> {
+    pub dir: &'a Path,
+    pub max_bytes: u64,
+}
+
+pub async fn receive_raw(
+    request: Request,
+    fields: HashMap<String, String>,
+    limits: &UploadLimits<'_>,
+) -> Result<Upload, ApiError> {
+    let file_name = fields.get("filename").map(String::as_str).unwrap_or("input.mp4");
+    let stream = request.into_body().into_data_stream();
+    let file = stream_to_temp(stream, sanitize_file_name(file_name), limits).await?;
+    Ok(Upload { file, fields })
+}
+
+pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> Result<Upload, ApiError> {
+    let mut multipart = Multipart::from_request(request, &())
+        .await
+        .map_err(|e| ApiError::bad_request("invalid-multipart", e.body_text()))?;
+    let mut fields = HashMap::new();
+    let mut file = None;
+    while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
+        let name = field.name().unwrap_or("").to_string();
+        match name.as_str() {
+            "file" => {
+                if file.is_some() {
+                    return Err(ApiError::bad_request("too-many-files", "send exactly one `file` part"));
+                }
+                let file_name = sanitize_file_name(field.file_name().unwrap_or("input.mp4"));
+                let stream = field.map(|chunk| chunk.map_err(std::io::Error::other));
+                file = Some(stream_to_temp(stream, file_name, limits).await?);
+            }
+            "params" => {
+                let text = field.text().await.map_err(multipart_error)?;
+                let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
+                    .map_err(|e| ApiError::bad_request("invalid-params", format!("`params` is not a JSON object: {e}")))?;
+                for (key, value) in params {
+                    let value = match value {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    fields.insert(key, value);
+                }
+            }
+            _ => {
+                let text = field.text().await.map_err(multipart_error)?;
+                fields.insert(name, text);
+            }
+        }
+    }
+    let file = file.ok_or_else(|| ApiError::bad_request("missing-file", "the form has no `file` part"))?;
+    Ok(Upload { file, fields })
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    ApiError::bad_request("invalid-multipart", e.body_text())
+}
+
+async fn stream_to_temp<S, E>(mut stream: S, file_name: String, limits: &UploadLimits<'_>) -> Result<TempUpload, ApiError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    tokio::fs::create_dir_all(limits.dir).await?;
+    let path = limits.dir.join(format!("{}.part", uuid::Uuid::new_v4()));
+    let mut upload = TempUpload { path, file_name, bytes: 0, kept: false };
+    let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&upload.path).await?);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request("upload-interrupted", format!("the upload broke off: {e}")))?;
+        upload.bytes += chunk.len() as u64;
+        if upload.bytes > limits.max_bytes {
+            return Err(ApiError::UploadTooLarge { limit: limits.max_bytes });
+        }
+        out.write_all(&chunk).await?;
+    }
+    out.flush().await?;
+    out.into_inner().sync_all().await?;
+    Ok(upload)
+}
+
+/// Keeps a readable base name for the download; never a path.
+pub fn sanitize_file_name(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let cleaned: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
+        .take(120)
+        .collect();
+    let cleaned = cleaned.trim_start_matches('.').to_string();
+    if cleaned.is_empty() {
+        "input.mp4".into()
+    } else {
+        cleaned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_lose_paths_and_odd_characters() {
+        assert_eq!(sanitize_file_name("../../etc/passwd"), "passwd");
+        assert_eq!(sanitize_file_name("C:\\clips\\my clip.mp4"), "my_clip.mp4");
+        assert_eq!(sanitize_file_name(".."), "input.mp4");
+        assert_eq!(sanitize_file_name(""), "input.mp4");
+    }
+}

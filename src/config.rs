@@ -1,0 +1,252 @@
+//! Configuration: built-in defaults, then `config.toml` (or `--config PATH`), then `VAEBOX_<KEY>`
+//! environment variables; validated once at start-up so a bad value stops the server with a clear message.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::media::{MediaLimits, MediaTools};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on; `0.0.0.0:8080` opens the box to the LAN.
+    pub listen: String,
+    /// Uploads, results and (by default) the SQLite database live here.
+    pub data_dir: PathBuf,
+    /// Model files (e.g. `models_dir/realesrgan/*.param|bin`).
+    pub models_dir: PathBuf,
+    /// SQLite file; empty means `data_dir/vaebox.db`.
+    pub database: PathBuf,
+    /// `auto` (first CUDA device if any, else CPU), `cpu`, `cuda` or `cuda:N`.
+    pub device: String,
+    /// Compute precision when a job does not ask: `auto` (bf16 on CUDA and on CPUs with AVX512-BF16), `f32`, `bf16`.
+    pub dtype: String,
+    /// libtorch intra-op threads; 0 keeps libtorch's default (one per core).
+    pub threads: i32,
+    pub max_upload_bytes: u64,
+    pub max_width: u32,
+    pub max_height: u32,
+    pub max_frames: u64,
+    pub max_duration_s: f64,
+    /// Jobs waiting at once; more get 429 `queue-full`.
+    pub max_queued_jobs: u32,
+    pub ffmpeg: PathBuf,
+    pub ffprobe: PathBuf,
+    pub probe_timeout_s: u64,
+    /// Upper bound on one job's decode or encode process.
+    pub job_timeout_s: u64,
+    /// Frames per chunk through the model; bounds host memory together with the tile.
+    pub chunk_frames: usize,
+    /// Largest input tile side for the upscaler in pixels (0 = whole frames).
+    pub upscale_tile: i64,
+    /// Context pixels per tile side; 0 = the model's receptive radius (exact tiling).
+    pub upscale_overlap: i64,
+    /// x264 quality and speed for outputs.
+    pub output_crf: u8,
+    pub output_preset: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8080".into(),
+            data_dir: "data".into(),
+            models_dir: "models".into(),
+            database: PathBuf::new(),
+            device: "auto".into(),
+            dtype: "auto".into(),
+            threads: 0,
+            max_upload_bytes: 4 << 30,
+            max_width: 4096,
+            max_height: 4096,
+            max_frames: 100_000,
+            max_duration_s: 4.0 * 3600.0,
+            max_queued_jobs: 256,
+            ffmpeg: "ffmpeg".into(),
+            ffprobe: "ffprobe".into(),
+            probe_timeout_s: 30,
+            job_timeout_s: 24 * 3600,
+            chunk_frames: 4,
+            upscale_tile: 512,
+            upscale_overlap: 0,
+            output_crf: 18,
+            output_preset: "veryfast".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("environment variable {var}: {message}")]
+    Env { var: String, message: String },
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+pub const ENV_PREFIX: &str = "VAEBOX_";
+
+impl Config {
+    /// Defaults, then the file (explicit path, or `./config.toml` when present), then `VAEBOX_*`.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        let implicit = Path::new("config.toml");
+        let path = explicit.or_else(|| implicit.exists().then_some(implicit));
+        let mut table = toml::Table::try_from(Config::default()).expect("defaults serialize");
+        if let Some(path) = path {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+            let file: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+            table.extend(file);
+        }
+        apply_env_overrides(&mut table, std::env::vars())?;
+        let config: Config = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
+            ConfigError::Parse { path: path.map(Into::into).unwrap_or_default(), message: e.to_string() }
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
+        if self.listen.parse::<SocketAddr>().is_err() {
+            return invalid("listen", "expected host:port, e.g. 127.0.0.1:8080 or 0.0.0.0:8080");
+        }
+        if crate::device::parse_device(&self.device).is_none() {
+            return invalid("device", "expected auto, cpu, cuda or cuda:N");
+        }
+        if crate::device::DtypeChoice::parse(&self.dtype).is_none() {
+            return invalid("dtype", "expected auto, f32 or bf16");
+        }
+        if self.max_upload_bytes == 0 || self.max_width == 0 || self.max_height == 0 || self.max_frames == 0 {
+            return invalid("max_*", "input limits must be positive");
+        }
+        if !(self.max_duration_s > 0.0) {
+            return invalid("max_duration_s", "must be positive");
+        }
+        if self.chunk_frames == 0 || self.chunk_frames > 256 {
+            return invalid("chunk_frames", "must be between 1 and 256");
+        }
+        if self.upscale_tile < 0 || (self.upscale_tile > 0 && self.upscale_tile < 16) {
+            return invalid("upscale_tile", "must be 0 (whole frames) or at least 16");
+        }
+        if self.upscale_overlap < 0 {
+            return invalid("upscale_overlap", "must not be negative");
+        }
+        if self.output_crf > 51 {
+            return invalid("output_crf", "x264 CRF is 0..=51");
+        }
+        if self.max_queued_jobs == 0 {
+            return invalid("max_queued_jobs", "must be positive");
+        }
+        Ok(())
+    }
+
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen.parse().expect("validated")
+    }
+
+    pub fn database_path(&self) -> PathBuf {
+        if self.database.as_os_str().is_empty() {
+            self.data_dir.join("vaebox.db")
+        } else {
+            self.database.clone()
+        }
+    }
+
+    pub fn media_limits(&self) -> MediaLimits {
+        MediaLimits {
+            max_bytes: self.max_upload_bytes,
+            max_width: self.max_width,
+            max_height: self.max_height,
+            max_frames: self.max_frames,
+            max_duration_s: self.max_duration_s,
+        }
+    }
+
+    pub fn media_tools(&self) -> MediaTools {
+        MediaTools {
+            ffmpeg: self.ffmpeg.clone(),
+            ffprobe: self.ffprobe.clone(),
+            probe_timeout: Duration::from_secs(self.probe_timeout_s),
+            stream_timeout: Duration::from_secs(self.job_timeout_s),
+        }
+    }
+}
+
+/// `VAEBOX_MAX_WIDTH=2048` overrides `max_width`; the value is read with the type of the default.
+fn apply_env_overrides(
+    table: &mut toml::Table,
+    vars: impl Iterator<Item = (String, String)>,
+) -> Result<(), ConfigError> {
+    for (var, raw) in vars {
+        let Some(key) = var.strip_prefix(ENV_PREFIX) else { continue };
+        let key = key.to_ascii_lowercase();
+        let Some(default) = Config::default_value(&key) else {
+            if matches!(key.as_str(), "config" | "python" | "log") {
+                continue; // read elsewhere (CLI flag, tests, tracing filter)
+            }
+            return Err(ConfigError::Env { var, message: "no such config key".into() });
+        };
+        let parsed = match default {
+            toml::Value::String(_) => Ok(toml::Value::String(raw.clone())),
+            toml::Value::Integer(_) => raw.trim().parse().map(toml::Value::Integer).map_err(|e| e.to_string()),
+            toml::Value::Float(_) => raw.trim().parse().map(toml::Value::Float).map_err(|e| e.to_string()),
+            toml::Value::Boolean(_) => raw.trim().parse().map(toml::Value::Boolean).map_err(|e| e.to_string()),
+            _ => Err("unsupported type".into()),
+        };
+        let value = parsed.map_err(|message| ConfigError::Env { var: var.clone(), message })?;
+        table.insert(key, value);
+    }
+    Ok(())
+}
+
+impl Config {
+    fn default_value(key: &str) -> Option<toml::Value> {
+        toml::Table::try_from(Config::default()).ok()?.remove(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_file_states_the_defaults() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml")).unwrap();
+        let file: Config = toml::from_str(&text).unwrap();
+        assert_eq!(file, Config::default());
+    }
+
+    #[test]
+    fn env_overrides_are_typed_by_the_default() {
+        let mut table = toml::Table::try_from(Config::default()).unwrap();
+        let vars = [("VAEBOX_MAX_WIDTH".to_string(), "640".to_string()), ("VAEBOX_LISTEN".into(), "0.0.0.0:9".into())];
+        apply_env_overrides(&mut table, vars.into_iter()).unwrap();
+        let config: Config = toml::Value::Table(table).try_into().unwrap();
+        assert_eq!(config.max_width, 640);
+        assert_eq!(config.listen, "0.0.0.0:9");
+    }
+
+    #[test]
+    fn bad_env_values_and_unknown_keys_are_refused() {
+        let mut table = toml::Table::try_from(Config::default()).unwrap();
+        let bad_number = [("VAEBOX_MAX_WIDTH".to_string(), "wide".to_string())];
+        assert!(apply_env_overrides(&mut table, bad_number.into_iter()).is_err());
+        let unknown = [("VAEBOX_NO_SUCH_KEY".to_string(), "1".to_string())];
+        assert!(apply_env_overrides(&mut table, unknown.into_iter()).is_err());
+    }
+
+    #[test]
+    fn invalid_values_name_their_key() {
+        let config = Config { listen: "nowhere".into(), ..Config::default() };
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("listen"), "{err}");
+    }
+}

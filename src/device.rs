@@ -1,0 +1,123 @@
+//! Device, precision and backend switches, decided once at start-up by the executor.
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    Auto,
+    Cpu,
+    Cuda(usize),
+}
+
+pub fn parse_device(s: &str) -> Option<DeviceChoice> {
+    match s.trim() {
+        "auto" => Some(DeviceChoice::Auto),
+        "cpu" => Some(DeviceChoice::Cpu),
+        "cuda" => Some(DeviceChoice::Cuda(0)),
+        other => other.strip_prefix("cuda:")?.parse().ok().map(DeviceChoice::Cuda),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DtypeChoice {
+    Auto,
+    F32,
+    Bf16,
+}
+
+impl DtypeChoice {
+    pub fn parse(s: &str) -> Option<DtypeChoice> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(DtypeChoice::Auto),
+            "f32" | "fp32" | "float32" => Some(DtypeChoice::F32),
+            "bf16" | "bfloat16" => Some(DtypeChoice::Bf16),
+            _ => None,
+        }
+    }
+
+    /// bf16 pays on CUDA and on CPUs with native bf16 dot products; elsewhere it is emulated and slower.
+    pub fn resolve(self, device: Device) -> Kind {
+        match self {
+            DtypeChoice::F32 => Kind::Float,
+            DtypeChoice::Bf16 => Kind::BFloat16,
+            DtypeChoice::Auto if device.is_cuda() || cpu_has_native_bf16() => Kind::BFloat16,
+            DtypeChoice::Auto => Kind::Float,
+        }
+    }
+}
+
+pub fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Float => "f32",
+        Kind::BFloat16 => "bf16",
+        Kind::Half => "f16",
+        _ => "other",
+    }
+}
+
+pub fn device_name(device: Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(i) => format!("cuda:{i}"),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+fn cpu_has_native_bf16() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|info| info.lines().any(|l| l.starts_with("flags") && (l.contains(" avx512_bf16") || l.contains(" amx_bf16"))))
+        .unwrap_or(false)
+}
+
+/// Picks the device and applies the backend switches; CUDA paths are skipped on machines without a GPU.
+pub fn init(choice: DeviceChoice, threads: i32) -> Device {
+    if threads > 0 {
+        tch::set_num_threads(threads);
+    }
+    let device = match choice {
+        DeviceChoice::Cpu => Device::Cpu,
+        DeviceChoice::Cuda(i) => Device::Cuda(i),
+        DeviceChoice::Auto if tch::Cuda::is_available() => Device::Cuda(0),
+        DeviceChoice::Auto => Device::Cpu,
+    };
+    if device.is_cuda() {
+        // Convolution shapes repeat chunk after chunk, so cuDNN's autotuning is paid once per job shape.
+        tch::Cuda::cudnn_set_benchmark(true);
+    }
+    device
+}
+
+/// Peak resident set of this process since the last reset, in bytes (Linux `VmHWM`).
+pub fn peak_host_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Resets `VmHWM` to the current RSS so each job measures its own peak.
+pub fn reset_peak_host_bytes() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_strings() {
+        assert_eq!(parse_device("cuda:1"), Some(DeviceChoice::Cuda(1)));
+        assert_eq!(parse_device("cuda"), Some(DeviceChoice::Cuda(0)));
+        assert_eq!(parse_device("cpu"), Some(DeviceChoice::Cpu));
+        assert_eq!(parse_device("gpu"), None);
+        assert_eq!(parse_device("cuda:x"), None);
+    }
+
+    #[test]
+    fn explicit_dtypes_do_not_depend_on_the_machine() {
+        assert_eq!(DtypeChoice::parse("f32").unwrap().resolve(Device::Cpu), Kind::Float);
+        assert_eq!(DtypeChoice::parse("bf16").unwrap().resolve(Device::Cpu), Kind::BFloat16);
+        assert_eq!(DtypeChoice::parse("f8"), None);
+    }
+}

@@ -1,0 +1,168 @@
+//! The executor: one `std::thread` that owns the device, the loaded models and every tensor.
+//! Async code reaches it through a channel of commands, each with a oneshot reply; progress goes
+//! back on a `watch` channel and cancellation arrives as a flag checked between chunks.
+mod error;
+// TEMPORARY until the Real-ESRGAN module lands (keeps the crate compiling for parallel work).
+#[cfg(any())]
+mod models;
+#[cfg(any())]
+mod upscale;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use tch::Device;
+use tokio::sync::{oneshot, watch};
+use uuid::Uuid;
+
+pub use error::ExecError;
+#[cfg(any())]
+use models::LoadedModels;
+#[derive(Default)]
+struct LoadedModels;
+
+use crate::config::Config;
+use crate::jobs::{JobOutcome, JobParams, Op, Progress, Timings};
+use crate::media::{MediaInfo, MediaLimits, MediaTools};
+
+/// Everything the executor needs to run one job; built by the scheduler or the one-shot CLI.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    pub id: Uuid,
+    pub op: Op,
+    pub model: String,
+    pub params: JobParams,
+    pub input_path: PathBuf,
+    pub input_media: Option<MediaInfo>,
+    /// The final output path; it appears only once complete.
+    pub output_path: PathBuf,
+    /// Stages measured before the executor got the job (`queued`, `probe`).
+    pub timings: Timings,
+}
+
+/// The settings of the executor thread, read once from the config.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    pub device: crate::device::DeviceChoice,
+    pub threads: i32,
+    pub default_dtype: crate::device::DtypeChoice,
+    pub models_dir: PathBuf,
+    pub tools: MediaTools,
+    pub limits: MediaLimits,
+    pub chunk_frames: usize,
+    pub upscale_tile: i64,
+    pub upscale_overlap: i64,
+    pub output_crf: u8,
+    pub output_preset: String,
+}
+
+impl ExecutorConfig {
+    pub fn from_config(config: &Config) -> ExecutorConfig {
+        ExecutorConfig {
+            device: crate::device::parse_device(&config.device).expect("validated"),
+            threads: config.threads,
+            default_dtype: crate::device::DtypeChoice::parse(&config.dtype).expect("validated"),
+            models_dir: config.models_dir.clone(),
+            tools: config.media_tools(),
+            limits: config.media_limits(),
+            chunk_frames: config.chunk_frames,
+            upscale_tile: config.upscale_tile,
+            upscale_overlap: config.upscale_overlap,
+            output_crf: config.output_crf,
+            output_preset: config.output_preset.clone(),
+        }
+    }
+}
+
+/// What a running job can see of the outside world.
+pub struct JobHooks {
+    pub progress: watch::Sender<Progress>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl JobHooks {
+    pub fn check_cancelled(&self) -> Result<(), ExecError> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(ExecError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+struct RunCommand {
+    job: JobSpec,
+    hooks: JobHooks,
+    reply: oneshot::Sender<(Result<JobOutcome, ExecError>, Timings)>,
+}
+
+/// The async side's handle; cheap to clone.
+#[derive(Clone)]
+pub struct ExecutorHandle {
+    commands: mpsc::Sender<RunCommand>,
+    device: String,
+}
+
+impl ExecutorHandle {
+    /// Starts the executor thread; returns once the device is chosen.
+    pub fn spawn(config: ExecutorConfig) -> ExecutorHandle {
+        let (commands, inbox) = mpsc::channel::<RunCommand>();
+        let (device_tx, device_rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("vaebox-executor".into())
+            .spawn(move || {
+                let device = crate::device::init(config.device, config.threads);
+                let _ = device_tx.send(device);
+                let mut executor = Executor { config, device, models: LoadedModels::default() };
+                for command in inbox {
+                    let mut timings = command.job.timings.clone();
+                    let result = executor.run(&command.job, &command.hooks, &mut timings);
+                    let _ = command.reply.send((result, timings));
+                }
+            })
+            .expect("spawn executor thread");
+        let device = device_rx.recv().map(crate::device::device_name).unwrap_or_else(|_| "unavailable".into());
+        ExecutorHandle { commands, device }
+    }
+
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// Runs one job to the end; the timings measured so far come back even when it fails.
+    pub async fn run(&self, job: JobSpec, hooks: JobHooks) -> (Result<JobOutcome, ExecError>, Timings) {
+        let fallback = job.timings.clone();
+        let (reply, answer) = oneshot::channel();
+        if self.commands.send(RunCommand { job, hooks, reply }).is_err() {
+            return (Err(ExecError::ExecutorGone), fallback);
+        }
+        answer.await.unwrap_or((Err(ExecError::ExecutorGone), fallback))
+    }
+}
+
+struct Executor {
+    config: ExecutorConfig,
+    device: Device,
+    models: LoadedModels,
+}
+
+impl Executor {
+    fn run(&mut self, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
+        let started = Instant::now();
+        crate::device::reset_peak_host_bytes();
+        timings.device = Some(crate::device::device_name(self.device));
+        let result = match job.op {
+            #[cfg(any())]
+            Op::Upscale => upscale::run(self, job, hooks, timings),
+            other => Err(ExecError::Unsupported(format!("op {} is not available on this box yet", other.as_str()))),
+        };
+        timings.total = Some(started.elapsed().as_secs_f64());
+        timings.peak_host_bytes = crate::device::peak_host_bytes();
+        result.map(|mut outcome: JobOutcome| {
+            outcome.timings = timings.clone();
+            outcome
+        })
+    }
+}

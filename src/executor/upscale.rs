@@ -1,0 +1,148 @@
+//! The upscale pipeline: ffmpeg decode → chunks of frames → tiled Real-ESRGAN → ffmpeg encode.
+//! Decode and encode run in their own processes and threads, so they overlap the compute; the
+//! timings record only the time this thread waited for them.
+use std::time::Instant;
+
+use serde_json::json;
+use tch::{Device, Kind, Tensor};
+
+use super::{ExecError, Executor, JobHooks, JobSpec};
+use crate::jobs::{JobOutcome, Progress, Timings};
+use crate::media::{self, FrameReader, FrameWriter, ReadConfig, RgbFrames, WriteConfig};
+use crate::models::registry;
+use crate::tiling::spatial::{upscale_tiled, SpatialTiling};
+
+/// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
+const QUEUE_CHUNKS: usize = 2;
+
+pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
+    let entry = registry::find(&job.model).ok_or_else(|| ExecError::Invalid(format!("unknown model {}", job.model)))?;
+    let scale = job.params.scale.unwrap_or(4);
+    if !entry.scales.contains(&scale) {
+        return Err(ExecError::Invalid(format!("model {} supports scales {:?}, not {scale}", entry.name, entry.scales)));
+    }
+    let info = match &job.input_media {
+        Some(info) => info.clone(),
+        None => {
+            let started = Instant::now();
+            let info = media::probe(&exec.config.tools, &job.input_path, &exec.config.limits)?;
+            timings.probe = Some(timings.probe.unwrap_or(0.0) + started.elapsed().as_secs_f64());
+            info
+        }
+    };
+    let dtype = if job.params.dtype == crate::device::DtypeChoice::Auto { exec.config.default_dtype } else { job.params.dtype };
+    let kind = dtype.resolve(exec.device);
+    timings.dtype = Some(crate::device::kind_name(kind).into());
+
+    let load_started = Instant::now();
+    let (model, _loaded_now) = exec.models.upscaler(entry, &exec.config.models_dir, exec.device, kind)?;
+    timings.load_model = Some(load_started.elapsed().as_secs_f64());
+
+    let tiling = SpatialTiling {
+        tile: job.params.tile.unwrap_or(exec.config.upscale_tile),
+        overlap: if exec.config.upscale_overlap > 0 { exec.config.upscale_overlap } else { model.receptive_radius() },
+    };
+    let (width, height) = (info.width, info.height);
+    let (out_width, out_height) = (width * scale as u32, height * scale as u32);
+    let chunk_frames = exec.config.chunk_frames;
+
+    let mut reader = FrameReader::spawn(
+        &exec.config.tools,
+        ReadConfig { input: job.input_path.clone(), width, height, chunk_frames, queue_chunks: QUEUE_CHUNKS },
+    )?;
+    let mut writer = FrameWriter::spawn(
+        &exec.config.tools,
+        WriteConfig {
+            output: job.output_path.clone(),
+            width: out_width,
+            height: out_height,
+            fps_rational: info.fps_rational.clone(),
+            audio_from: info.has_audio.then(|| job.input_path.clone()),
+            crf: exec.config.output_crf,
+            preset: exec.config.output_preset.clone(),
+            queue_chunks: QUEUE_CHUNKS,
+        },
+    )?;
+
+    let (mut read_s, mut compute_s, mut write_s) = (0.0, 0.0, 0.0);
+    let mut done = 0u64;
+    let frames_started = Instant::now();
+    loop {
+        hooks.check_cancelled()?;
+        let waited = Instant::now();
+        let Some(chunk) = reader.next_chunk()? else { break };
+        read_s += waited.elapsed().as_secs_f64();
+
+        let computed = Instant::now();
+        let output = tch::no_grad(|| upscale_chunk(&model, &chunk, scale, &tiling, exec.device, kind))?;
+        compute_s += computed.elapsed().as_secs_f64();
+
+        done += chunk.count as u64;
+        let waited = Instant::now();
+        writer.write(output)?;
+        write_s += waited.elapsed().as_secs_f64();
+        hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), frames_started.elapsed().as_secs_f64()));
+    }
+    hooks.check_cancelled()?;
+    let flushed = Instant::now();
+    writer.finish()?;
+    let output_media = media::probe(&exec.config.tools, &job.output_path, &unlimited()).ok();
+    write_s += flushed.elapsed().as_secs_f64();
+
+    let pipeline_s = frames_started.elapsed().as_secs_f64();
+    timings.read = Some(read_s);
+    timings.compute = Some(compute_s);
+    timings.write = Some(write_s);
+    timings.fps = Some(done as f64 / pipeline_s.max(1e-9));
+    let output_bytes = std::fs::metadata(&job.output_path).map(|m| m.len()).unwrap_or(0);
+    let tiles = crate::tiling::spatial::plan_tiles(height as i64, width as i64, &tiling).len();
+    Ok(JobOutcome {
+        output_name: job.output_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        output_path: job.output_path.clone(),
+        output_bytes,
+        output_media,
+        timings: timings.clone(),
+        plan: Some(json!({
+            "chunk_frames": chunk_frames,
+            "tile": tiling.tile,
+            "overlap": tiling.overlap,
+            "tiles_per_frame": tiles,
+            "scale": scale,
+            "frames": done,
+        })),
+        metrics: None,
+    })
+}
+
+fn upscale_chunk(
+    model: &crate::models::realesrgan::RealEsrgan,
+    chunk: &RgbFrames,
+    scale: i64,
+    tiling: &SpatialTiling,
+    device: Device,
+    _kind: Kind,
+) -> Result<RgbFrames, ExecError> {
+    let (n, h, w) = (chunk.count as i64, chunk.height as i64, chunk.width as i64);
+    let frames = Tensor::from_slice(&chunk.data)
+        .view([n, h, w, 3])
+        .to_device(device)
+        .permute([0, 3, 1, 2])
+        .to_kind(Kind::Float)
+        / 255.0;
+    let upscaled = upscale_tiled(model, &frames, scale, tiling)?;
+    let pixels = (upscaled * 255.0)
+        .round()
+        .clamp(0.0, 255.0)
+        .to_kind(Kind::Uint8)
+        .permute([0, 2, 3, 1])
+        .contiguous()
+        .to_device(Device::Cpu);
+    let mut data = vec![0u8; pixels.numel()];
+    pixels.copy_data_u8(&mut data, data.len());
+    Ok(RgbFrames { width: (w * scale) as u32, height: (h * scale) as u32, count: chunk.count, data })
+}
+
+/// The output is ours; only its shape matters when we read it back.
+fn unlimited() -> media::MediaLimits {
+    media::MediaLimits { max_bytes: u64::MAX, max_width: u32::MAX, max_height: u32::MAX, max_frames: u64::MAX, max_duration_s: f64::MAX }
+}

@@ -1,0 +1,208 @@
+//! What a job is: its parameters, state, progress and timings, as stored and as served.
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::device::DtypeChoice;
+use crate::media::MediaInfo;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobStatus> {
+        [JobStatus::Queued, JobStatus::Running, JobStatus::Succeeded, JobStatus::Failed, JobStatus::Cancelled]
+            .into_iter()
+            .find(|status| status.as_str() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Upscale,
+    VaeEncode,
+    VaeDecode,
+    VaeReconstruct,
+}
+
+impl Op {
+    pub const ALL: [Op; 4] = [Op::Upscale, Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Upscale => "upscale",
+            Op::VaeEncode => "vae_encode",
+            Op::VaeDecode => "vae_decode",
+            Op::VaeReconstruct => "vae_reconstruct",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.as_str() == s)
+    }
+}
+
+/// What the client asked for, beyond op and model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<i64>,
+    #[serde(default = "default_dtype")]
+    pub dtype: DtypeChoice,
+    /// Overrides the configured tile side for this job (input pixels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile: Option<i64>,
+}
+
+fn default_dtype() -> DtypeChoice {
+    DtypeChoice::Auto
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+    pub unit: String,
+    pub fraction: f64,
+    pub eta_s: Option<f64>,
+}
+
+impl Progress {
+    pub fn frames(done: u64, total: u64, elapsed_s: f64) -> Progress {
+        let fraction = if total == 0 { 0.0 } else { (done as f64 / total as f64).min(1.0) };
+        let eta_s = (done > 0 && total >= done).then(|| elapsed_s / done as f64 * (total - done) as f64);
+        Progress { done, total, unit: "frames".into(), fraction, eta_s }
+    }
+}
+
+/// Honest wall-clock seconds per stage, plus throughput and memory, as measured by the executor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    pub queued: Option<f64>,
+    pub probe: Option<f64>,
+    pub load_model: Option<f64>,
+    /// Time the pipeline waited for decoded frames (decode itself runs in ffmpeg, overlapped).
+    pub read: Option<f64>,
+    pub compute: Option<f64>,
+    /// Time the pipeline waited to hand frames to the encoder, plus the final flush.
+    pub write: Option<f64>,
+    pub total: Option<f64>,
+    pub fps: Option<f64>,
+    pub peak_host_bytes: Option<u64>,
+    pub peak_device_bytes: Option<u64>,
+    pub device: Option<String>,
+    pub dtype: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobError {
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InputInfo {
+    pub file_name: String,
+    pub bytes: u64,
+    pub media: Option<MediaInfo>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputInfo {
+    pub file_name: String,
+    pub bytes: u64,
+    pub content_type: String,
+    pub url: String,
+    pub media: Option<MediaInfo>,
+}
+
+/// A job as served by the API.
+#[derive(Debug, Clone, Serialize)]
+pub struct Job {
+    pub id: Uuid,
+    pub status: JobStatus,
+    pub op: Op,
+    pub model: String,
+    pub priority: i64,
+    pub params: JobParams,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub input: InputInfo,
+    pub output: Option<OutputInfo>,
+    pub progress: Option<Progress>,
+    pub timings: Option<Timings>,
+    pub plan: Option<serde_json::Value>,
+    pub metrics: Option<serde_json::Value>,
+    pub error: Option<JobError>,
+    pub attempts: i64,
+    #[serde(skip)]
+    pub input_path: String,
+    #[serde(skip)]
+    pub output_path: Option<String>,
+}
+
+/// What the executor hands back for a finished job.
+#[derive(Debug, Clone)]
+pub struct JobOutcome {
+    pub output_name: String,
+    pub output_path: std::path::PathBuf,
+    pub output_bytes: u64,
+    pub output_media: Option<MediaInfo>,
+    pub timings: Timings,
+    pub plan: Option<serde_json::Value>,
+    pub metrics: Option<serde_json::Value>,
+}
+
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub fn seconds_between(start: &str, end: &str) -> Option<f64> {
+    let start = chrono::DateTime::parse_from_rfc3339(start).ok()?;
+    let end = chrono::DateTime::parse_from_rfc3339(end).ok()?;
+    Some((end - start).num_microseconds()? as f64 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_eta_follows_the_rate_so_far() {
+        let p = Progress::frames(25, 100, 5.0);
+        assert_eq!(p.fraction, 0.25);
+        assert!((p.eta_s.unwrap() - 15.0).abs() < 1e-9);
+        assert_eq!(Progress::frames(0, 100, 1.0).eta_s, None);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for op in Op::ALL {
+            assert_eq!(Op::parse(op.as_str()), Some(op));
+        }
+        assert_eq!(JobStatus::parse("running"), Some(JobStatus::Running));
+        assert_eq!(JobStatus::parse("paused"), None);
+    }
+}

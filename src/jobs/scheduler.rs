@@ -1,0 +1,149 @@
+//! The scheduler: claims the next queued job from the store, hands it to the executor, writes
+//! progress and the outcome back, and announces every change to listeners (SSE, metrics).
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch, Notify};
+use uuid::Uuid;
+
+use super::model::*;
+use super::store::JobStore;
+use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
+
+/// Progress reaches the database at most this often; SSE listeners see the same rate.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+/// A safety net in case a wake-up is missed (e.g. a job inserted by another process).
+const IDLE_POLL: Duration = Duration::from_secs(2);
+
+/// Cancellation flags of running jobs, shared between the API and the scheduler.
+#[derive(Clone, Default)]
+pub struct CancelFlags(Arc<Mutex<HashMap<Uuid, Arc<AtomicBool>>>>);
+
+impl CancelFlags {
+    fn register(&self, id: Uuid) -> Arc<AtomicBool> {
+        let flag = Arc::new(AtomicBool::new(false));
+        self.0.lock().unwrap().insert(id, flag.clone());
+        flag
+    }
+
+    fn remove(&self, id: Uuid) {
+        self.0.lock().unwrap().remove(&id);
+    }
+
+    /// Returns whether the job was running here.
+    pub fn raise(&self, id: Uuid) -> bool {
+        match self.0.lock().unwrap().get(&id) {
+            Some(flag) => {
+                flag.store(true, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Announcements of "job X changed"; listeners re-read the job from the store.
+pub type JobEvents = broadcast::Sender<Uuid>;
+
+pub struct Scheduler {
+    pub store: Arc<dyn JobStore>,
+    pub executor: ExecutorHandle,
+    pub wake: Arc<Notify>,
+    pub events: JobEvents,
+    pub cancels: CancelFlags,
+    pub finished: Arc<crate::api::metrics::Metrics>,
+}
+
+impl Scheduler {
+    pub async fn run(self) {
+        loop {
+            match self.store.claim_next().await {
+                Ok(Some(job)) => self.execute(job).await,
+                Ok(None) => {
+                    let _ = tokio::time::timeout(IDLE_POLL, self.wake.notified()).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot claim the next job");
+                    tokio::time::sleep(IDLE_POLL).await;
+                }
+            }
+        }
+    }
+
+    async fn execute(&self, job: Job) {
+        let id = job.id;
+        let _ = self.events.send(id);
+        tracing::info!(%id, op = job.op.as_str(), model = %job.model, "job started");
+        let cancel = self.cancels.register(id);
+        let (progress_tx, progress_rx) = watch::channel(Progress::default());
+        let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), id, progress_rx));
+
+        let queued = job.started_at.as_deref().and_then(|started| seconds_between(&job.created_at, started));
+        let spec = JobSpec {
+            id,
+            op: job.op,
+            model: job.model.clone(),
+            params: job.params.clone(),
+            input_path: PathBuf::from(&job.input_path),
+            input_media: job.input.media.clone(),
+            output_path: output_path_for(&job),
+            timings: Timings { queued, ..Timings::default() },
+        };
+        let (result, timings) = self.executor.run(spec, JobHooks { progress: progress_tx, cancel }).await;
+        let _ = forwarder.await;
+        self.cancels.remove(id);
+
+        let stored = match &result {
+            Ok(outcome) => self.store.succeed(id, outcome).await,
+            Err(ExecError::Cancelled) => self.store.mark_cancelled(id, Some(&timings)).await,
+            Err(e) => {
+                let error = JobError { code: e.code().into(), message: e.to_string() };
+                self.store.fail(id, &error, Some(&timings)).await
+            }
+        };
+        if let Err(e) = stored {
+            tracing::error!(%id, error = %e, "cannot record the job's outcome");
+        }
+        let status = match &result {
+            Ok(_) => JobStatus::Succeeded,
+            Err(ExecError::Cancelled) => JobStatus::Cancelled,
+            Err(_) => JobStatus::Failed,
+        };
+        self.finished.record_finished(status, &timings);
+        match &result {
+            Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
+            Err(e) => tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed"),
+        }
+        let _ = self.events.send(id);
+    }
+}
+
+/// `in.mp4` upscaled ×4 becomes `in_x4.mp4`, next to the input in the job's folder.
+pub fn output_path_for(job: &Job) -> PathBuf {
+    let input = PathBuf::from(&job.input_path);
+    let stem = std::path::Path::new(&job.input.file_name)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "video".into());
+    let name = match job.op {
+        Op::Upscale => format!("{stem}_x{}.mp4", job.params.scale.unwrap_or(4)),
+        Op::VaeEncode => format!("{stem}.latent.safetensors"),
+        Op::VaeDecode => format!("{stem}_decoded.mp4"),
+        Op::VaeReconstruct => format!("{stem}_reconstructed.mp4"),
+    };
+    input.parent().map(|dir| dir.join(&name)).unwrap_or_else(|| PathBuf::from(name))
+}
+
+async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, id: Uuid, mut rx: watch::Receiver<Progress>) {
+    while rx.changed().await.is_ok() {
+        let progress = rx.borrow_and_update().clone();
+        if let Err(e) = store.set_progress(id, &progress).await {
+            tracing::warn!(%id, error = %e, "cannot store progress");
+        }
+        let _ = events.send(id);
+        tokio::time::sleep(PROGRESS_INTERVAL).await;
+    }
+}

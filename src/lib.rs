@@ -1,0 +1,12 @@
+//! vaebox: a LAN-shared GPU box for video VAEs and upscaling.
+//! HTTP (`api`) → job store (`jobs`, SQLite) → scheduler → one executor thread (`executor`) that owns
+//! the device and models (`models`), streams frames through ffmpeg (`media`) and tiles work (`tiling`).
+pub mod api;
+pub mod config;
+pub mod device;
+pub mod executor;
+pub mod jobs;
+pub mod media;
+pub mod models;
+pub mod server;
+pub mod tiling;

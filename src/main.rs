@@ -1,0 +1,221 @@
+//! `vaebox serve` (default), `vaebox run` (one job, no server) and `vaebox bench`.
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use tokio::sync::watch;
+
+use vaebox::config::Config;
+use vaebox::device::DtypeChoice;
+use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
+use vaebox::jobs::{JobOutcome, JobParams, Op, Progress, Timings};
+use vaebox::models::registry;
+
+#[derive(Parser)]
+#[command(name = "vaebox", version, about = "A LAN-shared GPU box for video VAEs and upscaling")]
+struct Cli {
+    /// Config file (default: ./config.toml when present, else built-in defaults). Keys can be
+    /// overridden by VAEBOX_<KEY> environment variables.
+    #[arg(long, global = true, env = "VAEBOX_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP server (the default).
+    Serve,
+    /// Run one job from the command line through the same pipeline, without a server.
+    Run(RunArgs),
+    /// Measure throughput and pipeline overhead.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    #[arg(long, default_value = "upscale")]
+    op: String,
+    #[arg(long, default_value = registry::DEFAULT_UPSCALE_MODEL)]
+    model: String,
+    #[arg(long)]
+    input: PathBuf,
+    #[arg(long)]
+    output: PathBuf,
+    #[arg(long, default_value_t = 4)]
+    scale: i64,
+    /// auto, f32 or bf16
+    #[arg(long, default_value = "auto")]
+    dtype: String,
+    /// Input tile side in pixels (0 = whole frames); default from the config.
+    #[arg(long)]
+    tile: Option<i64>,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Upscale a real clip end to end for each dtype; prints model-only fps, end-to-end fps and total/compute.
+    Upscale {
+        #[arg(long, default_value = "tests/media/carphone_pristine.mp4")]
+        input: PathBuf,
+        #[arg(long, default_value = registry::DEFAULT_UPSCALE_MODEL)]
+        model: String,
+        #[arg(long, default_value = "f32,bf16")]
+        dtypes: String,
+        #[arg(long, default_value_t = 4)]
+        scale: i64,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VAEBOX_LOG").unwrap_or_else(|_| "info,tower_http=warn,sqlx=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = Config::load(cli.config.as_deref()).context("invalid configuration")?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => runtime.block_on(vaebox::server::serve(config)),
+        Command::Run(args) => runtime.block_on(run_once(&config, args)),
+        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale } } => {
+            runtime.block_on(bench_upscale(&config, BenchUpscale { input, model, dtypes, scale }))
+        }
+    }
+}
+
+struct OneJob<'a> {
+    op: Op,
+    model: &'a str,
+    input: &'a Path,
+    output: &'a Path,
+    params: JobParams,
+    show_progress: bool,
+}
+
+/// Runs one job on a private executor, exactly as the server would.
+async fn run_job(executor: &ExecutorHandle, config: &Config, job: OneJob<'_>) -> anyhow::Result<JobOutcome> {
+    let probe_started = Instant::now();
+    let tools = config.media_tools();
+    let limits = config.media_limits();
+    let input = job.input.to_path_buf();
+    let media = tokio::task::spawn_blocking(move || vaebox::media::probe(&tools, &input, &limits)).await??;
+    let spec = JobSpec {
+        id: uuid::Uuid::new_v4(),
+        op: job.op,
+        model: job.model.to_string(),
+        params: job.params,
+        input_path: job.input.to_path_buf(),
+        input_media: Some(media),
+        output_path: job.output.to_path_buf(),
+        timings: Timings { probe: Some(probe_started.elapsed().as_secs_f64()), ..Timings::default() },
+    };
+    let (progress, mut progress_rx) = watch::channel(Progress::default());
+    let printer = job.show_progress.then(|| {
+        tokio::spawn(async move {
+            while progress_rx.changed().await.is_ok() {
+                let p = progress_rx.borrow_and_update().clone();
+                draw_progress_bar(&p);
+            }
+            eprintln!();
+        })
+    });
+    let hooks = JobHooks { progress, cancel: Arc::new(AtomicBool::new(false)) };
+    let (result, _timings) = executor.run(spec, hooks).await;
+    if let Some(printer) = printer {
+        let _ = printer.await;
+    }
+    result.map_err(|e| anyhow::anyhow!("{} ({})", e, e.code()))
+}
+
+fn draw_progress_bar(p: &Progress) {
+    const WIDTH: usize = 30;
+    let filled = (p.fraction * WIDTH as f64).round() as usize;
+    let eta = p.eta_s.map(|s| format!("ETA {s:.0}s")).unwrap_or_default();
+    eprint!(
+        "\r[{}{}] {}/{} {} {:>5.1}% {eta}   ",
+        "#".repeat(filled.min(WIDTH)),
+        " ".repeat(WIDTH - filled.min(WIDTH)),
+        p.done,
+        p.total,
+        p.unit,
+        p.fraction * 100.0
+    );
+}
+
+async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
+    let Some(op) = Op::parse(&args.op) else { bail!("unknown op `{}`", args.op) };
+    let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32 or bf16") };
+    if registry::find(&args.model).is_none() {
+        bail!("unknown model `{}`", args.model);
+    }
+    let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
+    let params = JobParams { scale: Some(args.scale), dtype, tile: args.tile };
+    let job = OneJob { op, model: &args.model, input: &args.input, output: &args.output, params, show_progress: true };
+    let outcome = run_job(&executor, config, job).await?;
+    println!("{}", serde_json::to_string_pretty(&serde_json::json!({
+        "output": outcome.output_path,
+        "bytes": outcome.output_bytes,
+        "timings": outcome.timings,
+        "plan": outcome.plan,
+    }))?);
+    Ok(())
+}
+
+struct BenchUpscale {
+    input: PathBuf,
+    model: String,
+    dtypes: String,
+    scale: i64,
+}
+
+async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<()> {
+    let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
+    let out_dir = tempfile_dir()?;
+    println!("bench upscale: model {} x{} on {} (device {}, {} threads)", bench.model, bench.scale, bench.input.display(), executor.device(), tch::get_num_threads());
+    println!("{:<6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>13}", "dtype", "frames", "load s", "read s", "compute s", "write s", "total s", "model fps", "e2e fps", "total/compute");
+    for dtype_name in bench.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some(dtype) = DtypeChoice::parse(dtype_name) else { bail!("unknown dtype {dtype_name}") };
+        let output = out_dir.join(format!("bench_{dtype_name}.mp4"));
+        let params = JobParams { scale: Some(bench.scale), dtype, tile: None };
+        // The first run loads the model; the measured run finds it resident, as a busy server would.
+        let warm = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params: params.clone(), show_progress: false };
+        let first = run_job(&executor, config, warm).await?;
+        let measured = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params, show_progress: false };
+        let outcome = run_job(&executor, config, measured).await?;
+        let t = &outcome.timings;
+        let frames = outcome.plan.as_ref().and_then(|p| p["frames"].as_u64()).unwrap_or(0) as f64;
+        let compute = t.compute.unwrap_or(f64::NAN);
+        // The pipeline is everything after the model is resident: probe is the server's upload step.
+        let pipeline = t.total.unwrap_or(f64::NAN) - t.load_model.unwrap_or(0.0);
+        println!(
+            "{:<6} {:>7} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.2} {:>10.2} {:>13.3}",
+            t.dtype.as_deref().unwrap_or("?"),
+            frames,
+            first.timings.load_model.unwrap_or(f64::NAN),
+            t.read.unwrap_or(f64::NAN),
+            compute,
+            t.write.unwrap_or(f64::NAN),
+            pipeline,
+            frames / compute,
+            frames / pipeline,
+            pipeline / compute,
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+    Ok(())
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("vaebox-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

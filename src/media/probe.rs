@@ -1,0 +1,324 @@
+//! `probe`: what an input file is, validated against the limits before any work starts.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::process::{BoundedChild, ProcessSpec};
+use super::{MediaError, MediaLimits, MediaTools};
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct MediaInfo {
+    /// `mp4`, `mov`, `matroska`, … (the demuxer's name, with the ISO family split by brand).
+    pub container: String,
+    pub codec: String,
+    /// Display size: a 90°-rotated phone video reports its upright size, as ffmpeg decodes it.
+    pub width: u32,
+    pub height: u32,
+    /// Exact count of video frames (the container's sample count, else packets counted by ffprobe).
+    pub frames: u64,
+    pub fps: f64,
+    /// The frame rate as ffmpeg writes it (`30000/1001`), for an encoder that must match exactly.
+    pub fps_rational: String,
+    pub duration_s: f64,
+    pub has_audio: bool,
+    pub bytes: u64,
+}
+
+/// ffprobe's JSON for a crafted file with thousands of streams could be large; real ones are a few KiB.
+const MAX_PROBE_OUTPUT_BYTES: u64 = 1 << 20;
+
+/// Demuxers whose inputs point at other files or URLs: never follow those from an upload.
+const REFERENCING_FORMATS: &[&str] = &["hls", "concat", "ffconcat", "dash", "webm_dash_manifest", "tee"];
+
+/// Validates `path` against `limits` and describes it. Packets are always counted (a demux pass,
+/// no decoding) because that both gives the exact frame count and reveals a truncated MP4.
+pub fn probe(tools: &MediaTools, path: &Path, limits: &MediaLimits) -> Result<MediaInfo, MediaError> {
+    let metadata = std::fs::metadata(path).map_err(|e| MediaError::io(format!("reading {}", path.display()), e))?;
+    if !metadata.is_file() {
+        return Err(MediaError::NotAVideo { reason: format!("{} is not a regular file", path.display()) });
+    }
+    let bytes = metadata.len();
+    if bytes == 0 {
+        return Err(MediaError::EmptyFile { path: path.to_path_buf() });
+    }
+    if bytes > limits.max_bytes {
+        return Err(MediaError::too_large("bytes", bytes, limits.max_bytes));
+    }
+    let json = run_ffprobe(tools, path, &["-count_packets", "-show_entries", SHOW_ENTRIES])
+        .map_err(|e| classify_ffprobe_failure(e, path))?;
+    let report: ProbeReport = serde_json::from_str(&json)
+        .map_err(|e| MediaError::NotAVideo { reason: format!("unreadable ffprobe output: {e}") })?;
+    let info = media_info_from(&report, bytes)?;
+    check_limits(&info, limits)?;
+    Ok(info)
+}
+
+/// The codec of the first audio stream, if any (used by the writer to decide copy vs re-encode).
+pub(crate) fn first_audio_codec(tools: &MediaTools, path: &Path) -> Result<Option<String>, MediaError> {
+    let json = run_ffprobe(tools, path, &["-select_streams", "a:0", "-show_entries", "stream=codec_name"])?;
+    let report: ProbeReport = serde_json::from_str(&json)
+        .map_err(|e| MediaError::NotAVideo { reason: format!("unreadable ffprobe output: {e}") })?;
+    Ok(report.streams.into_iter().next().map(|s| s.codec_name.unwrap_or_default()))
+}
+
+const SHOW_ENTRIES: &str = "format=format_name:format_tags=major_brand:\
+stream=codec_type,codec_name,width,height,nb_frames,nb_read_packets,avg_frame_rate,r_frame_rate,duration:\
+stream_disposition=attached_pic:stream_side_data=rotation";
+
+fn run_ffprobe(tools: &MediaTools, path: &Path, query: &[&str]) -> Result<String, MediaError> {
+    let mut args: Vec<OsString> = ["-v", "error", "-protocol_whitelist", "file", "-of", "json"]
+        .iter()
+        .chain(query)
+        .map(OsString::from)
+        .collect();
+    args.push(file_url(path));
+    let mut child = BoundedChild::spawn(ProcessSpec {
+        program: &tools.ffprobe,
+        args,
+        timeout: tools.probe_timeout,
+        pipe_stdin: false,
+        pipe_stdout: true,
+    })?;
+    let mut json = String::new();
+    let read = child.stdout.take().expect("stdout is piped").take(MAX_PROBE_OUTPUT_BYTES).read_to_string(&mut json);
+    child.finish()?; // a timeout or failure explains a failed read better than the read error does
+    read.map_err(|e| MediaError::io("reading ffprobe output", e))?;
+    Ok(json)
+}
+
+/// `file:` keeps a name like `http:x` or `concat:a|b` from being taken as a protocol.
+pub(crate) fn file_url(path: &Path) -> OsString {
+    let mut url = OsString::from("file:");
+    url.push(path.as_os_str());
+    url
+}
+
+/// ffprobe exits non-zero when it cannot open the input at all: that is the file's fault, unless
+/// ffprobe itself crashed (killed by a signal).
+fn classify_ffprobe_failure(error: MediaError, path: &Path) -> MediaError {
+    let MediaError::FfmpegFailed { status, stderr, .. } = &error else { return error };
+    if status.starts_with("killed") {
+        return error;
+    }
+    let last_line = stderr.lines().last().unwrap_or("ffprobe could not read it").to_string();
+    if stderr.contains("moov atom not found") && starts_like_mp4(path) {
+        return MediaError::Truncated { reason: format!("MP4 without its index (moov atom not found): {last_line}") };
+    }
+    MediaError::NotAVideo { reason: last_line }
+}
+
+fn starts_like_mp4(path: &Path) -> bool {
+    let mut head = [0u8; 8];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    read.is_ok() && &head[4..8] == b"ftyp"
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ProbeReport {
+    #[serde(default)]
+    streams: Vec<ProbeStream>,
+    #[serde(default)]
+    format: Option<ProbeFormat>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ProbeStream {
+    codec_type: Option<String>,
+    codec_name: Option<String>,
+    width: Option<u32>,
+    height: Option<u32>,
+    nb_frames: Option<String>,
+    nb_read_packets: Option<String>,
+    avg_frame_rate: Option<String>,
+    r_frame_rate: Option<String>,
+    duration: Option<String>,
+    disposition: Option<Disposition>,
+    #[serde(default)]
+    side_data_list: Vec<SideData>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Disposition {
+    #[serde(default)]
+    attached_pic: u8,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SideData {
+    rotation: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ProbeFormat {
+    format_name: Option<String>,
+    tags: Option<FormatTags>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FormatTags {
+    major_brand: Option<String>,
+}
+
+fn media_info_from(report: &ProbeReport, bytes: u64) -> Result<MediaInfo, MediaError> {
+    let not_a_video = |reason: &str| MediaError::NotAVideo { reason: reason.to_string() };
+    let container = container_name(report.format.as_ref());
+    if REFERENCING_FORMATS.contains(&container.as_str()) {
+        return Err(not_a_video(&format!("{container} playlists are not accepted")));
+    }
+    // The decoder maps `0:v:0`, so the first video stream is the one that counts.
+    let video = report.streams.iter().find(|s| s.codec_type.as_deref() == Some("video")).ok_or_else(|| not_a_video("no video stream"))?;
+    if video.disposition.as_ref().is_some_and(|d| d.attached_pic != 0) {
+        return Err(not_a_video("the only picture is a cover image"));
+    }
+    let (Some(width), Some(height)) = (video.width.filter(|w| *w > 0), video.height.filter(|h| *h > 0)) else {
+        return Err(not_a_video("video stream without a size"));
+    };
+    let declared = parse_count(video.nb_frames.as_deref());
+    let counted = parse_count(video.nb_read_packets.as_deref());
+    if let (Some(declared), Some(counted)) = (declared, counted) {
+        if counted < declared {
+            return Err(MediaError::Truncated { reason: format!("only {counted} of {declared} video frames are present") });
+        }
+    }
+    let frames = declared.or(counted).ok_or_else(|| not_a_video("video stream without frames"))?;
+    let (fps_rational, fps) = [&video.avg_frame_rate, &video.r_frame_rate]
+        .into_iter()
+        .find_map(|rate| parse_rate(rate.as_deref()?))
+        .ok_or_else(|| not_a_video("video stream without a frame rate"))?;
+    let duration_s = video
+        .duration
+        .as_deref()
+        .and_then(|d| d.parse::<f64>().ok())
+        .filter(|d| d.is_finite() && *d > 0.0)
+        .unwrap_or(frames as f64 / fps);
+    let quarter_turned = video.side_data_list.iter().filter_map(|s| s.rotation).any(|r| (r.abs() as i64) % 180 == 90);
+    let (width, height) = if quarter_turned { (height, width) } else { (width, height) };
+    Ok(MediaInfo {
+        container,
+        codec: video.codec_name.clone().unwrap_or_else(|| "unknown".into()),
+        width,
+        height,
+        frames,
+        fps,
+        fps_rational,
+        duration_s,
+        has_audio: report.streams.iter().any(|s| s.codec_type.as_deref() == Some("audio")),
+        bytes,
+    })
+}
+
+fn check_limits(info: &MediaInfo, limits: &MediaLimits) -> Result<(), MediaError> {
+    if info.width > limits.max_width {
+        return Err(MediaError::too_large("width", info.width, limits.max_width));
+    }
+    if info.height > limits.max_height {
+        return Err(MediaError::too_large("height", info.height, limits.max_height));
+    }
+    if info.frames > limits.max_frames {
+        return Err(MediaError::too_large("frames", info.frames, limits.max_frames));
+    }
+    if info.duration_s > limits.max_duration_s {
+        return Err(MediaError::too_large("duration", format!("{:.3} s", info.duration_s), format!("{} s", limits.max_duration_s)));
+    }
+    Ok(())
+}
+
+/// The ISO family shares one demuxer (`mov,mp4,m4a,…`); the brand tells a QuickTime file from an MP4.
+fn container_name(format: Option<&ProbeFormat>) -> String {
+    let name = format.and_then(|f| f.format_name.as_deref()).unwrap_or("unknown");
+    if name.starts_with("mov,") {
+        let brand = format.and_then(|f| f.tags.as_ref()).and_then(|t| t.major_brand.as_deref()).unwrap_or("");
+        return if brand.trim() == "qt" { "mov".into() } else { "mp4".into() };
+    }
+    name.split(',').next().unwrap_or(name).to_string()
+}
+
+fn parse_count(value: Option<&str>) -> Option<u64> {
+    value?.trim().parse::<u64>().ok().filter(|n| *n > 0)
+}
+
+/// `30000/1001` → (`30000/1001`, 29.97); `0/0` (unknown) → None.
+pub(crate) fn parse_rate(rate: &str) -> Option<(String, f64)> {
+    let (num, den) = rate.trim().split_once('/').unwrap_or((rate.trim(), "1"));
+    let (num, den) = (num.parse::<u64>().ok()?, den.parse::<u64>().ok()?);
+    (num > 0 && den > 0).then(|| (format!("{num}/{den}"), num as f64 / den as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(json: &str) -> ProbeReport {
+        serde_json::from_str(json).unwrap()
+    }
+
+    const CLIP: &str = r#"{"streams": [{"codec_type": "video", "codec_name": "h264", "width": 176, "height": 144,
+        "nb_frames": "120", "nb_read_packets": "120", "avg_frame_rate": "30000/1001", "r_frame_rate": "30000/1001",
+        "duration": "4.004000", "disposition": {"attached_pic": 0}}],
+        "format": {"format_name": "mov,mp4,m4a,3gp,3g2,mj2", "tags": {"major_brand": "isom"}}}"#;
+
+    #[test]
+    fn reads_an_mp4_report() {
+        let info = media_info_from(&report(CLIP), 1000).unwrap();
+        assert_eq!((info.container.as_str(), info.codec.as_str(), info.width, info.height), ("mp4", "h264", 176, 144));
+        assert_eq!((info.frames, info.fps_rational.as_str(), info.has_audio), (120, "30000/1001", false));
+        assert!((info.fps - 29.97).abs() < 0.01);
+    }
+
+    #[test]
+    fn fewer_packets_than_declared_frames_is_truncation() {
+        let json = CLIP.replace(r#""nb_read_packets": "120""#, r#""nb_read_packets": "59""#);
+        let err = media_info_from(&report(&json), 1000).unwrap_err();
+        assert_eq!(err.code(), "truncated-media", "{err}");
+    }
+
+    #[test]
+    fn counted_packets_stand_in_when_the_container_declares_no_count() {
+        let json = CLIP.replace(r#""nb_frames": "120","#, "").replace(r#""nb_read_packets": "120""#, r#""nb_read_packets": "77""#);
+        assert_eq!(media_info_from(&report(&json), 1000).unwrap().frames, 77);
+    }
+
+    #[test]
+    fn quarter_turned_video_reports_its_upright_size() {
+        let json = CLIP.replace(r#""disposition""#, r#""side_data_list": [{"rotation": -90}], "disposition""#);
+        let info = media_info_from(&report(&json), 1000).unwrap();
+        assert_eq!((info.width, info.height), (144, 176));
+    }
+
+    #[test]
+    fn audio_only_and_cover_art_are_not_videos() {
+        let audio = report(r#"{"streams": [{"codec_type": "audio", "codec_name": "mp3"}], "format": {"format_name": "mp3"}}"#);
+        assert_eq!(media_info_from(&audio, 10).unwrap_err().code(), "not-a-video");
+        let cover = CLIP.replace(r#""attached_pic": 0"#, r#""attached_pic": 1"#);
+        assert_eq!(media_info_from(&report(&cover), 10).unwrap_err().code(), "not-a-video");
+    }
+
+    #[test]
+    fn limits_name_the_exceeded_dimension() {
+        let info = media_info_from(&report(CLIP), 1000).unwrap();
+        let limits = MediaLimits { max_bytes: 1 << 30, max_width: 4096, max_height: 4096, max_frames: 1000, max_duration_s: 60.0 };
+        assert!(check_limits(&info, &limits).is_ok());
+        let cases = [
+            (MediaLimits { max_width: 100, ..limits.clone() }, "width is 176, the limit is 100"),
+            (MediaLimits { max_height: 100, ..limits.clone() }, "height is 144"),
+            (MediaLimits { max_frames: 100, ..limits.clone() }, "frames is 120, the limit is 100"),
+            (MediaLimits { max_duration_s: 2.0, ..limits.clone() }, "duration is 4.004 s, the limit is 2 s"),
+        ];
+        for (limits, expected) in cases {
+            let err = check_limits(&info, &limits).unwrap_err();
+            assert_eq!(err.code(), "media-too-large");
+            assert!(err.to_string().contains(expected), "{err} lacks {expected}");
+        }
+    }
+
+    #[test]
+    fn frame_rates_parse_or_are_unknown() {
+        assert_eq!(parse_rate("25/1").unwrap().0, "25/1");
+        assert_eq!(parse_rate("24").unwrap().1, 24.0);
+        assert!(parse_rate("0/0").is_none());
+        assert!(parse_rate("1.5/2").is_none());
+    }
+}

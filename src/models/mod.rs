@@ -1,0 +1,44 @@
+//! Model code: tch modules built from checkpoint files, one file per family.
+//! Everything here runs on the executor thread; nothing here is async.
+pub mod ncnn;
+pub mod realesrgan;
+pub mod registry;
+pub mod wan;
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("model file {path} could not be read: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("model file {path} is not valid: {reason}")]
+    Format { path: PathBuf, reason: String },
+    #[error("unknown model `{0}`")]
+    Unknown(String),
+    #[error("weights for model `{0}` are not present on this box")]
+    WeightsMissing(String),
+    #[error("model `{model}` does not support {what}")]
+    Unsupported { model: String, what: String },
+    #[error("torch: {0}")]
+    Torch(#[from] tch::TchError),
+}
+
+impl ModelError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            ModelError::Io { .. } => "model-io",
+            ModelError::Format { .. } => "model-format",
+            ModelError::Unknown(_) => "unknown-model",
+            ModelError::WeightsMissing(_) => "model-weights-missing",
+            ModelError::Unsupported { .. } => "unsupported-model-op",
+            ModelError::Torch(e) if is_out_of_memory(e) => "out-of-memory",
+            ModelError::Torch(_) => "torch-error",
+        }
+    }
+}
+
+/// libtorch reports allocator failures as ordinary errors; the message is the only signal.
+pub fn is_out_of_memory(e: &tch::TchError) -> bool {
+    let s = e.to_string();
+    s.contains("out of memory") || s.contains("DefaultCPUAllocator: can't allocate")
+}

@@ -1,0 +1,118 @@
+//! Convolutions of the Wan VAE. Everything runs as 3-D convolution on `[B, C, T, H, W]`; the
+//! checkpoint's per-frame 2-D convs get a time kernel of 1 so frames never need to be folded into the batch.
+use tch::Tensor;
+
+use super::cache::{FeatureCache, SlotAllocator};
+use super::weights::WeightPath;
+use crate::models::ModelError;
+
+/// Shape of one convolution, as `[time, height, width]` triples.
+#[derive(Debug, Clone, Copy)]
+pub struct ConvSpec {
+    pub in_channels: i64,
+    pub out_channels: i64,
+    pub kernel: [i64; 3],
+    pub stride: [i64; 3],
+    pub padding: [i64; 3],
+    /// The checkpoint stores a per-frame `nn.Conv2d` weight `[out, in, kh, kw]`.
+    pub stored_as_2d: bool,
+}
+
+impl ConvSpec {
+    /// `k×k×k`, stride 1, "same" padding.
+    pub fn cube(in_channels: i64, out_channels: i64, k: i64) -> Self {
+        Self { in_channels, out_channels, kernel: [k; 3], stride: [1; 3], padding: [k / 2; 3], stored_as_2d: false }
+    }
+
+    pub fn pointwise(in_channels: i64, out_channels: i64) -> Self {
+        Self::cube(in_channels, out_channels, 1)
+    }
+
+    /// A per-frame `k×k` conv (checkpoint weight is 4-D).
+    pub fn per_frame(in_channels: i64, out_channels: i64, k: i64) -> Self {
+        Self { in_channels, out_channels, kernel: [1, k, k], stride: [1; 3], padding: [0, k / 2, k / 2], stored_as_2d: true }
+    }
+
+    pub fn with_stride(self, stride: [i64; 3]) -> Self {
+        Self { stride, ..self }
+    }
+
+    pub fn with_padding(self, padding: [i64; 3]) -> Self {
+        Self { padding, ..self }
+    }
+
+    pub fn with_kernel(self, kernel: [i64; 3]) -> Self {
+        Self { kernel, ..self }
+    }
+}
+
+/// A plain convolution with its padding applied inside the conv call.
+#[derive(Debug)]
+pub struct Conv3d {
+    weight: Tensor,
+    bias: Tensor,
+    stride: [i64; 3],
+    padding: [i64; 3],
+}
+
+impl Conv3d {
+    /// Loads `{vp}.weight` and `{vp}.bias`.
+    pub fn new(vp: &WeightPath, spec: &ConvSpec) -> Result<Self, ModelError> {
+        let [kt, kh, kw] = spec.kernel;
+        let weight = if spec.stored_as_2d {
+            vp.get("weight", &[spec.out_channels, spec.in_channels, kh, kw])?.f_unsqueeze(2)?
+        } else {
+            vp.get("weight", &[spec.out_channels, spec.in_channels, kt, kh, kw])?
+        };
+        let bias = vp.get("bias", &[spec.out_channels])?;
+        Ok(Self { weight, bias, stride: spec.stride, padding: spec.padding })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        Ok(x.f_conv3d(&self.weight, Some(&self.bias), self.stride, self.padding, [1, 1, 1], 1)?)
+    }
+
+    pub fn forward_with_padding(&self, x: &Tensor, padding: [i64; 3]) -> Result<Tensor, ModelError> {
+        Ok(x.f_conv3d(&self.weight, Some(&self.bias), self.stride, padding, [1, 1, 1], 1)?)
+    }
+}
+
+/// Causal in time: `2·p_t` frames of history in front, none behind; symmetric in space. The history is
+/// zeros at the start of a stream and the last input frames of the previous chunk afterwards, so a
+/// chunked stream computes exactly the full-sequence convolution.
+#[derive(Debug)]
+pub struct CausalConv3d {
+    conv: Conv3d,
+    spatial_padding: [i64; 2],
+    history_frames: i64,
+    cache_slot: Option<usize>,
+}
+
+impl CausalConv3d {
+    pub fn new(vp: &WeightPath, spec: &ConvSpec, slots: &mut SlotAllocator) -> Result<Self, ModelError> {
+        let history_frames = 2 * spec.padding[0];
+        Ok(Self {
+            conv: Conv3d::new(vp, &ConvSpec { padding: [0; 3], ..*spec })?,
+            spatial_padding: [spec.padding[1], spec.padding[2]],
+            history_frames,
+            cache_slot: (history_frames > 0).then(|| slots.allocate()),
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor, cache: &mut FeatureCache) -> Result<Tensor, ModelError> {
+        let padding = [0, self.spatial_padding[0], self.spatial_padding[1]];
+        let Some(slot) = self.cache_slot else {
+            return self.conv.forward_with_padding(x, padding);
+        };
+        let with_history = match cache.take(slot) {
+            Some(history) => Tensor::f_cat(&[&history, x], 2)?,
+            None => x.shallow_clone(),
+        };
+        let missing = self.history_frames - with_history.size()[2];
+        let input = if missing > 0 { with_history.f_constant_pad_nd([0, 0, 0, 0, missing, 0])? } else { with_history };
+        let frames = input.size()[2];
+        // Copy so the cache does not keep the whole padded input alive.
+        cache.store(slot, input.f_narrow(2, frames - self.history_frames, self.history_frames)?.f_contiguous()?);
+        self.conv.forward_with_padding(&input, padding)
+    }
+}

@@ -1,0 +1,20 @@
+//! Wan 2.1 video VAE (causal 3-D conv encoder/decoder) with exact chunked streaming.
+//! Built from diffusers weight names; original/ComfyUI checkpoints are renamed once at load (`keymap`).
+mod blocks;
+mod cache;
+pub mod config;
+mod conv;
+mod decoder;
+mod encoder;
+pub mod keymap;
+mod resample;
+mod stream;
+mod vae;
+pub mod weights;
+
+pub use cache::FeatureCache;
+pub use config::{WanConfig, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
+pub use decoder::Decoder;
+pub use encoder::Encoder;
+pub use stream::{DecodeStream, EncodeStream};
+pub use vae::{WanLoadOptions, WanVae};

@@ -1,0 +1,105 @@
+//! Exact causal streaming: push chunks of frames in order and get the same result as the whole clip.
+use tch::Tensor;
+
+use super::cache::FeatureCache;
+use super::vae::WanVae;
+use crate::models::ModelError;
+
+/// Pixel frames in, latent frames (raw `mu`) out. Any push size is accepted: frames are buffered until
+/// they form the next valid encoder chunk (the first frame alone, then whole groups of 4). All
+/// complete groups of one push go through the encoder in one call, so the push size sets the memory.
+pub struct EncodeStream<'a> {
+    vae: &'a WanVae,
+    cache: FeatureCache,
+    pending: Option<Tensor>,
+}
+
+impl<'a> EncodeStream<'a> {
+    pub(super) fn new(vae: &'a WanVae) -> Self {
+        Self { vae, cache: vae.encoder.new_cache(), pending: None }
+    }
+
+    /// Frames `[B, 3, t, H, W]` in [-1, 1]; returns the latent frames `[B, z, t', H/8, W/8]` that became
+    /// complete, or `None` while frames are still buffered.
+    pub fn push(&mut self, frames: &Tensor) -> Result<Option<Tensor>, ModelError> {
+        let _guard = tch::no_grad_guard();
+        let size = frames.size();
+        if size.len() != 5 || size[1] != self.vae.config().image_channels {
+            return Err(self.vae.bad_input(format!("frames of shape {size:?} (expected [B, {}, t, H, W])", self.vae.config().image_channels)));
+        }
+        let frames = frames.f_to_device(self.vae.device)?.f_to_kind(self.vae.kind)?;
+        let mut available = match self.pending.take() {
+            Some(pending) => Tensor::f_cat(&[&pending, &frames], 2)?,
+            None => frames,
+        };
+        let mut latents = Vec::new();
+        if self.cache.is_first_chunk() && available.size()[2] > 0 {
+            latents.push(self.encode_chunk(&available.f_narrow(2, 0, 1)?)?);
+            available = available.f_narrow(2, 1, available.size()[2] - 1)?;
+        }
+        let step = self.vae.config().temporal_factor();
+        let count = available.size()[2];
+        let complete = count / step * step;
+        if complete > 0 {
+            latents.push(self.encode_chunk(&available.f_narrow(2, 0, complete)?)?);
+        }
+        if complete < count {
+            self.pending = Some(available.f_narrow(2, complete, count - complete)?.f_contiguous()?);
+        }
+        Ok(match latents.len() {
+            0 => None,
+            _ => Some(Tensor::f_cat(&latents, 2)?),
+        })
+    }
+
+    /// Frames waiting for a complete group; the encoder drops them if the clip ends here.
+    pub fn pending_frames(&self) -> i64 {
+        self.pending.as_ref().map_or(0, |p| p.size()[2])
+    }
+
+    fn encode_chunk(&mut self, frames: &Tensor) -> Result<Tensor, ModelError> {
+        let moments = self.vae.quant_conv.forward(&self.vae.encoder.forward(frames, &mut self.cache)?)?;
+        Ok(moments.f_narrow(1, 0, self.vae.config().z_dim)?)
+    }
+}
+
+/// Latent frames in (any number per push), video frames out (1 for the first latent frame, 4 for each
+/// later one), clamped to [-1, 1] unless [`DecodeStream::unclamped`].
+pub struct DecodeStream<'a> {
+    vae: &'a WanVae,
+    cache: FeatureCache,
+    clamp: bool,
+}
+
+impl<'a> DecodeStream<'a> {
+    pub(super) fn new(vae: &'a WanVae) -> Self {
+        Self { vae, cache: vae.decoder.new_cache(), clamp: true }
+    }
+
+    pub fn unclamped(self) -> Self {
+        Self { clamp: false, ..self }
+    }
+
+    /// Latent frames `[B, z, t, h, w]` → video frames `[B, 3, 4t (or 4t−3 on the first push), 8h, 8w]`.
+    pub fn push(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        let _guard = tch::no_grad_guard();
+        let size = latent.size();
+        if size.len() != 5 || size[1] != self.vae.config().z_dim || size[2] < 1 {
+            return Err(self.vae.bad_input(format!("latent frames of shape {size:?} (expected [B, {}, t≥1, h, w])", self.vae.config().z_dim)));
+        }
+        let latent = latent.f_to_device(self.vae.device)?.f_to_kind(self.vae.kind)?;
+        // The decoder's first call must be a single latent frame (its temporal upsamplers skip it).
+        let video = if self.cache.is_first_chunk() && size[2] > 1 {
+            let first = self.decode_chunk(&latent.f_narrow(2, 0, 1)?)?;
+            let rest = self.decode_chunk(&latent.f_narrow(2, 1, size[2] - 1)?)?;
+            Tensor::f_cat(&[first, rest], 2)?
+        } else {
+            self.decode_chunk(&latent)?
+        };
+        Ok(if self.clamp { video.f_clamp(-1.0, 1.0)? } else { video })
+    }
+
+    fn decode_chunk(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        self.vae.decoder.forward(&self.vae.post_quant_conv.forward(latent)?, &mut self.cache)
+    }
+}

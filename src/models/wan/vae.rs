@@ -1,0 +1,133 @@
+//! The whole Wan VAE: loading, whole-clip encode/decode, and the entry points of the streams.
+use std::path::{Path, PathBuf};
+
+use tch::{Device, Kind, Tensor};
+
+use super::config::WanConfig;
+use super::conv::{Conv3d, ConvSpec};
+use super::decoder::Decoder;
+use super::encoder::Encoder;
+use super::stream::{DecodeStream, EncodeStream};
+use super::weights::Weights;
+use crate::models::ModelError;
+
+#[derive(Debug, Clone, Copy)]
+pub struct WanLoadOptions {
+    pub device: Device,
+    /// Compute kind; the checkpoint (fp32, fp16 or bf16) is cast to it.
+    pub kind: Kind,
+}
+
+impl Default for WanLoadOptions {
+    fn default() -> Self {
+        Self { device: Device::Cpu, kind: Kind::Float }
+    }
+}
+
+#[derive(Debug)]
+pub struct WanVae {
+    config: WanConfig,
+    pub(super) encoder: Encoder,
+    pub(super) decoder: Decoder,
+    /// Original name `conv1`: 1×1×1 on the encoder output, whose first `z_dim` channels are `mu`.
+    pub(super) quant_conv: Conv3d,
+    /// Original name `conv2`: 1×1×1 before the decoder.
+    pub(super) post_quant_conv: Conv3d,
+    pub(super) device: Device,
+    pub(super) kind: Kind,
+}
+
+impl WanVae {
+    /// Loads a safetensors checkpoint in original/ComfyUI or diffusers naming.
+    pub fn load(path: &Path, opts: &WanLoadOptions) -> Result<Self, ModelError> {
+        let weights = Weights::read(path, opts.device, opts.kind)?;
+        Self::from_weights(&weights)
+    }
+
+    /// Builds from tensors already in memory (either naming); `source` only labels errors.
+    pub fn from_tensors(source: &str, tensors: Vec<(String, Tensor)>, opts: &WanLoadOptions) -> Result<Self, ModelError> {
+        let weights = Weights::from_tensors(&PathBuf::from(source), tensors, opts.device, opts.kind)?;
+        Self::from_weights(&weights)
+    }
+
+    pub fn from_weights(weights: &Weights) -> Result<Self, ModelError> {
+        let _guard = tch::no_grad_guard();
+        let config = WanConfig::detect(weights)?;
+        let root = weights.root();
+        let z = config.z_dim;
+        let vae = Self {
+            encoder: Encoder::new(&root.pp("encoder"), &config)?,
+            decoder: Decoder::new(&root.pp("decoder"), &config)?,
+            quant_conv: Conv3d::new(&root.pp("quant_conv"), &ConvSpec::pointwise(2 * z, 2 * z))?,
+            post_quant_conv: Conv3d::new(&root.pp("post_quant_conv"), &ConvSpec::pointwise(z, z))?,
+            device: weights.device(),
+            kind: weights.kind(),
+            config,
+        };
+        weights.ensure_all_used()?;
+        Ok(vae)
+    }
+
+    pub fn config(&self) -> &WanConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// `[B, 3, T, H, W]` in [-1, 1] → raw `mu` `[B, z, 1 + (T−1)/4, H/8, W/8]` (not normalised).
+    /// Runs as a stream (first frame, then 4 frames per call), so memory does not grow with T; frames
+    /// beyond `1 + 4k` are dropped, as in the original.
+    pub fn encode(&self, video: &Tensor) -> Result<Tensor, ModelError> {
+        let frames = video.size().get(2).copied().unwrap_or(0);
+        if frames < 1 {
+            return Err(self.bad_input(format!("a video of shape {:?} (expected [B, {}, T≥1, H, W])", video.size(), self.config.image_channels)));
+        }
+        let step = self.config.temporal_factor();
+        let used = self.config.pixel_frames(self.config.latent_frames(frames));
+        let mut stream = self.encoder_stream();
+        let mut latents = Vec::new();
+        let mut start = 0;
+        while start < used {
+            let len = if start == 0 { 1 } else { step };
+            latents.extend(stream.push(&video.f_narrow(2, start, len)?)?);
+            start += len;
+        }
+        Ok(Tensor::f_cat(&latents, 2)?)
+    }
+
+    /// Whole latent `[B, z, T', h, w]` → video `[B, 3, 1 + 4(T'−1), 8h, 8w]` clamped to [-1, 1],
+    /// decoded one latent frame per call like the original.
+    pub fn decode(&self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        let _guard = tch::no_grad_guard();
+        Ok(self.decode_unclamped(latent)?.f_clamp(-1.0, 1.0)?)
+    }
+
+    /// [`WanVae::decode`] without the final clamp.
+    pub fn decode_unclamped(&self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        let frames = latent.size().get(2).copied().unwrap_or(0);
+        let mut stream = self.decoder_stream().unclamped();
+        let chunks = (0..frames).map(|t| stream.push(&latent.f_narrow(2, t, 1)?)).collect::<Result<Vec<_>, _>>()?;
+        if chunks.is_empty() {
+            return Err(self.bad_input(format!("a latent of shape {:?} (expected [B, {}, T≥1, h, w])", latent.size(), self.config.z_dim)));
+        }
+        Ok(Tensor::f_cat(&chunks, 2)?)
+    }
+
+    pub fn encoder_stream(&self) -> EncodeStream<'_> {
+        EncodeStream::new(self)
+    }
+
+    pub fn decoder_stream(&self) -> DecodeStream<'_> {
+        DecodeStream::new(self)
+    }
+
+    pub(super) fn bad_input(&self, what: String) -> ModelError {
+        ModelError::Unsupported { model: "wan".into(), what }
+    }
+}

@@ -1,0 +1,127 @@
+//! Checkpoint tensors of a Wan VAE under diffusers names, with shape-checked lookups that name the
+//! offending key, and a check that nothing in the file was left unused.
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+
+use tch::{Device, Kind, Tensor};
+
+use super::keymap::{self, DecoderLayout, Naming};
+use crate::models::ModelError;
+
+pub struct Weights {
+    source: PathBuf,
+    tensors: BTreeMap<String, Tensor>,
+    /// Load-time bookkeeping only (which keys the modules asked for); never touched during inference.
+    used: RefCell<BTreeSet<String>>,
+    device: Device,
+    kind: Kind,
+}
+
+impl Weights {
+    /// Reads a safetensors file (fp32/fp16/bf16) in either naming scheme.
+    pub fn read(path: &Path, device: Device, kind: Kind) -> Result<Self, ModelError> {
+        std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+        let tensors = Tensor::read_safetensors(path)
+            .map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
+        Self::from_tensors(path, tensors, device, kind)
+    }
+
+    /// Takes named tensors in either scheme and renames them to diffusers names.
+    pub fn from_tensors(source: &Path, tensors: Vec<(String, Tensor)>, device: Device, kind: Kind) -> Result<Self, ModelError> {
+        let format_error = |reason: String| ModelError::Format { path: source.to_path_buf(), reason };
+        let naming = keymap::detect_naming(tensors.iter().map(|(k, _)| k.as_str())).ok_or_else(|| {
+            format_error("no `encoder.conv1.weight` (original naming) or `encoder.conv_in.weight` (diffusers naming): not a Wan VAE checkpoint".into())
+        })?;
+        let renamed: BTreeMap<String, Tensor> = match naming {
+            Naming::Diffusers => tensors.into_iter().collect(),
+            Naming::Original => {
+                let layout = DecoderLayout::from_original_keys(tensors.iter().map(|(k, _)| k.as_str()))
+                    .ok_or_else(|| format_error("no `decoder.upsamples.N.resample.1.weight`: cannot split the decoder into levels".into()))?;
+                tensors.into_iter().map(|(k, t)| (keymap::original_to_diffusers(&k, layout), t)).collect()
+            }
+        };
+        Ok(Self { source: source.to_path_buf(), tensors: renamed, used: RefCell::default(), device, kind })
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn root(&self) -> WeightPath<'_> {
+        WeightPath { weights: self, prefix: String::new() }
+    }
+
+    pub fn shape(&self, key: &str) -> Option<Vec<i64>> {
+        self.tensors.get(key).map(|t| t.size())
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.tensors.contains_key(key)
+    }
+
+    /// The first key (in sorted order) under `prefix`, if any.
+    pub fn first_key_under(&self, prefix: &str) -> Option<&str> {
+        self.tensors.range(prefix.to_string()..).next().map(|(k, _)| k.as_str()).filter(|k| k.starts_with(prefix))
+    }
+
+    pub fn format_error(&self, reason: impl Into<String>) -> ModelError {
+        ModelError::Format { path: self.source.clone(), reason: reason.into() }
+    }
+
+    /// Fails on the first key no module asked for; such a key means the file is not the model we built.
+    pub fn ensure_all_used(&self) -> Result<(), ModelError> {
+        let used = self.used.borrow();
+        match self.tensors.keys().find(|k| !used.contains(*k)) {
+            None => Ok(()),
+            Some(key) => Err(self.format_error(format!("unexpected tensor `{key}` (not part of the detected model)"))),
+        }
+    }
+
+    fn fetch(&self, key: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
+        let tensor = self.tensors.get(key).ok_or_else(|| self.format_error(format!("missing tensor `{key}` (expected shape {shape:?})")))?;
+        if tensor.size() != shape {
+            return Err(self.format_error(format!("tensor `{key}` has shape {:?}, expected {shape:?}", tensor.size())));
+        }
+        self.used.borrow_mut().insert(key.to_string());
+        Ok(tensor.f_to_kind(self.kind)?.f_to_device(self.device)?)
+    }
+}
+
+/// A position in the weight tree (`decoder.up_blocks.1`), mirroring the checkpoint's own names.
+#[derive(Clone)]
+pub struct WeightPath<'a> {
+    weights: &'a Weights,
+    prefix: String,
+}
+
+impl<'a> WeightPath<'a> {
+    pub fn pp(&self, segment: impl Display) -> WeightPath<'a> {
+        WeightPath { weights: self.weights, prefix: self.key(segment) }
+    }
+
+    pub fn key(&self, name: impl Display) -> String {
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        }
+    }
+
+    pub fn get(&self, name: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
+        self.weights.fetch(&self.key(name), shape)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.weights.contains(&self.key(name))
+    }
+
+    pub fn weights(&self) -> &'a Weights {
+        self.weights
+    }
+}

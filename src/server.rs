@@ -1,0 +1,56 @@
+//! Start-up: open the store, recover interrupted jobs, start the executor and scheduler, serve HTTP.
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, Notify};
+
+use crate::api::{self, metrics::Metrics, AppState};
+use crate::config::Config;
+use crate::executor::{ExecutorConfig, ExecutorHandle};
+use crate::jobs::scheduler::{CancelFlags, Scheduler};
+use crate::jobs::{JobStore, SqliteStore};
+
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir)?;
+    // Half-received uploads from a previous process are never referenced by a job row.
+    let _ = std::fs::remove_dir_all(config.data_dir.join("uploads"));
+    let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(&config.database_path()).await?);
+    let requeued = store.requeue_interrupted().await?;
+    if requeued > 0 {
+        tracing::warn!(requeued, "jobs interrupted by the last shutdown were put back in the queue");
+    }
+
+    let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(&config));
+    let wake = Arc::new(Notify::new());
+    let (events, _) = broadcast::channel(1024);
+    let cancels = CancelFlags::default();
+    let metrics = Arc::new(Metrics::default());
+    let state = AppState {
+        config: Arc::new(config.clone()),
+        store: store.clone(),
+        wake: wake.clone(),
+        events: events.clone(),
+        cancels: cancels.clone(),
+        metrics: metrics.clone(),
+        device: executor.device().to_string(),
+    };
+    let scheduler = Scheduler { store, executor, wake, events, cancels, finished: metrics };
+    tokio::spawn(scheduler.run());
+
+    let listener = tokio::net::TcpListener::bind(config.listen_addr()).await?;
+    let addr = listener.local_addr()?;
+    // Tests and scripts read this line to find the port when `listen` ends in :0.
+    println!("vaebox listening on http://{addr} (device {})", state.device);
+    tracing::info!(%addr, device = %state.device, "listening");
+    axum::serve(listener, api::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+    tracing::info!("shutting down; a running job is re-queued at the next start");
+}

@@ -1,0 +1,836 @@
+// vaebox web UI — plain JS, no build step, no external resources.
+"use strict";
+
+(() => {
+  const MAX_STREAMS = 4;        // browsers allow ~6 HTTP/1.1 connections per host; keep room for uploads/polls
+  const POLL_MS = 3000;         // job list refresh
+  const POLL_HIDDEN_MS = 15000; // when the tab is in the background
+  const HEALTH_MS = 5000;
+  const PAGE = 50;
+  const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+  const LATENT_RE = /\.(safetensors|latent)$/i;
+  const OP_LABELS = {
+    upscale: "Upscale",
+    vae_encode: "VAE encode (video → latent)",
+    vae_decode: "VAE decode (latent → video)",
+    vae_reconstruct: "VAE reconstruct (video → video)",
+  };
+  const TIMING_KEYS = ["queued", "probe", "load_model", "read", "compute", "write", "total", "fps",
+    "peak_host_bytes", "peak_device_bytes", "device", "dtype"];
+  const TIMING_LABELS = {
+    queued: "Queued", probe: "Probe", load_model: "Load model", read: "Read", compute: "Compute",
+    write: "Write", total: "Total", fps: "Throughput", peak_host_bytes: "Peak host memory",
+    peak_device_bytes: "Peak device memory", device: "Device", dtype: "Precision",
+  };
+  const PREFS_KEY = "vaebox.form";
+
+  const $ = (id) => document.getElementById(id);
+
+  // ---------- state ----------
+  const state = {
+    models: [],
+    file: null,
+    xhr: null,
+    jobs: new Map(),      // id -> Job
+    order: [],            // ids, newest first
+    nextOffset: null,
+    loaded: PAGE,         // how many jobs to fetch on each poll (grows with "Load more")
+    filter: "",
+    streams: new Map(),   // id -> EventSource
+    streamFailures: new Map(),
+    openDetails: new Set(), // "<id>:<section>" of <details> the user opened
+    cards: new Map(),     // id -> { el, sig }
+    pollTimer: null,
+  };
+
+  // ---------- helpers ----------
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    if (attrs) {
+      for (const [k, v] of Object.entries(attrs)) {
+        if (v === null || v === undefined || v === false) continue;
+        if (k === "class") el.className = v;
+        else if (k === "text") el.textContent = v;
+        else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+        else if (k in el && typeof v !== "string") el[k] = v;
+        else el.setAttribute(k, v === true ? "" : String(v));
+      }
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  const DASH = "–";
+  const isNum = (v) => typeof v === "number" && Number.isFinite(v);
+
+  function fmtBytes(n) {
+    if (!isNum(n)) return DASH;
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
+    while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return i === 0 ? `${n} B` : `${n.toFixed(n < 10 ? 2 : n < 100 ? 1 : 0)} ${units[i]}`;
+  }
+  const fmtSec = (s) => (isNum(s) ? `${s.toFixed(2)} s` : DASH);
+
+  function fmtDuration(s) {
+    if (!isNum(s) || s < 0) return DASH;
+    s = Math.round(s);
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+    return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  }
+
+  function parseTime(t) {
+    if (!t) return null;
+    const d = new Date(t);
+    return Number.isNaN(d.getTime()) ? null : d;
+  }
+
+  function fmtTime(t) {
+    const d = parseTime(t);
+    if (!d) return DASH;
+    const sameDay = d.toDateString() === new Date().toDateString();
+    return sameDay
+      ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })
+      : d.toLocaleString([], { dateStyle: "short", timeStyle: "medium" });
+  }
+
+  function fmtMedia(m) {
+    if (!m) return "";
+    const parts = [];
+    if (isNum(m.width) && isNum(m.height)) parts.push(`${m.width}×${m.height}`);
+    if (isNum(m.frames)) parts.push(`${m.frames} frames`);
+    if (isNum(m.fps)) parts.push(`${m.fps.toFixed(2)} fps`);
+    if (isNum(m.duration_s)) parts.push(fmtSec(m.duration_s));
+    if (m.codec) parts.push(m.codec);
+    if (m.has_audio === true) parts.push("audio");
+    return parts.join(" · ");
+  }
+
+  function shortId(id) { return String(id || "").slice(0, 8); }
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  function errorFromBody(status, statusText, text) {
+    try {
+      const body = JSON.parse(text);
+      if (body && body.error) {
+        return new ApiError(status, body.error.code || `http-${status}`, body.error.message || statusText || "");
+      }
+    } catch (_) { /* not JSON */ }
+    const snippet = (text || "").trim().slice(0, 200);
+    return new ApiError(status, `http-${status}`, snippet || statusText || "Request failed");
+  }
+
+  async function api(method, url) {
+    let res;
+    try {
+      res = await fetch(url, { method, headers: { Accept: "application/json" }, cache: "no-store" });
+    } catch (e) {
+      throw new ApiError(0, "network-error", "Could not reach the server.");
+    }
+    if (res.status === 204) return null;
+    const text = await res.text();
+    if (!res.ok) throw errorFromBody(res.status, res.statusText, text);
+    try { return text ? JSON.parse(text) : null; } catch (_) {
+      throw new ApiError(res.status, "bad-response", "Server sent invalid JSON.");
+    }
+  }
+
+  function errorNode(err) {
+    const status = err.status ? ` (HTTP ${err.status})` : "";
+    return [h("code", { class: "err-code", text: err.code || "error" }), " ", err.message || "", h("span", { class: "muted", text: status })];
+  }
+
+  function showError(box, err) {
+    if (!err) { box.hidden = true; box.replaceChildren(); return; }
+    box.replaceChildren(...errorNode(err));
+    box.hidden = false;
+  }
+
+  let toastTimer = null;
+  function toast(content, isError) {
+    const t = $("toast");
+    t.replaceChildren(...(Array.isArray(content) ? content : [content]));
+    t.classList.toggle("toast-error", !!isError);
+    t.hidden = false;
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => { t.hidden = true; }, isError ? 8000 : 3500);
+  }
+
+  // ---------- health ----------
+  async function refreshHealth() {
+    const box = $("health");
+    const text = $("health-text");
+    try {
+      const hz = await api("GET", "/healthz");
+      box.dataset.state = hz.status === "ok" ? "ok" : "warn";
+      const parts = [
+        h("span", { class: "hz-item" }, h("span", { class: "muted", text: "device " }), h("strong", { text: hz.device || DASH })),
+        h("span", { class: "hz-item" }, h("span", { class: "muted", text: "queue " }), h("strong", { text: isNum(hz.queue_depth) ? hz.queue_depth : DASH })),
+      ];
+      if (hz.running_job) {
+        parts.push(h("span", { class: "hz-item" }, h("span", { class: "muted", text: "running " }),
+          h("a", { href: `#job-${hz.running_job}`, title: hz.running_job, text: shortId(hz.running_job) })));
+      } else {
+        parts.push(h("span", { class: "hz-item muted", text: "idle" }));
+      }
+      if (hz.status && hz.status !== "ok") parts.unshift(h("strong", { text: hz.status }));
+      if (hz.version) parts.push(h("span", { class: "hz-item muted", text: `v${hz.version}` }));
+      text.replaceChildren(...parts);
+    } catch (e) {
+      box.dataset.state = "down";
+      text.replaceChildren(h("strong", { text: "unreachable" }), " ", h("span", { class: "muted", text: e.code === "network-error" ? "" : `${e.code}` }));
+    }
+  }
+
+  // ---------- models & form ----------
+  function loadPrefs() {
+    try { return JSON.parse(localStorage.getItem(PREFS_KEY)) || {}; } catch (_) { return {}; }
+  }
+  function savePrefs() {
+    try {
+      localStorage.setItem(PREFS_KEY, JSON.stringify({
+        op: $("op").value, model: $("model").value, scale: $("scale").value,
+        dtype: $("dtype").value, priority: $("priority").value,
+      }));
+    } catch (_) { /* storage disabled */ }
+  }
+
+  function setOptions(select, items, preferred) {
+    const prev = preferred !== undefined ? preferred : select.value;
+    select.replaceChildren(...items.map((it) => h("option", { value: it.value, disabled: it.disabled, text: it.label })));
+    const enabled = items.filter((it) => !it.disabled);
+    const pick = enabled.find((it) => String(it.value) === String(prev)) || enabled[0] || items[0];
+    if (pick) select.value = String(pick.value);
+  }
+
+  async function loadModels() {
+    const formErr = $("form-error");
+    try {
+      const data = await api("GET", "/v1/models");
+      state.models = Array.isArray(data && data.models) ? data.models : [];
+      showError(formErr, null);
+    } catch (e) {
+      state.models = [];
+      showError(formErr, e);
+      formErr.append(" ", h("button", { type: "button", class: "link", onclick: loadModels, text: "Retry" }));
+    }
+    const prefs = loadPrefs();
+    const ops = [];
+    for (const m of state.models) for (const op of m.ops || []) if (!ops.includes(op)) ops.push(op);
+    const op = $("op");
+    if (ops.length === 0) {
+      op.replaceChildren(h("option", { text: state.models.length ? "no operations" : "no models" }));
+      op.disabled = true;
+      $("model").replaceChildren(h("option", { text: "—" }));
+      $("model").disabled = true;
+      updateSubmit();
+      return;
+    }
+    op.disabled = false;
+    setOptions(op, ops.map((o) => ({ value: o, label: OP_LABELS[o] || o })), prefs.op);
+    if (prefs.priority !== undefined && prefs.priority !== "") $("priority").value = prefs.priority;
+    onOpChange(prefs);
+  }
+
+  function currentModel() {
+    return state.models.find((m) => m.name === $("model").value) || null;
+  }
+
+  function onOpChange(prefs) {
+    prefs = prefs && prefs.op !== undefined ? prefs : {};
+    const op = $("op").value;
+    const models = state.models.filter((m) => (m.ops || []).includes(op));
+    const sel = $("model");
+    sel.disabled = models.length === 0;
+    setOptions(sel, models.map((m) => ({
+      value: m.name,
+      label: m.present === false ? `${m.name} (not installed)` : m.name,
+      disabled: m.present === false,
+    })), prefs.model);
+    onModelChange(prefs);
+  }
+
+  function onModelChange(prefs) {
+    prefs = prefs && prefs.op !== undefined ? prefs : {};
+    const m = currentModel();
+    const op = $("op").value;
+    $("model-desc").textContent = m ? (m.description || "") : "";
+    const scaleField = $("scale-field");
+    const showScale = op === "upscale";
+    scaleField.hidden = !showScale;
+    $("scale").disabled = !showScale;
+    const scales = m && Array.isArray(m.scales) && m.scales.length ? m.scales : [2, 4];
+    setOptions($("scale"), scales.map((s) => ({ value: s, label: `×${s}` })), prefs.scale !== undefined ? prefs.scale : undefined);
+    const dtypes = m && Array.isArray(m.dtypes) && m.dtypes.length ? m.dtypes : ["f32", "bf16"];
+    setOptions($("dtype"), [{ value: "auto", label: "auto" }, ...dtypes.map((d) => ({ value: d, label: d }))],
+      prefs.dtype !== undefined ? prefs.dtype : undefined);
+    checkFileOp();
+    updateSubmit();
+  }
+
+  function checkFileOp() {
+    const warn = $("file-warning");
+    const f = state.file;
+    const op = $("op").value;
+    let msg = "";
+    if (f) {
+      const latent = LATENT_RE.test(f.name);
+      if (op === "vae_decode" && !latent) msg = "VAE decode expects a latent file (.safetensors / .latent).";
+      else if (op !== "vae_decode" && latent) msg = "This looks like a latent file; choose “VAE decode”.";
+    }
+    warn.textContent = msg;
+    warn.hidden = !msg;
+  }
+
+  function updateSubmit() {
+    const m = currentModel();
+    const busy = !!state.xhr;
+    $("submit").disabled = busy || !state.file || !m || m.present === false;
+    $("abort").hidden = !busy;
+  }
+
+  function setFile(f) {
+    state.file = f || null;
+    const info = $("file-info");
+    if (f) {
+      info.replaceChildren(h("strong", { text: f.name }), " ", h("span", { class: "muted", text: fmtBytes(f.size) }));
+      info.hidden = false;
+      $("dropzone").classList.add("has-file");
+      // Pick a sensible op for the file kind if the current one doesn't fit.
+      const op = $("op");
+      const latent = LATENT_RE.test(f.name);
+      const opts = [...op.options].map((o) => o.value);
+      if (latent && op.value !== "vae_decode" && opts.includes("vae_decode")) {
+        op.value = "vae_decode"; onOpChange();
+      } else if (!latent && op.value === "vae_decode") {
+        const alt = opts.find((o) => o !== "vae_decode");
+        if (alt) { op.value = alt; onOpChange(); }
+      }
+    } else {
+      info.hidden = true;
+      $("dropzone").classList.remove("has-file");
+    }
+    showError($("form-error"), null);
+    checkFileOp();
+    updateSubmit();
+  }
+
+  function setupDrop() {
+    const dz = $("dropzone");
+    let depth = 0;
+    const hasFiles = (e) => e.dataTransfer && [...(e.dataTransfer.types || [])].includes("Files");
+    // Prevent the browser from navigating away when a file is dropped outside the zone.
+    window.addEventListener("dragover", (e) => { if (hasFiles(e)) e.preventDefault(); });
+    window.addEventListener("drop", (e) => {
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      depth = 0; dz.classList.remove("dragging");
+      const f = e.dataTransfer.files && e.dataTransfer.files[0];
+      if (f && !state.xhr) setFile(f);
+    });
+    dz.addEventListener("dragenter", (e) => { if (hasFiles(e)) { depth++; dz.classList.add("dragging"); } });
+    dz.addEventListener("dragleave", () => { depth = Math.max(0, depth - 1); if (!depth) dz.classList.remove("dragging"); });
+    dz.addEventListener("dragover", (e) => { if (hasFiles(e)) { e.preventDefault(); e.dataTransfer.dropEffect = "copy"; } });
+    $("file").addEventListener("change", (e) => setFile(e.target.files && e.target.files[0]));
+  }
+
+  function submitJob(ev) {
+    ev.preventDefault();
+    if (state.xhr || !state.file) return;
+    const prio = $("priority").value.trim() === "" ? 0 : Number($("priority").value);
+    if (!Number.isInteger(prio)) {
+      showError($("form-error"), new ApiError(0, "invalid-priority", "Priority must be an integer."));
+      $("priority").focus();
+      return;
+    }
+    savePrefs();
+    const op = $("op").value;
+    const fd = new FormData();
+    // Text fields first so a streaming server can validate before reading the file.
+    fd.append("op", op);
+    fd.append("model", $("model").value);
+    if (op === "upscale") fd.append("scale", $("scale").value);
+    fd.append("priority", String(prio));
+    fd.append("dtype", $("dtype").value);
+    fd.append("file", state.file, state.file.name);
+
+    const xhr = new XMLHttpRequest();
+    state.xhr = xhr;
+    const bar = $("upload-progress");
+    const txt = $("upload-text");
+    const total = state.file.size;
+    const started = performance.now();
+    bar.value = 0;
+    $("upload").hidden = false;
+    txt.textContent = "Starting upload…";
+    showError($("form-error"), null);
+    updateSubmit();
+
+    xhr.upload.addEventListener("progress", (e) => {
+      const tot = e.lengthComputable ? e.total : total;
+      const frac = tot ? e.loaded / tot : 0;
+      bar.value = Math.min(1, frac);
+      const secs = (performance.now() - started) / 1000;
+      const rate = secs > 0 ? e.loaded / secs : 0;
+      const eta = rate > 0 ? (tot - e.loaded) / rate : NaN;
+      txt.textContent = `${Math.round(frac * 100)}% · ${fmtBytes(e.loaded)} / ${fmtBytes(tot)} · ${fmtBytes(rate)}/s` +
+        (frac < 1 && isNum(eta) ? ` · ${fmtDuration(eta)} left` : "");
+    });
+    xhr.upload.addEventListener("load", () => { bar.removeAttribute("value"); txt.textContent = "Uploaded; server is probing the file…"; });
+
+    const done = () => { state.xhr = null; updateSubmit(); };
+    xhr.addEventListener("load", () => {
+      done();
+      if (xhr.status >= 200 && xhr.status < 300) {
+        let job = null;
+        try { job = JSON.parse(xhr.responseText); } catch (_) { /* ignore */ }
+        $("upload").hidden = true;
+        $("file").value = "";
+        setFile(null);
+        if (job && job.id) {
+          job._localAt = Date.now();
+          upsertJob(job, true);
+          render();
+          syncStreams();
+          toast(["Queued ", h("a", { href: `#job-${job.id}`, text: shortId(job.id) })]);
+        } else {
+          poll();
+        }
+      } else {
+        $("upload").hidden = true;
+        showError($("form-error"), errorFromBody(xhr.status, xhr.statusText, xhr.responseText));
+      }
+    });
+    xhr.addEventListener("error", () => {
+      done(); $("upload").hidden = true;
+      showError($("form-error"), new ApiError(0, "network-error", "Upload failed: connection lost."));
+    });
+    xhr.addEventListener("abort", () => {
+      done(); $("upload").hidden = true;
+      toast("Upload cancelled.");
+    });
+    xhr.open("POST", "/v1/jobs");
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.send(fd);
+  }
+
+  // ---------- jobs ----------
+  function upsertJob(job, prepend) {
+    if (!job || !job.id) return;
+    const had = state.jobs.has(job.id);
+    state.jobs.set(job.id, job);
+    if (!had && prepend) state.order.unshift(job.id);
+    else if (!had) state.order.push(job.id);
+  }
+
+  function removeJob(id) {
+    state.jobs.delete(id);
+    state.order = state.order.filter((x) => x !== id);
+    closeStream(id);
+  }
+
+  function listUrl(offset, limit) {
+    const p = new URLSearchParams();
+    if (state.filter) p.set("status", state.filter);
+    p.set("limit", String(limit));
+    p.set("offset", String(offset));
+    return `/v1/jobs?${p}`;
+  }
+
+  let polling = false;
+  async function poll() {
+    if (polling) return;
+    polling = true;
+    clearTimeout(state.pollTimer);
+    try {
+      const limit = Math.max(PAGE, Math.min(state.loaded, 500));
+      const data = await api("GET", listUrl(0, limit));
+      const jobs = (data && data.jobs) || [];
+      const fresh = new Map();
+      for (const j of jobs) {
+        // A live stream is at least as fresh as the list; keep its copy.
+        const cur = state.jobs.get(j.id);
+        fresh.set(j.id, state.streams.has(j.id) && cur && !TERMINAL.has(j.status) ? cur : j);
+      }
+      // Keep just-submitted jobs the list may not show yet (matching the filter).
+      for (const id of state.order) {
+        const j = state.jobs.get(id);
+        if (!fresh.has(id) && j && j._localAt && Date.now() - j._localAt < 20000
+            && (!state.filter || j.status === state.filter)) fresh.set(id, j);
+      }
+      for (const id of [...state.streams.keys()]) if (!fresh.has(id)) closeStream(id);
+      state.jobs = fresh;
+      state.order = [...fresh.values()].sort(byNewest).map((j) => j.id);
+      state.nextOffset = data ? data.next_offset : null;
+      showError($("jobs-error"), null);
+      render();
+      syncStreams();
+    } catch (e) {
+      showError($("jobs-error"), e);
+    } finally {
+      polling = false;
+      state.pollTimer = setTimeout(poll, document.hidden ? POLL_HIDDEN_MS : POLL_MS);
+    }
+  }
+
+  function byNewest(a, b) {
+    const ta = parseTime(a.created_at), tb = parseTime(b.created_at);
+    return (tb ? tb.getTime() : 0) - (ta ? ta.getTime() : 0);
+  }
+
+  async function loadMore() {
+    if (state.nextOffset === null || state.nextOffset === undefined) return;
+    const btn = $("more");
+    btn.disabled = true;
+    try {
+      const data = await api("GET", listUrl(state.nextOffset, PAGE));
+      for (const j of (data && data.jobs) || []) upsertJob(j, false);
+      state.loaded = state.order.length;
+      state.nextOffset = data ? data.next_offset : null;
+      render();
+    } catch (e) {
+      showError($("jobs-error"), e);
+    } finally {
+      btn.disabled = false;
+    }
+  }
+
+  // ---------- live updates (SSE) ----------
+  function closeStream(id) {
+    const es = state.streams.get(id);
+    if (es) { es.close(); state.streams.delete(id); }
+  }
+
+  function openStream(id) {
+    const es = new EventSource(`/v1/jobs/${encodeURIComponent(id)}/events`);
+    state.streams.set(id, es);
+    es.addEventListener("job", (ev) => {
+      let job;
+      try { job = JSON.parse(ev.data); } catch (_) { return; }
+      if (!job || job.id !== id) return;
+      state.streamFailures.delete(id);
+      if (state.jobs.has(id)) {
+        const prev = state.jobs.get(id);
+        if (prev && prev._localAt) job._localAt = prev._localAt;
+        state.jobs.set(id, job);
+        renderJob(job);
+        updateCount();
+      }
+      if (TERMINAL.has(job.status)) { closeStream(id); syncStreams(); }
+    });
+    es.addEventListener("error", () => {
+      // CONNECTING: the browser retries by itself. CLOSED: give up; polling takes over.
+      if (es.readyState === EventSource.CLOSED) {
+        state.streams.delete(id);
+        state.streamFailures.set(id, (state.streamFailures.get(id) || 0) + 1);
+      }
+    });
+  }
+
+  function syncStreams() {
+    if (typeof EventSource === "undefined") return;
+    for (const [id] of state.streams) {
+      const j = state.jobs.get(id);
+      if (!j || TERMINAL.has(j.status)) closeStream(id);
+    }
+    const active = state.order.map((id) => state.jobs.get(id))
+      .filter((j) => j && !TERMINAL.has(j.status) && !state.streams.has(j.id) && (state.streamFailures.get(j.id) || 0) < 3)
+      .sort((a, b) => (a.status === "running" ? 0 : 1) - (b.status === "running" ? 0 : 1)
+        || (b.priority || 0) - (a.priority || 0));
+    for (const j of active) {
+      if (state.streams.size >= MAX_STREAMS) break;
+      openStream(j.id);
+    }
+  }
+
+  // ---------- actions ----------
+  async function cancelJob(id, btn) {
+    btn.disabled = true;
+    try {
+      const job = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`);
+      if (job && job.id) { state.jobs.set(job.id, job); renderJob(job); }
+      toast(`Cancel requested for ${shortId(id)}.`);
+    } catch (e) {
+      toast(errorNode(e), true);
+      btn.disabled = false;
+    }
+  }
+
+  async function deleteJob(id, btn) {
+    const j = state.jobs.get(id);
+    const name = j && j.input ? j.input.file_name : shortId(id);
+    if (!window.confirm(`Delete job ${shortId(id)} (${name}) and its output?`)) return;
+    btn.disabled = true;
+    try {
+      await api("DELETE", `/v1/jobs/${encodeURIComponent(id)}`);
+      removeJob(id);
+      render();
+      toast(`Deleted ${shortId(id)}.`);
+      $("jobs-heading").focus();
+    } catch (e) {
+      if (e.status === 404) { removeJob(id); render(); return; }
+      toast(errorNode(e), true);
+      btn.disabled = false;
+    }
+  }
+
+  // ---------- rendering ----------
+  function etaOf(job) {
+    const p = job.progress || {};
+    if (isNum(p.eta_s)) return p.eta_s;
+    const started = parseTime(job.started_at);
+    if (job.status === "running" && started && isNum(p.fraction) && p.fraction > 0.02 && p.fraction < 1) {
+      const el = (Date.now() - started.getTime()) / 1000;
+      return el * (1 - p.fraction) / p.fraction;
+    }
+    return null;
+  }
+
+  function fractionOf(job) {
+    const p = job.progress || {};
+    if (isNum(p.fraction)) return Math.max(0, Math.min(1, p.fraction));
+    if (isNum(p.done) && isNum(p.total) && p.total > 0) return Math.max(0, Math.min(1, p.done / p.total));
+    return null;
+  }
+
+  function timingValue(key, v) {
+    if (v === null || v === undefined || v === "") return DASH;
+    if (key.endsWith("_bytes")) return fmtBytes(v);
+    if (key === "fps") return isNum(v) ? `${v.toFixed(2)} fps` : String(v);
+    if (typeof v === "number") return fmtSec(v);
+    if (typeof v === "object") return JSON.stringify(v);
+    return String(v);
+  }
+
+  function kvTable(caption, rows) {
+    return h("table", { class: "kv" },
+      h("caption", { class: "visually-hidden", text: caption }),
+      h("tbody", null, rows.map(([k, v]) => h("tr", null, h("th", { scope: "row", text: k }), h("td", { text: v })))));
+  }
+
+  function detailsBlock(job, key, title, body) {
+    const d = h("details", { class: "block", "data-key": key, open: state.openDetails.has(`${job.id}:${key}`) },
+      h("summary", { text: title }), body);
+    d.addEventListener("toggle", () => {
+      const k = `${job.id}:${key}`;
+      if (d.open) state.openDetails.add(k); else state.openDetails.delete(k);
+    });
+    return d;
+  }
+
+  function jobSignature(job) {
+    return JSON.stringify(job);
+  }
+
+  function buildCard(job) {
+    const st = job.status || "unknown";
+    const frac = fractionOf(job);
+    const p = job.progress || {};
+    const params = job.params || {};
+    const input = job.input || {};
+    const title = input.file_name || shortId(job.id);
+
+    const head = h("div", { class: "job-head" },
+      h("span", { class: `badge st-${st}`, text: st }),
+      h("h3", { class: "job-title", title }, title),
+      h("span", { class: "job-meta muted" },
+        [job.op, job.model,
+          params.scale ? `×${params.scale}` : null,
+          params.dtype ? params.dtype : null,
+          job.priority ? `prio ${job.priority}` : null].filter(Boolean).join(" · ")));
+
+    const actions = h("div", { class: "job-actions" });
+    if (job.output && job.output.url && st === "succeeded") {
+      actions.append(h("a", {
+        class: "button primary", href: job.output.url, download: job.output.file_name || "",
+        "aria-label": `Download ${job.output.file_name || "result"}`,
+      }, "Download"));
+    }
+    if (st === "queued" || st === "running") {
+      actions.append(h("button", { type: "button", onclick: (e) => cancelJob(job.id, e.currentTarget), "aria-label": `Cancel job ${title}` }, "Cancel"));
+    }
+    if (TERMINAL.has(st)) {
+      actions.append(h("button", { type: "button", class: "danger", onclick: (e) => deleteJob(job.id, e.currentTarget), "aria-label": `Delete job ${title}` }, "Delete"));
+    }
+
+    const body = [];
+    // progress
+    if (st === "running" || (st === "queued" && frac)) {
+      const eta = etaOf(job);
+      const started = parseTime(job.started_at);
+      const label = [
+        frac !== null ? `${(frac * 100).toFixed(1)}%` : "working…",
+        isNum(p.done) && isNum(p.total) ? `${p.done} / ${p.total} ${p.unit || ""}`.trim() : null,
+        eta !== null ? `ETA ${fmtDuration(eta)}` : null,
+      ].filter(Boolean).join(" · ");
+      const prog = h("progress", { max: "1", "aria-label": `Progress of ${title}` });
+      if (frac !== null) prog.value = frac;
+      body.push(h("div", { class: "job-progress" }, prog,
+        h("span", { class: "progress-text" }, label,
+          started ? h("span", { class: "muted" }, " · elapsed ", h("span", { class: "elapsed", "data-since": job.started_at, text: fmtDuration((Date.now() - started.getTime()) / 1000) })) : null)));
+    } else if (st === "queued") {
+      body.push(h("p", { class: "muted small", text: "Waiting in queue…" }));
+    }
+
+    // error
+    if (job.error) {
+      body.push(h("div", { class: "error-box job-error", role: "note" },
+        h("code", { class: "err-code", text: job.error.code || "error" }), " ", job.error.message || ""));
+    }
+
+    // input / output summary
+    const facts = h("dl", { class: "facts" });
+    const addFact = (k, ...v) => { facts.append(h("dt", { text: k }), h("dd", null, ...v)); };
+    addFact("Input", input.file_name || DASH, " ", h("span", { class: "muted", text: fmtBytes(input.bytes) }),
+      input.media ? h("span", { class: "media", text: fmtMedia(input.media) }) : null);
+    if (job.output) {
+      const o = job.output;
+      addFact("Output",
+        o.url ? h("a", { href: o.url, download: o.file_name || "" , text: o.file_name || "result" }) : (o.file_name || DASH),
+        " ", h("span", { class: "muted", text: fmtBytes(o.bytes) }),
+        o.media ? h("span", { class: "media", text: fmtMedia(o.media) }) : null);
+    }
+    addFact("Created", h("time", { datetime: job.created_at || "", text: fmtTime(job.created_at) }),
+      job.started_at ? h("span", { class: "muted", text: ` · started ${fmtTime(job.started_at)}` }) : null,
+      job.finished_at ? h("span", { class: "muted", text: ` · finished ${fmtTime(job.finished_at)}` }) : null);
+    addFact("ID", h("code", { class: "id", text: job.id }));
+    body.push(facts);
+
+    // timings
+    const timings = job.timings;
+    if (timings && typeof timings === "object" && (Object.keys(timings).length || st === "running")) {
+      const keys = [...TIMING_KEYS, ...Object.keys(timings).filter((k) => !TIMING_KEYS.includes(k))];
+      const rows = keys.map((k) => [TIMING_LABELS[k] || k, timingValue(k, timings[k])]);
+      body.push(detailsBlock(job, "timings", `Timings${isNum(timings.total) ? ` — ${fmtSec(timings.total)}` : ""}`, kvTable("Timings", rows)));
+    } else if (st === "running") {
+      body.push(detailsBlock(job, "timings", "Timings", kvTable("Timings", TIMING_KEYS.map((k) => [TIMING_LABELS[k], DASH]))));
+    }
+
+    // plan
+    if (job.plan && typeof job.plan === "object") {
+      const pl = job.plan;
+      const order = ["tile", "overlap", "chunk_frames", "notes"];
+      const labels = { tile: "Tile", overlap: "Overlap", chunk_frames: "Chunk frames", notes: "Notes" };
+      const keys = [...order.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !order.includes(k))];
+      const rows = keys.map((k) => {
+        const v = pl[k];
+        let s = v === null || v === undefined ? DASH : typeof v === "object" ? JSON.stringify(v) : String(v);
+        if ((k === "tile" || k === "overlap") && isNum(v)) s = `${v} px`;
+        return [labels[k] || k, s];
+      });
+      const sum = isNum(pl.tile) ? `Tile plan — ${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : "Tile plan";
+      body.push(detailsBlock(job, "plan", sum, kvTable("Tile plan", rows)));
+    }
+
+    // metrics
+    if (job.metrics && typeof job.metrics === "object" && Object.keys(job.metrics).length) {
+      const rows = Object.entries(job.metrics).map(([k, v]) => [k,
+        v === null || v === undefined ? DASH : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(4)) : typeof v === "object" ? JSON.stringify(v) : String(v)]);
+      body.push(detailsBlock(job, "metrics", "Metrics", kvTable("Metrics", rows)));
+    }
+
+    return h("li", { class: `job st-${st}`, id: `job-${job.id}`, "aria-label": `${title}, ${st}` },
+      h("div", { class: "job-top" }, head, actions), ...body);
+  }
+
+  function renderJob(job) {
+    const list = $("jobs");
+    const sig = jobSignature(job);
+    const cur = state.cards.get(job.id);
+    if (cur && cur.sig === sig) return cur.el;
+    const el = buildCard(job);
+    if (cur) {
+      // keep keyboard focus on the same control if it lived inside the card
+      const active = document.activeElement;
+      const hadFocus = active && cur.el.contains(active);
+      const focusKey = hadFocus ? (active.textContent || "").trim() : null;
+      cur.el.replaceWith(el);
+      if (hadFocus) {
+        const same = [...el.querySelectorAll("button, a, summary")].find((n) => (n.textContent || "").trim() === focusKey);
+        if (same && !same.disabled) same.focus();
+        else { el.setAttribute("tabindex", "-1"); el.focus(); }
+      }
+    } else {
+      list.append(el);
+    }
+    state.cards.set(job.id, { el, sig });
+    return el;
+  }
+
+  function updateCount() {
+    const n = state.order.length;
+    const active = state.order.filter((id) => { const j = state.jobs.get(id); return j && !TERMINAL.has(j.status); }).length;
+    $("jobs-count").textContent = n ? `(${n}${active ? `, ${active} active` : ""})` : "";
+  }
+
+  function render() {
+    const list = $("jobs");
+    // drop cards for jobs no longer shown
+    for (const [id, c] of state.cards) {
+      if (!state.jobs.has(id)) { c.el.remove(); state.cards.delete(id); }
+    }
+    let prev = null;
+    for (const id of state.order) {
+      const job = state.jobs.get(id);
+      if (!job) continue;
+      const el = renderJob(job);
+      const want = prev ? prev.nextSibling : list.firstChild;
+      if (want !== el) list.insertBefore(el, want);
+      prev = el;
+    }
+    $("jobs-empty").hidden = state.order.length > 0;
+    $("jobs-empty").textContent = state.filter ? `No ${state.filter} jobs.` : "No jobs yet.";
+    $("more").hidden = state.nextOffset === null || state.nextOffset === undefined;
+    updateCount();
+  }
+
+  function tick() {
+    for (const el of document.querySelectorAll(".elapsed[data-since]")) {
+      const d = parseTime(el.dataset.since);
+      if (d) el.textContent = fmtDuration((Date.now() - d.getTime()) / 1000);
+    }
+  }
+
+  // ---------- wiring ----------
+  function init() {
+    setupDrop();
+    $("job-form").addEventListener("submit", submitJob);
+    $("abort").addEventListener("click", () => { if (state.xhr) state.xhr.abort(); });
+    $("op").addEventListener("change", () => { onOpChange(); savePrefs(); });
+    $("model").addEventListener("change", () => { onModelChange(); savePrefs(); });
+    for (const id of ["scale", "dtype", "priority"]) $(id).addEventListener("change", savePrefs);
+    $("status-filter").addEventListener("change", (e) => {
+      state.filter = e.target.value;
+      state.loaded = PAGE;
+      for (const id of [...state.streams.keys()]) closeStream(id);
+      state.jobs = new Map(); state.order = [];
+      render();
+      poll();
+    });
+    $("refresh").addEventListener("click", () => { state.streamFailures.clear(); poll(); refreshHealth(); });
+    $("more").addEventListener("click", loadMore);
+    document.addEventListener("visibilitychange", () => { if (!document.hidden) { poll(); refreshHealth(); } });
+    window.addEventListener("beforeunload", (e) => { if (state.xhr) { e.preventDefault(); e.returnValue = ""; } });
+
+    updateSubmit();
+    loadModels();
+    refreshHealth();
+    setInterval(refreshHealth, HEALTH_MS);
+    setInterval(tick, 1000);
+    poll();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
