@@ -231,8 +231,16 @@ fn bad_inputs_get_their_codes() {
     let faststart_half = dir.path().join("faststart_half.mp4");
     std::fs::write(&faststart_half, &faststart_bytes[..faststart_bytes.len() / 2]).unwrap();
 
+    // Matroska declares no frame count; ffprobe warns when the file ends inside a cluster.
+    let mkv = dir.path().join("copy.mkv");
+    ffmpeg_cli(&["-i", clip().to_str().unwrap(), "-c", "copy", mkv.to_str().unwrap()]);
+    let mkv_bytes = std::fs::read(&mkv).unwrap();
+    let mkv_half = dir.path().join("half.mkv");
+    std::fs::write(&mkv_half, &mkv_bytes[..mkv_bytes.len() / 2]).unwrap();
+
     let cases = [
         (&empty, "empty-file"),
+        (&mkv_half, "truncated-media"),
         (&text, "not-a-video"),
         (&half, "truncated-media"),
         (&faststart_half, "truncated-media"),
@@ -243,6 +251,8 @@ fn bad_inputs_get_their_codes() {
         assert!(err.is_client_error(), "{err}");
     }
     assert_eq!(probe_ok(&faststart).frames, CLIP_FRAMES, "the intact faststart copy is fine");
+    let intact_mkv = probe_ok(&mkv);
+    assert_eq!((intact_mkv.container.as_str(), intact_mkv.frames), ("matroska", CLIP_FRAMES));
     let missing = probe_err(&dir.path().join("nope.mp4"), &roomy_limits());
     assert_eq!(missing.code(), "media-io");
 }
@@ -288,7 +298,7 @@ fn a_failing_encoder_reports_ffmpegs_stderr_and_publishes_nothing() {
     let mut writer = FrameWriter::spawn(&tools(), config).unwrap();
     let frames = || RgbFrames::new(CLIP_WIDTH, CLIP_HEIGHT, vec![0; (CLIP_WIDTH * CLIP_HEIGHT * 3 * 10) as usize]).unwrap();
     // ffmpeg fails at start-up; depending on timing the error shows in `write` or in `finish`.
-    let error = (0..50).find_map(|_| writer.write(frames()).err()).map_or_else(|| writer.finish().unwrap_err(), |e| e);
+    let error = (0..50).find_map(|_| writer.write(frames()).err()).unwrap_or_else(|| writer.finish().unwrap_err());
     assert_eq!(error.code(), "ffmpeg-failed", "{error}");
     assert!(error.to_string().contains("preset"), "stderr missing from: {error}");
     assert!(!error.is_client_error());

@@ -2,10 +2,7 @@
 //! Async code reaches it through a channel of commands, each with a oneshot reply; progress goes
 //! back on a `watch` channel and cancellation arrives as a flag checked between chunks.
 mod error;
-// TEMPORARY until the Real-ESRGAN module lands (keeps the crate compiling for parallel work).
-#[cfg(any())]
 mod models;
-#[cfg(any())]
 mod upscale;
 
 use std::path::PathBuf;
@@ -18,10 +15,7 @@ use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
 pub use error::ExecError;
-#[cfg(any())]
 use models::LoadedModels;
-#[derive(Default)]
-struct LoadedModels;
 
 use crate::config::Config;
 use crate::jobs::{JobOutcome, JobParams, Op, Progress, Timings};
@@ -154,7 +148,6 @@ impl Executor {
         crate::device::reset_peak_host_bytes();
         timings.device = Some(crate::device::device_name(self.device));
         let result = match job.op {
-            #[cfg(any())]
             Op::Upscale => upscale::run(self, job, hooks, timings),
             other => Err(ExecError::Unsupported(format!("op {} is not available on this box yet", other.as_str()))),
         };

@@ -137,8 +137,9 @@ fn upscale_chunk(
         .permute([0, 2, 3, 1])
         .contiguous()
         .to_device(Device::Cpu);
-    let mut data = vec![0u8; pixels.numel()];
-    pixels.copy_data_u8(&mut data, data.len());
+    let len = pixels.numel();
+    let mut data = vec![0u8; len];
+    pixels.copy_data_u8(&mut data, len);
     Ok(RgbFrames { width: (w * scale) as u32, height: (h * scale) as u32, count: chunk.count, data })
 }
 

@@ -22,7 +22,7 @@ pub struct RgbFrames {
 impl RgbFrames {
     pub fn new(width: u32, height: u32, data: Vec<u8>) -> Result<Self, MediaError> {
         let frame_bytes = frame_bytes(width, height)?;
-        if data.len() % frame_bytes != 0 {
+        if !data.len().is_multiple_of(frame_bytes) {
             return Err(MediaError::InvalidRequest(format!(
                 "{} bytes is not a whole number of {width}x{height} rgb24 frames",
                 data.len()
@@ -182,7 +182,7 @@ fn pump_frames(mut child: BoundedChild, shape: ChunkShape, sender: SyncSender<Ch
                 return;
             }
         };
-        if filled % shape.frame_bytes != 0 {
+        if !filled.is_multiple_of(shape.frame_bytes) {
             drop(stdout);
             let error = child.finish().err().unwrap_or_else(|| MediaError::FfmpegFailed {
                 program: "ffmpeg".into(),
@@ -204,7 +204,7 @@ fn pump_frames(mut child: BoundedChild, shape: ChunkShape, sender: SyncSender<Ch
         }
     }
     drop(stdout);
-    let _ = sender.send(child.finish().map(|()| None));
+    let _ = sender.send(child.finish().map(|_warnings| None));
 }
 
 /// Fills `buf` unless the stream ends first; returns how much was filled.

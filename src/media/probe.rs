@@ -3,6 +3,8 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::Path;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -47,18 +49,22 @@ pub fn probe(tools: &MediaTools, path: &Path, limits: &MediaLimits) -> Result<Me
     if bytes > limits.max_bytes {
         return Err(MediaError::too_large("bytes", bytes, limits.max_bytes));
     }
-    let json = run_ffprobe(tools, path, &["-count_packets", "-show_entries", SHOW_ENTRIES])
+    let (json, warnings) = run_ffprobe(tools, path, &["-count_packets", "-show_entries", SHOW_ENTRIES])
         .map_err(|e| classify_ffprobe_failure(e, path))?;
     let report: ProbeReport = serde_json::from_str(&json)
         .map_err(|e| MediaError::NotAVideo { reason: format!("unreadable ffprobe output: {e}") })?;
     let info = media_info_from(&report, bytes)?;
+    // Containers without a declared frame count (Matroska, WebM) only reveal a cut in a warning.
+    if let Some(hint) = TRUNCATION_WARNINGS.iter().find(|hint| warnings.contains(*hint)) {
+        return Err(MediaError::Truncated { reason: format!("ffprobe: {hint}") });
+    }
     check_limits(&info, limits)?;
     Ok(info)
 }
 
 /// The codec of the first audio stream, if any (used by the writer to decide copy vs re-encode).
 pub(crate) fn first_audio_codec(tools: &MediaTools, path: &Path) -> Result<Option<String>, MediaError> {
-    let json = run_ffprobe(tools, path, &["-select_streams", "a:0", "-show_entries", "stream=codec_name"])?;
+    let (json, _warnings) = run_ffprobe(tools, path, &["-select_streams", "a:0", "-show_entries", "stream=codec_name"])?;
     let report: ProbeReport = serde_json::from_str(&json)
         .map_err(|e| MediaError::NotAVideo { reason: format!("unreadable ffprobe output: {e}") })?;
     Ok(report.streams.into_iter().next().map(|s| s.codec_name.unwrap_or_default()))
@@ -68,7 +74,12 @@ const SHOW_ENTRIES: &str = "format=format_name:format_tags=major_brand:\
 stream=codec_type,codec_name,width,height,nb_frames,nb_read_packets,avg_frame_rate,r_frame_rate,duration:\
 stream_disposition=attached_pic:stream_side_data=rotation";
 
-fn run_ffprobe(tools: &MediaTools, path: &Path, query: &[&str]) -> Result<String, MediaError> {
+/// ffprobe's stderr when it reaches the end of a cut file (exit status 0).
+const TRUNCATION_WARNINGS: &[&str] = &["File ended prematurely", "partial file"];
+
+/// Returns ffprobe's JSON and its stderr warnings.
+fn run_ffprobe(tools: &MediaTools, path: &Path, query: &[&str]) -> Result<(String, String), MediaError> {
+    let _slot = PROBE_SLOTS.acquire(tools.probe_timeout)?;
     let mut args: Vec<OsString> = ["-v", "error", "-protocol_whitelist", "file", "-of", "json"]
         .iter()
         .chain(query)
@@ -84,9 +95,47 @@ fn run_ffprobe(tools: &MediaTools, path: &Path, query: &[&str]) -> Result<String
     })?;
     let mut json = String::new();
     let read = child.stdout.take().expect("stdout is piped").take(MAX_PROBE_OUTPUT_BYTES).read_to_string(&mut json);
-    child.finish()?; // a timeout or failure explains a failed read better than the read error does
+    let warnings = child.finish()?; // a timeout or failure explains a failed read better than the read error
     read.map_err(|e| MediaError::io("reading ffprobe output", e))?;
-    Ok(json)
+    Ok((json, warnings))
+}
+
+/// Uploads are probed from many request handlers at once; each probe reads a whole file, so only a
+/// few run at a time and the rest wait (within their own timeout) rather than thrash the disk.
+const MAX_CONCURRENT_PROBES: usize = 4;
+static PROBE_SLOTS: ProbeSlots = ProbeSlots { in_use: Mutex::new(0), freed: Condvar::new() };
+
+struct ProbeSlots {
+    in_use: Mutex<usize>,
+    freed: Condvar,
+}
+
+struct ProbeSlot;
+
+impl ProbeSlots {
+    fn acquire(&'static self, timeout: Duration) -> Result<ProbeSlot, MediaError> {
+        let in_use = self.in_use.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut in_use, waited) = self
+            .freed
+            .wait_timeout_while(in_use, timeout, |n| *n >= MAX_CONCURRENT_PROBES)
+            .unwrap_or_else(|p| p.into_inner());
+        if waited.timed_out() && *in_use >= MAX_CONCURRENT_PROBES {
+            return Err(MediaError::Timeout {
+                program: "ffprobe".into(),
+                after: timeout,
+                stderr: format!("all {MAX_CONCURRENT_PROBES} probe slots stayed busy"),
+            });
+        }
+        *in_use += 1;
+        Ok(ProbeSlot)
+    }
+}
+
+impl Drop for ProbeSlot {
+    fn drop(&mut self) {
+        *PROBE_SLOTS.in_use.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        PROBE_SLOTS.freed.notify_one();
+    }
 }
 
 /// `file:` keeps a name like `http:x` or `concat:a|b` from being taken as a protocol.

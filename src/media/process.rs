@@ -122,8 +122,8 @@ impl BoundedChild {
     }
 
     /// Closes our pipe ends, waits for the exit and maps a timeout or a non-zero exit to an error
-    /// that carries the stderr tail.
-    pub fn finish(mut self) -> Result<(), MediaError> {
+    /// that carries the stderr tail. On success returns the stderr tail (warnings).
+    pub fn finish(mut self) -> Result<String, MediaError> {
         let status = self.wait_for_exit().map_err(|e| MediaError::io(format!("waiting for {}", self.program), e))?;
         if self.control.timed_out.load(Ordering::SeqCst) {
             return Err(self.timeout_error());
@@ -135,7 +135,7 @@ impl BoundedChild {
                 stderr: self.stderr_tail(),
             });
         }
-        Ok(())
+        Ok(self.stderr_tail())
     }
 
     pub fn timeout_error(&self) -> MediaError {
@@ -215,7 +215,9 @@ fn spawn_watchdog(control: Arc<ChildControl>, timeout: Duration, program: &str) 
             let mut state = lock(&control.state);
             if state.exit.is_none() {
                 control.timed_out.store(true, Ordering::SeqCst);
-                }}
+                let _ = state.child.kill();
+            }
+        }
     })?;
     Ok(cancel)
 }

@@ -130,11 +130,11 @@ impl FrameWriter {
     fn stop_and_explain(&mut self) -> MediaError {
         self.chunks.take();
         let pumped = self.pump.take().map(join_pump).unwrap_or(Ok(()));
-        let exited = self.child.take().map(BoundedChild::finish).unwrap_or(Ok(()));
+        let exited = self.child.take().map(BoundedChild::finish).unwrap_or(Ok(String::new()));
         match (exited, pumped) {
             (Err(e), _) => e,
-            (Ok(()), Err(e)) => MediaError::io("writing frames to ffmpeg", e),
-            (Ok(()), Ok(())) => MediaError::io("writing frames to ffmpeg", std::io::Error::other("encoder stopped early")),
+            (Ok(_), Err(e)) => MediaError::io("writing frames to ffmpeg", e),
+            (Ok(_), Ok(())) => MediaError::io("writing frames to ffmpeg", std::io::Error::other("encoder stopped early")),
         }
     }
 }

@@ -94,23 +94,21 @@ impl RealEsrgan {
             Network::Compact(net) => net.spatial_ops(),
             Network::Rrdb(net) => net.spatial_ops(),
         };
-        let network_scale = ops.iter().map(SpatialOp::scale).product::<f64>();
-        let mut receptive_radius = receptive_radius(&ops);
         if let Some(resize) = &output_resize {
             ops.push(SpatialOp::Bicubic { scale: resize.scale });
-        } else if network_scale == 4.0 {
-            // `upscale(x, 2)` adds the 2x bicubic; tiling must cover that path too.
-            let mut halved = ops.clone();
-            halved.push(SpatialOp::Bicubic { scale: 0.5 });
-            receptive_radius = receptive_radius.max(self::receptive_radius(&halved));
         }
-        receptive_radius = receptive_radius.max(self::receptive_radius(&ops));
         let scale = ops.iter().map(SpatialOp::scale).product::<f64>();
         if (scale - scale.round()).abs() > 1e-9 || scale < 1.0 {
             return Err(ModelError::Format {
                 path: param.to_path_buf(),
                 reason: format!("the graph scales by {scale}, not by a whole factor"),
             });
+        }
+        let mut receptive_radius = path_receptive_radius(&ops);
+        if output_resize.is_none() && scale == 4.0 {
+            // `upscale(x, 2)` appends a 2x bicubic shrink; tiles must cover that path too.
+            ops.push(SpatialOp::Bicubic { scale: 0.5 });
+            receptive_radius = receptive_radius.max(path_receptive_radius(&ops));
         }
         Ok(Self { network, output_resize, options: *opts, native_scale: scale.round() as i64, receptive_radius })
     }
@@ -310,6 +308,7 @@ enum Activation {
 }
 
 /// What the architecture expects of a convolution; the kernel comes from the file.
+#[derive(Clone, Copy)]
 struct ConvSpec {
     in_channels: i64,
     out_channels: Option<i64>,
@@ -656,14 +655,14 @@ impl RrdbNet {
         // Each RRDB is three RDBs plus its own residual: four Eltwise layers per RRDB.
         let mut body = Vec::new();
         let mut feature = head;
-        while cursor.peek_kind() == Some("Convolution") && cursor.layers[cursor.position..].iter().find(|l| l.kind == "Eltwise").is_some() {
+        while cursor.peek_kind() == Some("Convolution") && cursor.layers[cursor.position..].iter().any(|l| l.kind == "Eltwise") {
             let (block, output) = Rrdb::new(cursor, feature, num_feat, opts)?;
             body.push(block);
             feature = output;
         }
         let body_layer = cursor.take("Convolution")?;
         cursor.check_inputs(body_layer, &[feature])?;
-        let conv_body = Conv2d::new(cursor, body_layer, ConvSpec { ..feature_conv }, opts)?;
+        let conv_body = Conv2d::new(cursor, body_layer, feature_conv, opts)?;
         let add = cursor.take("BinaryOp")?;
         check_binary_add(cursor, add, [head, cursor.output(body_layer)?])?;
         let mut feature = cursor.output(add)?;
@@ -675,12 +674,12 @@ impl RrdbNet {
             let factor = nearest_upsample_factor(cursor, interp)?;
             let conv_layer = cursor.take("Convolution")?;
             cursor.check_inputs(conv_layer, &[cursor.output(interp)?])?;
-            upsamplers.push((factor, Conv2d::new(cursor, conv_layer, ConvSpec { ..feature_conv }, opts)?));
+            upsamplers.push((factor, Conv2d::new(cursor, conv_layer, feature_conv, opts)?));
             feature = cursor.output(conv_layer)?;
         }
         let hr_layer = cursor.take("Convolution")?;
         cursor.check_inputs(hr_layer, &[feature])?;
-        let conv_hr = Conv2d::new(cursor, hr_layer, ConvSpec { ..feature_conv }, opts)?;
+        let conv_hr = Conv2d::new(cursor, hr_layer, feature_conv, opts)?;
         let last_layer = cursor.take("Convolution")?;
         cursor.check_inputs(last_layer, &[cursor.output(hr_layer)?])?;
         let conv_last = Conv2d::new(cursor, last_layer, ConvSpec { in_channels: num_feat, out_channels: Some(3) }, opts)?;
@@ -742,7 +741,7 @@ impl SpatialOp {
 
 /// Walks each output pixel phase back to the input interval it depends on and returns the
 /// largest distance from the pixel's own input pixel `floor(q / total_scale)`.
-fn receptive_radius(ops: &[SpatialOp]) -> i64 {
+fn path_receptive_radius(ops: &[SpatialOp]) -> i64 {
     let total_scale: f64 = ops.iter().map(SpatialOp::scale).product();
     let phases = (total_scale.ceil() as i64 * 8).max(8);
     let mut radius = 0;
@@ -771,10 +770,10 @@ mod tests {
     #[test]
     fn radius_of_conv_chain_with_upsampling() {
         let conv = SpatialOp::Conv { radius: 1 };
-        assert_eq!(receptive_radius(&[conv, conv, SpatialOp::Upsample { factor: 4 }]), 2);
+        assert_eq!(path_receptive_radius(&[conv, conv, SpatialOp::Upsample { factor: 4 }]), 2);
         // A conv after a x2 upsample reaches one input pixel at some phases.
-        assert_eq!(receptive_radius(&[SpatialOp::Upsample { factor: 2 }, conv]), 1);
+        assert_eq!(path_receptive_radius(&[SpatialOp::Upsample { factor: 2 }, conv]), 1);
         let halved = [conv, SpatialOp::Upsample { factor: 4 }, SpatialOp::Bicubic { scale: 0.5 }];
-        assert_eq!(receptive_radius(&halved), 2);
+        assert_eq!(path_receptive_radius(&halved), 2);
     }
 }

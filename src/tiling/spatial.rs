@@ -1,1 +1,170 @@
+//! Exact spatial tiling for the upscaler: the frame is cut into cores that cover it exactly
+//! once; each tile is run with `overlap` extra input pixels of context per side (clipped at the
+//! frame edge) and only its core's output is kept. With `overlap >= model.receptive_radius()`
+//! every kept pixel saw the same input as in a whole-frame run, so no blending is needed.
+use tch::{Kind, Tensor};
 
+use crate::models::realesrgan::RealEsrgan;
+use crate::models::ModelError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpatialTiling {
+    /// Largest core side in input pixels (0 = whole frame). The model sees at most
+    /// `tile + 2 * overlap` pixels per side, which is what bounds memory.
+    pub tile: i64,
+    /// Context pixels per side around each core.
+    pub overlap: i64,
+}
+
+/// Half-open pixel range `[start, end)` along one axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub start: i64,
+    pub end: i64,
+}
+
+impl Span {
+    pub fn len(&self) -> i64 {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// One tile in input pixels: the core it is responsible for and the larger region fed to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tile {
+    pub core_rows: Span,
+    pub core_cols: Span,
+    pub context_rows: Span,
+    pub context_cols: Span,
+}
+
+/// Row-major tiles for an `height`×`width` frame. Cores per axis are as equal as possible (sizes
+/// differ by at most one pixel) rather than full tiles plus a sliver, which would waste a whole
+/// tile's context on a few pixels.
+pub fn plan_tiles(height: i64, width: i64, tiling: &SpatialTiling) -> Vec<Tile> {
+    let rows = plan_axis(height, tiling);
+    let cols = plan_axis(width, tiling);
+    rows.iter()
+        .flat_map(|&(core_rows, context_rows)| {
+            cols.iter().map(move |&(core_cols, context_cols)| Tile { core_rows, core_cols, context_rows, context_cols })
+        })
+        .collect()
+}
+
+/// (core, context) spans along one axis.
+fn plan_axis(len: i64, tiling: &SpatialTiling) -> Vec<(Span, Span)> {
+    if len <= 0 {
+        return Vec::new();
+    }
+    let count = if tiling.tile <= 0 || len <= tiling.tile { 1 } else { (len + tiling.tile - 1) / tiling.tile };
+    let overlap = tiling.overlap.max(0);
+    (0..count)
+        .map(|index| {
+            let core = Span { start: index * len / count, end: (index + 1) * len / count };
+            let context = Span { start: (core.start - overlap).max(0), end: (core.end + overlap).min(len) };
+            (core, context)
+        })
+        .collect()
+}
+
+/// Upscales `[N,3,H,W]` (Float, [0,1], on the model's device) tile by tile into one pre-allocated
+/// `[N,3,H*scale,W*scale]` Float output.
+pub fn upscale_tiled(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
+    let size = x.size();
+    let &[batch, channels, height, width] = size.as_slice() else {
+        return Err(unsupported(format!("input of shape {size:?} (expected [N,3,H,W])")));
+    };
+    if channels != 3 || height == 0 || width == 0 {
+        return Err(unsupported(format!("input of shape {size:?} (expected [N,3,H,W] with H,W > 0)")));
+    }
+    if tiling.overlap < 0 || tiling.tile < 0 {
+        return Err(unsupported(format!("tile {} / overlap {} (both must be >= 0)", tiling.tile, tiling.overlap)));
+    }
+    let tiles = plan_tiles(height, width, tiling);
+    if let [_single] = tiles.as_slice() {
+        return model.upscale(x, scale);
+    }
+    let output = Tensor::empty([batch, channels, height * scale, width * scale], (Kind::Float, x.device()));
+    for tile in &tiles {
+        let _span = tracing::trace_span!("upscale_tile", row = tile.core_rows.start, col = tile.core_cols.start).entered();
+        let input = x
+            .narrow(2, tile.context_rows.start, tile.context_rows.len())
+            .narrow(3, tile.context_cols.start, tile.context_cols.len());
+        let upscaled = model.upscale(&input, scale)?;
+        let core = upscaled
+            .narrow(2, (tile.core_rows.start - tile.context_rows.start) * scale, tile.core_rows.len() * scale)
+            .narrow(3, (tile.core_cols.start - tile.context_cols.start) * scale, tile.core_cols.len() * scale);
+        output
+            .narrow(2, tile.core_rows.start * scale, tile.core_rows.len() * scale)
+            .narrow(3, tile.core_cols.start * scale, tile.core_cols.len() * scale)
+            .f_copy_(&core)?;
+    }
+    Ok(output)
+}
+
+fn unsupported(what: String) -> ModelError {
+    ModelError::Unsupported { model: "realesrgan (tiled)".into(), what }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiling(tile: i64, overlap: i64) -> SpatialTiling {
+        SpatialTiling { tile, overlap }
+    }
+
+    #[test]
+    fn whole_frame_when_tile_is_zero_or_large_enough() {
+        for plan in [plan_tiles(144, 176, &tiling(0, 10)), plan_tiles(144, 176, &tiling(176, 10))] {
+            let full_rows = Span { start: 0, end: 144 };
+            let full_cols = Span { start: 0, end: 176 };
+            assert_eq!(plan, vec![Tile { core_rows: full_rows, core_cols: full_cols, context_rows: full_rows, context_cols: full_cols }]);
+        }
+        assert!(plan_tiles(0, 10, &tiling(4, 1)).is_empty());
+    }
+
+    /// Every pixel lies in exactly one core; cores respect the tile size, sit inside their
+    /// context, and the context reaches exactly `overlap` further unless the frame ends first.
+    #[test]
+    fn cores_partition_the_frame_and_contexts_are_clipped_overlaps() {
+        for (height, width) in [(1, 1), (7, 5), (64, 64), (144, 176), (97, 33)] {
+            for (tile, overlap) in [(1, 0), (3, 2), (16, 0), (16, 19), (32, 8), (50, 100)] {
+                let plan = plan_tiles(height, width, &tiling(tile, overlap));
+                let mut hits = vec![0u32; (height * width) as usize];
+                for t in &plan {
+                    for (core, context, len) in [(t.core_rows, t.context_rows, height), (t.core_cols, t.context_cols, width)] {
+                        assert!(!core.is_empty() && core.len() <= tile, "{t:?}");
+                        assert_eq!(context.start, (core.start - overlap).max(0), "{t:?}");
+                        assert_eq!(context.end, (core.end + overlap).min(len), "{t:?}");
+                    }
+                    for row in t.core_rows.start..t.core_rows.end {
+                        for col in t.core_cols.start..t.core_cols.end {
+                            hits[(row * width + col) as usize] += 1;
+                        }
+                    }
+                }
+                assert!(hits.iter().all(|&h| h == 1), "{height}x{width} tile {tile} overlap {overlap}: gap or double cover");
+            }
+        }
+    }
+
+    #[test]
+    fn edge_tiles_touch_the_frame_and_sizes_are_balanced() {
+        let plan = plan_tiles(100, 70, &tiling(32, 6));
+        let rows: Vec<Span> = plan.iter().filter(|t| t.core_cols.start == 0).map(|t| t.core_rows).collect();
+        assert_eq!(rows, vec![Span { start: 0, end: 25 }, Span { start: 25, end: 50 }, Span { start: 50, end: 75 }, Span { start: 75, end: 100 }]);
+        let first = plan.first().unwrap();
+        let last = plan.last().unwrap();
+        assert_eq!((first.context_rows.start, first.context_cols.start), (0, 0));
+        assert_eq!((first.context_rows.end, first.context_cols.end), (31, 29));
+        assert_eq!((last.core_rows.end, last.core_cols.end), (100, 70));
+        assert_eq!((last.context_rows.start, last.context_cols.start), (69, 41));
+        let widths: Vec<i64> = plan.iter().filter(|t| t.core_rows.start == 0).map(|t| t.core_cols.len()).collect();
+        assert_eq!(widths, vec![23, 23, 24]);
+    }
+}

@@ -1,0 +1,174 @@
+//! Test support: start the real `vaebox` binary on a loopback port with a temporary data dir,
+//! make real clips with ffmpeg from the real test media, and check outputs with ffprobe.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+pub fn media(name: &str) -> PathBuf {
+    let path = Path::new(REPO).join("tests/media").join(name);
+    assert!(path.exists(), "{} is missing: run scripts/setup.sh --test", path.display());
+    path
+}
+
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub data_dir: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Server {
+    /// Starts a server on a fresh data dir; `env` adds `VAEBOX_*` overrides.
+    pub fn start(data_dir: &Path, env: &[(&str, &str)]) -> Server {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Self::spawn(data_dir.to_path_buf(), env)
+    }
+
+    fn spawn(data_dir: PathBuf, env: Vec<(String, String)>) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_vaebox"));
+        command
+            .arg("serve")
+            .current_dir(&data_dir)
+            .env("VAEBOX_LISTEN", "127.0.0.1:0")
+            .env("VAEBOX_DATA_DIR", data_dir.join("data"))
+            .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
+            .env("VAEBOX_THREADS", "2")
+            .env("VAEBOX_LOG", "info,tower_http=warn,sqlx=warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in &env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("start vaebox");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("vaebox listening on ") {
+                    let url = rest.split_whitespace().next().unwrap().to_string();
+                    let _ = tx.send(url);
+                }
+            }
+        });
+        let base = rx.recv_timeout(Duration::from_secs(60)).expect("server did not report its address");
+        Server { child, base, data_dir, env }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// SIGKILL: no shutdown code runs, as in a crash or power cut.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills this process and starts a new one on the same data dir and settings.
+    pub fn restart_after_kill9(mut self) -> Server {
+        self.kill9();
+        let (data_dir, env) = (self.data_dir.clone(), self.env.clone());
+        Self::spawn(data_dir, env)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(600)).build().unwrap()
+}
+
+/// The first `frames` frames of a real clip, re-encoded (so the cut is exact), optionally with a tone.
+pub fn make_clip(source: &Path, frames: u32, with_audio: bool, out: &Path) {
+    let mut command = Command::new("ffmpeg");
+    command.args(["-nostdin", "-v", "error", "-y", "-i"]).arg(source);
+    if with_audio {
+        command.args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-map", "0:v:0", "-map", "1:a:0", "-c:a", "aac", "-shortest"]);
+    }
+    command
+        .args(["-frames:v", &frames.to_string(), "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"])
+        .arg(out);
+    let status = command.status().expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg could not make the test clip");
+}
+
+#[derive(Debug)]
+pub struct Probed {
+    pub width: u64,
+    pub height: u64,
+    pub frames: u64,
+    pub fps: String,
+    pub has_audio: bool,
+}
+
+/// ffprobe, counting frames by decoding them (the container's own count is not trusted).
+pub fn ffprobe(path: &Path) -> Probed {
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-show_streams", "-of", "json"])
+        .arg(path)
+        .output()
+        .expect("run ffprobe");
+    assert!(out.status.success(), "ffprobe failed on {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let streams = json["streams"].as_array().unwrap();
+    let video = streams.iter().find(|s| s["codec_type"] == "video").expect("a video stream");
+    Probed {
+        width: video["width"].as_u64().unwrap(),
+        height: video["height"].as_u64().unwrap(),
+        frames: video["nb_read_frames"].as_str().unwrap().parse().unwrap(),
+        fps: video["r_frame_rate"].as_str().unwrap().to_string(),
+        has_audio: streams.iter().any(|s| s["codec_type"] == "audio"),
+    }
+}
+
+pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    let response = client.get(url).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Polls a job until it reaches a final status.
+pub async fn wait_for_final(client: &reqwest::Client, server: &Server, id: &str, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, job) = get_json(client, &server.url(&format!("/v1/jobs/{id}"))).await;
+        assert_eq!(status, 200, "{job}");
+        if matches!(job["status"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "job {id} did not finish in time: {job}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub async fn upload_raw(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> (u16, Value) {
+    let response = client.post(server.url(&format!("/v1/jobs?{query}"))).body(body).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(files_under(&path));
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
