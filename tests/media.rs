@@ -142,6 +142,23 @@ fn reencoding_the_first_frames_keeps_size_count_rate_and_pixels() {
 }
 
 #[test]
+fn a_rotated_phone_video_is_probed_and_decoded_upright() {
+    let dir = tempfile::tempdir().unwrap();
+    let rotated = dir.path().join("rotated.mp4");
+    ffmpeg_cli(&[
+        "-i", clip().to_str().unwrap(), "-frames:v", "10", "-c", "copy", "-metadata:s:v", "rotate=90",
+        rotated.to_str().unwrap(),
+    ]);
+    let info = probe_ok(&rotated);
+    assert_eq!((info.width, info.height, info.frames), (CLIP_HEIGHT, CLIP_WIDTH, 10));
+    let chunks = read_all(&rotated, info.width, info.height, 4);
+    assert_eq!(chunks.iter().map(|c| c.count).sum::<usize>(), 10);
+    let decoded: Vec<u8> = chunks.into_iter().flat_map(|c| c.data).collect();
+    let upright = ffmpeg_cli(&["-i", rotated.to_str().unwrap(), "-f", "rawvideo", "-pix_fmt", "rgb24", "-fps_mode", "passthrough", "-"]);
+    assert!(decoded == upright, "frames differ from ffmpeg's auto-rotated decode");
+}
+
+#[test]
 fn odd_sizes_are_padded_to_even_without_losing_frames() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("odd.mp4");

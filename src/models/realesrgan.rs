@@ -169,12 +169,11 @@ impl RealEsrgan {
 
     /// Native-scale output of the network, unclamped, Float.
     fn forward_network(&self, x: &Tensor) -> Tensor {
-        let x = self.options.place(x);
-        let y = match &self.network {
-            Network::Compact(net) => net.forward(&x),
-            Network::Rrdb(net) => net.forward(&x),
-        };
-        y.to_kind(Kind::Float)
+        let x = x.to_kind(Kind::Float);
+        match &self.network {
+            Network::Compact(net) => net.forward(&x, &self.options),
+            Network::Rrdb(net) => net.forward(&self.options.place(&x)).to_kind(Kind::Float),
+        }
     }
 }
 
@@ -507,12 +506,16 @@ impl SrVggNetCompact {
         Ok((Self { conv_first, act_first, body, conv_last, upscale }, cursor.output(add)?))
     }
 
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let mut h = self.act_first.forward(&self.conv_first.forward(x));
+    /// `x` is the Float input; the body runs in `opts.kind`, but the skip is added in Float:
+    /// in bf16 the upsampled image itself would be rounded by up to 2^-9, ten times the
+    /// rounding of the small residual the body predicts.
+    fn forward(&self, x: &Tensor, opts: &LoadOptions) -> Tensor {
+        let mut h = self.act_first.forward(&self.conv_first.forward(&opts.place(x)));
         for (conv, act) in &self.body {
             h = act.forward(&conv.forward(&h));
         }
-        self.conv_last.forward(&h).pixel_shuffle(self.upscale) + upsample_nearest(x, self.upscale)
+        let residual = self.conv_last.forward(&h).to_kind(Kind::Float).pixel_shuffle(self.upscale);
+        residual + upsample_nearest(x, self.upscale)
     }
 
     /// The longest path (the conv chain; the skip branch reaches no further).

@@ -163,7 +163,7 @@ mod tests {
         assert_eq!((first.context_rows.start, first.context_cols.start), (0, 0));
         assert_eq!((first.context_rows.end, first.context_cols.end), (31, 29));
         assert_eq!((last.core_rows.end, last.core_cols.end), (100, 70));
-        assert_eq!((last.context_rows.start, last.context_cols.start), (69, 41));
+        assert_eq!((last.context_rows.start, last.context_cols.start), (69, 40));
         let widths: Vec<i64> = plan.iter().filter(|t| t.core_rows.start == 0).map(|t| t.core_cols.len()).collect();
         assert_eq!(widths, vec![23, 23, 24]);
     }

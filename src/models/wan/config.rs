@@ -72,10 +72,11 @@ impl WanConfig {
     /// Reads the layout from the encoder's tensors (diffusers names); the decoder is then built as its
     /// mirror and any key that does not fit fails by name while loading.
     pub fn detect(weights: &Weights) -> Result<Self, ModelError> {
+        let name = |key: &str| weights.name_in_file(key);
         let shape_of = |key: &str, rank: usize| -> Result<Vec<i64>, ModelError> {
-            let shape = weights.shape(key).ok_or_else(|| weights.format_error(format!("missing tensor `{key}`")))?;
+            let shape = weights.shape(key).ok_or_else(|| weights.format_error(format!("missing tensor `{}`", name(key))))?;
             if shape.len() != rank {
-                return Err(weights.format_error(format!("tensor `{key}` has shape {shape:?}, expected rank {rank}")));
+                return Err(weights.format_error(format!("tensor `{}` has shape {shape:?}, expected rank {rank}", name(key))));
             }
             Ok(shape)
         };
@@ -83,7 +84,7 @@ impl WanConfig {
         let (base_dim, image_channels) = (conv_in[0], conv_in[1]);
         let quant = shape_of("quant_conv.weight", 5)?;
         if quant[0] % 2 != 0 || quant[0] != quant[1] {
-            return Err(weights.format_error(format!("tensor `quant_conv.weight` has shape {quant:?}, expected [2z, 2z, 1, 1, 1]")));
+            return Err(weights.format_error(format!("tensor `{}` has shape {quant:?}, expected [2z, 2z, 1, 1, 1]", name("quant_conv.weight"))));
         }
         let z_dim = quant[0] / 2;
 
@@ -94,7 +95,7 @@ impl WanConfig {
         let (mut width, mut blocks) = (None::<i64>, 0usize);
         for n in 0.. {
             let prefix = format!("encoder.down_blocks.{n}.");
-            let Some(first_key) = weights.first_key_under(&prefix) else { break };
+            let Some(first_key) = weights.first_key_under(&prefix).map(name) else { break };
             if weights.contains(&format!("{prefix}resample.1.weight")) {
                 let level_width = width.ok_or_else(|| weights.format_error(format!("`{first_key}`: a resampler before any residual block")))?;
                 level_widths.push((level_width, blocks));
@@ -102,7 +103,8 @@ impl WanConfig {
                 (width, blocks) = (None, 0);
             } else if let Some(conv1) = weights.shape(&format!("{prefix}conv1.weight")) {
                 if width.is_some_and(|w| w != conv1[0]) {
-                    return Err(weights.format_error(format!("tensor `{prefix}conv1.weight` has shape {conv1:?}: width changes inside a level")));
+                    let key = name(&format!("{prefix}conv1.weight"));
+                    return Err(weights.format_error(format!("tensor `{key}` has shape {conv1:?}: width changes inside a level")));
                 }
                 width = Some(conv1[0]);
                 blocks += 1;
@@ -116,10 +118,10 @@ impl WanConfig {
         let num_res_blocks = level_widths[0].1;
         let mut dim_mult = Vec::with_capacity(level_widths.len());
         for (level, &(level_width, level_blocks)) in level_widths.iter().enumerate() {
-            let first_block = level * (num_res_blocks + 1);
+            let first_block = name(&format!("encoder.down_blocks.{}.conv1.weight", level * (num_res_blocks + 1)));
             if level_blocks != num_res_blocks || level_width % base_dim != 0 {
                 return Err(weights.format_error(format!(
-                    "level {level} (from `encoder.down_blocks.{first_block}`) has {level_blocks} blocks of width {level_width}; expected {num_res_blocks} blocks of a multiple of {base_dim}"
+                    "level {level} (from `{first_block}`) has {level_blocks} blocks of width {level_width}; expected {num_res_blocks} blocks of a multiple of {base_dim}"
                 )));
             }
             dim_mult.push(level_width / base_dim);

@@ -104,12 +104,10 @@ impl CausalConv3d {
         let Some(slot) = self.cache_slot else {
             return self.conv.forward_with_padding(x, padding);
         };
-        let with_history = match cache.take(slot) {
+        let input = match cache.take(slot) {
             Some(history) => Tensor::f_cat(&[&history, x], 2)?,
-            None => x.shallow_clone(),
+            None => x.f_constant_pad_nd([0, 0, 0, 0, self.history_frames, 0])?,
         };
-        let missing = self.history_frames - with_history.size()[2];
-        let input = if missing > 0 { with_history.f_constant_pad_nd([0, 0, 0, 0, missing, 0])? } else { with_history };
         let frames = input.size()[2];
         // Copy so the cache does not keep the whole padded input alive.
         cache.store(slot, input.f_narrow(2, frames - self.history_frames, self.history_frames)?.f_contiguous()?);

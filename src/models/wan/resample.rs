@@ -61,10 +61,6 @@ impl Resample {
         Ok(Self { mode, spatial, time })
     }
 
-    pub fn mode(&self) -> ResampleMode {
-        self.mode
-    }
-
     pub fn forward(&self, x: &Tensor, cache: &mut FeatureCache) -> Result<Tensor, ModelError> {
         let _span = tracing::trace_span!("wan.resample").entered();
         match self.mode {

@@ -13,6 +13,9 @@ use crate::models::ModelError;
 pub struct Weights {
     source: PathBuf,
     tensors: BTreeMap<String, Tensor>,
+    /// The file's own scheme, so errors name keys as the user's file spells them.
+    naming: Naming,
+    layout: Option<DecoderLayout>,
     /// Load-time bookkeeping only (which keys the modules asked for); never touched during inference.
     used: RefCell<BTreeSet<String>>,
     device: Device,
@@ -34,15 +37,18 @@ impl Weights {
         let naming = keymap::detect_naming(tensors.iter().map(|(k, _)| k.as_str())).ok_or_else(|| {
             format_error("no `encoder.conv1.weight` (original naming) or `encoder.conv_in.weight` (diffusers naming): not a Wan VAE checkpoint".into())
         })?;
-        let renamed: BTreeMap<String, Tensor> = match naming {
-            Naming::Diffusers => tensors.into_iter().collect(),
+        let (renamed, layout): (BTreeMap<String, Tensor>, _) = match naming {
+            Naming::Diffusers => {
+                let layout = DecoderLayout::from_diffusers_keys(tensors.iter().map(|(k, _)| k.as_str()));
+                (tensors.into_iter().collect(), layout)
+            }
             Naming::Original => {
                 let layout = DecoderLayout::from_original_keys(tensors.iter().map(|(k, _)| k.as_str()))
                     .ok_or_else(|| format_error("no `decoder.upsamples.N.resample.1.weight`: cannot split the decoder into levels".into()))?;
-                tensors.into_iter().map(|(k, t)| (keymap::original_to_diffusers(&k, layout), t)).collect()
+                (tensors.into_iter().map(|(k, t)| (keymap::original_to_diffusers(&k, layout), t)).collect(), Some(layout))
             }
         };
-        Ok(Self { source: source.to_path_buf(), tensors: renamed, used: RefCell::default(), device, kind })
+        Ok(Self { source: source.to_path_buf(), tensors: renamed, naming, layout, used: RefCell::default(), device, kind })
     }
 
     pub fn kind(&self) -> Kind {
@@ -70,6 +76,14 @@ impl Weights {
         self.tensors.range(prefix.to_string()..).next().map(|(k, _)| k.as_str()).filter(|k| k.starts_with(prefix))
     }
 
+    /// A (diffusers) key as the checkpoint file spells it.
+    pub fn name_in_file(&self, key: &str) -> String {
+        match (self.naming, self.layout) {
+            (Naming::Original, Some(layout)) => keymap::diffusers_to_original(key, layout),
+            _ => key.to_string(),
+        }
+    }
+
     pub fn format_error(&self, reason: impl Into<String>) -> ModelError {
         ModelError::Format { path: self.source.clone(), reason: reason.into() }
     }
@@ -79,14 +93,15 @@ impl Weights {
         let used = self.used.borrow();
         match self.tensors.keys().find(|k| !used.contains(*k)) {
             None => Ok(()),
-            Some(key) => Err(self.format_error(format!("unexpected tensor `{key}` (not part of the detected model)"))),
+            Some(key) => Err(self.format_error(format!("unexpected tensor `{}` (not part of the detected model)", self.name_in_file(key)))),
         }
     }
 
     fn fetch(&self, key: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
-        let tensor = self.tensors.get(key).ok_or_else(|| self.format_error(format!("missing tensor `{key}` (expected shape {shape:?})")))?;
+        let name = || self.name_in_file(key);
+        let tensor = self.tensors.get(key).ok_or_else(|| self.format_error(format!("missing tensor `{}` (expected shape {shape:?})", name())))?;
         if tensor.size() != shape {
-            return Err(self.format_error(format!("tensor `{key}` has shape {:?}, expected {shape:?}", tensor.size())));
+            return Err(self.format_error(format!("tensor `{}` has shape {:?}, expected {shape:?}", name(), tensor.size())));
         }
         self.used.borrow_mut().insert(key.to_string());
         Ok(tensor.f_to_kind(self.kind)?.f_to_device(self.device)?)

@@ -1,0 +1,123 @@
+//! Bad input gets a 4xx with a stable code; nothing is left behind, the server keeps serving and
+//! a good job submitted in between is untouched.
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
+    assert_eq!(status, want_status, "{body}");
+    assert_eq!(body["error"]["code"], want_code, "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+}
+
+async fn multipart(client: &reqwest::Client, server: &Server, form: reqwest::multipart::Form) -> (u16, Value) {
+    let response = client.post(server.url("/v1/jobs")).multipart(form).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_bad_input_gets_its_code_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("carphone4.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 4, false, &clip);
+    let good = std::fs::read(&clip).unwrap();
+    let big_clip = dir.path().join("bikes3.mp4");
+    make_clip(&media("bikes.mp4"), 3, false, &big_clip);
+    let server = Server::start(
+        dir.path(),
+        &[("VAEBOX_MAX_WIDTH", "600"), ("VAEBOX_MAX_FRAMES", "50"), ("VAEBOX_MAX_UPLOAD_BYTES", "300000")],
+    );
+    let client = client();
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=4";
+
+    // A good job first: it must finish untouched by everything below.
+    let (status, good_job) = upload_raw(&client, &server, query, good.clone()).await;
+    assert_eq!(status, 202, "{good_job}");
+
+    let (s, b) = upload_raw(&client, &server, query, b"this is not a video, just some words\n".repeat(20)).await;
+    assert_error(s, &b, 422, "not-a-video");
+    let (s, b) = upload_raw(&client, &server, query, good[..good.len() / 2].to_vec()).await;
+    assert_error(s, &b, 422, "truncated-media");
+    let (s, b) = upload_raw(&client, &server, query, Vec::new()).await;
+    assert_error(s, &b, 422, "empty-file");
+    let (s, b) = upload_raw(&client, &server, "op=sharpen&model=realesrgan-animevideov3", good.clone()).await;
+    assert_error(s, &b, 400, "unknown-op");
+    let (s, b) = upload_raw(&client, &server, "op=upscale&model=nosuchmodel", good.clone()).await;
+    assert_error(s, &b, 400, "unknown-model");
+    let (s, b) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=3", good.clone()).await;
+    assert_error(s, &b, 400, "invalid-scale");
+    let (s, b) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=four", good.clone()).await;
+    assert_error(s, &b, 400, "invalid-scale");
+    // bikes.mp4 is 640 wide; the limit here is 600.
+    let (s, b) = upload_raw(&client, &server, query, std::fs::read(&big_clip).unwrap()).await;
+    assert_error(s, &b, 422, "media-too-large");
+    assert!(b["error"]["message"].as_str().unwrap().contains("width"), "{b}");
+    // 60 frames of carphone: over the 50-frame limit.
+    let long_clip = dir.path().join("carphone60.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 60, false, &long_clip);
+    let (s, b) = upload_raw(&client, &server, query, std::fs::read(&long_clip).unwrap()).await;
+    assert_error(s, &b, 422, "media-too-large");
+    assert!(b["error"]["message"].as_str().unwrap().contains("frames"), "{b}");
+    // Over the byte limit, as a raw body and as a multipart part.
+    let (s, b) = upload_raw(&client, &server, query, vec![0u8; 400_000]).await;
+    assert_error(s, &b, 413, "upload-too-large");
+    let form = reqwest::multipart::Form::new().part("file", reqwest::multipart::Part::bytes(vec![0u8; 400_000]).file_name("x.mp4"));
+    let (s, b) = multipart(&client, &server, form).await;
+    assert_error(s, &b, 413, "upload-too-large");
+    let form = reqwest::multipart::Form::new().text("op", "upscale").text("model", "realesrgan-animevideov3");
+    let (s, b) = multipart(&client, &server, form).await;
+    assert_error(s, &b, 400, "missing-file");
+    let form = reqwest::multipart::Form::new()
+        .part("file", reqwest::multipart::Part::bytes(good.clone()).file_name("a.mp4"))
+        .text("params", "{not json");
+    let (s, b) = multipart(&client, &server, form).await;
+    assert_error(s, &b, 400, "invalid-params");
+
+    let missing = "00000000-0000-4000-8000-000000000000";
+    let (s, b) = get_json(&client, &server.url(&format!("/v1/jobs/{missing}"))).await;
+    assert_error(s, &b, 404, "job-not-found");
+    let (s, b) = get_json(&client, &server.url("/v1/jobs/not-a-uuid")).await;
+    assert_error(s, &b, 404, "job-not-found");
+    let response = client.post(server.url(&format!("/v1/jobs/{missing}/cancel"))).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    let response = client.delete(server.url(&format!("/v1/jobs/{missing}"))).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    let (s, b) = get_json(&client, &server.url(&format!("/v1/jobs/{missing}/result"))).await;
+    assert_error(s, &b, 404, "job-not-found");
+    let (s, b) = get_json(&client, &server.url("/v1/jobs?status=paused")).await;
+    assert_error(s, &b, 400, "invalid-status");
+
+    // The server still serves, the good job finishes, and only it exists.
+    let id = good_job["id"].as_str().unwrap();
+    let job = wait_for_final(&client, &server, id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let (_, list) = get_json(&client, &server.url("/v1/jobs")).await;
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1, "refused uploads must not become jobs: {list}");
+    let uploads = files_under(&server.data_dir.join("data/uploads"));
+    assert!(uploads.is_empty(), "refused uploads left files behind: {uploads:?}");
+    let job_dirs: Vec<_> = std::fs::read_dir(server.data_dir.join("data/jobs")).unwrap().flatten().collect();
+    assert_eq!(job_dirs.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_answers_429() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("carphone30.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 30, false, &clip);
+    let server = Server::start(dir.path(), &[("VAEBOX_MAX_QUEUED_JOBS", "1")]);
+    let client = client();
+    let body = std::fs::read(&clip).unwrap();
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        let (status, body) = upload_raw(&client, &server, query, body.clone()).await;
+        codes.push((status, body["error"]["code"].clone()));
+    }
+    // One runs, one waits; the rest are refused while the queue is full.
+    assert!(codes.iter().any(|(s, c)| *s == 429 && c == "queue-full"), "{codes:?}");
+    assert!(codes.iter().filter(|(s, _)| *s == 202).count() >= 2, "{codes:?}");
+}

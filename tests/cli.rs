@@ -1,0 +1,76 @@
+//! The binary itself: linked to CUDA when torch has it, runs one job from the command line,
+//! and refuses an invalid configuration with a message naming the key.
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vaebox");
+
+#[test]
+fn binary_keeps_libtorch_cuda_and_an_rpath_to_torch() {
+    let out = Command::new("readelf").args(["-d", BIN]).output().expect("readelf (binutils) is needed");
+    assert!(out.status.success());
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    let torch_lib = Path::new(REPO).join(".venv/libtorch/lib");
+    let torch_lib = torch_lib.canonicalize().unwrap_or(torch_lib);
+    assert!(
+        dynamic.contains(&format!("[{}]", torch_lib.display())),
+        "no rpath/runpath to {}:\n{dynamic}",
+        torch_lib.display()
+    );
+    assert!(dynamic.contains("[libtorch_cpu.so]"), "{dynamic}");
+    if torch_lib.join("libtorch_cuda.so").exists() {
+        assert!(dynamic.contains("NEEDED") && dynamic.contains("[libtorch_cuda.so]"), "libtorch_cuda.so was dropped:\n{dynamic}");
+    }
+}
+
+#[test]
+fn run_upscales_a_clip_without_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("in.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let output = dir.path().join("out.mp4");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
+        .args(["run", "--op", "upscale", "--model", "realesrgan-animevideov3", "--scale", "2", "--input"])
+        .arg(&clip)
+        .arg("--output")
+        .arg(&output)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("3/3 frames"), "no progress bar: {stderr}");
+    let probed = ffprobe(&output);
+    assert_eq!((probed.width, probed.height, probed.frames), (352, 288, 3));
+}
+
+#[test]
+fn invalid_configuration_stops_start_up_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |env: &[(&str, &str)], config: Option<&str>, expect: &str| {
+        let mut command = Command::new(BIN);
+        command.current_dir(dir.path()).arg("serve");
+        if let Some(text) = config {
+            let path = dir.path().join("bad.toml");
+            std::fs::write(&path, text).unwrap();
+            command.arg("--config").arg(path);
+        }
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let out = command.output().unwrap();
+        assert!(!out.status.success(), "started with a bad config");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expect), "message should mention {expect}: {stderr}");
+    };
+    check(&[("VAEBOX_LISTEN", "nowhere")], None, "listen");
+    check(&[("VAEBOX_MAX_WIDTH", "wide")], None, "VAEBOX_MAX_WIDTH");
+    check(&[], Some("max_frames = -3\n"), "max_frames");
+    check(&[], Some("no_such_key = 1\n"), "no_such_key");
+    check(&[("VAEBOX_DEVICE", "tpu")], None, "device");
+}

@@ -1,0 +1,61 @@
+//! A crash (SIGKILL) with one job running and one queued loses neither: both complete after a restart.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_with_a_running_and_a_queued_job_then_both_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let long_clip = dir.path().join("carphone40.mp4");
+    let short_clip = dir.path().join("carphone4.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 40, false, &long_clip);
+    make_clip(&media("carphone_pristine.mp4"), 4, false, &short_clip);
+    let settings = [("VAEBOX_CHUNK_FRAMES", "2")];
+    let server = Server::start(dir.path(), &settings);
+    let client = client();
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";
+    let (status, running) = upload_raw(&client, &server, &format!("{query}&filename=long.mp4"), std::fs::read(&long_clip).unwrap()).await;
+    assert_eq!(status, 202);
+    let (status, queued) = upload_raw(&client, &server, &format!("{query}&filename=short.mp4"), std::fs::read(&short_clip).unwrap()).await;
+    assert_eq!(status, 202);
+    let (running_id, queued_id) = (running["id"].as_str().unwrap().to_string(), queued["id"].as_str().unwrap().to_string());
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{running_id}"))).await;
+        if job["status"] == "running" && job["progress"]["done"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the first job never got going: {job}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{queued_id}"))).await;
+    assert_eq!(job["status"], "queued");
+
+    let server = server.restart_after_kill9();
+    // Nothing half-written is visible: the interrupted job has no result.
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{running_id}"))).await;
+    assert!(job["output"].is_null(), "{job}");
+    assert!(matches!(job["status"].as_str(), Some("queued" | "running")), "{job}");
+
+    for id in [&running_id, &queued_id] {
+        let job = wait_for_final(&client, &server, id, Duration::from_secs(300)).await;
+        assert_eq!(job["status"], "succeeded", "{job}");
+        let path = dir.path().join(format!("{id}.mp4"));
+        let bytes = client.get(server.url(&format!("/v1/jobs/{id}/result"))).send().await.unwrap().bytes().await.unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        let probed = ffprobe(&path);
+        assert_eq!((probed.width, probed.height), (704, 576));
+        assert_eq!(probed.frames, job["input"]["media"]["frames"].as_u64().unwrap());
+    }
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{running_id}"))).await;
+    assert_eq!(job["attempts"], 2, "the interrupted job should have been claimed twice: {job}");
+    // No temporary output lies around after the rerun.
+    let partials: Vec<_> = files_under(&server.data_dir.join("data/jobs"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("partial"))
+        .collect();
+    assert!(partials.is_empty(), "{partials:?}");
+}
