@@ -53,9 +53,14 @@ PY
 fi
 
 if [[ $WITH_TESTS == 1 ]]; then
-  if ! $PY -c "import ncnn, numpy, PIL" 2>/dev/null; then
-    say "installing test references into .venv (ncnn, numpy, pillow)"
-    $PY -m pip install -q --disable-pip-version-check ncnn numpy pillow
+  if ! $PY -c "import ncnn, numpy, PIL, diffusers" 2>/dev/null; then
+    say "installing test references into .venv (ncnn, numpy, pillow, diffusers)"
+    $PY -m pip install -q --disable-pip-version-check ncnn numpy pillow diffusers
+  fi
+  # Parity fixtures made by implementations nobody here wrote (diffusers), with random weights.
+  if [[ ! -f .cache/fixtures/wan22_diffusers/case.safetensors ]]; then
+    say "making Wan 2.2 parity fixtures with diffusers"
+    $PY scripts/fixtures/make_wan22_case.py .cache/fixtures/wan22_diffusers >/dev/null
   fi
   MEDIA=tests/media
   if [[ ! -f $MEDIA/carphone_pristine.mp4 || ! -f $MEDIA/astronaut.png ]]; then

@@ -215,3 +215,32 @@ async fn health_models_metrics_openapi_and_page_are_served() {
     let js = client.get(server.url("/static/app.js")).send().await.unwrap();
     assert_eq!(js.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn higher_priority_runs_first_then_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let long_clip = dir.path().join("carphone20.mp4");
+    let short_clip = dir.path().join("carphone2.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 20, false, &long_clip);
+    make_clip(&media("carphone_pristine.mp4"), 2, false, &short_clip);
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let short = std::fs::read(&short_clip).unwrap();
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=2&dtype=f32";
+    // The first job occupies the executor while the others queue up behind it.
+    let (_, first) = upload_raw(&client, &server, query, std::fs::read(&long_clip).unwrap()).await;
+    let (_, low_a) = upload_raw(&client, &server, query, short.clone()).await;
+    let (_, low_b) = upload_raw(&client, &server, query, short.clone()).await;
+    let (_, high) = upload_raw(&client, &server, &format!("{query}&priority=5"), short).await;
+    let mut started = Vec::new();
+    for job in [&first, &low_a, &low_b, &high] {
+        let id = job["id"].as_str().unwrap();
+        let done = wait_for_final(&client, &server, id, Duration::from_secs(300)).await;
+        assert_eq!(done["status"], "succeeded", "{done}");
+        started.push((done["started_at"].as_str().unwrap().to_string(), id.to_string()));
+    }
+    started.sort();
+    let order: Vec<_> = started.into_iter().map(|(_, id)| id).collect();
+    let expected: Vec<String> = [&first, &high, &low_a, &low_b].iter().map(|j| j["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(order, expected, "expected: the running job, then priority 5, then the rest in arrival order");
+}

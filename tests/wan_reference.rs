@@ -47,10 +47,13 @@ fn detects_reference_config() {
     let expected = WanConfig {
         image_channels: 3,
         base_dim: 12,
+        decoder_base_dim: 12,
         z_dim: 16,
         dim_mult: vec![1, 2, 4, 4],
         num_res_blocks: 2,
         temporal_downsample: vec![false, true, true],
+        is_residual: false,
+        patch_size: 1,
     };
     assert_eq!(vae.config(), &expected);
 }
@@ -183,7 +186,10 @@ fn load_error_after_edit(edit: impl FnOnce(&mut BTreeMap<String, Tensor>)) -> St
     Tensor::write_safetensors(&tensors, &path).unwrap();
     match WanVae::load(&path, &WanLoadOptions::default()) {
         Ok(_) => panic!("an edited checkpoint loaded without error"),
-        Err(e @ ModelError::Format { .. }) => e.to_string(),
+        Err(e @ ModelError::Format { .. }) => {
+            println!("load error: {e}");
+            e.to_string()
+        }
         Err(other) => panic!("expected a format error, got {other}"),
     }
 }
@@ -230,4 +236,40 @@ fn not_a_wan_checkpoint_is_rejected() {
         w.insert("encoder.stem.weight".to_string(), conv);
     });
     assert!(message.contains("encoder.conv1.weight"), "{message}");
+}
+
+/// Wan 2.2 layout (residual levels, 2×2 patchify, decoder width ≠ encoder width) against diffusers
+/// `AutoencoderKLWan(is_residual=True, patch_size=2)` with small random weights, made by scripts/fixtures/make_wan22_case.py (diffusers) during `scripts/setup.sh --test`.
+const WAN22_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/fixtures/wan22_diffusers");
+
+#[test]
+fn wan22_layout_matches_diffusers() {
+    let dir = Path::new(WAN22_DIR);
+    assert!(dir.is_dir(), "missing fixture {WAN22_DIR} (run scripts/setup.sh --test: it makes it with diffusers)");
+    let vae = WanVae::load(&dir.join("weights.safetensors"), &WanLoadOptions::default()).expect("wan 2.2 weights load");
+    let cfg = vae.config();
+    assert!(cfg.is_residual);
+    assert_eq!((cfg.patch_size, cfg.base_dim, cfg.decoder_base_dim, cfg.z_dim), (2, 8, 12, 8));
+    assert_eq!(cfg.temporal_downsample, vec![false, true, true]);
+
+    let case: BTreeMap<String, Tensor> = Tensor::read_safetensors(dir.join("case.safetensors")).expect("case").into_iter().collect();
+    let mu = vae.encode(&case_tensor(&case, "sample")).expect("encode");
+    let error = max_abs_diff(&mu, &case_tensor(&case, "latent_mu"));
+    println!("wan 2.2: encode max abs error vs diffusers = {error:e}");
+    assert!(error <= REFERENCE_ATOL, "latent_mu max abs error {error:e}");
+
+    let decoded = vae.decode(&case_tensor(&case, "latent_mu")).expect("decode");
+    let error = max_abs_diff(&decoded, &case_tensor(&case, "decoded"));
+    println!("wan 2.2: decode max abs error vs diffusers = {error:e}");
+    assert!(error <= REFERENCE_ATOL, "decoded max abs error {error:e}");
+
+    // Streaming: a multi-frame first push and uneven later pushes equal the one-frame-per-call decode.
+    tch::manual_seed(3);
+    let latent = Tensor::randn([1, 8, 9, 2, 2], (Kind::Float, Device::Cpu));
+    let whole = vae.decode_unclamped(&latent).expect("whole decode");
+    let mut stream = vae.decoder_stream().unclamped();
+    let chunks: Vec<Tensor> = [(0, 3), (3, 2), (5, 4)].iter().map(|&(s, l)| stream.push(&latent.narrow(2, s, l)).expect("push")).collect();
+    let error = max_abs_diff(&Tensor::cat(&chunks, 2), &whole);
+    println!("wan 2.2: streamed vs whole decode max abs difference = {error:e}");
+    assert!(error <= STREAMING_ATOL, "streamed decode differs by {error:e}");
 }

@@ -1,10 +1,11 @@
 //! Reader for ncnn model files (`.param` text graph + `.bin` weights), as shipped by the
 //! Real-ESRGAN ncnn packages. Produces the layers in file order with their parameters and
-//! weight tensors (fp32, on the CPU); turning them into a model is the model file's job.
+//! weight tensors (fp32, on the CPU), and `GraphCursor`, which lets a model builder walk them
+//! in order and check the wiring; turning them into a model is the model file's job.
 //!
 //! Only the layer types the Real-ESRGAN exports use are understood: a layer type whose weight
 //! layout is unknown would leave every later tensor misaligned, so it is an error, not a skip.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::Path;
 
@@ -248,11 +249,10 @@ impl BinReader<'_> {
     fn raw_f32(&mut self, count: usize, what: &dyn Fn() -> String) -> Result<Tensor, ModelError> {
         let data = self.take(count * 4, what)?;
         let values: Vec<f32> = data.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
-        let tensor = Tensor::from_slice(&values);
         if let Some(bad) = values.iter().position(|v| !v.is_finite()) {
             return Err(format_error(self.path, format!("{}: value {bad} is not finite", what())));
         }
-        Ok(tensor)
+        Ok(Tensor::from_slice(&values))
     }
 }
 
@@ -312,6 +312,114 @@ fn positive_param(path: &Path, layer: &NcnnLayer, id: i32, what: &str) -> Result
         v if v > 0 => Ok(v as usize),
         v => Err(format_error(path, format!("{} `{}`: {what} ({id}=) is {v}, must be positive", layer.kind, layer.name))),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Walking the graph.
+
+/// Reads layers in file order, looking through `Split` (ncnn's explicit fan-out) so that the
+/// builders can state which blob each layer must read.
+pub struct GraphCursor<'a> {
+    path: &'a Path,
+    layers: &'a [NcnnLayer],
+    position: usize,
+    split_sources: HashMap<&'a str, &'a str>,
+}
+
+impl<'a> GraphCursor<'a> {
+    pub fn new(path: &'a Path, layers: &'a [NcnnLayer]) -> Result<Self, ModelError> {
+        let mut split_sources = HashMap::new();
+        for split in layers.iter().filter(|l| l.kind == "Split") {
+            let [source] = split.inputs.as_slice() else {
+                return Err(layer_error(path, split, "a Split must have exactly one input"));
+            };
+            for output in &split.outputs {
+                split_sources.insert(output.as_str(), source.as_str());
+            }
+        }
+        Ok(Self { path, layers, position: 0, split_sources })
+    }
+
+    pub fn error(&self, layer: &NcnnLayer, reason: impl std::fmt::Display) -> ModelError {
+        layer_error(self.path, layer, reason)
+    }
+
+    /// The blob a name stands for once Splits are looked through.
+    pub fn origin(&self, blob: &'a str) -> &'a str {
+        let mut current = blob;
+        for _ in 0..=self.layers.len() {
+            match self.split_sources.get(current) {
+                Some(source) => current = source,
+                None => break,
+            }
+        }
+        current
+    }
+
+    /// Layers not consumed yet (Splits included).
+    pub fn remaining(&self) -> &'a [NcnnLayer] {
+        &self.layers[self.position..]
+    }
+
+    fn skip_splits(&mut self) {
+        while self.layers.get(self.position).is_some_and(|l| l.kind == "Split") {
+            self.position += 1;
+        }
+    }
+
+    pub fn peek_kind(&mut self) -> Option<&'a str> {
+        self.skip_splits();
+        self.layers.get(self.position).map(|l| l.kind.as_str())
+    }
+
+    pub fn take(&mut self, kind: &str) -> Result<&'a NcnnLayer, ModelError> {
+        self.skip_splits();
+        let Some(layer) = self.layers.get(self.position) else {
+            return Err(ModelError::Format {
+                path: self.path.to_path_buf(),
+                reason: format!("the graph ends where a {kind} layer was expected"),
+            });
+        };
+        if layer.kind != kind {
+            return Err(self.error(layer, format!("expected a {kind} layer here")));
+        }
+        self.position += 1;
+        Ok(layer)
+    }
+
+    pub fn output(&self, layer: &'a NcnnLayer) -> Result<&'a str, ModelError> {
+        match layer.outputs.as_slice() {
+            [output] => Ok(output),
+            other => Err(self.error(layer, format!("has {} outputs, expected 1", other.len()))),
+        }
+    }
+
+    pub fn check_inputs(&self, layer: &'a NcnnLayer, expected: &[&'a str]) -> Result<(), ModelError> {
+        let actual: Vec<&str> = layer.inputs.iter().map(|b| self.origin(b)).collect();
+        let wanted: Vec<&str> = expected.iter().map(|b| self.origin(b)).collect();
+        if actual != wanted {
+            return Err(self.error(layer, format!("reads {actual:?}; this architecture needs {wanted:?} here")));
+        }
+        Ok(())
+    }
+
+    /// For commutative layers (Add): same inputs in any order.
+    pub fn check_inputs_unordered(&self, layer: &'a NcnnLayer, expected: [&'a str; 2]) -> Result<(), ModelError> {
+        let [a, b] = expected;
+        self.check_inputs(layer, &[a, b]).or_else(|_| self.check_inputs(layer, &[b, a]))
+    }
+
+    pub fn finish(mut self) -> Result<(), ModelError> {
+        self.skip_splits();
+        match self.layers.get(self.position) {
+            Some(layer) => Err(self.error(layer, "unexpected layer after the end of the recognised architecture")),
+            None => Ok(()),
+        }
+    }
+}
+
+pub fn layer_error(path: &Path, layer: &NcnnLayer, reason: impl std::fmt::Display) -> ModelError {
+    ModelError::Format { path: path.to_path_buf(), reason: format!("layer `{}` ({}): {reason}", layer.name, layer.kind) }
 }
 
 #[cfg(test)]

@@ -2,12 +2,11 @@
 //! `SrVggNetCompact` (realesr-animevideov3) and `RrdbNet` (RealESRGAN_x4plus, x4plus_anime_6B).
 //! The ncnn graph is walked once at load time and mapped onto these structs; the walk checks
 //! that every layer reads the blobs the architecture implies, so a different graph is an error.
-use std::collections::HashMap;
 use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
-use super::ncnn::{self, LayerWeights, NcnnLayer};
+use super::ncnn::{self, GraphCursor, LayerWeights, NcnnLayer};
 use super::ModelError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +70,7 @@ impl RealEsrgan {
     }
 
     fn from_layers(param: &Path, layers: &[NcnnLayer], opts: &LoadOptions) -> Result<Self, ModelError> {
-        let mut cursor = LayerCursor::new(param, layers)?;
+        let mut cursor = GraphCursor::new(param, layers)?;
         let input_layer = cursor.take("Input")?;
         let input = cursor.output(input_layer)?;
         let (network, output) = match detect_arch(param, layers)? {
@@ -194,109 +193,6 @@ fn detect_arch(param: &Path, layers: &[NcnnLayer]) -> Result<RealEsrganArch, Mod
 }
 
 // ---------------------------------------------------------------------------------------------
-// Walking the ncnn graph.
-
-/// Reads layers in file order, looking through `Split` (ncnn's explicit fan-out) so that the
-/// builders can state which blob each layer must read.
-struct LayerCursor<'a> {
-    path: &'a Path,
-    layers: &'a [NcnnLayer],
-    position: usize,
-    split_sources: HashMap<&'a str, &'a str>,
-}
-
-impl<'a> LayerCursor<'a> {
-    fn new(path: &'a Path, layers: &'a [NcnnLayer]) -> Result<Self, ModelError> {
-        let mut split_sources = HashMap::new();
-        for split in layers.iter().filter(|l| l.kind == "Split") {
-            let [source] = split.inputs.as_slice() else {
-                return Err(layer_error(path, split, "a Split must have exactly one input"));
-            };
-            for output in &split.outputs {
-                split_sources.insert(output.as_str(), source.as_str());
-            }
-        }
-        Ok(Self { path, layers, position: 0, split_sources })
-    }
-
-    fn error(&self, layer: &NcnnLayer, reason: impl std::fmt::Display) -> ModelError {
-        layer_error(self.path, layer, reason)
-    }
-
-    /// The blob a name stands for once Splits are looked through.
-    fn origin(&self, blob: &'a str) -> &'a str {
-        let mut current = blob;
-        for _ in 0..=self.layers.len() {
-            match self.split_sources.get(current) {
-                Some(source) => current = source,
-                None => break,
-            }
-        }
-        current
-    }
-
-    fn skip_splits(&mut self) {
-        while self.layers.get(self.position).is_some_and(|l| l.kind == "Split") {
-            self.position += 1;
-        }
-    }
-
-    fn peek_kind(&mut self) -> Option<&'a str> {
-        self.skip_splits();
-        self.layers.get(self.position).map(|l| l.kind.as_str())
-    }
-
-    fn take(&mut self, kind: &str) -> Result<&'a NcnnLayer, ModelError> {
-        self.skip_splits();
-        let Some(layer) = self.layers.get(self.position) else {
-            return Err(ModelError::Format {
-                path: self.path.to_path_buf(),
-                reason: format!("the graph ends where a {kind} layer was expected"),
-            });
-        };
-        if layer.kind != kind {
-            return Err(self.error(layer, format!("expected a {kind} layer here")));
-        }
-        self.position += 1;
-        Ok(layer)
-    }
-
-    fn output(&self, layer: &'a NcnnLayer) -> Result<&'a str, ModelError> {
-        match layer.outputs.as_slice() {
-            [output] => Ok(output),
-            other => Err(self.error(layer, format!("has {} outputs, expected 1", other.len()))),
-        }
-    }
-
-    fn check_inputs(&self, layer: &'a NcnnLayer, expected: &[&'a str]) -> Result<(), ModelError> {
-        let actual: Vec<&str> = layer.inputs.iter().map(|b| self.origin(b)).collect();
-        let wanted: Vec<&str> = expected.iter().map(|b| self.origin(b)).collect();
-        if actual != wanted {
-            return Err(self.error(layer, format!("reads {actual:?}; this architecture needs {wanted:?} here")));
-        }
-        Ok(())
-    }
-
-    /// For commutative layers (Add): same inputs in any order.
-    fn check_inputs_unordered(&self, layer: &'a NcnnLayer, expected: [&'a str; 2]) -> Result<(), ModelError> {
-        let [a, b] = expected;
-        self.check_inputs(layer, &[a, b]).or_else(|_| self.check_inputs(layer, &[b, a]))
-    }
-
-    fn finish(mut self) -> Result<(), ModelError> {
-        self.skip_splits();
-        match self.layers.get(self.position) {
-            Some(layer) => Err(self.error(layer, "unexpected layer after the end of the recognised architecture")),
-            None => Ok(()),
-        }
-    }
-}
-
-fn layer_error(path: &Path, layer: &NcnnLayer, reason: impl std::fmt::Display) -> ModelError {
-    ModelError::Format { path: path.to_path_buf(), reason: format!("layer `{}` ({}): {reason}", layer.name, layer.kind) }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Layers.
 
 enum Activation {
@@ -323,7 +219,7 @@ struct Conv2d {
 }
 
 impl Conv2d {
-    fn new(cursor: &LayerCursor, layer: &NcnnLayer, spec: ConvSpec, opts: &LoadOptions) -> Result<Self, ModelError> {
+    fn new(cursor: &GraphCursor, layer: &NcnnLayer, spec: ConvSpec, opts: &LoadOptions) -> Result<Self, ModelError> {
         let LayerWeights::Convolution { weight, bias } = &layer.weights else {
             return Err(cursor.error(layer, "no convolution weights were read"));
         };
@@ -395,7 +291,7 @@ struct PRelu {
 }
 
 impl PRelu {
-    fn new(cursor: &LayerCursor, layer: &NcnnLayer, channels: i64, opts: &LoadOptions) -> Result<Self, ModelError> {
+    fn new(cursor: &GraphCursor, layer: &NcnnLayer, channels: i64, opts: &LoadOptions) -> Result<Self, ModelError> {
         let LayerWeights::PRelu { slopes } = &layer.weights else {
             return Err(cursor.error(layer, "no PReLU slopes were read"));
         };
@@ -412,7 +308,7 @@ impl PRelu {
 }
 
 /// ncnn `Interp` with nearest resize by a whole factor; returns the factor.
-fn nearest_upsample_factor(cursor: &LayerCursor, layer: &NcnnLayer) -> Result<i64, ModelError> {
+fn nearest_upsample_factor(cursor: &GraphCursor, layer: &NcnnLayer) -> Result<i64, ModelError> {
     let (kind, sy, sx) = (layer.params.int(0, 0), layer.params.float(1, 1.0), layer.params.float(2, 1.0));
     if kind != 1 || sy != sx || sy < 1.0 || sy.fract() != 0.0 {
         return Err(cursor.error(layer, format!("expected a nearest upsample by a whole factor, found type {kind} scale {sy}x{sx}")));
@@ -432,7 +328,7 @@ struct BicubicResize {
 }
 
 impl BicubicResize {
-    fn new<'a>(cursor: &mut LayerCursor<'a>, input: &'a str) -> Result<Self, ModelError> {
+    fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str) -> Result<Self, ModelError> {
         let layer = cursor.take("Interp")?;
         cursor.check_inputs(layer, &[input])?;
         let (kind, sy, sx) = (layer.params.int(0, 0), layer.params.float(1, 1.0), layer.params.float(2, 1.0));
@@ -464,7 +360,7 @@ pub struct SrVggNetCompact {
 impl SrVggNetCompact {
     /// Layers: conv+PReLU, N × (conv+PReLU), conv to 3·s² channels, PixelShuffle(s),
     /// nearest Interp(s) of the input, Add. Returns the net and its output blob.
-    fn new<'a>(cursor: &mut LayerCursor<'a>, input: &'a str, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
         let first = cursor.take("Convolution")?;
         cursor.check_inputs(first, &[input])?;
         let conv_first = Conv2d::new(cursor, first, ConvSpec { in_channels: 3, out_channels: None }, opts)?;
@@ -527,7 +423,7 @@ impl SrVggNetCompact {
     }
 }
 
-fn check_binary_add<'a>(cursor: &LayerCursor<'a>, layer: &'a NcnnLayer, inputs: [&'a str; 2]) -> Result<(), ModelError> {
+fn check_binary_add<'a>(cursor: &GraphCursor<'a>, layer: &'a NcnnLayer, inputs: [&'a str; 2]) -> Result<(), ModelError> {
     if layer.params.int(0, 0) != 0 || layer.params.int(1, 0) != 0 {
         return Err(cursor.error(layer, "expected an elementwise Add of two blobs (0=0, no scalar)"));
     }
@@ -548,7 +444,7 @@ const RDBS_PER_RRDB: usize = 3;
 
 impl ResidualDenseBlock {
     fn new<'a>(
-        cursor: &mut LayerCursor<'a>,
+        cursor: &mut GraphCursor<'a>,
         input: &'a str,
         num_feat: i64,
         opts: &LoadOptions,
@@ -590,7 +486,7 @@ impl ResidualDenseBlock {
 }
 
 /// An ncnn Eltwise sum `skip + scale · branch`; returns the branch scale and the output blob.
-fn residual_add<'a>(cursor: &mut LayerCursor<'a>, branch: &'a str, skip: &'a str) -> Result<(f64, &'a str), ModelError> {
+fn residual_add<'a>(cursor: &mut GraphCursor<'a>, branch: &'a str, skip: &'a str) -> Result<(f64, &'a str), ModelError> {
     let layer = cursor.take("Eltwise")?;
     let coefficients = layer.params.array(1).unwrap_or(&[]);
     let origins: Vec<&str> = layer.inputs.iter().map(|b| cursor.origin(b)).collect();
@@ -618,7 +514,7 @@ pub struct Rrdb {
 }
 
 impl Rrdb {
-    fn new<'a>(cursor: &mut LayerCursor<'a>, input: &'a str, num_feat: i64, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, num_feat: i64, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
         let mut blocks = Vec::with_capacity(RDBS_PER_RRDB);
         let mut feature = input;
         for _ in 0..RDBS_PER_RRDB {
@@ -647,7 +543,7 @@ pub struct RrdbNet {
 }
 
 impl RrdbNet {
-    fn new<'a>(cursor: &mut LayerCursor<'a>, input: &'a str, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
         let first = cursor.take("Convolution")?;
         cursor.check_inputs(first, &[input])?;
         let conv_first = Conv2d::new(cursor, first, ConvSpec { in_channels: 3, out_channels: None }, opts)?;
@@ -658,7 +554,7 @@ impl RrdbNet {
         // Each RRDB is three RDBs plus its own residual: four Eltwise layers per RRDB.
         let mut body = Vec::new();
         let mut feature = head;
-        while cursor.peek_kind() == Some("Convolution") && cursor.layers[cursor.position..].iter().any(|l| l.kind == "Eltwise") {
+        while cursor.peek_kind() == Some("Convolution") && cursor.remaining().iter().any(|l| l.kind == "Eltwise") {
             let (block, output) = Rrdb::new(cursor, feature, num_feat, opts)?;
             body.push(block);
             feature = output;

@@ -16,16 +16,22 @@ pub const WAN21_LATENTS_STD: [f64; 16] = [
 pub struct WanConfig {
     /// Pixel channels (3).
     pub image_channels: i64,
-    /// Width of the first encoder level (96 in the released model).
+    /// Width of the first encoder level (96 in Wan 2.1, 160 in Wan 2.2).
     pub base_dim: i64,
-    /// Latent channels (16).
+    /// Width of the last decoder level (same as `base_dim` in Wan 2.1, 256 in Wan 2.2).
+    pub decoder_base_dim: i64,
+    /// Latent channels (16 in Wan 2.1, 48 in Wan 2.2).
     pub z_dim: i64,
-    /// Width of each level as a multiple of `base_dim`.
+    /// Width of each level as a multiple of the base width.
     pub dim_mult: Vec<i64>,
     /// Residual blocks per encoder level (the decoder has one more per level).
     pub num_res_blocks: usize,
     /// For each encoder downsample (levels − 1 of them): whether it also halves time.
     pub temporal_downsample: Vec<bool>,
+    /// Wan 2.2: each level has a parameter-free shortcut and upsamplers keep their channels.
+    pub is_residual: bool,
+    /// Wan 2.2: pixels are folded `p × p` into channels around the network (1 = none).
+    pub patch_size: i64,
 }
 
 impl WanConfig {
@@ -34,11 +40,24 @@ impl WanConfig {
         Self {
             image_channels: 3,
             base_dim: 96,
+            decoder_base_dim: 96,
             z_dim: 16,
             dim_mult: vec![1, 2, 4, 4],
             num_res_blocks: 2,
             temporal_downsample: vec![false, true, true],
+            is_residual: false,
+            patch_size: 1,
         }
+    }
+
+    /// The released Wan 2.2 VAE (diffusers `AutoencoderKLWan` with `is_residual`, `patch_size` 2).
+    pub fn wan22() -> Self {
+        Self { base_dim: 160, decoder_base_dim: 256, z_dim: 48, is_residual: true, patch_size: 2, ..Self::wan21() }
+    }
+
+    /// Channels entering the encoder's first conv (pixel channels × p²).
+    pub fn network_channels(&self) -> i64 {
+        self.image_channels * self.patch_size * self.patch_size
     }
 
     /// Output width of each encoder level.
@@ -46,13 +65,18 @@ impl WanConfig {
         self.dim_mult.iter().map(|m| m * self.base_dim).collect()
     }
 
+    /// Output width of each decoder level, top (latent side) first.
+    pub fn decoder_level_dims(&self) -> Vec<i64> {
+        self.dim_mult.iter().rev().map(|m| m * self.decoder_base_dim).collect()
+    }
+
     pub fn temporal_upsample(&self) -> Vec<bool> {
         self.temporal_downsample.iter().rev().copied().collect()
     }
 
-    /// Pixels per latent pixel along H and W (8).
+    /// Pixels per latent pixel along H and W (8 in Wan 2.1, 16 in Wan 2.2).
     pub fn spatial_factor(&self) -> i64 {
-        1 << self.temporal_downsample.len()
+        (1 << self.temporal_downsample.len()) * self.patch_size
     }
 
     /// Pixel frames per latent frame after the first (4).
@@ -69,8 +93,8 @@ impl WanConfig {
         1 + self.temporal_factor() * (latent_frames - 1)
     }
 
-    /// Reads the layout from the encoder's tensors (diffusers names); the decoder is then built as its
-    /// mirror and any key that does not fit fails by name while loading.
+    /// Reads the layout from the tensors' shapes (diffusers names). The decoder is then built from it,
+    /// and any key that does not fit fails by name while loading.
     pub fn detect(weights: &Weights) -> Result<Self, ModelError> {
         let name = |key: &str| weights.name_in_file(key);
         let shape_of = |key: &str, rank: usize| -> Result<Vec<i64>, ModelError> {
@@ -81,53 +105,105 @@ impl WanConfig {
             Ok(shape)
         };
         let conv_in = shape_of("encoder.conv_in.weight", 5)?;
-        let (base_dim, image_channels) = (conv_in[0], conv_in[1]);
+        let (base_dim, network_channels) = (conv_in[0], conv_in[1]);
+        // RGB folded p×p into channels: 3 → p = 1, 12 → p = 2.
+        let patch_size = (1..=4).find(|p| network_channels == 3 * p * p).unwrap_or(1);
+        let image_channels = network_channels / (patch_size * patch_size);
         let quant = shape_of("quant_conv.weight", 5)?;
         if quant[0] % 2 != 0 || quant[0] != quant[1] {
             return Err(weights.format_error(format!("tensor `{}` has shape {quant:?}, expected [2z, 2z, 1, 1, 1]", name("quant_conv.weight"))));
         }
         let z_dim = quant[0] / 2;
 
-        // Encoder down_blocks are one flat list: per level `num_res_blocks` residual blocks, then a
-        // resampler on every level but the last.
-        let mut level_widths: Vec<(i64, usize)> = Vec::new();
-        let mut temporal_downsample = Vec::new();
-        let (mut width, mut blocks) = (None::<i64>, 0usize);
-        for n in 0.. {
-            let prefix = format!("encoder.down_blocks.{n}.");
-            let Some(first_key) = weights.first_key_under(&prefix).map(name) else { break };
-            if weights.contains(&format!("{prefix}resample.1.weight")) {
-                let level_width = width.ok_or_else(|| weights.format_error(format!("`{first_key}`: a resampler before any residual block")))?;
-                level_widths.push((level_width, blocks));
-                temporal_downsample.push(weights.contains(&format!("{prefix}time_conv.weight")));
-                (width, blocks) = (None, 0);
-            } else if let Some(conv1) = weights.shape(&format!("{prefix}conv1.weight")) {
-                if width.is_some_and(|w| w != conv1[0]) {
-                    let key = name(&format!("{prefix}conv1.weight"));
-                    return Err(weights.format_error(format!("tensor `{key}` has shape {conv1:?}: width changes inside a level")));
-                }
-                width = Some(conv1[0]);
-                blocks += 1;
-            } else {
-                return Err(weights.format_error(format!("tensor `{first_key}` does not fit the Wan 2.1 encoder layout")));
-            }
+        let is_residual = weights.contains("encoder.down_blocks.0.resnets.0.conv1.weight");
+        let (levels, temporal_downsample) = if is_residual { residual_levels(weights)? } else { flat_levels(weights)? };
+        if temporal_downsample.len() + 1 != levels.len() {
+            return Err(weights.format_error(format!(
+                "{} encoder levels but {} downsamplers under `{}`",
+                levels.len(),
+                temporal_downsample.len(),
+                name("encoder.down_blocks.0.conv1.weight")
+            )));
         }
-        let last_width = width.ok_or_else(|| weights.format_error("no residual blocks under `encoder.down_blocks`"))?;
-        level_widths.push((last_width, blocks));
 
-        let num_res_blocks = level_widths[0].1;
-        let mut dim_mult = Vec::with_capacity(level_widths.len());
-        for (level, &(level_width, level_blocks)) in level_widths.iter().enumerate() {
-            let first_block = name(&format!("encoder.down_blocks.{}.conv1.weight", level * (num_res_blocks + 1)));
-            if level_blocks != num_res_blocks || level_width % base_dim != 0 {
+        let num_res_blocks = levels[0].blocks;
+        let mut dim_mult = Vec::with_capacity(levels.len());
+        for (level, found) in levels.iter().enumerate() {
+            if found.blocks != num_res_blocks || found.width % base_dim != 0 {
                 return Err(weights.format_error(format!(
-                    "level {level} (from `{first_block}`) has {level_blocks} blocks of width {level_width}; expected {num_res_blocks} blocks of a multiple of {base_dim}"
+                    "level {level} (from `{}`) has {} blocks of width {}; expected {num_res_blocks} blocks of a multiple of {base_dim}",
+                    name(&found.first_key),
+                    found.blocks,
+                    found.width
                 )));
             }
-            dim_mult.push(level_width / base_dim);
+            dim_mult.push(found.width / base_dim);
         }
-        Ok(Self { image_channels, base_dim, z_dim, dim_mult, num_res_blocks, temporal_downsample })
+        let conv_out = shape_of("decoder.conv_out.weight", 5)?;
+        let decoder_base_dim = conv_out[1] / dim_mult[0];
+        Ok(Self { image_channels, base_dim, decoder_base_dim, z_dim, dim_mult, num_res_blocks, temporal_downsample, is_residual, patch_size })
     }
+}
+
+/// One encoder level as found in the checkpoint.
+struct FoundLevel {
+    width: i64,
+    blocks: usize,
+    first_key: String,
+}
+
+/// Wan 2.1: `encoder.down_blocks` is one flat list; per level `num_res_blocks` residual blocks, then a
+/// resampler on every level but the last.
+fn flat_levels(weights: &Weights) -> Result<(Vec<FoundLevel>, Vec<bool>), ModelError> {
+    let name = |key: &str| weights.name_in_file(key);
+    let mut levels = Vec::new();
+    let mut temporal_downsample = Vec::new();
+    let mut current: Option<FoundLevel> = None;
+    for n in 0.. {
+        let prefix = format!("encoder.down_blocks.{n}.");
+        let Some(first_key) = weights.first_key_under(&prefix).map(str::to_string) else { break };
+        if weights.contains(&format!("{prefix}resample.1.weight")) {
+            let level = current.take().ok_or_else(|| weights.format_error(format!("`{}`: a resampler before any residual block", name(&first_key))))?;
+            levels.push(level);
+            temporal_downsample.push(weights.contains(&format!("{prefix}time_conv.weight")));
+        } else if let Some(conv1) = weights.shape(&format!("{prefix}conv1.weight")) {
+            let key = format!("{prefix}conv1.weight");
+            match &mut current {
+                Some(level) if level.width != conv1[0] => {
+                    return Err(weights.format_error(format!("tensor `{}` has shape {conv1:?}: width changes inside a level", name(&key))));
+                }
+                Some(level) => level.blocks += 1,
+                None => current = Some(FoundLevel { width: conv1[0], blocks: 1, first_key: key }),
+            }
+        } else {
+            return Err(weights.format_error(format!("tensor `{}` does not fit the Wan encoder layout", name(&first_key))));
+        }
+    }
+    levels.push(current.ok_or_else(|| weights.format_error("no residual blocks under `encoder.down_blocks`"))?);
+    Ok((levels, temporal_downsample))
+}
+
+/// Wan 2.2: `encoder.down_blocks.I` is one level with `resnets.J` and, except on the last, a `downsampler`.
+fn residual_levels(weights: &Weights) -> Result<(Vec<FoundLevel>, Vec<bool>), ModelError> {
+    let mut levels = Vec::new();
+    let mut temporal_downsample = Vec::new();
+    for i in 0.. {
+        let prefix = format!("encoder.down_blocks.{i}.");
+        let Some(first_key) = weights.first_key_under(&prefix).map(str::to_string) else { break };
+        let first_conv = format!("{prefix}resnets.0.conv1.weight");
+        let width = weights
+            .shape(&first_conv)
+            .ok_or_else(|| weights.format_error(format!("tensor `{first_key}` does not fit the Wan 2.2 encoder layout (no `{first_conv}`)")))?[0];
+        let blocks = (0..).take_while(|j| weights.contains(&format!("{prefix}resnets.{j}.conv1.weight"))).count();
+        levels.push(FoundLevel { width, blocks, first_key: first_conv });
+        if weights.contains(&format!("{prefix}downsampler.resample.1.weight")) {
+            temporal_downsample.push(weights.contains(&format!("{prefix}downsampler.time_conv.weight")));
+        }
+    }
+    if levels.is_empty() {
+        return Err(weights.format_error("no residual blocks under `encoder.down_blocks`"));
+    }
+    Ok((levels, temporal_downsample))
 }
 
 #[cfg(test)]
@@ -141,5 +217,8 @@ mod tests {
         assert_eq!([9, 10, 12, 13].map(|t| cfg.latent_frames(t)), [3, 3, 3, 4]);
         assert_eq!(cfg.pixel_frames(21), 81);
         assert_eq!(cfg.temporal_upsample(), vec![true, true, false]);
+        let cfg = WanConfig::wan22();
+        assert_eq!((cfg.spatial_factor(), cfg.temporal_factor(), cfg.network_channels()), (16, 4, 12));
+        assert_eq!(cfg.decoder_level_dims(), vec![1024, 1024, 512, 256]);
     }
 }

@@ -6,6 +6,7 @@ use super::cache::{FeatureCache, SlotAllocator};
 use super::config::WanConfig;
 use super::conv::{CausalConv3d, ConvSpec};
 use super::resample::{Resample, ResampleMode};
+use super::residual::{LevelSpec, ResidualDownBlock};
 use super::weights::WeightPath;
 use crate::models::ModelError;
 
@@ -13,6 +14,8 @@ use crate::models::ModelError;
 enum DownLayer {
     Residual(ResidualBlock),
     Resample(Resample),
+    /// A whole Wan 2.2 level.
+    ResidualLevel(ResidualDownBlock),
 }
 
 #[derive(Debug)]
@@ -29,11 +32,23 @@ pub struct Encoder {
 impl Encoder {
     pub fn new(vp: &WeightPath, cfg: &WanConfig) -> Result<Self, ModelError> {
         let mut slots = SlotAllocator::default();
-        let conv_in = CausalConv3d::new(&vp.pp("conv_in"), &ConvSpec::cube(cfg.image_channels, cfg.base_dim, 3), &mut slots)?;
+        let conv_in = CausalConv3d::new(&vp.pp("conv_in"), &ConvSpec::cube(cfg.network_channels(), cfg.base_dim, 3), &mut slots)?;
         let level_dims = cfg.level_dims();
         let mut down_blocks = Vec::new();
         let mut in_dim = cfg.base_dim;
         for (level, &out_dim) in level_dims.iter().enumerate() {
+            if cfg.is_residual {
+                let spec = LevelSpec {
+                    in_channels: in_dim,
+                    out_channels: out_dim,
+                    res_blocks: cfg.num_res_blocks,
+                    resample: level + 1 < level_dims.len(),
+                    temporal: cfg.temporal_downsample.get(level).copied().unwrap_or(false),
+                };
+                down_blocks.push(DownLayer::ResidualLevel(ResidualDownBlock::new(&vp.pp(format!("down_blocks.{level}")), &spec, &mut slots)?));
+                in_dim = out_dim;
+                continue;
+            }
             for _ in 0..cfg.num_res_blocks {
                 let block_vp = vp.pp(format!("down_blocks.{}", down_blocks.len()));
                 down_blocks.push(DownLayer::Residual(ResidualBlock::new(&block_vp, in_dim, out_dim, &mut slots)?));
@@ -42,7 +57,7 @@ impl Encoder {
             if let Some(&temporal) = cfg.temporal_downsample.get(level) {
                 let mode = if temporal { ResampleMode::Down3d } else { ResampleMode::Down2d };
                 let block_vp = vp.pp(format!("down_blocks.{}", down_blocks.len()));
-                down_blocks.push(DownLayer::Resample(Resample::new(&block_vp, out_dim, mode, &mut slots)?));
+                down_blocks.push(DownLayer::Resample(Resample::new(&block_vp, out_dim, out_dim, mode, &mut slots)?));
             }
         }
         let mid_block = MidBlock::new(&vp.pp("mid_block"), in_dim, &mut slots)?;
@@ -71,6 +86,7 @@ impl Encoder {
             x = match layer {
                 DownLayer::Residual(block) => block.forward(&x, cache)?,
                 DownLayer::Resample(resample) => resample.forward(&x, cache)?,
+                DownLayer::ResidualLevel(level) => level.forward(&x, cache)?,
             };
         }
         let x = self.mid_block.forward(&x, cache)?;

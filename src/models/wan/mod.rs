@@ -1,13 +1,15 @@
-//! Wan 2.1 video VAE (causal 3-D conv encoder/decoder) with exact chunked streaming.
+//! Wan 2.1 / 2.2 video VAE (causal 3-D conv encoder/decoder) with exact chunked streaming.
 //! Built from diffusers weight names; original/ComfyUI checkpoints are renamed once at load (`keymap`).
 mod blocks;
 mod cache;
 pub mod config;
 mod conv;
 mod decoder;
+mod patch;
 mod encoder;
 pub mod keymap;
 mod resample;
+mod residual;
 mod stream;
 mod vae;
 pub mod weights;

@@ -32,7 +32,8 @@ pub struct Resample {
 }
 
 impl Resample {
-    pub fn new(vp: &WeightPath, channels: i64, mode: ResampleMode, slots: &mut SlotAllocator) -> Result<Self, ModelError> {
+    /// `up_out_channels` is the width after an upsampler: half in Wan 2.1, unchanged in Wan 2.2.
+    pub fn new(vp: &WeightPath, channels: i64, up_out_channels: i64, mode: ResampleMode, slots: &mut SlotAllocator) -> Result<Self, ModelError> {
         let spatial_vp = vp.pp("resample.1");
         let time_vp = vp.pp("time_conv");
         let (spatial, time) = match mode {
@@ -48,7 +49,7 @@ impl Resample {
                 (Conv3d::new(&spatial_vp, &spec)?, time)
             }
             ResampleMode::Up2d | ResampleMode::Up3d => {
-                let spec = ConvSpec::per_frame(channels, channels / 2, 3);
+                let spec = ConvSpec::per_frame(channels, up_out_channels, 3);
                 let time = if mode == ResampleMode::Up3d {
                     let time_spec = ConvSpec::pointwise(channels, 2 * channels).with_kernel([3, 1, 1]).with_padding([1, 0, 0]);
                     TimeConv::Up(CausalConv3d::new(&time_vp, &time_spec, slots)?)

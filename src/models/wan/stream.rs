@@ -2,6 +2,7 @@
 use tch::Tensor;
 
 use super::cache::FeatureCache;
+use super::patch::{patchify, unpatchify};
 use super::vae::WanVae;
 use crate::models::ModelError;
 
@@ -24,8 +25,9 @@ impl<'a> EncodeStream<'a> {
     pub fn push(&mut self, frames: &Tensor) -> Result<Option<Tensor>, ModelError> {
         let _guard = tch::no_grad_guard();
         let size = frames.size();
-        if size.len() != 5 || size[1] != self.vae.config().image_channels {
-            return Err(self.vae.bad_input(format!("frames of shape {size:?} (expected [B, {}, t, H, W])", self.vae.config().image_channels)));
+        let p = self.vae.config().patch_size;
+        if size.len() != 5 || size[1] != self.vae.config().image_channels || size[3] % p != 0 || size[4] % p != 0 {
+            return Err(self.vae.bad_input(format!("frames of shape {size:?} (expected [B, {}, t, H, W], H and W multiples of {p})", self.vae.config().image_channels)));
         }
         let frames = frames.f_to_device(self.vae.device)?.f_to_kind(self.vae.kind)?;
         let mut available = match self.pending.take() {
@@ -58,7 +60,8 @@ impl<'a> EncodeStream<'a> {
     }
 
     fn encode_chunk(&mut self, frames: &Tensor) -> Result<Tensor, ModelError> {
-        let moments = self.vae.quant_conv.forward(&self.vae.encoder.forward(frames, &mut self.cache)?)?;
+        let frames = patchify(frames, self.vae.config().patch_size)?;
+        let moments = self.vae.quant_conv.forward(&self.vae.encoder.forward(&frames, &mut self.cache)?)?;
         Ok(moments.f_narrow(1, 0, self.vae.config().z_dim)?)
     }
 }
@@ -100,6 +103,7 @@ impl<'a> DecodeStream<'a> {
     }
 
     fn decode_chunk(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
-        self.vae.decoder.forward(&self.vae.post_quant_conv.forward(latent)?, &mut self.cache)
+        let video = self.vae.decoder.forward(&self.vae.post_quant_conv.forward(latent)?, &mut self.cache)?;
+        unpatchify(&video, self.vae.config().patch_size)
     }
 }

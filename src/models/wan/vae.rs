@@ -80,7 +80,7 @@ impl WanVae {
         self.kind
     }
 
-    /// `[B, 3, T, H, W]` in [-1, 1] → raw `mu` `[B, z, 1 + (T−1)/4, H/8, W/8]` (not normalised).
+    /// `[B, 3, T, H, W]` in [-1, 1] → raw `mu` `[B, z, 1 + (T−1)/4, H/s, W/s]` (not normalised), s = 8 (2.1) or 16 (2.2).
     /// Runs as a stream (first frame, then 4 frames per call), so memory does not grow with T; frames
     /// beyond `1 + 4k` are dropped, as in the original.
     pub fn encode(&self, video: &Tensor) -> Result<Tensor, ModelError> {
@@ -101,7 +101,7 @@ impl WanVae {
         Ok(Tensor::f_cat(&latents, 2)?)
     }
 
-    /// Whole latent `[B, z, T', h, w]` → video `[B, 3, 1 + 4(T'−1), 8h, 8w]` clamped to [-1, 1],
+    /// Whole latent `[B, z, T', h, w]` → video `[B, 3, 1 + 4(T'−1), s·h, s·w]` clamped to [-1, 1],
     /// decoded one latent frame per call like the original.
     pub fn decode(&self, latent: &Tensor) -> Result<Tensor, ModelError> {
         let _guard = tch::no_grad_guard();
