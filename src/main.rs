@@ -56,6 +56,9 @@ struct RunArgs {
     /// Input tile side in pixels (0 = whole frames); default from the config.
     #[arg(long)]
     tile: Option<i64>,
+    /// vae_encode: save latents normalised with the published mean/std.
+    #[arg(long)]
+    normalize: bool,
 }
 
 #[derive(Subcommand)]
@@ -107,14 +110,18 @@ async fn run_job(executor: &ExecutorHandle, config: &Config, job: OneJob<'_>) ->
     let tools = config.media_tools();
     let limits = config.media_limits();
     let input = job.input.to_path_buf();
-    let media = tokio::task::spawn_blocking(move || vaebox::media::probe(&tools, &input, &limits)).await??;
+    // A latent file is not a video: the decode pipeline reads and checks it itself.
+    let media = match job.op {
+        Op::VaeDecode => None,
+        _ => Some(tokio::task::spawn_blocking(move || vaebox::media::probe(&tools, &input, &limits)).await??),
+    };
     let spec = JobSpec {
         id: uuid::Uuid::new_v4(),
         op: job.op,
         model: job.model.to_string(),
         params: job.params,
         input_path: job.input.to_path_buf(),
-        input_media: Some(media),
+        input_media: media,
         output_path: job.output.to_path_buf(),
         timings: Timings { probe: Some(probe_started.elapsed().as_secs_f64()), ..Timings::default() },
     };
@@ -154,11 +161,11 @@ fn draw_progress_bar(p: &Progress) {
 async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     let Some(op) = Op::parse(&args.op) else { bail!("unknown op `{}`", args.op) };
     let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32 or bf16") };
-    if registry::find(&args.model).is_none() {
+    if registry::find(&config.models_dir, &args.model).is_none() {
         bail!("unknown model `{}`", args.model);
     }
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
-    let params = JobParams { scale: Some(args.scale), dtype, tile: args.tile };
+    let params = JobParams { scale: (op == Op::Upscale).then_some(args.scale), dtype, tile: args.tile, normalize: Some(args.normalize) };
     let job = OneJob { op, model: &args.model, input: &args.input, output: &args.output, params, show_progress: true };
     let outcome = run_job(&executor, config, job).await?;
     println!("{}", serde_json::to_string_pretty(&serde_json::json!({
@@ -185,7 +192,7 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
     for dtype_name in bench.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let Some(dtype) = DtypeChoice::parse(dtype_name) else { bail!("unknown dtype {dtype_name}") };
         let output = out_dir.join(format!("bench_{dtype_name}.mp4"));
-        let params = JobParams { scale: Some(bench.scale), dtype, tile: None };
+        let params = JobParams { scale: Some(bench.scale), dtype, tile: None, normalize: None };
         // The first run loads the model; the measured run finds it resident, as a busy server would.
         let warm = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params: params.clone(), show_progress: false };
         let first = run_job(&executor, config, warm).await?;

@@ -5,6 +5,7 @@ use axum::Json;
 use serde_json::json;
 
 use crate::jobs::StoreError;
+use crate::media::latent::LatentError;
 use crate::media::MediaError;
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +22,8 @@ pub enum ApiError {
     QueueFull { limit: u32 },
     #[error(transparent)]
     Media(#[from] MediaError),
+    #[error(transparent)]
+    Latent(#[from] LatentError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -42,6 +45,8 @@ impl ApiError {
             ApiError::Media(e) if e.code() == "media-too-large" => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
+            ApiError::Latent(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
+            ApiError::Latent(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
             ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "store-error"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal-error"),
         }

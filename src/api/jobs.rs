@@ -21,12 +21,15 @@ use super::AppState;
 use crate::device::DtypeChoice;
 use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobParams, JobStatus, ListFilter, NewJob, Op};
 use crate::media;
+use crate::media::latent::{self, LatentError};
 use crate::models::registry;
 
 /// A job request as the client stated it, checked against what this box can do.
 struct JobRequest {
     op: Op,
     model: String,
+    family: registry::Family,
+    latent_channels: Option<i64>,
     priority: i64,
     params: JobParams,
 }
@@ -39,8 +42,8 @@ impl JobRequest {
             ApiError::bad_request("unknown-op", format!("unknown op `{op_name}`; expected one of {}", known.join(", ")))
         })?;
         let model_name = fields.get("model").cloned().unwrap_or_else(|| registry::DEFAULT_UPSCALE_MODEL.into());
-        let entry = registry::find(&model_name).ok_or_else(|| {
-            let known: Vec<_> = registry::catalog().iter().map(|m| m.name).collect();
+        let entry = registry::find(models_dir, &model_name).ok_or_else(|| {
+            let known: Vec<_> = registry::scan(models_dir).into_iter().map(|m| m.name).collect();
             ApiError::bad_request("unknown-model", format!("unknown model `{model_name}`; this box has {}", known.join(", ")))
         })?;
         if !entry.ops.contains(&op) {
@@ -49,7 +52,7 @@ impl JobRequest {
                 format!("model `{}` cannot do `{}`", entry.name, op.as_str()),
             ));
         }
-        if !entry.present(models_dir) {
+        if !entry.present() {
             return Err(ApiError::bad_request(
                 "model-weights-missing",
                 format!("the weights of `{}` are not in the models folder of this box", entry.name),
@@ -59,10 +62,10 @@ impl JobRequest {
             (Op::Upscale, raw) => {
                 let scale = match raw {
                     None => 4,
-                    Some(raw) => raw.trim().parse::<i64>().map_err(|_| bad_scale(raw, entry.scales))?,
+                    Some(raw) => raw.trim().parse::<i64>().map_err(|_| bad_scale(raw, &entry.scales))?,
                 };
                 if !entry.scales.contains(&scale) {
-                    return Err(bad_scale(&scale.to_string(), entry.scales));
+                    return Err(bad_scale(&scale.to_string(), &entry.scales));
                 }
                 Some(scale)
             }
@@ -85,8 +88,37 @@ impl JobRequest {
                 || ApiError::bad_request("invalid-tile", format!("tile `{raw}` must be 0 or between 16 and 8192 pixels")),
             )?),
         };
-        Ok(JobRequest { op, model: entry.name.into(), priority, params: JobParams { scale, dtype, tile } })
+        let normalize = match fields.get("normalize").map(|v| v.trim().to_ascii_lowercase()) {
+            None => None,
+            Some(v) if matches!(v.as_str(), "true" | "1" | "yes") => Some(true),
+            Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Some(false),
+            Some(v) => return Err(ApiError::bad_request("invalid-normalize", format!("normalize `{v}` is not true or false"))),
+        };
+        Ok(JobRequest { op, latent_channels: entry.latent_channels, family: entry.family, model: entry.name, priority, params: JobParams { scale, dtype, tile, normalize } })
     }
+}
+
+/// A latent upload is checked before it is queued: shape, finiteness, channels and the model it came from.
+async fn check_latent_upload(path: &std::path::Path, request: &JobRequest) -> Result<(), ApiError> {
+    let path = path.to_path_buf();
+    let (shape, meta) = tokio::task::spawn_blocking(move || latent::peek_latent_shape(&path))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    if let Some(expected) = request.latent_channels {
+        if shape[1] != expected {
+            return Err(LatentError::ChannelMismatch { model: request.model.clone(), got: shape[1], expected }.into());
+        }
+    }
+    if let Some(family) = meta.family.filter(|f| f != request.family.as_str()) {
+        return Err(LatentError::ModelMismatch {
+            made_by: meta.model.unwrap_or_default(),
+            family,
+            model: request.model.clone(),
+            model_family: request.family.as_str().into(),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
@@ -111,12 +143,18 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
     };
 
     let probe_started = std::time::Instant::now();
-    let tools = app.config.media_tools();
-    let media_limits = app.config.media_limits();
-    let temp_path = upload.file.path.clone();
-    let info = tokio::task::spawn_blocking(move || media::probe(&tools, &temp_path, &media_limits))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let info = if job_request.op == Op::VaeDecode {
+        check_latent_upload(&upload.file.path, &job_request).await?;
+        None
+    } else {
+        let tools = app.config.media_tools();
+        let media_limits = app.config.media_limits();
+        let temp_path = upload.file.path.clone();
+        let info = tokio::task::spawn_blocking(move || media::probe(&tools, &temp_path, &media_limits))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))??;
+        Some(info)
+    };
     let probe_s = probe_started.elapsed().as_secs_f64();
 
     let id = Uuid::new_v4();
@@ -138,7 +176,7 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
         input_name: file_name,
         input_path: input_path.to_string_lossy().into_owned(),
         input_bytes: bytes,
-        input_media: Some(info),
+        input_media: info,
     };
     let job = match app.store.insert(new_job).await {
         Ok(job) => job,

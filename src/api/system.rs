@@ -23,7 +23,7 @@ pub async fn healthz(State(app): State<AppState>) -> Result<Json<serde_json::Val
 }
 
 pub async fn models(State(app): State<AppState>) -> Json<serde_json::Value> {
-    let models: Vec<_> = registry::catalog().iter().map(|m| m.info(&app.config.models_dir)).collect();
+    let models: Vec<_> = registry::scan(&app.config.models_dir).iter().map(|m| m.info()).collect();
     Json(json!({ "models": models }))
 }
 

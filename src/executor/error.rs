@@ -1,3 +1,4 @@
+use crate::media::latent::LatentError;
 use crate::media::MediaError;
 use crate::models::ModelError;
 
@@ -9,6 +10,8 @@ pub enum ExecError {
     Media(#[from] MediaError),
     #[error(transparent)]
     Model(#[from] ModelError),
+    #[error(transparent)]
+    Latent(#[from] LatentError),
     #[error("{0}")]
     Unsupported(String),
     #[error("invalid job: {0}")]
@@ -29,6 +32,7 @@ impl ExecError {
             ExecError::Cancelled => "cancelled",
             ExecError::Media(e) => e.code(),
             ExecError::Model(e) => e.code(),
+            ExecError::Latent(e) => e.code(),
             ExecError::Unsupported(_) => "unsupported-op",
             ExecError::Invalid(_) => "invalid-job",
             ExecError::ExecutorGone => "executor-gone",

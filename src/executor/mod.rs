@@ -2,8 +2,11 @@
 //! Async code reaches it through a channel of commands, each with a oneshot reply; progress goes
 //! back on a `watch` channel and cancellation arrives as a flag checked between chunks.
 mod error;
+mod frames;
 mod models;
+mod quality;
 mod upscale;
+mod vae;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -149,7 +152,7 @@ impl Executor {
         timings.device = Some(crate::device::device_name(self.device));
         let result = match job.op {
             Op::Upscale => upscale::run(self, job, hooks, timings),
-            other => Err(ExecError::Unsupported(format!("op {} is not available on this box yet", other.as_str()))),
+            Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => vae::run(self, job, hooks, timings),
         };
         timings.total = Some(started.elapsed().as_secs_f64());
         timings.peak_host_bytes = crate::device::peak_host_bytes();
@@ -157,5 +160,16 @@ impl Executor {
             outcome.timings = timings.clone();
             outcome
         })
+    }
+
+    /// The job's precision, or the box's default; recorded in the timings so users see what ran.
+    fn resolve_kind(&self, job: &JobSpec, timings: &mut Timings) -> tch::Kind {
+        let choice = match job.params.dtype {
+            crate::device::DtypeChoice::Auto => self.config.default_dtype,
+            chosen => chosen,
+        };
+        let kind = choice.resolve(self.device);
+        timings.dtype = Some(crate::device::kind_name(kind).into());
+        kind
     }
 }

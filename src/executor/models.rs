@@ -1,48 +1,64 @@
 //! Models loaded on the executor's device, kept between jobs (loading is not free, jobs repeat).
-use std::collections::HashMap;
-use std::path::Path;
 use std::rc::Rc;
 
 use tch::{Device, Kind};
 
 use crate::models::realesrgan::{LoadOptions, RealEsrgan};
 use crate::models::registry::{Family, ModelEntry};
+use crate::models::vae::{self, VideoVae};
 use crate::models::ModelError;
 
+/// One model resident at a time keeps device memory for the frames; a box serves one job at a time.
 #[derive(Default)]
 pub struct LoadedModels {
-    upscalers: HashMap<(&'static str, KindKey), Rc<RealEsrgan>>,
+    resident: Option<(String, Kind, Resident)>,
 }
 
-/// `tch::Kind` is not `Hash`; its name is.
-type KindKey = &'static str;
+#[derive(Clone)]
+enum Resident {
+    Upscaler(Rc<RealEsrgan>),
+    Vae(Rc<VideoVae>),
+}
 
 impl LoadedModels {
-    /// Returns the model and whether it had to be loaded now.
-    pub fn upscaler(
-        &mut self,
-        entry: &'static ModelEntry,
-        models_dir: &Path,
-        device: Device,
-        kind: Kind,
-    ) -> Result<(Rc<RealEsrgan>, bool), ModelError> {
-        let key = (entry.name, crate::device::kind_name(kind));
-        if let Some(model) = self.upscalers.get(&key) {
-            return Ok((model.clone(), false));
+    fn cached(&self, name: &str, kind: Kind) -> Option<Resident> {
+        match &self.resident {
+            Some((n, k, model)) if n == name && *k == kind => Some(model.clone()),
+            _ => None,
         }
-        if entry.family != Family::Realesrgan {
-            return Err(ModelError::Unsupported { model: entry.name.into(), what: "upscale".into() });
+    }
+
+    fn check(entry: &ModelEntry, family_ok: bool, what: &str) -> Result<(), ModelError> {
+        if !family_ok {
+            return Err(ModelError::Unsupported { model: entry.name.clone(), what: what.into() });
         }
-        if !entry.present(models_dir) {
-            return Err(ModelError::WeightsMissing(entry.name.into()));
+        if !entry.present() {
+            return Err(ModelError::WeightsMissing(entry.name.clone()));
         }
-        let paths = entry.paths(models_dir);
+        Ok(())
+    }
+
+    pub fn upscaler(&mut self, entry: &ModelEntry, device: Device, kind: Kind) -> Result<(Rc<RealEsrgan>, bool), ModelError> {
+        if let Some(Resident::Upscaler(model)) = self.cached(&entry.name, kind) {
+            return Ok((model, false));
+        }
+        Self::check(entry, entry.family == Family::Realesrgan, "upscale")?;
+        self.resident = None;
         // Channels-last pays for these 2-D convolutions on CPU and GPU alike (measured in `bench upscale`).
         let options = LoadOptions { device, kind, channels_last: true };
-        let model = Rc::new(RealEsrgan::load(&paths[0], &paths[1], &options)?);
-        // One upscaler resident at a time keeps device memory for the frames.
-        self.upscalers.clear();
-        self.upscalers.insert(key, model.clone());
+        let model = Rc::new(RealEsrgan::load(&entry.files[0], &entry.files[1], &options)?);
+        self.resident = Some((entry.name.clone(), kind, Resident::Upscaler(model.clone())));
+        Ok((model, true))
+    }
+
+    pub fn vae(&mut self, entry: &ModelEntry, device: Device, kind: Kind) -> Result<(Rc<VideoVae>, bool), ModelError> {
+        if let Some(Resident::Vae(model)) = self.cached(&entry.name, kind) {
+            return Ok((model, false));
+        }
+        Self::check(entry, entry.family.is_vae(), "VAE ops")?;
+        self.resident = None;
+        let model = Rc::new(VideoVae::load(entry, &vae::LoadOptions { device, kind })?);
+        self.resident = Some((entry.name.clone(), kind, Resident::Vae(model.clone())));
         Ok((model, true))
     }
 }

@@ -4,11 +4,12 @@
 use std::time::Instant;
 
 use serde_json::json;
-use tch::{Device, Kind, Tensor};
+use tch::Device;
 
-use super::{ExecError, Executor, JobHooks, JobSpec};
+use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{self, FrameReader, FrameWriter, ReadConfig, RgbFrames, WriteConfig};
+use crate::models::realesrgan::RealEsrgan;
 use crate::models::registry;
 use crate::tiling::spatial::{upscale_tiled, SpatialTiling};
 
@@ -16,7 +17,7 @@ use crate::tiling::spatial::{upscale_tiled, SpatialTiling};
 const QUEUE_CHUNKS: usize = 2;
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
-    let entry = registry::find(&job.model).ok_or_else(|| ExecError::Invalid(format!("unknown model {}", job.model)))?;
+    let entry = registry::find(&exec.config.models_dir, &job.model).ok_or_else(|| ExecError::Invalid(format!("unknown model {}", job.model)))?;
     let scale = job.params.scale.unwrap_or(4);
     if !entry.scales.contains(&scale) {
         return Err(ExecError::Invalid(format!("model {} supports scales {:?}, not {scale}", entry.name, entry.scales)));
@@ -30,12 +31,10 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             info
         }
     };
-    let dtype = if job.params.dtype == crate::device::DtypeChoice::Auto { exec.config.default_dtype } else { job.params.dtype };
-    let kind = dtype.resolve(exec.device);
-    timings.dtype = Some(crate::device::kind_name(kind).into());
+    let kind = exec.resolve_kind(job, timings);
 
     let load_started = Instant::now();
-    let (model, _loaded_now) = exec.models.upscaler(entry, &exec.config.models_dir, exec.device, kind)?;
+    let (model, _loaded_now) = exec.models.upscaler(&entry, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
 
     let tiling = SpatialTiling {
@@ -74,7 +73,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         read_s += waited.elapsed().as_secs_f64();
 
         let computed = Instant::now();
-        let output = tch::no_grad(|| upscale_chunk(&model, &chunk, scale, &tiling, exec.device, kind))?;
+        let output = tch::no_grad(|| upscale_chunk(&model, &chunk, scale, &tiling, exec.device))?;
         compute_s += computed.elapsed().as_secs_f64();
 
         done += chunk.count as u64;
@@ -86,7 +85,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     hooks.check_cancelled()?;
     let flushed = Instant::now();
     writer.finish()?;
-    let output_media = media::probe(&exec.config.tools, &job.output_path, &unlimited()).ok();
+    let output_media = media::probe(&exec.config.tools, &job.output_path, &media::MediaLimits::unlimited()).ok();
     write_s += flushed.elapsed().as_secs_f64();
 
     let pipeline_s = frames_started.elapsed().as_secs_f64();
@@ -114,36 +113,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     })
 }
 
-fn upscale_chunk(
-    model: &crate::models::realesrgan::RealEsrgan,
-    chunk: &RgbFrames,
-    scale: i64,
-    tiling: &SpatialTiling,
-    device: Device,
-    _kind: Kind,
-) -> Result<RgbFrames, ExecError> {
-    let (n, h, w) = (chunk.count as i64, chunk.height as i64, chunk.width as i64);
-    let frames = Tensor::from_slice(&chunk.data)
-        .view([n, h, w, 3])
-        .to_device(device)
-        .permute([0, 3, 1, 2])
-        .to_kind(Kind::Float)
-        / 255.0;
-    let upscaled = upscale_tiled(model, &frames, scale, tiling)?;
-    let pixels = (upscaled * 255.0)
-        .round()
-        .clamp(0.0, 255.0)
-        .to_kind(Kind::Uint8)
-        .permute([0, 2, 3, 1])
-        .contiguous()
-        .to_device(Device::Cpu);
-    let len = pixels.numel();
-    let mut data = vec![0u8; len];
-    pixels.copy_data_u8(&mut data, len);
-    Ok(RgbFrames { width: (w * scale) as u32, height: (h * scale) as u32, count: chunk.count, data })
-}
-
-/// The output is ours; only its shape matters when we read it back.
-fn unlimited() -> media::MediaLimits {
-    media::MediaLimits { max_bytes: u64::MAX, max_width: u32::MAX, max_height: u32::MAX, max_frames: u64::MAX, max_duration_s: f64::MAX }
+fn upscale_chunk(model: &RealEsrgan, chunk: &RgbFrames, scale: i64, tiling: &SpatialTiling, device: Device) -> Result<RgbFrames, ExecError> {
+    let upscaled = upscale_tiled(model, &frames::to_tensor(chunk, device), scale, tiling)?;
+    Ok(frames::to_rgb(&upscaled))
 }

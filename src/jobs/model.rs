@@ -73,6 +73,9 @@ pub struct JobParams {
     /// Overrides the configured tile side for this job (input pixels).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tile: Option<i64>,
+    /// `vae_encode`: apply the published latent mean/std (or scaling factor) before saving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalize: Option<bool>,
 }
 
 fn default_dtype() -> DtypeChoice {

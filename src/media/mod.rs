@@ -2,6 +2,7 @@
 //! `probe` validates an input, `FrameReader` decodes it in chunks, `FrameWriter` encodes an MP4.
 mod error;
 mod frames;
+pub mod latent;
 mod probe;
 mod process;
 mod settings;

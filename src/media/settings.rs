@@ -43,3 +43,16 @@ impl Default for MediaLimits {
         }
     }
 }
+
+impl MediaLimits {
+    /// For reading back our own outputs, whose size we chose.
+    pub fn unlimited() -> Self {
+        MediaLimits {
+            max_bytes: u64::MAX,
+            max_width: u32::MAX,
+            max_height: u32::MAX,
+            max_frames: u64::MAX,
+            max_duration_s: f64::MAX,
+        }
+    }
+}

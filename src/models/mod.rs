@@ -3,6 +3,8 @@
 pub mod ncnn;
 pub mod realesrgan;
 pub mod registry;
+pub mod seedvr2;
+pub mod vae;
 pub mod wan;
 
 use std::path::PathBuf;

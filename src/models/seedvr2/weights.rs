@@ -1,0 +1,56 @@
+//! Reading a SeedVR2 checkpoint into the shared shape-checked weight store ([`Weights`], from the
+//! Wan module: same lookups, same "first offending key" errors). The only renaming SeedVR2 needs is
+//! diffusers' deprecated attention names, translated once here.
+use std::path::Path;
+
+use tch::{Device, Kind, Tensor};
+
+pub use crate::models::wan::weights::{WeightPath, Weights};
+use crate::models::ModelError;
+
+/// Old diffusers `AttentionBlock` names → current `Attention` names (the checkpoint's own).
+const DEPRECATED_ATTENTION_NAMES: [(&str, &str); 4] =
+    [("query.", "to_q."), ("key.", "to_k."), ("value.", "to_v."), ("proj_attn.", "to_out.0.")];
+
+/// Reads a safetensors file (fp32/fp16/bf16); tensors are cast to `kind` as modules take them.
+pub fn read(path: &Path, device: Device, kind: Kind) -> Result<Weights, ModelError> {
+    std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    let tensors =
+        Tensor::read_safetensors(path).map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
+    from_tensors(path, tensors, device, kind)
+}
+
+/// Takes named tensors in either attention naming style.
+pub fn from_tensors(source: &Path, tensors: Vec<(String, Tensor)>, device: Device, kind: Kind) -> Result<Weights, ModelError> {
+    if !tensors.iter().any(|(k, _)| k == "encoder.conv_in.weight") {
+        return Err(ModelError::Format {
+            path: source.to_path_buf(),
+            reason: "no `encoder.conv_in.weight`: not a SeedVR2 VAE checkpoint".into(),
+        });
+    }
+    let renamed = tensors.into_iter().map(|(k, t)| (current_attention_name(&k), t)).collect();
+    Weights::from_tensors(source, renamed, device, kind)
+}
+
+/// `….attentions.0.query.weight` → `….attentions.0.to_q.weight`; other keys unchanged.
+pub fn current_attention_name(key: &str) -> String {
+    let Some((block, rest)) = key.split_once(".attentions.") else { return key.to_string() };
+    let Some((index, tail)) = rest.split_once('.') else { return key.to_string() };
+    DEPRECATED_ATTENTION_NAMES
+        .iter()
+        .find_map(|(old, new)| tail.strip_prefix(old).map(|param| format!("{block}.attentions.{index}.{new}{param}")))
+        .unwrap_or_else(|| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deprecated_attention_names_are_translated() {
+        assert_eq!(current_attention_name("decoder.mid_block.attentions.0.query.weight"), "decoder.mid_block.attentions.0.to_q.weight");
+        assert_eq!(current_attention_name("encoder.mid_block.attentions.0.proj_attn.bias"), "encoder.mid_block.attentions.0.to_out.0.bias");
+        assert_eq!(current_attention_name("encoder.mid_block.attentions.0.group_norm.bias"), "encoder.mid_block.attentions.0.group_norm.bias");
+        assert_eq!(current_attention_name("encoder.mid_block.resnets.0.conv1.weight"), "encoder.mid_block.resnets.0.conv1.weight");
+    }
+}

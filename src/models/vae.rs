@@ -1,0 +1,117 @@
+//! One face for every video VAE family, so the executor's encode/decode/reconstruct pipelines do not
+//! care which model they run. Each family keeps its own code; this file only dispatches.
+use tch::{Device, Kind, Tensor};
+
+use super::registry::{Family, ModelEntry};
+use super::wan::{DecodeStream, EncodeStream, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
+use super::ModelError;
+
+pub struct LoadOptions {
+    pub device: Device,
+    pub kind: Kind,
+}
+
+pub enum VideoVae {
+    Wan { family: Family, model: WanVae },
+}
+
+pub enum VaeEncoder<'a> {
+    Wan(EncodeStream<'a>),
+}
+
+pub enum VaeDecoder<'a> {
+    Wan(DecodeStream<'a>),
+}
+
+impl VideoVae {
+    pub fn load(entry: &ModelEntry, opts: &LoadOptions) -> Result<VideoVae, ModelError> {
+        let path = entry.files.first().ok_or_else(|| ModelError::WeightsMissing(entry.name.clone()))?;
+        match entry.family {
+            Family::Wan21 | Family::Wan22 => {
+                let model = WanVae::load(path, &WanLoadOptions { device: opts.device, kind: opts.kind })?;
+                Ok(VideoVae::Wan { family: entry.family, model })
+            }
+            other => Err(ModelError::Unsupported { model: entry.name.clone(), what: format!("{} VAE ops", other.as_str()) }),
+        }
+    }
+
+    pub fn family(&self) -> Family {
+        match self {
+            VideoVae::Wan { family, .. } => *family,
+        }
+    }
+
+    pub fn latent_channels(&self) -> i64 {
+        match self {
+            VideoVae::Wan { model, .. } => model.config().z_dim,
+        }
+    }
+
+    /// Pixels per latent cell along H and W; inputs are padded up to a multiple of it.
+    pub fn spatial_factor(&self) -> i64 {
+        match self {
+            VideoVae::Wan { model, .. } => model.config().spatial_factor(),
+        }
+    }
+
+    /// Pixel frames per latent frame after the first (causal) one.
+    pub fn temporal_factor(&self) -> i64 {
+        match self {
+            VideoVae::Wan { model, .. } => model.config().temporal_factor(),
+        }
+    }
+
+    pub fn encoder(&self) -> VaeEncoder<'_> {
+        match self {
+            VideoVae::Wan { model, .. } => VaeEncoder::Wan(model.encoder_stream()),
+        }
+    }
+
+    pub fn decoder(&self) -> VaeDecoder<'_> {
+        match self {
+            VideoVae::Wan { model, .. } => VaeDecoder::Wan(model.decoder_stream()),
+        }
+    }
+
+    /// The published per-channel statistics, as pipelines apply them before diffusion: `(mu - mean) / std`.
+    pub fn normalize(&self, raw: &Tensor) -> Result<Tensor, ModelError> {
+        let (mean, std) = self.latent_stats()?;
+        Ok((raw - mean) / std)
+    }
+
+    pub fn denormalize(&self, normalized: &Tensor) -> Result<Tensor, ModelError> {
+        let (mean, std) = self.latent_stats()?;
+        Ok(normalized * std + mean)
+    }
+
+    fn latent_stats(&self) -> Result<(Tensor, Tensor), ModelError> {
+        let column = |values: &[f64]| Tensor::from_slice(values).to_kind(Kind::Float).view([1, -1, 1, 1, 1]);
+        match self {
+            VideoVae::Wan { family: Family::Wan21, model } if model.config().z_dim == 16 => {
+                Ok((column(&WAN21_LATENTS_MEAN), column(&WAN21_LATENTS_STD)))
+            }
+            _ => Err(ModelError::Unsupported {
+                model: self.family().as_str().into(),
+                what: "latent normalisation (no published statistics for this latent size)".into(),
+            }),
+        }
+    }
+}
+
+impl VaeEncoder<'_> {
+    /// `frames`: `[1, 3, n, H, W]` in [-1, 1]. Returns the latent frames completed by this push, if any.
+    pub fn push(&mut self, frames: &Tensor) -> Result<Option<Tensor>, ModelError> {
+        match self {
+            VaeEncoder::Wan(stream) => stream.push(frames),
+        }
+    }
+}
+
+impl VaeDecoder<'_> {
+    /// `latent`: `[1, C, t, h, w]`; returns the pixel frames they decode to, in [-1, 1].
+    pub fn push(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        match self {
+            VaeDecoder::Wan(stream) => stream.push(latent),
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The VAE ops over HTTP with a small random-weight Wan 2.1 checkpoint (the reference case's weights,
+//! original naming): encode → latent file, decode → video, reconstruct → video with PSNR/SSIM;
+//! and latent uploads that cannot be decoded are refused with their codes.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+const WAN21_WEIGHTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original/weights.safetensors");
+const MODEL: &str = "wan21-tiny";
+
+/// A models folder with the shipped upscalers and the tiny Wan checkpoint under `vae/`.
+fn models_dir(root: &Path) -> PathBuf {
+    let dir = root.join("models");
+    std::fs::create_dir_all(dir.join("vae")).unwrap();
+    std::os::unix::fs::symlink(Path::new(REPO).join("models/realesrgan"), dir.join("realesrgan")).unwrap();
+    std::fs::copy(WAN21_WEIGHTS, dir.join("vae").join(format!("{MODEL}.safetensors"))).unwrap();
+    dir
+}
+
+/// A safetensors file written here, independently of the server's own writer.
+fn write_safetensors(path: &Path, name: &str, shape: &[usize], values: &[f32], metadata: Value) {
+    assert_eq!(shape.iter().product::<usize>(), values.len());
+    let mut header = json!({ name: { "dtype": "F32", "shape": shape, "data_offsets": [0, values.len() * 4] } });
+    if !metadata.is_null() {
+        header["__metadata__"] = metadata;
+    }
+    let header = serde_json::to_vec(&header).unwrap();
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header);
+    for v in values {
+        bytes.extend(v.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn read_safetensors_header(bytes: &[u8]) -> Value {
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    serde_json::from_slice(&bytes[8..8 + len]).unwrap()
+}
+
+async fn run_job(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> Value {
+    let (status, job) = upload_raw(client, server, query, body).await;
+    assert_eq!(status, 202, "{job}");
+    let job = wait_for_final(client, server, job["id"].as_str().unwrap(), Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    job
+}
+
+async fn fetch(client: &reqwest::Client, server: &Server, job: &Value) -> Vec<u8> {
+    let url = server.url(job["output"]["url"].as_str().unwrap());
+    client.get(url).send().await.unwrap().bytes().await.unwrap().to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encode_decode_and_reconstruct_a_real_clip() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    // 10 frames: not 1 + 4k, so the encoder pads to 13 and decoding trims back to 10.
+    let clip = dir.path().join("carphone10.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 10, false, &clip);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+
+    let (_, listed) = get_json(&client, &server.url("/v1/models")).await;
+    let wan = listed["models"].as_array().unwrap().iter().find(|m| m["name"] == MODEL).expect("the VAE is listed").clone();
+    assert_eq!(wan["family"], "wan21");
+    assert_eq!(wan["latent_channels"], 16);
+    assert_eq!(wan["kind"], "vae");
+
+    let body = std::fs::read(&clip).unwrap();
+    let encoded = run_job(&client, &server, &format!("op=vae_encode&model={MODEL}&dtype=f32&filename=phone.mp4"), body.clone()).await;
+    let latent = fetch(&client, &server, &encoded).await;
+    let header = read_safetensors_header(&latent);
+    // 10 frames → 13 (1 + 4·3) → 4 latent frames; 144×176 / 8.
+    assert_eq!(header["latent"]["shape"], json!([1, 16, 4, 18, 22]), "{header}");
+    assert_eq!(header["latent"]["dtype"], "F32");
+    let meta = &header["__metadata__"];
+    assert_eq!(meta["model"], MODEL);
+    assert_eq!(meta["family"], "wan21");
+    assert_eq!(meta["normalized"], "false");
+    assert_eq!(meta["source_frames"], "10");
+    assert_eq!(meta["fps"], "30000/1001");
+
+    let decoded = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&filename=phone.safetensors"), latent).await;
+    let path = dir.path().join("decoded.mp4");
+    std::fs::write(&path, fetch(&client, &server, &decoded).await).unwrap();
+    let probed = ffprobe(&path);
+    assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 10));
+    assert_eq!(probed.fps, "30000/1001");
+    assert_eq!(decoded["progress"]["done"], 10);
+
+    let rebuilt = run_job(&client, &server, &format!("op=vae_reconstruct&model={MODEL}&dtype=f32"), body).await;
+    let path = dir.path().join("rebuilt.mp4");
+    std::fs::write(&path, fetch(&client, &server, &rebuilt).await).unwrap();
+    let probed = ffprobe(&path);
+    assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 10));
+    let metrics = &rebuilt["metrics"];
+    assert_eq!(metrics["frames_compared"], 10, "{metrics}");
+    // Random weights reconstruct badly, but they do reconstruct something: finite, in range.
+    let (psnr, ssim) = (metrics["psnr_db"].as_f64().unwrap(), metrics["ssim"].as_f64().unwrap());
+    assert!(psnr > 0.0 && psnr < 60.0, "{metrics}");
+    assert!(ssim > -1.0 && ssim < 1.0, "{metrics}");
+    for stage in ["load_model", "read", "compute", "write", "total"] {
+        assert!(rebuilt["timings"][stage].as_f64().is_some(), "{}", rebuilt["timings"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn normalised_latents_and_comfyui_latents_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let clip = dir.path().join("carphone5.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let body = std::fs::read(&clip).unwrap();
+    let raw = fetch(&client, &server, &run_job(&client, &server, &format!("op=vae_encode&model={MODEL}&dtype=f32"), body.clone()).await).await;
+    let normalized =
+        fetch(&client, &server, &run_job(&client, &server, &format!("op=vae_encode&model={MODEL}&dtype=f32&normalize=true"), body).await).await;
+    assert_eq!(read_safetensors_header(&normalized)["__metadata__"]["normalized"], "true");
+    // The published statistics, from the reference config (not from our code): normalized = (raw − mean) / std.
+    let config: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original/config.json")).unwrap(),
+    )
+    .unwrap();
+    let floats = |bytes: &[u8]| -> Vec<f32> {
+        let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        bytes[8 + len..].chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    let (raw_values, norm_values) = (floats(&raw), floats(&normalized));
+    let per_channel = raw_values.len() / 16;
+    for (i, (r, n)) in raw_values.iter().zip(&norm_values).enumerate() {
+        let c = i / per_channel;
+        let (mean, std) = (config["latents_mean"][c].as_f64().unwrap(), config["latents_std"][c].as_f64().unwrap());
+        assert!(((*r as f64 - mean) / std - *n as f64).abs() < 1e-5, "channel {c}");
+    }
+    // Both decode to the same video (the server undoes the normalisation it recorded).
+    let a = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32"), raw).await;
+    let b = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32"), normalized).await;
+    assert_eq!(fetch(&client, &server, &a).await, fetch(&client, &server, &b).await);
+
+    // A ComfyUI latent: tensor `latent_tensor`, no metadata; decodes at the default fps with 1 + 4(t−1) frames.
+    let comfy = dir.path().join("x.latent");
+    let values: Vec<f32> = (0..16 * 2 * 4 * 6).map(|i| ((i % 13) as f32 - 6.0) / 6.0).collect();
+    write_safetensors(&comfy, "latent_tensor", &[1, 16, 2, 4, 6], &values, Value::Null);
+    let job = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&filename=x.latent"), std::fs::read(&comfy).unwrap()).await;
+    let path = dir.path().join("comfy.mp4");
+    std::fs::write(&path, fetch(&client, &server, &job).await).unwrap();
+    let probed = ffprobe(&path);
+    assert_eq!((probed.width, probed.height, probed.frames), (48, 32, 5));
+    assert_eq!(probed.fps, "16/1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latents_that_cannot_be_decoded_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let query = format!("op=vae_decode&model={MODEL}");
+    let path = dir.path().join("bad.safetensors");
+    let cases: Vec<(&str, Vec<usize>, f32, Value, &str)> = vec![
+        ("latent", vec![1, 8, 2, 4, 4], 0.5, Value::Null, "latent-channel-mismatch"),
+        ("latent", vec![1, 16, 4, 4], 0.5, Value::Null, "latent-bad-shape"),
+        ("latent", vec![1, 16, 2, 4, 4], f32::NAN, Value::Null, "latent-not-finite"),
+        ("latent", vec![1, 16, 2, 4, 4], f32::INFINITY, Value::Null, "latent-not-finite"),
+        ("latent", vec![1, 16, 2, 4, 4], 0.5, json!({"model": "seedvr2-ema", "family": "seedvr2"}), "latent-model-mismatch"),
+        ("weights", vec![1, 16, 2, 4, 4], 0.5, Value::Null, "not-a-latent"),
+    ];
+    for (name, shape, value, metadata, code) in cases {
+        let values = vec![value; shape.iter().product()];
+        write_safetensors(&path, name, &shape, &values, metadata);
+        let (status, body) = upload_raw(&client, &server, &query, std::fs::read(&path).unwrap()).await;
+        assert_eq!(status, 422, "{code}: {body}");
+        assert_eq!(body["error"]["code"], code, "{body}");
+    }
+    let clip = dir.path().join("c.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 2, false, &clip);
+    let (status, body) = upload_raw(&client, &server, &query, std::fs::read(&clip).unwrap()).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("not-a-latent")), "{body}");
+    let (status, body) = upload_raw(&client, &server, &format!("op=upscale&model={MODEL}"), std::fs::read(&clip).unwrap()).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("unsupported-op")), "{body}");
+    let (_, list) = get_json(&client, &server.url("/v1/jobs")).await;
+    assert!(list["jobs"].as_array().unwrap().is_empty(), "{list}");
+}
