@@ -39,9 +39,10 @@ pub struct Config {
     pub job_timeout_s: u64,
     /// Frames per chunk through the model; bounds host memory together with the tile.
     pub chunk_frames: usize,
-    /// Largest input tile side for the upscaler in pixels (0 = whole frames).
+    /// Upscaler tiles: the side of each tile's core in input pixels (0 = whole frames); the model
+    /// sees the core plus `overlap` context pixels on each side.
     pub upscale_tile: i64,
-    /// Context pixels per tile side; 0 = the model's receptive radius (exact tiling).
+    /// Context pixels per tile side; 0 = automatic: the model's receptive radius (exact) up to 32 px.
     pub upscale_overlap: i64,
     /// x264 quality and speed for outputs.
     pub output_crf: u8,

@@ -2,6 +2,7 @@
 //! HTTP (`api`) → job store (`jobs`, SQLite) → scheduler → one executor thread (`executor`) that owns
 //! the device and models (`models`), streams frames through ffmpeg (`media`) and tiles work (`tiling`).
 pub mod api;
+pub mod bench;
 pub mod config;
 pub mod device;
 pub mod executor;

@@ -101,7 +101,7 @@ impl JobRequest {
 /// A latent upload is checked before it is queued: shape, finiteness, channels and the model it came from.
 async fn check_latent_upload(path: &std::path::Path, request: &JobRequest) -> Result<(), ApiError> {
     let path = path.to_path_buf();
-    let (shape, meta) = tokio::task::spawn_blocking(move || latent::peek_latent_shape(&path))
+    let latent::LatentSummary { shape, meta, .. } = tokio::task::spawn_blocking(move || latent::inspect_latent(&path))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))??;
     if let Some(expected) = request.latent_channels {

@@ -2,14 +2,13 @@
 //! normalized or raw, fps, source frame count and size). ComfyUI `.latent` files (tensor
 //! `latent_tensor`) are read too. Parsed by hand: the format is a length, a JSON header and raw bytes.
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tch::{Kind, Tensor};
 
-/// Headers beyond this are not latent files (ours are a few hundred bytes).
-const MAX_HEADER_BYTES: u64 = 1 << 20;
+use super::safetensors::{read_header, Dtype, HeaderError, TensorEntry, TensorFileWriter};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LatentError {
@@ -103,90 +102,82 @@ pub struct LatentFile {
 /// Writes to a temporary name and renames, so a crash never leaves a half-written latent.
 pub fn write_latent(path: &Path, latent: &Tensor, meta: &LatentMeta) -> std::io::Result<()> {
     let latent = latent.to_device(tch::Device::Cpu).to_kind(Kind::Float).contiguous();
-    let shape = latent.size();
     let numel = latent.numel();
     let mut data = vec![0f32; numel];
     latent.copy_data(&mut data, numel);
-    let header = json!({
-        "__metadata__": meta.to_strings(),
-        "latent": { "dtype": "F32", "shape": shape, "data_offsets": [0, numel * 4] },
-    });
-    let mut header = serde_json::to_vec(&header).expect("header serializes");
-    // The format asks for 8-byte alignment of the data; spaces are valid JSON padding.
-    while header.len() % 8 != 0 {
-        header.push(b' ');
-    }
-    let partial = path.with_extension("partial");
-    {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&partial)?);
-        out.write_all(&(header.len() as u64).to_le_bytes())?;
-        out.write_all(&header)?;
-        for value in &data {
-            out.write_all(&value.to_le_bytes())?;
-        }
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    }
-    std::fs::rename(&partial, path)
+    let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut writer = TensorFileWriter::create(path, "latent", Dtype::F32, &latent.size(), &meta.to_strings())?;
+    writer.write_at(0, &bytes)?;
+    writer.finish()
 }
 
-/// Reads our latent files and ComfyUI `.latent` files; checks shape and finiteness, not the model.
-pub fn read_latent(path: &Path) -> Result<LatentFile, LatentError> {
-    let mut file = std::fs::File::open(path)?;
-    let file_len = file.metadata()?.len();
-    let not_latent = |why: &str| LatentError::NotALatent(why.to_string());
-    let mut len_bytes = [0u8; 8];
-    file.read_exact(&mut len_bytes).map_err(|_| not_latent("shorter than a safetensors header"))?;
-    let header_len = u64::from_le_bytes(len_bytes);
-    if header_len == 0 || header_len > MAX_HEADER_BYTES || 8 + header_len > file_len {
-        return Err(not_latent("no safetensors header"));
-    }
-    let mut header = vec![0u8; header_len as usize];
-    file.read_exact(&mut header)?;
-    let header: serde_json::Map<String, Value> =
-        serde_json::from_slice(&header).map_err(|_| not_latent("the safetensors header is not JSON"))?;
-    let name = ["latent", "latent_tensor"]
+/// What an upload claims to be, checked without tensors: a latent's shape, finite values, metadata.
+pub struct LatentSummary {
+    pub shape: Vec<i64>,
+    pub meta: LatentMeta,
+    entry: TensorEntry,
+}
+
+/// Finds the latent tensor (ours: `latent`; ComfyUI: `latent_tensor`) and checks its rank and values.
+pub fn inspect_latent(path: &Path) -> Result<LatentSummary, LatentError> {
+    let header = read_header(path).map_err(|e| match e {
+        HeaderError::Io(e) => LatentError::Io(e),
+        HeaderError::Format(why) => LatentError::NotALatent(why),
+    })?;
+    let entry = ["latent", "latent_tensor"]
         .into_iter()
-        .find(|n| header.contains_key(*n))
-        .ok_or_else(|| not_latent("it has no `latent` (or ComfyUI `latent_tensor`) tensor"))?;
-    let entry = &header[name];
-    let dtype = entry["dtype"].as_str().unwrap_or("");
-    let shape: Vec<i64> = entry["shape"]
-        .as_array()
-        .map(|dims| dims.iter().filter_map(Value::as_i64).collect())
-        .unwrap_or_default();
-    let offsets: Vec<u64> = entry["data_offsets"]
-        .as_array()
-        .map(|o| o.iter().filter_map(Value::as_u64).collect())
-        .unwrap_or_default();
-    let (kind, width) = match dtype {
-        "F32" => (Kind::Float, 4),
-        "F16" => (Kind::Half, 2),
-        "BF16" => (Kind::BFloat16, 2),
-        other => return Err(not_latent(&format!("tensor dtype {other} is not F32, F16 or BF16"))),
-    };
+        .find_map(|name| header.tensors.get(name))
+        .cloned()
+        .ok_or_else(|| LatentError::NotALatent("it has no `latent` (or ComfyUI `latent_tensor`) tensor of F32, F16 or BF16".into()))?;
+    if entry.dtype == Dtype::U8 {
+        return Err(LatentError::NotALatent("the latent is stored as bytes, not floats".into()));
+    }
+    let shape = entry.shape.clone();
     if shape.len() != 5 || shape[0] != 1 || shape.iter().any(|d| *d <= 0) {
         return Err(LatentError::BadShape { shape });
     }
-    let numel: u64 = shape.iter().map(|d| *d as u64).product();
-    let [start, end] = offsets[..] else { return Err(not_latent("bad data offsets")) };
-    if end < start || end - start != numel * width || 8 + header_len + end > file_len {
-        return Err(not_latent("the tensor data does not match its shape (truncated?)"));
-    }
-    let mut data = vec![0u8; (end - start) as usize];
-    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(8 + header_len + start))?;
-    file.read_exact(&mut data)?;
-    let latent = Tensor::from_data_size(&data, &shape, kind).to_kind(Kind::Float);
-    if !bool::try_from(latent.isfinite().all()).unwrap_or(false) {
-        return Err(LatentError::NotFinite);
-    }
-    let meta = header.get("__metadata__").and_then(Value::as_object).map(LatentMeta::from_strings).unwrap_or_default();
-    Ok(LatentFile { latent, meta })
+    check_finite(path, &entry)?;
+    Ok(LatentSummary { shape, meta: LatentMeta::from_strings(&header.metadata), entry })
 }
 
-/// Cheap check at upload time: is this a latent file at all, and of what shape?
-pub fn peek_latent_shape(path: &Path) -> Result<(Vec<i64>, LatentMeta), LatentError> {
-    let file = read_latent(path)?;
-    Ok((file.latent.size(), file.meta))
+/// Scans the data in bounded blocks: an exponent of all ones is NaN or infinity in every float format.
+fn check_finite(path: &Path, entry: &TensorEntry) -> Result<(), LatentError> {
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(entry.start))?;
+    let mut remaining = entry.end - entry.start;
+    let mut block = vec![0u8; 1 << 20];
+    while remaining > 0 {
+        let n = remaining.min(block.len() as u64) as usize;
+        file.read_exact(&mut block[..n])?;
+        let finite = match entry.dtype {
+            Dtype::F32 => block[..n].chunks_exact(4).all(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite()),
+            Dtype::F16 => block[..n].chunks_exact(2).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00),
+            Dtype::Bf16 => block[..n].chunks_exact(2).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7f80 != 0x7f80),
+            Dtype::U8 => true,
+        };
+        if !finite {
+            return Err(LatentError::NotFinite);
+        }
+        remaining -= n as u64;
+    }
+    Ok(())
+}
+
+/// Reads a latent for the executor: checked as in `inspect_latent`, then loaded as float32 on the CPU.
+pub fn read_latent(path: &Path) -> Result<LatentFile, LatentError> {
+    let summary = inspect_latent(path)?;
+    let entry = &summary.entry;
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(entry.start))?;
+    let mut data = vec![0u8; (entry.end - entry.start) as usize];
+    file.read_exact(&mut data)?;
+    let kind = match entry.dtype {
+        Dtype::F16 => Kind::Half,
+        Dtype::Bf16 => Kind::BFloat16,
+        _ => Kind::Float,
+    };
+    let latent = Tensor::from_data_size(&data, &summary.shape, kind).to_kind(Kind::Float);
+    Ok(LatentFile { latent, meta: summary.meta })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 mod error;
 mod frames;
 pub mod latent;
+pub mod safetensors;
 mod probe;
 mod process;
 mod settings;

@@ -1,7 +1,6 @@
 //! The models this box knows: the Real-ESRGAN files it ships with, and every VAE checkpoint found in
 //! `models_dir/vae/` (named by its file stem, its family read from the checkpoint's key names).
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -143,27 +142,9 @@ pub struct ModelInfo {
 }
 
 /// Tensor names and shapes from a safetensors header, without reading the weights.
-pub fn safetensors_shapes(path: &Path) -> Option<BTreeMap<String, Vec<i64>>> {
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut len = [0u8; 8];
-    file.read_exact(&mut len).ok()?;
-    let len = u64::from_le_bytes(len);
-    if len > 100 << 20 {
-        return None;
-    }
-    let mut header = vec![0u8; len as usize];
-    file.read_exact(&mut header).ok()?;
-    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&header).ok()?;
-    Some(
-        header
-            .into_iter()
-            .filter(|(k, _)| k != "__metadata__")
-            .map(|(k, v)| {
-                let shape = v["shape"].as_array().map(|d| d.iter().filter_map(|x| x.as_i64()).collect()).unwrap_or_default();
-                (k, shape)
-            })
-            .collect(),
-    )
+fn safetensors_shapes(path: &Path) -> Option<BTreeMap<String, Vec<i64>>> {
+    let header = crate::media::safetensors::read_header(path).ok()?;
+    Some(header.tensors.into_iter().map(|(name, entry)| (name, entry.shape)).collect())
 }
 
 /// Wan uses RMS norms (`gamma`), SeedVR2 GroupNorms and MAGViT up-samplers (`upscale_conv`);

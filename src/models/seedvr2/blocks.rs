@@ -124,7 +124,10 @@ impl FrameAttention {
         // Default SDPA scale is 1/√head_dim = 1/√C, as in the original.
         let attended = Tensor::f_scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, false, None, false)?;
         let out = self.to_out.forward(&attended)?.f_reshape([b, t, h, w, c])?.f_permute([0, 4, 1, 2, 3])?;
-        Ok(x.f_add(&out)?)
+        // `out + x`, not `x + out`: the sum takes the first operand's (channels-last) layout, as in the
+        // original, and the norms and convs after it round differently per layout. This order keeps
+        // the result bit-identical to the reference in fp32.
+        Ok(out.f_add(x)?)
     }
 }
 

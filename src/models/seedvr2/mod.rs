@@ -5,6 +5,7 @@ pub mod config;
 mod conv;
 mod decoder;
 mod encoder;
+pub mod gguf;
 mod resample;
 mod stream;
 mod vae;

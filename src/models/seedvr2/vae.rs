@@ -10,6 +10,7 @@ use super::decoder::Decoder;
 use super::encoder::Encoder;
 use super::stream::{DecodeStream, EncodeStream};
 use super::weights::{self, Weights};
+use crate::models::wan::FeatureCache;
 use crate::models::ModelError;
 
 /// SeedVR2's latent scale (`configs_*/main.yaml` `vae.scaling_factor`; the model's own diffusers
@@ -164,7 +165,7 @@ impl SeedVr2Vae {
         DecodeStream::new(self)
     }
 
-    pub(super) fn encode_chunk(&self, frames: &Tensor, cache: &mut crate::models::wan::FeatureCache) -> Result<Posterior, ModelError> {
+    pub(super) fn encode_chunk(&self, frames: &Tensor, cache: &mut FeatureCache) -> Result<Posterior, ModelError> {
         let mut moments = self.encoder.forward(frames, cache)?;
         if let Some(conv) = &self.quant_conv {
             moments = conv.forward(&moments)?;
@@ -172,7 +173,7 @@ impl SeedVr2Vae {
         Posterior::from_moments(&moments, self.config.latent_channels)
     }
 
-    pub(super) fn decode_chunk(&self, latent: &Tensor, cache: &mut crate::models::wan::FeatureCache) -> Result<Tensor, ModelError> {
+    pub(super) fn decode_chunk(&self, latent: &Tensor, cache: &mut FeatureCache) -> Result<Tensor, ModelError> {
         let latent = match &self.post_quant_conv {
             Some(conv) => conv.forward(latent)?,
             None => latent.shallow_clone(),

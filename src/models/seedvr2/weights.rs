@@ -5,6 +5,7 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
+use super::gguf;
 pub use crate::models::wan::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
@@ -12,11 +13,15 @@ use crate::models::ModelError;
 const DEPRECATED_ATTENTION_NAMES: [(&str, &str); 4] =
     [("query.", "to_q."), ("key.", "to_k."), ("value.", "to_v."), ("proj_attn.", "to_out.0.")];
 
-/// Reads a safetensors file (fp32/fp16/bf16); tensors are cast to `kind` as modules take them.
+/// Reads a safetensors or GGUF file (told apart by the GGUF magic, not the file name); tensors are
+/// cast to `kind` as modules take them.
 pub fn read(path: &Path, device: Device, kind: Kind) -> Result<Weights, ModelError> {
     std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-    let tensors =
-        Tensor::read_safetensors(path).map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
+    let tensors = if gguf::is_gguf(path) {
+        gguf::read(path)?
+    } else {
+        Tensor::read_safetensors(path).map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })?
+    };
     from_tensors(path, tensors, device, kind)
 }
 

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""diffusers side of `vaebox bench vae`: time AutoencoderKLWan encode/decode on given weights and input.
+
+Modes (exactly one of them per call, or the default timing mode):
+    --make-weights OUT.safetensors   random-init the model (fixed seed), perturb every tensor so none is
+                                     all-zero or all-one, save with diffusers names
+    --make-input OUT.safetensors     `video` [1, 3, F, H, W] in [-1, 1] and `latent` [1, z, F', H/s, W/s]
+    --matmul-peak                    fp32 and bf16 GFLOP/s of a large square matmul at --threads
+    (default)                        load --weights and --input, warm up (counting FLOPs with
+                                     torch.utils.flop_counter.FlopCounterMode), time --repeats runs of
+                                     encode (latent_dist.mean) and decode (tiling and slicing off)
+
+Every mode prints one JSON line on stdout; progress goes to stderr. Example:
+    diffusers_vae.py --preset wan2.1 --weights w.safetensors --input in.safetensors \
+        --dtype bf16 --threads 2 --repeats 3 --save-outputs out.safetensors
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+from safetensors.torch import load_file, save_file
+
+# Keyword arguments of AutoencoderKLWan; anything not given keeps the diffusers default (= Wan 2.1).
+PRESETS = {
+    "wan2.1": {},
+    "wan2.2": {
+        "base_dim": 160,
+        "decoder_base_dim": 256,
+        "z_dim": 48,
+        "is_residual": True,
+        "patch_size": 2,
+        "in_channels": 12,
+        "out_channels": 12,
+        "scale_factor_spatial": 16,
+    },
+    # A narrow Wan 2.1 for smoke tests of the bench itself (seconds instead of minutes).
+    "wan2.1-tiny": {"base_dim": 12},
+}
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+OPS = ("encode", "decode")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    config = p.add_mutually_exclusive_group()
+    config.add_argument("--preset", choices=sorted(PRESETS), default="wan2.1")
+    config.add_argument("--config-json", help="JSON object of AutoencoderKLWan keyword arguments")
+    p.add_argument("--weights", help="safetensors in diffusers naming")
+    p.add_argument("--input", help="safetensors with `video` and `latent` (from --make-input)")
+    p.add_argument("--make-weights", metavar="OUT")
+    p.add_argument("--make-input", metavar="OUT")
+    p.add_argument("--matmul-peak", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--frames", type=int, default=9)
+    p.add_argument("--height", type=int, default=128)
+    p.add_argument("--width", type=int, default=128)
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--ops", default="encode,decode", help="comma list of encode, decode")
+    p.add_argument("--save-outputs", metavar="OUT", help="save `mu` and `sample` (float32) of the last run")
+    p.add_argument("--matmul-size", type=int, default=2048)
+    return p.parse_args()
+
+
+def model_config(args) -> dict:
+    if args.config_json:
+        return json.loads(args.config_json)
+    return dict(PRESETS[args.preset])
+
+
+def build_model(config: dict):
+    from diffusers import AutoencoderKLWan
+
+    return AutoencoderKLWan(**config).eval()
+
+
+def make_weights(args, config: dict) -> dict:
+    torch.manual_seed(args.seed)
+    model = build_model(config)
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    state = {}
+    for name, tensor in model.state_dict().items():
+        # Default init leaves biases at zero and RMS gammas at one; a perturbation makes every tensor
+        # matter, so a loader that skips or swaps one shows up in the output difference.
+        noise = torch.randn(tensor.shape, generator=generator) * 0.05
+        state[name] = (tensor.float() + noise).contiguous()
+    save_file(state, args.make_weights)
+    parameters = sum(t.numel() for t in state.values())
+    return {"mode": "make-weights", "path": args.make_weights, "tensors": len(state), "parameters": parameters}
+
+
+def latent_shape(config: dict, frames: int, height: int, width: int):
+    z_dim = config.get("z_dim", 16)
+    spatial = config.get("scale_factor_spatial", 8)
+    temporal = config.get("scale_factor_temporal", 4)
+    return [1, z_dim, 1 + (frames - 1) // temporal, height // spatial, width // spatial]
+
+
+def make_input(args, config: dict) -> dict:
+    generator = torch.Generator().manual_seed(args.seed + 2)
+    channels = 3
+    video = torch.rand([1, channels, args.frames, args.height, args.width], generator=generator) * 2 - 1
+    latent = torch.randn(latent_shape(config, args.frames, args.height, args.width), generator=generator)
+    save_file({"video": video.contiguous(), "latent": latent.contiguous()}, args.make_input)
+    return {"mode": "make-input", "path": args.make_input, "video": list(video.shape), "latent": list(latent.shape)}
+
+
+def matmul_peak(args) -> dict:
+    n = args.matmul_size
+    result = {"mode": "matmul-peak", "threads": torch.get_num_threads(), "size": n}
+    for label, dtype in DTYPES.items():
+        a = torch.randn(n, n).to(dtype)
+        b = torch.randn(n, n).to(dtype)
+        for _ in range(2):
+            torch.mm(a, b)
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            times.append(time.perf_counter() - start)
+        result[f"{label}_gflops"] = 2 * n**3 / min(times) / 1e9
+    return result
+
+
+def run_op(model, op: str, tensor: torch.Tensor) -> torch.Tensor:
+    if op == "encode":
+        return model.encode(tensor).latent_dist.mean
+    return model.decode(tensor).sample
+
+
+def count_flops_and_warm_up(model, op: str, tensor: torch.Tensor):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        output = run_op(model, op, tensor)
+    return counter.get_total_flops(), output
+
+
+def time_ops(args, config: dict) -> dict:
+    dtype = DTYPES[args.dtype]
+    model = build_model(config)
+    state = load_file(args.weights)
+    model.load_state_dict(state, strict=True)
+    model = model.to(dtype)
+    model.disable_tiling()
+    model.disable_slicing()
+    inputs = load_file(args.input)
+    tensors = {"encode": inputs["video"].to(dtype), "decode": inputs["latent"].to(dtype)}
+    result = {"mode": "time", "dtype": args.dtype, "threads": torch.get_num_threads(), "repeats": args.repeats, "config": config}
+    outputs = {}
+    with torch.inference_mode():
+        for op in [o for o in args.ops.split(",") if o]:
+            if op not in OPS:
+                raise SystemExit(f"unknown op `{op}` (expected one of {OPS})")
+            log(f"diffusers {op} {args.dtype}: warm-up with FLOP counting")
+            flops, output = count_flops_and_warm_up(model, op, tensors[op])
+            times = []
+            for i in range(args.repeats):
+                start = time.perf_counter()
+                output = run_op(model, op, tensors[op])
+                times.append(time.perf_counter() - start)
+                log(f"diffusers {op} {args.dtype}: run {i + 1}/{args.repeats} {times[-1]:.3f} s")
+            outputs["mu" if op == "encode" else "sample"] = output.float().contiguous()
+            result[op] = {"median_s": statistics.median(times), "times_s": times, "flops": flops, "output_shape": list(output.shape)}
+    if args.save_outputs:
+        save_file(outputs, args.save_outputs)
+        result["outputs"] = args.save_outputs
+    return result
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    config = model_config(args)
+    if args.make_weights:
+        result = make_weights(args, config)
+    elif args.make_input:
+        result = make_input(args, config)
+    elif args.matmul_peak:
+        result = matmul_peak(args)
+    else:
+        if not (args.weights and args.input):
+            raise SystemExit("timing needs --weights and --input")
+        result = time_ops(args, config)
+    result["torch"] = torch.__version__
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

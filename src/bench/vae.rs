@@ -1,0 +1,382 @@
+//! `vaebox bench vae`: our VAE and diffusers side by side on the same random weights, input, dtype and
+//! thread count, in one run. Prints per (dtype, op) the median times, our speed-up, our GFLOP/s against
+//! a measured matmul peak, and the max abs difference between the two outputs (proof that both ran
+//! the same computation). FLOPs come from torch's `FlopCounterMode` on the diffusers model.
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+use tch::{Device, Kind, Tensor};
+
+use super::script::PythonScript;
+use crate::models::wan::{WanLoadOptions, WanVae};
+
+/// Model families the bench knows; SeedVR2 will join Wan here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VaeFamily {
+    Wan,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct VaeBenchArgs {
+    #[arg(long, value_enum, default_value = "wan")]
+    pub family: VaeFamily,
+    /// Model shape, as the reference script names it: wan2.1 (full size), wan2.2, wan2.1-tiny (smoke test).
+    #[arg(long, default_value = "wan2.1")]
+    pub preset: String,
+    /// Pixel frames of the encode input (1 + 4k); the decode input has the matching latent frames.
+    #[arg(long, default_value_t = 9)]
+    pub frames: i64,
+    #[arg(long, default_value_t = 128)]
+    pub height: i64,
+    #[arg(long, default_value_t = 128)]
+    pub width: i64,
+    /// Comma list of f32, bf16.
+    #[arg(long, default_value = "f32,bf16")]
+    pub dtypes: String,
+    /// Comma list of encode, decode.
+    #[arg(long, default_value = "encode,decode")]
+    pub ops: String,
+    /// CPU threads for both sides.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Timed runs per (dtype, op) after one warm-up; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Seed of the random weights and input.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Generated weights, inputs and reference outputs live here (created once, then reused).
+    #[arg(long, default_value = ".cache/bench")]
+    pub cache_dir: PathBuf,
+    #[arg(long, default_value = ".venv/bin/python", env = "VAEBOX_BENCH_PYTHON")]
+    pub python: PathBuf,
+    #[arg(long, default_value = "scripts/bench/diffusers_vae.py")]
+    pub script: PathBuf,
+    /// Limit for each reference-script call.
+    #[arg(long, default_value_t = 1800)]
+    pub timeout_secs: u64,
+    /// Reuse the diffusers timings and outputs of an earlier run with identical settings (marked in the
+    /// output) instead of running diffusers again; for iterating on our side only.
+    #[arg(long)]
+    pub reuse_diffusers: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Encode,
+    Decode,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Encode => "encode",
+            Op::Decode => "decode",
+        }
+    }
+
+    /// Name of the input tensor in the input file and of the output tensor in the reference outputs.
+    fn tensor_names(self) -> (&'static str, &'static str) {
+        match self {
+            Op::Encode => ("video", "mu"),
+            Op::Decode => ("latent", "sample"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dtype {
+    F32,
+    Bf16,
+}
+
+impl Dtype {
+    fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+
+    fn kind(self) -> Kind {
+        match self {
+            Dtype::F32 => Kind::Float,
+            Dtype::Bf16 => Kind::BFloat16,
+        }
+    }
+}
+
+fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
+    let items = list.split(',').map(str::trim).filter(|s| !s.is_empty());
+    let parsed = items.map(|s| parse(s).with_context(|| format!("unknown {what} `{s}`"))).collect::<anyhow::Result<Vec<_>>>()?;
+    if parsed.is_empty() {
+        bail!("no {what} given");
+    }
+    Ok(parsed)
+}
+
+/// One row of the result table.
+struct Row {
+    dtype: Dtype,
+    op: Op,
+    diffusers_s: f64,
+    ours_s: f64,
+    flops: f64,
+    max_abs_diff: f64,
+}
+
+/// The diffusers side of one dtype: per-op median seconds and FLOPs, plus its saved outputs.
+struct ReferenceRun {
+    report: Value,
+    outputs: PathBuf,
+    reused: bool,
+}
+
+impl ReferenceRun {
+    fn op_field(&self, op: Op, field: &str) -> anyhow::Result<f64> {
+        self.report[op.name()][field].as_f64().with_context(|| format!("diffusers report has no {}.{field}: {}", op.name(), self.report))
+    }
+}
+
+/// Files of one bench configuration under the cache directory.
+struct CachePaths {
+    dir: PathBuf,
+    weights: PathBuf,
+    input: PathBuf,
+}
+
+impl CachePaths {
+    fn new(args: &VaeBenchArgs) -> Self {
+        let dir = args.cache_dir.join(&args.preset);
+        let weights = dir.join(format!("weights-seed{}.safetensors", args.seed));
+        let input = dir.join(format!("input-seed{}-{}x{}x{}.safetensors", args.seed, args.frames, args.height, args.width));
+        Self { dir, weights, input }
+    }
+
+    /// Where one dtype's diffusers report and outputs go; the name holds every setting they depend on.
+    fn reference(&self, args: &VaeBenchArgs, dtype: Dtype) -> (PathBuf, PathBuf) {
+        let stem = format!(
+            "diffusers-{}-seed{}-{}x{}x{}-t{}-r{}-{}",
+            dtype.name(),
+            args.seed,
+            args.frames,
+            args.height,
+            args.width,
+            args.threads,
+            args.repeats,
+            args.ops.replace(',', "+")
+        );
+        (self.dir.join(format!("{stem}.json")), self.dir.join(format!("{stem}.safetensors")))
+    }
+}
+
+pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
+    let VaeFamily::Wan = args.family;
+    let dtypes = parse_list(&args.dtypes, "dtype", |s| match s {
+        "f32" => Some(Dtype::F32),
+        "bf16" => Some(Dtype::Bf16),
+        _ => None,
+    })?;
+    let ops = parse_list(&args.ops, "op", |s| match s {
+        "encode" => Some(Op::Encode),
+        "decode" => Some(Op::Decode),
+        _ => None,
+    })?;
+    if args.threads == 0 || args.repeats == 0 {
+        bail!("--threads and --repeats must be at least 1");
+    }
+    let load_before = load_average();
+    let script = PythonScript {
+        python: args.python.clone(),
+        script: args.script.clone(),
+        timeout: Duration::from_secs(args.timeout_secs),
+        threads: args.threads,
+    };
+    let paths = CachePaths::new(args);
+    std::fs::create_dir_all(&paths.dir).with_context(|| format!("cannot create {}", paths.dir.display()))?;
+    let shape_args = shape_args(args);
+    ensure_generated(&script, &paths.weights, "--make-weights", &shape_args)?;
+    ensure_generated(&script, &paths.input, "--make-input", &shape_args)?;
+    let inputs: Vec<(String, Tensor)> = Tensor::read_safetensors(&paths.input)?;
+
+    tch::set_num_threads(args.threads as i32);
+    eprintln!("measuring the matmul peak at {} threads", args.threads);
+    let peak = script.run_json(&[vec!["--matmul-peak".into(), "--threads".into(), args.threads.to_string()], shape_args.clone()].concat())?;
+
+    let mut rows = Vec::new();
+    let mut reused_any = false;
+    for &dtype in &dtypes {
+        let reference = run_reference(&script, args, &paths, dtype, &shape_args)?;
+        reused_any |= reference.reused;
+        let reference_outputs: Vec<(String, Tensor)> = Tensor::read_safetensors(&reference.outputs)?;
+        eprintln!("ours {}: loading {}", dtype.name(), paths.weights.display());
+        let vae = WanVae::load(&paths.weights, &WanLoadOptions { device: Device::Cpu, kind: dtype.kind() })?;
+        for &op in &ops {
+            let (input_name, output_name) = op.tensor_names();
+            let input = named(&inputs, input_name, &paths.input)?;
+            let (ours_s, output) = time_ours(&vae, op, dtype, &input, args.repeats)?;
+            let expected = named(&reference_outputs, output_name, &reference.outputs)?;
+            rows.push(Row {
+                dtype,
+                op,
+                diffusers_s: reference.op_field(op, "median_s")?,
+                ours_s,
+                flops: reference.op_field(op, "flops")?,
+                max_abs_diff: max_abs_diff(&output, &expected)?,
+            });
+        }
+    }
+    print_report(args, &paths, &peak, &rows, reused_any, (load_before, load_average()))
+}
+
+/// Arguments that pick the model shape and the input size, shared by every script call.
+fn shape_args(args: &VaeBenchArgs) -> Vec<String> {
+    [
+        ("--preset", args.preset.clone()),
+        ("--seed", args.seed.to_string()),
+        ("--frames", args.frames.to_string()),
+        ("--height", args.height.to_string()),
+        ("--width", args.width.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_string(), value])
+    .collect()
+}
+
+/// Makes `path` with the script's `mode` unless it exists; written under a temporary name first so an
+/// interrupted run never leaves a half-written file that later runs would trust.
+fn ensure_generated(script: &PythonScript, path: &Path, mode: &str, shape_args: &[String]) -> anyhow::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    eprintln!("creating {}", path.display());
+    let partial = path.with_extension("partial.safetensors");
+    script.run_json(&[vec![mode.into(), partial.display().to_string()], shape_args.to_vec()].concat())?;
+    std::fs::rename(&partial, path).with_context(|| format!("cannot move {} into place", partial.display()))?;
+    Ok(())
+}
+
+fn run_reference(script: &PythonScript, args: &VaeBenchArgs, paths: &CachePaths, dtype: Dtype, shape_args: &[String]) -> anyhow::Result<ReferenceRun> {
+    let (report_path, outputs) = paths.reference(args, dtype);
+    if args.reuse_diffusers && report_path.exists() && outputs.exists() {
+        eprintln!("diffusers {}: reusing {}", dtype.name(), report_path.display());
+        let report = serde_json::from_str(&std::fs::read_to_string(&report_path)?)?;
+        return Ok(ReferenceRun { report, outputs, reused: true });
+    }
+    let run_args = [
+        vec![
+            "--weights".into(),
+            paths.weights.display().to_string(),
+            "--input".into(),
+            paths.input.display().to_string(),
+            "--dtype".into(),
+            dtype.name().into(),
+            "--threads".into(),
+            args.threads.to_string(),
+            "--repeats".into(),
+            args.repeats.to_string(),
+            "--ops".into(),
+            args.ops.clone(),
+            "--save-outputs".into(),
+            outputs.display().to_string(),
+        ],
+        shape_args.to_vec(),
+    ]
+    .concat();
+    let report = script.run_json(&run_args)?;
+    std::fs::write(&report_path, report.to_string())?;
+    Ok(ReferenceRun { report, outputs, reused: false })
+}
+
+/// One warm-up, then the median of `repeats` timed runs; returns the last output as f32.
+fn time_ours(vae: &WanVae, op: Op, dtype: Dtype, input: &Tensor, repeats: usize) -> anyhow::Result<(f64, Tensor)> {
+    let input = input.to_kind(dtype.kind());
+    let run_once = || -> anyhow::Result<Tensor> {
+        Ok(match op {
+            Op::Encode => vae.encode(&input)?,
+            Op::Decode => vae.decode(&input)?,
+        })
+    };
+    eprintln!("ours {} {}: warm-up", op.name(), dtype.name());
+    let mut output = run_once()?;
+    let mut times = Vec::with_capacity(repeats);
+    for i in 0..repeats {
+        let started = Instant::now();
+        output = run_once()?;
+        times.push(started.elapsed().as_secs_f64());
+        eprintln!("ours {} {}: run {}/{repeats} {:.3} s", op.name(), dtype.name(), i + 1, times[i]);
+    }
+    Ok((median(&mut times), output.to_kind(Kind::Float)))
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+fn named(tensors: &[(String, Tensor)], name: &str, file: &Path) -> anyhow::Result<Tensor> {
+    tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t.shallow_clone()).with_context(|| format!("{} has no tensor `{name}`", file.display()))
+}
+
+fn max_abs_diff(actual: &Tensor, expected: &Tensor) -> anyhow::Result<f64> {
+    if actual.size() != expected.size() {
+        bail!("our output has shape {:?}, diffusers' {:?}", actual.size(), expected.size());
+    }
+    Ok((actual.to_kind(Kind::Double) - expected.to_kind(Kind::Double)).abs().max().double_value(&[]))
+}
+
+/// The 1-minute load average, so a reader can tell a quiet machine from a busy one.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+fn print_report(args: &VaeBenchArgs, paths: &CachePaths, peak: &Value, rows: &[Row], reused: bool, load: (Option<f64>, Option<f64>)) -> anyhow::Result<()> {
+    let peak_of = |dtype: Dtype| peak[format!("{}_gflops", dtype.name())].as_f64().unwrap_or(f64::NAN);
+    let show_load = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
+    println!();
+    println!(
+        "VAE bench: {:?} preset {} | input {} frames {}×{} | {} threads | median of {} after 1 warm-up",
+        args.family, args.preset, args.frames, args.height, args.width, args.threads, args.repeats
+    );
+    println!("weights {} | input {}", paths.weights.display(), paths.input.display());
+    println!(
+        "matmul peak ({}×{}): f32 {:.0} GFLOP/s, bf16 {:.0} GFLOP/s | load average (1 min) before {}, after {}",
+        peak["size"],
+        peak["size"],
+        peak_of(Dtype::F32),
+        peak_of(Dtype::Bf16),
+        show_load(load.0),
+        show_load(load.1)
+    );
+    println!("FLOPs: torch.utils.flop_counter.FlopCounterMode on the diffusers model (convs, matmuls, attention)");
+    if reused {
+        println!("NOTE: diffusers timings reused from an earlier run (--reuse-diffusers), not measured now");
+    }
+    println!();
+    println!("| dtype | op | diffusers s | ours s | speed-up | GFLOP | ours GFLOP/s | % of matmul peak | max abs diff |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for row in rows {
+        let gflops = row.flops / 1e9;
+        let ours_rate = gflops / row.ours_s;
+        println!(
+            "| {} | {} | {:.3} | {:.3} | {:.2}× | {:.0} | {:.0} | {:.0}% | {:.2e} |",
+            row.dtype.name(),
+            row.op.name(),
+            row.diffusers_s,
+            row.ours_s,
+            row.diffusers_s / row.ours_s,
+            gflops,
+            ours_rate,
+            100.0 * ours_rate / peak_of(row.dtype),
+            row.max_abs_diff
+        );
+    }
+    Ok(())
+}
