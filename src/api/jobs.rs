@@ -128,7 +128,7 @@ fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
 pub async fn create(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let queued = app.store.count(JobStatus::Queued).await?;
     if queued >= app.config.max_queued_jobs as i64 {
-        return Err(ApiError::QueueFull { limit: app.config.max_queued_jobs });
+        return Err(upload::refuse_unread(request, ApiError::QueueFull { limit: app.config.max_queued_jobs }).await);
     }
     let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes };
     let (upload, job_request) = if upload::is_multipart(&request) {
@@ -137,8 +137,14 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
         (upload, job_request)
     } else {
         // Query parameters are known before the body: refuse a bad request before receiving gigabytes.
-        let fields = upload::query_fields(&request)?;
-        let job_request = JobRequest::from_fields(&fields, &app.config.models_dir)?;
+        let checked = upload::query_fields(&request).and_then(|fields| {
+            let job_request = JobRequest::from_fields(&fields, &app.config.models_dir)?;
+            Ok((fields, job_request))
+        });
+        let (fields, job_request) = match checked {
+            Ok(checked) => checked,
+            Err(e) => return Err(upload::refuse_unread(request, e).await),
+        };
         (upload::receive_raw(request, fields, &limits).await?, job_request)
     };
 

@@ -126,6 +126,7 @@ where
         let chunk = chunk.map_err(|e| ApiError::bad_request("upload-interrupted", format!("the upload broke off: {e}")))?;
         upload.bytes += chunk.len() as u64;
         if upload.bytes > limits.max_bytes {
+            drain(stream).await;
             return Err(ApiError::UploadTooLarge { limit: limits.max_bytes });
         }
         out.write_all(&chunk).await?;
@@ -133,6 +134,33 @@ where
     out.flush().await?;
     out.into_inner().sync_all().await?;
     Ok(upload)
+}
+
+/// A client still sending its body when we answer early sees a broken connection instead of our
+/// error; reading (and dropping) a bounded amount more lets ordinary uploads get the answer.
+const DRAIN_LIMIT: u64 = 64 << 20;
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn drain<S, E>(mut stream: S)
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        let mut drained = 0u64;
+        while let Some(Ok(chunk)) = stream.next().await {
+            drained += chunk.len() as u64;
+            if drained > DRAIN_LIMIT {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// Answers with `error` after draining the request body (bounded), for refusals made before reading it.
+pub async fn refuse_unread(request: Request, error: ApiError) -> ApiError {
+    drain(request.into_body().into_data_stream()).await;
+    error
 }
 
 /// Keeps a readable base name for the download; never a path.
