@@ -165,7 +165,7 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         bail!("unknown model `{}`", args.model);
     }
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
-    let params = JobParams { scale: (op == Op::Upscale).then_some(args.scale), dtype, tile: args.tile, normalize: Some(args.normalize) };
+    let params = JobParams { scale: (op == Op::Upscale).then_some(args.scale), tile: args.tile, normalize: Some(args.normalize), ..JobParams::new(dtype) };
     let job = OneJob { op, model: &args.model, input: &args.input, output: &args.output, params, show_progress: true };
     let outcome = run_job(&executor, config, job).await?;
     println!("{}", serde_json::to_string_pretty(&serde_json::json!({
@@ -192,7 +192,7 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
     for dtype_name in bench.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let Some(dtype) = DtypeChoice::parse(dtype_name) else { bail!("unknown dtype {dtype_name}") };
         let output = out_dir.join(format!("bench_{dtype_name}.mp4"));
-        let params = JobParams { scale: Some(bench.scale), dtype, tile: None, normalize: None };
+        let params = JobParams { scale: Some(bench.scale), ..JobParams::new(dtype) };
         // The first run loads the model; the measured run finds it resident, as a busy server would.
         let warm = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params: params.clone(), show_progress: false };
         let first = run_job(&executor, config, warm).await?;

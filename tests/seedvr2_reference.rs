@@ -38,7 +38,7 @@ fn max_abs_diff(actual: &Tensor, expected: &Tensor) -> f64 {
 /// Measures, prints and bounds one difference.
 fn check(label: &str, actual: &Tensor, expected: &Tensor, bound: f64) -> f64 {
     let error = max_abs_diff(actual, expected);
-    println!("{label}: max abs error {error:.3e} (bound {bound:.1e})");
+    println!("{label}: max abs error {error:.3e} (bound {bound:.3e})");
     assert!(error <= bound, "{label}: max abs error {error:e} > {bound:e}");
     error
 }
@@ -80,6 +80,7 @@ fn long_case_matches_reference() {
 /// The original's sliced path (`set_causal_slicing(split_size=4)`: pixel chunks of 5 then 4 frames,
 /// latent chunks of 2 then 1) against its own sliced outputs, and our sliced result against our whole
 /// clip: no further from it than the reference's sliced result is from the reference's whole clip.
+/// (On this machine both of our paths are bit-identical to the original's, so the gaps are equal.)
 fn check_sliced_case(prefix: &str) {
     let case = reference_tensors("small_case.safetensors");
     let name = |tensor: &str| format!("{prefix}{tensor}");

@@ -25,17 +25,17 @@ use crate::media::latent::{self, LatentError};
 use crate::models::registry;
 
 /// A job request as the client stated it, checked against what this box can do.
-struct JobRequest {
-    op: Op,
-    model: String,
-    family: registry::Family,
-    latent_channels: Option<i64>,
-    priority: i64,
-    params: JobParams,
+pub(super) struct JobRequest {
+    pub op: Op,
+    pub model: String,
+    pub family: registry::Family,
+    pub latent_channels: Option<i64>,
+    pub priority: i64,
+    pub params: JobParams,
 }
 
 impl JobRequest {
-    fn from_fields(fields: &HashMap<String, String>, models_dir: &std::path::Path) -> Result<JobRequest, ApiError> {
+    pub fn from_fields(fields: &HashMap<String, String>, models_dir: &std::path::Path) -> Result<JobRequest, ApiError> {
         let op_name = fields.get("op").map(String::as_str).unwrap_or("upscale");
         let op = Op::parse(op_name).ok_or_else(|| {
             let known: Vec<_> = Op::ALL.iter().map(|op| op.as_str()).collect();
@@ -94,12 +94,12 @@ impl JobRequest {
             Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Some(false),
             Some(v) => return Err(ApiError::bad_request("invalid-normalize", format!("normalize `{v}` is not true or false"))),
         };
-        Ok(JobRequest { op, latent_channels: entry.latent_channels, family: entry.family, model: entry.name, priority, params: JobParams { scale, dtype, tile, normalize } })
+        Ok(JobRequest { op, latent_channels: entry.latent_channels, family: entry.family, model: entry.name, priority, params: JobParams { scale, tile, normalize, ..JobParams::new(dtype) } })
     }
 }
 
 /// A latent upload is checked before it is queued: shape, finiteness, channels and the model it came from.
-async fn check_latent_upload(path: &std::path::Path, request: &JobRequest) -> Result<(), ApiError> {
+pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobRequest) -> Result<(), ApiError> {
     let path = path.to_path_buf();
     let latent::LatentSummary { shape, meta, .. } = tokio::task::spawn_blocking(move || latent::inspect_latent(&path))
         .await
@@ -125,10 +125,18 @@ fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
     ApiError::bad_request("invalid-scale", format!("scale `{raw}` is not supported; use one of {scales:?}"))
 }
 
-pub async fn create(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
+/// Explicit admission: a full queue answers 429 at once rather than making clients wait unboundedly.
+pub(super) async fn admit(app: &AppState) -> Result<(), ApiError> {
     let queued = app.store.count(JobStatus::Queued).await?;
     if queued >= app.config.max_queued_jobs as i64 {
-        return Err(upload::refuse_unread(request, ApiError::QueueFull { limit: app.config.max_queued_jobs }).await);
+        return Err(ApiError::QueueFull { limit: app.config.max_queued_jobs });
+    }
+    Ok(())
+}
+
+pub async fn create(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    if let Err(refusal) = admit(&app).await {
+        return Err(upload::refuse_unread(request, refusal).await);
     }
     let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes };
     let (upload, job_request) = if upload::is_multipart(&request) {
@@ -163,16 +171,28 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
     };
     let probe_s = probe_started.elapsed().as_secs_f64();
 
+    let job = enqueue(&app, upload.file, job_request, info, probe_s).await?;
+    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+}
+
+/// Moves a checked upload into its job folder and queues the job; the folder goes if the row cannot be written.
+pub(super) async fn enqueue(
+    app: &AppState,
+    file: upload::TempUpload,
+    job_request: JobRequest,
+    info: Option<media::MediaInfo>,
+    probe_s: f64,
+) -> Result<Job, ApiError> {
     let id = Uuid::new_v4();
     let job_dir = app.job_dir(id);
     tokio::fs::create_dir_all(&job_dir).await?;
-    let extension = std::path::Path::new(&upload.file.file_name)
+    let extension = std::path::Path::new(&file.file_name)
         .extension()
         .map(|e| e.to_string_lossy().into_owned())
         .unwrap_or_else(|| "mp4".into());
     let input_path = job_dir.join(format!("input.{extension}"));
-    let (file_name, bytes) = (upload.file.file_name.clone(), upload.file.bytes);
-    upload.file.keep_as(&input_path).await?;
+    let (file_name, bytes) = (file.file_name.clone(), file.bytes);
+    file.keep_as(&input_path).await?;
     let new_job = NewJob {
         id,
         op: job_request.op,
@@ -195,7 +215,7 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
     app.wake.notify_one();
     let _ = app.events.send(id);
     tracing::info!(%id, op = job.op.as_str(), model = %job.model, bytes, "job queued");
-    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+    Ok(job)
 }
 
 #[derive(Deserialize)]

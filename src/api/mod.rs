@@ -2,6 +2,7 @@
 pub mod error;
 pub mod jobs;
 pub mod metrics;
+pub mod remote;
 pub mod system;
 pub mod upload;
 
@@ -52,6 +53,8 @@ pub fn router(state: AppState) -> Router {
         // The upload size limit is enforced while streaming to disk (upload.rs), not by buffering.
         .route("/v1/jobs", post(jobs::create).get(jobs::list).layer(DefaultBodyLimit::disable()))
         .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::delete))
+        .route("/v1/decode", post(remote::decode).layer(DefaultBodyLimit::disable()))
+        .route("/v1/encode", post(remote::encode).layer(DefaultBodyLimit::disable()))
         .route("/v1/jobs/{id}/events", get(jobs::events))
         .route("/v1/jobs/{id}/result", get(jobs::result))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))

@@ -20,6 +20,10 @@ pub struct TempUpload {
 }
 
 impl TempUpload {
+    pub fn new(path: PathBuf, file_name: String) -> TempUpload {
+        TempUpload { path, file_name, bytes: 0, kept: false }
+    }
+
     /// Moves the file to its final place; from then on it is not ours to clean up.
     pub async fn keep_as(mut self, dest: &Path) -> std::io::Result<()> {
         tokio::fs::rename(&self.path, dest).await?;
@@ -120,7 +124,7 @@ where
 {
     tokio::fs::create_dir_all(limits.dir).await?;
     let path = limits.dir.join(format!("{}.part", uuid::Uuid::new_v4()));
-    let mut upload = TempUpload { path, file_name, bytes: 0, kept: false };
+    let mut upload = TempUpload::new(path, file_name);
     let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&upload.path).await?);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| ApiError::bad_request("upload-interrupted", format!("the upload broke off: {e}")))?;

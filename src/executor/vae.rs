@@ -9,8 +9,9 @@ use tch::{Device, Kind, Tensor};
 
 use super::quality::QualityMeter;
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
-use crate::jobs::{JobOutcome, Op, Progress, Timings};
+use crate::jobs::{JobOutcome, Op, OutputFormat, Progress, Timings};
 use crate::media::latent::{read_latent, write_latent, LatentError, LatentMeta};
+use crate::media::safetensors::{Dtype, TensorFileWriter};
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, RgbFrames, WriteConfig};
 use crate::models::registry::{self, ModelEntry};
 use crate::models::vae::VideoVae;
@@ -113,20 +114,31 @@ impl VaeJob<'_> {
         )?)
     }
 
-    /// Frames in [0, 1] `[n, 3, H, W]` → the model's input `[1, 3, n, H', W']` in [-1, 1], padded by
-    /// repeating the last row/column up to a multiple of the spatial factor.
+    /// Frames in [0, 1] `[n, 3, H, W]` → the model's input `[1, 3, n, H', W']` in [-1, 1].
     fn to_model_input(&self, pixels: &Tensor) -> Tensor {
-        let factor = self.vae.spatial_factor();
-        let (_, _, h, w) = pixels.size4().expect("[n, 3, H, W]");
-        let (pad_h, pad_w) = ((factor - h % factor) % factor, (factor - w % factor) % factor);
-        let padded = if pad_h + pad_w > 0 { pixels.pad([0, pad_w, 0, pad_h], "replicate", None) } else { pixels.shallow_clone() };
-        (padded * 2.0 - 1.0).permute([1, 0, 2, 3]).unsqueeze(0)
+        self.pad_to_factor(&(pixels * 2.0 - 1.0).permute([1, 0, 2, 3]).unsqueeze(0))
     }
 
-    /// The model's output `[1, 3, n, H', W']` in [-1, 1] → `[n, 3, height, width]` in [0, 1].
-    fn from_model_output(decoded: &Tensor, height: i64, width: i64) -> Tensor {
-        let frames = decoded.squeeze_dim(0).permute([1, 0, 2, 3]).narrow(2, 0, height).narrow(3, 0, width);
-        ((frames.to_kind(Kind::Float) + 1.0) / 2.0).clamp(0.0, 1.0)
+    /// Pads `[1, 3, n, H, W]` by repeating the last row/column up to a multiple of the spatial factor;
+    /// decoding crops back to the recorded size.
+    fn pad_to_factor(&self, video: &Tensor) -> Tensor {
+        let factor = self.vae.spatial_factor();
+        let (_, _, _, h, w) = video.size5().expect("[1, 3, n, H, W]");
+        let (pad_h, pad_w) = ((factor - h % factor) % factor, (factor - w % factor) % factor);
+        if pad_h + pad_w > 0 {
+            video.pad([0, pad_w, 0, pad_h, 0, 0], "replicate", None)
+        } else {
+            video.shallow_clone()
+        }
+    }
+
+    /// The model's output `[1, 3, n, H', W']` → `[n, 3, height, width]`, still in [-1, 1].
+    fn crop_output(decoded: &Tensor, height: i64, width: i64) -> Tensor {
+        decoded.squeeze_dim(0).permute([1, 0, 2, 3]).narrow(2, 0, height).narrow(3, 0, width).to_kind(Kind::Float)
+    }
+
+    fn to_unit_range(frames: &Tensor) -> Tensor {
+        ((frames + 1.0) / 2.0).clamp(0.0, 1.0)
     }
 
     fn progress(&self, done: u64, total: u64, since: Instant) {
@@ -166,30 +178,92 @@ impl VaeJob<'_> {
     }
 }
 
+/// Where `vae_encode` gets its frames: a video through ffmpeg, or a raw tensor sent to `/v1/encode`.
+enum EncodeSource {
+    Video { reader: FrameReader, info: MediaInfo },
+    Tensor { video: Tensor, next: i64 },
+}
+
+impl EncodeSource {
+    fn open(ctx: &VaeJob, timings: &mut Timings) -> Result<EncodeSource, ExecError> {
+        if ctx.job.input_path.extension().is_some_and(|e| e == "safetensors") {
+            let video = read_sample_tensor(&ctx.job.input_path)?.to_device(ctx.exec.device);
+            return Ok(EncodeSource::Tensor { video, next: 0 });
+        }
+        let info = ctx.input_media(timings)?;
+        Ok(EncodeSource::Video { reader: ctx.reader(&info)?, info })
+    }
+
+    /// The next chunk as model input `[1, 3, n, H', W']` in [-1, 1], and its frame count.
+    fn next(&mut self, ctx: &VaeJob, clock: &mut StageClock) -> Result<Option<(Tensor, u64)>, ExecError> {
+        match self {
+            EncodeSource::Video { reader, .. } => {
+                let Some(chunk) = StageClock::time(&mut clock.read, || reader.next_chunk())? else { return Ok(None) };
+                Ok(Some((ctx.to_model_input(&frames::to_tensor(&chunk, ctx.exec.device)), chunk.count as u64)))
+            }
+            EncodeSource::Tensor { video, next } => {
+                let total = video.size()[2];
+                if *next >= total {
+                    return Ok(None);
+                }
+                let n = (ctx.chunk_frames as i64).min(total - *next);
+                let chunk = ctx.pad_to_factor(&video.narrow(2, *next, n));
+                *next += n;
+                Ok(Some((chunk, n as u64)))
+            }
+        }
+    }
+
+    fn total_frames(&self) -> u64 {
+        match self {
+            EncodeSource::Video { info, .. } => info.frames,
+            EncodeSource::Tensor { video, .. } => video.size()[2] as u64,
+        }
+    }
+
+    /// (width, height, fps) of the source, recorded with the latent.
+    fn describe(&self) -> (u32, u32, Option<String>) {
+        match self {
+            EncodeSource::Video { info, .. } => (info.width, info.height, Some(info.fps_rational.clone())),
+            EncodeSource::Tensor { video, .. } => {
+                let size = video.size();
+                (size[4] as u32, size[3] as u32, None)
+            }
+        }
+    }
+}
+
+/// A pixel tensor sent to `/v1/encode`: `[1, 3, T, H, W]` in [-1, 1], any float dtype.
+fn read_sample_tensor(path: &std::path::Path) -> Result<Tensor, ExecError> {
+    let tensors = Tensor::read_safetensors(path).map_err(|e| ExecError::Invalid(format!("cannot read the input tensor: {e}")))?;
+    let (_, video) = tensors.into_iter().next().ok_or_else(|| ExecError::Invalid("the input has no tensor".into()))?;
+    match video.size().as_slice() {
+        [1, 3, t, h, w] if *t > 0 && *h > 0 && *w > 0 => Ok(video.to_kind(Kind::Float)),
+        other => Err(ExecError::Invalid(format!("expected pixels [1, 3, T, H, W], got {other:?}"))),
+    }
+}
+
 fn encode(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
-    let info = ctx.input_media(timings)?;
-    let device = ctx.exec.device;
-    let mut reader = ctx.reader(&info)?;
+    let mut source = EncodeSource::open(ctx, timings)?;
     let mut encoder = ctx.vae.encoder();
     let mut clock = StageClock::default();
     let started = Instant::now();
     let (mut latents, mut last_frame, mut done) = (Vec::new(), None::<Tensor>, 0u64);
     loop {
         ctx.hooks.check_cancelled()?;
-        let Some(chunk) = StageClock::time(&mut clock.read, || reader.next_chunk())? else { break };
+        let Some((x, count)) = source.next(ctx, &mut clock)? else { break };
         StageClock::time(&mut clock.compute, || -> Result<(), ExecError> {
-            let x = ctx.to_model_input(&frames::to_tensor(&chunk, device));
             last_frame = Some(x.narrow(2, x.size()[2] - 1, 1));
             if let Some(z) = encoder.push(&x)? {
                 latents.push(z.to_device(Device::Cpu).to_kind(Kind::Float));
             }
             Ok(())
         })?;
-        done += chunk.count as u64;
-        ctx.progress(done, info.frames, started);
+        done += count;
+        ctx.progress(done, source.total_frames(), started);
     }
     if done == 0 {
-        return Err(ExecError::Invalid("the video has no frames".into()));
+        return Err(ExecError::Invalid("the input has no frames".into()));
     }
     // The encoder takes 1 + 4k frames; repeat the last frame up to that, decode trims it back.
     let missing = ctx.frames_needed(done as i64) - done as i64;
@@ -203,15 +277,20 @@ fn encode(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> 
     }
     let raw = Tensor::cat(&latents, 2);
     let normalized = ctx.job.params.normalize.unwrap_or(false);
-    let latent = if normalized { ctx.vae.normalize(&raw)? } else { raw };
+    let mut latent = if normalized { ctx.vae.normalize(&raw)? } else { raw };
+    let params = &ctx.job.params;
+    if let (Some(scaling), shift) = (params.latent_scaling, params.latent_shift.unwrap_or(0.0)) {
+        latent = (latent - shift) * scaling;
+    }
+    let (width, height, fps_rational) = source.describe();
     let meta = LatentMeta {
         model: Some(ctx.entry.name.clone()),
         family: Some(ctx.entry.family.as_str().into()),
         normalized,
-        fps_rational: Some(info.fps_rational.clone()),
+        fps_rational,
         source_frames: Some(done),
-        width: Some(info.width),
-        height: Some(info.height),
+        width: Some(width),
+        height: Some(height),
     };
     let shape = latent.size();
     StageClock::time(&mut clock.write, || write_latent(&ctx.job.output_path, &latent, &meta))
@@ -221,12 +300,60 @@ fn encode(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> 
     Ok(ctx.outcome(None, timings, plan, None))
 }
 
+/// Where decoded frames go: an MP4 through ffmpeg, or a float32 `sample` tensor for `/v1/decode`.
+enum DecodeSink {
+    Video(FrameWriter),
+    Tensor { writer: TensorFileWriter, frames: u64, plane: u64 },
+}
+
+impl DecodeSink {
+    fn open(ctx: &VaeJob, frames: u64, height: i64, width: i64, fps: &str) -> Result<DecodeSink, ExecError> {
+        if ctx.job.params.output == Some(OutputFormat::Tensor) {
+            let shape = [1, 3, frames as i64, height, width];
+            let writer = TensorFileWriter::create(&ctx.job.output_path, "sample", Dtype::F32, &shape, &Default::default())
+                .map_err(|e| ExecError::Latent(LatentError::Io(e)))?;
+            return Ok(DecodeSink::Tensor { writer, frames, plane: (height * width) as u64 });
+        }
+        Ok(DecodeSink::Video(ctx.writer(width as u32, height as u32, fps, None)?))
+    }
+
+    /// `frames`: `[n, 3, h, w]` in [-1, 1], the `first`-th frame onwards.
+    fn write(&mut self, frames: &Tensor, first: u64) -> Result<(), ExecError> {
+        match self {
+            DecodeSink::Video(writer) => Ok(writer.write(frames::to_rgb(&VaeJob::to_unit_range(frames)))?),
+            DecodeSink::Tensor { writer, frames: total, plane } => {
+                // The tensor is [1, 3, T, H, W]: each channel's frames are contiguous, so a chunk is 3 runs.
+                for channel in 0..3 {
+                    let values = frames.select(1, channel).contiguous().to_device(Device::Cpu);
+                    let numel = values.numel();
+                    let mut floats = vec![0f32; numel];
+                    values.copy_data(&mut floats, numel);
+                    let bytes: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    let offset = ((channel as u64 * *total + first) * *plane) * 4;
+                    writer.write_at(offset, &bytes).map_err(|e| ExecError::Latent(LatentError::Io(e)))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn finish(self) -> Result<(), ExecError> {
+        match self {
+            DecodeSink::Video(writer) => Ok(writer.finish()?),
+            DecodeSink::Tensor { writer, .. } => writer.finish().map_err(|e| ExecError::Latent(LatentError::Io(e))),
+        }
+    }
+}
+
 fn decode(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
     let mut clock = StageClock::default();
     let started = Instant::now();
     let file = StageClock::time(&mut clock.read, || read_latent(&ctx.job.input_path))?;
     check_latent_fits(ctx, &file.latent, &file.meta)?;
-    let latent = if file.meta.normalized { ctx.vae.denormalize(&file.latent)? } else { file.latent.shallow_clone() };
+    let mut latent = if file.meta.normalized { ctx.vae.denormalize(&file.latent)? } else { file.latent.shallow_clone() };
+    if let (Some(scaling), shift) = (ctx.job.params.latent_scaling, ctx.job.params.latent_shift.unwrap_or(0.0)) {
+        latent = latent / scaling + shift;
+    }
     let (_, _, latent_frames, latent_h, latent_w) = latent.size5().expect("checked rank");
     let factor = ctx.vae.spatial_factor();
     let full = (latent_h * factor, latent_w * factor);
@@ -235,7 +362,7 @@ fn decode(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> 
     let produced = 1 + (latent_frames - 1) * ctx.vae.temporal_factor();
     let total = file.meta.source_frames.map(|n| (n as i64).min(produced)).unwrap_or(produced) as u64;
     let fps = file.meta.fps_rational.clone().unwrap_or_else(|| DEFAULT_LATENT_FPS.into());
-    let mut writer = ctx.writer(width as u32, height as u32, &fps, None)?;
+    let mut sink = DecodeSink::open(ctx, total, height, width, &fps)?;
     let mut decoder = ctx.vae.decoder();
     let latents_per_push = (ctx.chunk_frames as i64 / ctx.vae.temporal_factor()).max(1);
     let mut done = 0u64;
@@ -245,19 +372,21 @@ fn decode(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> 
         let count = latents_per_push.min(latent_frames - start);
         let slice = latent.narrow(2, start, count).to_device(ctx.exec.device);
         start += count;
-        let out = StageClock::time(&mut clock.compute, || -> Result<RgbFrames, ExecError> {
-            let decoded = decoder.push(&slice)?;
-            let frames = VaeJob::from_model_output(&decoded, height, width);
+        let frames = StageClock::time(&mut clock.compute, || -> Result<Tensor, ExecError> {
+            let frames = VaeJob::crop_output(&decoder.push(&slice)?, height, width);
             let keep = (frames.size()[0] as u64).min(total - done) as i64;
-            Ok(frames::to_rgb(&frames.narrow(0, 0, keep)))
+            Ok(frames.narrow(0, 0, keep))
         })?;
-        done += out.count as u64;
-        StageClock::time(&mut clock.write, || writer.write(out))?;
+        StageClock::time(&mut clock.write, || sink.write(&frames, done))?;
+        done += frames.size()[0] as u64;
         ctx.progress(done, total, started);
     }
     ctx.hooks.check_cancelled()?;
-    StageClock::time(&mut clock.write, || writer.finish())?;
-    let output_media = media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok();
+    let is_video = matches!(sink, DecodeSink::Video(_));
+    StageClock::time(&mut clock.write, || sink.finish())?;
+    let output_media = is_video
+        .then(|| media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok())
+        .flatten();
     clock.record(timings, done, started);
     let plan = ctx.plan(json!({ "latent_shape": latent.size(), "latent_frames_per_push": latents_per_push, "frames": done }));
     Ok(ctx.outcome(output_media, timings, plan, None))
@@ -324,7 +453,7 @@ fn reconstruct(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecEr
         let out = StageClock::time(&mut clock.compute, || -> Result<Option<RgbFrames>, ExecError> {
             let Some(z) = encoder.push(&x)? else { return Ok(None) };
             let decoded = decoder.push(&z)?;
-            let frames = VaeJob::from_model_output(&decoded, height, width);
+            let frames = VaeJob::to_unit_range(&VaeJob::crop_output(&decoded, height, width));
             let keep = (frames.size()[0] as usize).min(waiting.len()) as i64;
             let frames = frames.narrow(0, 0, keep);
             let sources: Vec<Tensor> = waiting.drain(..keep as usize).collect();

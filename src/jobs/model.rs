@@ -76,6 +76,27 @@ pub struct JobParams {
     /// `vae_encode`: apply the published latent mean/std (or scaling factor) before saving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalize: Option<bool>,
+    /// diffusers' remote-VAE convention: decode `z / scaling + shift`, encode `(z - shift) * scaling`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent_scaling: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent_shift: Option<f64>,
+    /// `vae_decode`: `tensor` writes the decoded frames as a float32 safetensors `sample` instead of an MP4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    Mp4,
+    Tensor,
+}
+
+impl JobParams {
+    pub fn new(dtype: DtypeChoice) -> JobParams {
+        JobParams { scale: None, dtype, tile: None, normalize: None, latent_scaling: None, latent_shift: None, output: None }
+    }
 }
 
 fn default_dtype() -> DtypeChoice {

@@ -131,6 +131,7 @@ pub fn output_path_for(job: &Job) -> PathBuf {
     let name = match job.op {
         Op::Upscale => format!("{stem}_x{}.mp4", job.params.scale.unwrap_or(4)),
         Op::VaeEncode => format!("{stem}.latent.safetensors"),
+        Op::VaeDecode if job.params.output == Some(OutputFormat::Tensor) => format!("{stem}_decoded.safetensors"),
         Op::VaeDecode => format!("{stem}_decoded.mp4"),
         Op::VaeReconstruct => format!("{stem}_reconstructed.mp4"),
     };

@@ -3,6 +3,7 @@
 use tch::{Device, Kind, Tensor};
 
 use super::registry::{Family, ModelEntry};
+use super::seedvr2::{self, SeedVr2LoadOptions, SeedVr2Vae};
 use super::wan::{DecodeStream, EncodeStream, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
 use super::ModelError;
 
@@ -13,14 +14,17 @@ pub struct LoadOptions {
 
 pub enum VideoVae {
     Wan { family: Family, model: WanVae },
+    SeedVr2(SeedVr2Vae),
 }
 
 pub enum VaeEncoder<'a> {
     Wan(EncodeStream<'a>),
+    SeedVr2(seedvr2::EncodeStream<'a>),
 }
 
 pub enum VaeDecoder<'a> {
     Wan(DecodeStream<'a>),
+    SeedVr2(seedvr2::DecodeStream<'a>),
 }
 
 impl VideoVae {
@@ -31,6 +35,7 @@ impl VideoVae {
                 let model = WanVae::load(path, &WanLoadOptions { device: opts.device, kind: opts.kind })?;
                 Ok(VideoVae::Wan { family: entry.family, model })
             }
+            Family::Seedvr2 => Ok(VideoVae::SeedVr2(SeedVr2Vae::load(path, &SeedVr2LoadOptions { device: opts.device, kind: opts.kind })?)),
             other => Err(ModelError::Unsupported { model: entry.name.clone(), what: format!("{} VAE ops", other.as_str()) }),
         }
     }
@@ -38,12 +43,14 @@ impl VideoVae {
     pub fn family(&self) -> Family {
         match self {
             VideoVae::Wan { family, .. } => *family,
+            VideoVae::SeedVr2(_) => Family::Seedvr2,
         }
     }
 
     pub fn latent_channels(&self) -> i64 {
         match self {
             VideoVae::Wan { model, .. } => model.config().z_dim,
+            VideoVae::SeedVr2(model) => model.config().latent_channels,
         }
     }
 
@@ -51,6 +58,7 @@ impl VideoVae {
     pub fn spatial_factor(&self) -> i64 {
         match self {
             VideoVae::Wan { model, .. } => model.config().spatial_factor(),
+            VideoVae::SeedVr2(model) => model.config().spatial_factor(),
         }
     }
 
@@ -58,28 +66,38 @@ impl VideoVae {
     pub fn temporal_factor(&self) -> i64 {
         match self {
             VideoVae::Wan { model, .. } => model.config().temporal_factor(),
+            VideoVae::SeedVr2(model) => model.config().temporal_factor(),
         }
     }
 
     pub fn encoder(&self) -> VaeEncoder<'_> {
         match self {
             VideoVae::Wan { model, .. } => VaeEncoder::Wan(model.encoder_stream()),
+            VideoVae::SeedVr2(model) => VaeEncoder::SeedVr2(model.encoder_stream()),
         }
     }
 
     pub fn decoder(&self) -> VaeDecoder<'_> {
         match self {
             VideoVae::Wan { model, .. } => VaeDecoder::Wan(model.decoder_stream()),
+            VideoVae::SeedVr2(model) => VaeDecoder::SeedVr2(model.decoder_stream()),
         }
     }
 
-    /// The published per-channel statistics, as pipelines apply them before diffusion: `(mu - mean) / std`.
+    /// What pipelines apply before diffusion: Wan's published per-channel `(mu - mean) / std`,
+    /// SeedVR2's scaling factor 0.9152.
     pub fn normalize(&self, raw: &Tensor) -> Result<Tensor, ModelError> {
+        if let VideoVae::SeedVr2(_) = self {
+            return seedvr2::scale_latent(raw);
+        }
         let (mean, std) = self.latent_stats()?;
         Ok((raw - mean) / std)
     }
 
     pub fn denormalize(&self, normalized: &Tensor) -> Result<Tensor, ModelError> {
+        if let VideoVae::SeedVr2(_) = self {
+            return seedvr2::unscale_latent(normalized);
+        }
         let (mean, std) = self.latent_stats()?;
         Ok(normalized * std + mean)
     }
@@ -103,6 +121,8 @@ impl VaeEncoder<'_> {
     pub fn push(&mut self, frames: &Tensor) -> Result<Option<Tensor>, ModelError> {
         match self {
             VaeEncoder::Wan(stream) => stream.push(frames),
+            // The posterior's mean is the latent, as diffusers' `latent_dist.mean` for Wan.
+            VaeEncoder::SeedVr2(stream) => Ok(stream.push(frames)?.map(|posterior| posterior.mean)),
         }
     }
 }
@@ -112,6 +132,8 @@ impl VaeDecoder<'_> {
     pub fn push(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
         match self {
             VaeDecoder::Wan(stream) => stream.push(latent),
+            // SeedVR2's decoder has no clamp of its own (its pipeline clamps at the end).
+            VaeDecoder::SeedVr2(stream) => Ok(stream.push(latent)?.clamp(-1.0, 1.0)),
         }
     }
 }

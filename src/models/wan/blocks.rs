@@ -1,6 +1,6 @@
 //! Building blocks shared by the Wan encoder and decoder: RMS norm, residual block, per-frame
 //! attention and the middle block (resblock → attention → resblock).
-use tch::Tensor;
+use tch::{Kind, Tensor};
 
 use super::cache::{FeatureCache, SlotAllocator};
 use super::conv::{CausalConv3d, Conv3d, ConvSpec};
@@ -14,8 +14,8 @@ const NORMALIZE_EPS: f64 = 1e-12;
 /// statistics over space or time, so any chunking of the input is exact.
 #[derive(Debug)]
 pub struct RmsNorm {
-    gamma: Tensor,
-    scale: f64,
+    /// `gamma · √C`, folded once at load.
+    scaled_gamma: Tensor,
 }
 
 impl RmsNorm {
@@ -23,7 +23,7 @@ impl RmsNorm {
     pub fn new(vp: &WeightPath, gamma_shape: &[i64]) -> Result<Self, ModelError> {
         let channels = gamma_shape[0];
         let gamma = vp.get("gamma", gamma_shape)?.f_reshape([1, channels, 1, 1, 1])?;
-        Ok(Self { gamma, scale: (channels as f64).sqrt() })
+        Ok(Self { scaled_gamma: gamma.f_mul_scalar((channels as f64).sqrt())? })
     }
 
     pub fn for_volume(vp: &WeightPath, channels: i64) -> Result<Self, ModelError> {
@@ -35,8 +35,27 @@ impl RmsNorm {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        let norm = x.f_norm_scalaropt_dim(2.0, [1], true)?.f_clamp_min(NORMALIZE_EPS)?;
-        Ok(x.f_div(&norm)?.f_mul_scalar(self.scale)?.f_mul(&self.gamma)?)
+        if std::env::var_os("WAN_OLD_NORM").is_some() {
+            let norm = x.f_norm_scalaropt_dim(2.0, [1], true)?.f_clamp_min(NORMALIZE_EPS)?;
+            return Ok(x.f_div(&norm)?.f_mul(&self.scaled_gamma)?);
+        }
+        // The per-pixel norm is reduced in fp32 (as diffusers does for bf16) and turned into a
+        // reciprocal on the small [B, 1, T, H, W] tensor, so the full-size work is two multiplies
+        // into one fresh tensor instead of a divide and two multiplies into three.
+        let inverse_norm = x
+            .f_norm_scalaropt_dim_dtype(2.0, [1], true, Kind::Float)?
+            .f_clamp_min_(NORMALIZE_EPS)?
+            .f_reciprocal_()?
+            .f_to_kind(x.kind())?;
+        Ok(x.f_mul(&inverse_norm)?.f_mul_(&self.scaled_gamma)?)
+    }
+
+    /// `silu(forward(x))`, activated in place.
+    pub fn forward_silu(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        if std::env::var_os("WAN_OLD_NORM").is_some() {
+            return Ok(self.forward(x)?.f_mul_scalar(1.0)?.f_silu()?);
+        }
+        Ok(self.forward(x)?.f_silu_()?)
     }
 }
 
@@ -72,9 +91,8 @@ impl ResidualBlock {
             Some(conv) => conv.forward(x)?,
             None => x.shallow_clone(),
         };
-        let h = self.conv1.forward(&self.norm1.forward(x)?.f_silu()?, cache)?;
-        let h = self.conv2.forward(&self.norm2.forward(&h)?.f_silu()?, cache)?;
-        Ok(h.f_add(&shortcut)?)
+        let h = self.conv1.forward(&self.norm1.forward_silu(x)?, cache)?;
+        Ok(self.conv2.forward(&self.norm2.forward_silu(&h)?, cache)?.f_add_(&shortcut)?)
     }
 }
 

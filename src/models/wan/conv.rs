@@ -3,6 +3,7 @@
 use tch::Tensor;
 
 use super::cache::{FeatureCache, SlotAllocator};
+use super::layout;
 use super::weights::WeightPath;
 use crate::models::ModelError;
 
@@ -64,6 +65,7 @@ impl Conv3d {
         } else {
             vp.get("weight", &[spec.out_channels, spec.in_channels, kt, kh, kw])?
         };
+        let weight = if vp.weights().conv_channels_last() { layout::to_channels_last(&weight)? } else { weight };
         let bias = vp.get("bias", &[spec.out_channels])?;
         Ok(Self { weight, bias, stride: spec.stride, padding: spec.padding })
     }
@@ -110,7 +112,7 @@ impl CausalConv3d {
         };
         let frames = input.size()[2];
         // Copy so the cache does not keep the whole padded input alive.
-        cache.store(slot, input.f_narrow(2, frames - self.history_frames, self.history_frames)?.f_contiguous()?);
+        cache.store(slot, layout::dense_copy(&input.f_narrow(2, frames - self.history_frames, self.history_frames)?)?);
         self.conv.forward_with_padding(&input, padding)
     }
 }

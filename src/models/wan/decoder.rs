@@ -118,7 +118,7 @@ impl Decoder {
                 UpLevel::Residual(block) => block.forward(&x, cache)?,
             };
         }
-        let x = self.conv_out.forward(&self.norm_out.forward(&x)?.f_silu()?, cache)?;
+        let x = self.conv_out.forward(&self.norm_out.forward_silu(&x)?, cache)?;
         cache.finish_chunk();
         Ok(x)
     }

@@ -3,6 +3,7 @@ use tch::Tensor;
 
 use super::cache::{FeatureCache, SlotAllocator};
 use super::conv::{CausalConv3d, Conv3d, ConvSpec};
+use super::layout;
 use super::weights::WeightPath;
 use crate::models::ModelError;
 
@@ -83,7 +84,7 @@ impl Resample {
     fn downsample_time(&self, x: Tensor, cache: &mut FeatureCache) -> Result<Tensor, ModelError> {
         let TimeConv::Down { conv, cache_slot } = &self.time else { return Ok(x) };
         let frames = x.size()[2];
-        let last_frame = x.f_narrow(2, frames - 1, 1)?.f_contiguous()?;
+        let last_frame = layout::dense_copy(&x.f_narrow(2, frames - 1, 1)?)?;
         let out = match cache.take(*cache_slot) {
             None => x,
             Some(previous) => conv.forward(&Tensor::f_cat(&[&previous, &x], 2)?)?,
@@ -102,6 +103,16 @@ impl Resample {
         let (b, c, t, h, w) = x.size5()?;
         let doubled = conv.forward(x, cache)?;
         // Channels [0:C] are frame 2t, [C:2C] frame 2t+1.
+        if layout::is_channels_last(&doubled) {
+            // The same interleave in NDHWC order: one copy, and the result stays channels-last.
+            let interleaved = doubled
+                .f_permute([0, 2, 3, 4, 1])?
+                .f_reshape([b, t, h, w, 2, c])?
+                .f_permute([0, 1, 4, 2, 3, 5])?
+                .f_contiguous()?
+                .f_reshape([b, 2 * t, h, w, c])?;
+            return Ok(interleaved.f_permute([0, 4, 1, 2, 3])?);
+        }
         Ok(doubled.f_reshape([b, 2, c, t, h, w])?.f_permute([0, 2, 3, 1, 4, 5])?.f_reshape([b, c, 2 * t, h, w])?)
     }
 }

@@ -60,9 +60,10 @@ impl<'a> EncodeStream<'a> {
     }
 
     fn encode_chunk(&mut self, frames: &Tensor) -> Result<Tensor, ModelError> {
-        let frames = patchify(frames, self.vae.config().patch_size)?;
+        let frames = self.vae.to_activation_layout(&patchify(frames, self.vae.config().patch_size)?)?;
         let moments = self.vae.quant_conv.forward(&self.vae.encoder.forward(&frames, &mut self.cache)?)?;
-        Ok(moments.f_narrow(1, 0, self.vae.config().z_dim)?)
+        // Callers get the default layout whatever the network used inside.
+        Ok(moments.f_narrow(1, 0, self.vae.config().z_dim)?.f_contiguous()?)
     }
 }
 
@@ -103,7 +104,9 @@ impl<'a> DecodeStream<'a> {
     }
 
     fn decode_chunk(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
-        let video = self.vae.decoder.forward(&self.vae.post_quant_conv.forward(latent)?, &mut self.cache)?;
-        unpatchify(&video, self.vae.config().patch_size)
+        let latent = self.vae.to_activation_layout(latent)?;
+        let video = self.vae.decoder.forward(&self.vae.post_quant_conv.forward(&latent)?, &mut self.cache)?;
+        // Callers get the default layout whatever the network used inside.
+        Ok(unpatchify(&video, self.vae.config().patch_size)?.f_contiguous()?)
     }
 }

@@ -7,6 +7,7 @@ use super::config::WanConfig;
 use super::conv::{Conv3d, ConvSpec};
 use super::decoder::Decoder;
 use super::encoder::Encoder;
+use super::layout;
 use super::stream::{DecodeStream, EncodeStream};
 use super::weights::Weights;
 use crate::models::ModelError;
@@ -24,6 +25,21 @@ impl Default for WanLoadOptions {
     }
 }
 
+/// Speed switches that change the result only by rounding. Each one is measured side by side by
+/// `vaebox bench vae`; the default is what paid on the CPU we measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WanTuning {
+    /// Channels-last-3d strides for conv weights and activations: oneDNN's own layout, so convs skip
+    /// the reorders of NCDHW tensors in and out.
+    pub channels_last: bool,
+}
+
+impl Default for WanTuning {
+    fn default() -> Self {
+        Self { channels_last: true }
+    }
+}
+
 #[derive(Debug)]
 pub struct WanVae {
     config: WanConfig,
@@ -35,18 +51,26 @@ pub struct WanVae {
     pub(super) post_quant_conv: Conv3d,
     pub(super) device: Device,
     pub(super) kind: Kind,
+    pub(super) tuning: WanTuning,
 }
 
 impl WanVae {
     /// Loads a safetensors checkpoint in original/ComfyUI or diffusers naming.
     pub fn load(path: &Path, opts: &WanLoadOptions) -> Result<Self, ModelError> {
-        let weights = Weights::read(path, opts.device, opts.kind)?;
+        Self::load_tuned(path, opts, &WanTuning::default())
+    }
+
+    /// [`WanVae::load`] with explicit speed switches (for benchmarks).
+    pub fn load_tuned(path: &Path, opts: &WanLoadOptions, tuning: &WanTuning) -> Result<Self, ModelError> {
+        let mut weights = Weights::read(path, opts.device, opts.kind)?;
+        weights.set_conv_channels_last(tuning.channels_last);
         Self::from_weights(&weights)
     }
 
     /// Builds from tensors already in memory (either naming); `source` only labels errors.
     pub fn from_tensors(source: &str, tensors: Vec<(String, Tensor)>, opts: &WanLoadOptions) -> Result<Self, ModelError> {
-        let weights = Weights::from_tensors(&PathBuf::from(source), tensors, opts.device, opts.kind)?;
+        let mut weights = Weights::from_tensors(&PathBuf::from(source), tensors, opts.device, opts.kind)?;
+        weights.set_conv_channels_last(WanTuning::default().channels_last);
         Self::from_weights(&weights)
     }
 
@@ -62,6 +86,7 @@ impl WanVae {
             post_quant_conv: Conv3d::new(&root.pp("post_quant_conv"), &ConvSpec::pointwise(z, z))?,
             device: weights.device(),
             kind: weights.kind(),
+            tuning: WanTuning { channels_last: weights.conv_channels_last() },
             config,
         };
         weights.ensure_all_used()?;
@@ -78,6 +103,19 @@ impl WanVae {
 
     pub fn kind(&self) -> Kind {
         self.kind
+    }
+
+    pub fn tuning(&self) -> WanTuning {
+        self.tuning
+    }
+
+    /// Gives network input the activation layout of the tuning; everything downstream keeps it.
+    pub(super) fn to_activation_layout(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        if self.tuning.channels_last {
+            layout::to_channels_last(x)
+        } else {
+            Ok(x.shallow_clone())
+        }
     }
 
     /// `[B, 3, T, H, W]` in [-1, 1] → raw `mu` `[B, z, 1 + (T−1)/4, H/s, W/s]` (not normalised), s = 8 (2.1) or 16 (2.2).

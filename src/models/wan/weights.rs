@@ -20,6 +20,8 @@ pub struct Weights {
     used: RefCell<BTreeSet<String>>,
     device: Device,
     kind: Kind,
+    /// Give 5-D conv weights channels-last-3d strides (see `layout`); set before modules are built.
+    conv_channels_last: bool,
 }
 
 impl Weights {
@@ -48,7 +50,7 @@ impl Weights {
                 (tensors.into_iter().map(|(k, t)| (keymap::original_to_diffusers(&k, layout), t)).collect(), Some(layout))
             }
         };
-        Ok(Self { source: source.to_path_buf(), tensors: renamed, naming, layout, used: RefCell::default(), device, kind })
+        Ok(Self { source: source.to_path_buf(), tensors: renamed, naming, layout, used: RefCell::default(), device, kind, conv_channels_last: false })
     }
 
     pub fn kind(&self) -> Kind {
@@ -57,6 +59,14 @@ impl Weights {
 
     pub fn device(&self) -> Device {
         self.device
+    }
+
+    pub fn conv_channels_last(&self) -> bool {
+        self.conv_channels_last
+    }
+
+    pub fn set_conv_channels_last(&mut self, on: bool) {
+        self.conv_channels_last = on;
     }
 
     pub fn root(&self) -> WeightPath<'_> {

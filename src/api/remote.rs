@@ -1,0 +1,217 @@
+//! Synchronous `POST /v1/decode` and `POST /v1/encode`, speaking the protocol of diffusers'
+//! `remote_decode` / `remote_encode`: raw tensor bytes in the body, `shape` and `dtype` in the query,
+//! tensors back as raw bytes with `shape` and `dtype` headers, JSON errors. Each call is an ordinary
+//! job (queued, serialised on the executor, listed), answered when it finishes.
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::jobs::{admit, check_latent_upload, enqueue, JobRequest};
+use super::upload::{refuse_unread, TempUpload};
+use super::AppState;
+use crate::jobs::{Job, JobStatus, Op, OutputFormat};
+use crate::media::safetensors::{self, single_tensor_prefix, Dtype};
+
+/// What the client sent besides the tensor.
+struct RemoteCall {
+    job: JobRequest,
+    dtype: Dtype,
+    shape: Vec<i64>,
+}
+
+fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::bad_request(code, message)
+}
+
+/// `requests` sends a list as repeated keys (`shape=1&shape=16&...`); a JSON list is accepted too.
+fn parse_shape(values: &[String]) -> Result<Vec<i64>, ApiError> {
+    let shape: Option<Vec<i64>> = match values {
+        [one] if one.trim_start().starts_with('[') => serde_json::from_str(one).ok(),
+        many => many.iter().map(|v| v.trim().parse().ok()).collect(),
+    };
+    match shape {
+        Some(shape) if !shape.is_empty() && shape.iter().all(|d| *d > 0) => Ok(shape),
+        _ => Err(bad("invalid-shape", format!("`shape` must list positive integers, got {values:?}"))),
+    }
+}
+
+fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(request.uri().query().unwrap_or(""))
+        .map_err(|e| bad("invalid-query", e.to_string()))?;
+    let mut single: HashMap<String, String> = HashMap::new();
+    let mut shape_values = Vec::new();
+    for (key, value) in pairs {
+        if key == "shape" {
+            shape_values.push(value);
+        } else {
+            single.insert(key, value);
+        }
+    }
+    if !single.contains_key("model") {
+        return Err(bad("missing-model", "choose the VAE in the endpoint URL, e.g. /v1/decode?model=NAME (see /v1/models)"));
+    }
+    let dtype_name = single.get("dtype").cloned().unwrap_or_else(|| "float32".into());
+    let dtype = Dtype::parse_torch(&dtype_name)
+        .filter(|d| *d != Dtype::U8)
+        .ok_or_else(|| bad("invalid-dtype", format!("tensor dtype `{dtype_name}` is not float32, float16 or bfloat16")))?;
+    let mut shape = parse_shape(&shape_values)?;
+    if op == Op::VaeEncode && shape.len() == 4 {
+        shape.insert(2, 1); // an image is a one-frame video
+    }
+    let expected_rank = if op == Op::VaeDecode { "[1, C, t, h, w]" } else { "[1, 3, T, H, W] or [1, 3, H, W]" };
+    if shape.len() != 5 || shape[0] != 1 {
+        return Err(bad("invalid-shape", format!("shape {shape:?}: expected {expected_rank} (packed latents are not supported)")));
+    }
+    let flag = |key: &str| single.get(key).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if flag("partial_postprocess") {
+        return Err(bad("unsupported-option", "partial_postprocess is not supported; use output_type=pt or mp4"));
+    }
+    let number = |key: &str| -> Result<Option<f64>, ApiError> {
+        single
+            .get(key)
+            .map(|v| v.parse::<f64>().map_err(|_| bad("invalid-query", format!("`{key}` must be a number"))))
+            .transpose()
+    };
+    let latent_scaling = number("scaling_factor")?;
+    if latent_scaling == Some(0.0) {
+        return Err(bad("invalid-query", "`scaling_factor` must not be 0"));
+    }
+    let latent_shift = number("shift_factor")?;
+    let mut fields = single.clone();
+    fields.insert("op".into(), op.as_str().into());
+    let mut job = JobRequest::from_fields(&fields, &app.config.models_dir)?;
+    job.params.latent_scaling = latent_scaling;
+    job.params.latent_shift = latent_shift;
+    if op == Op::VaeDecode {
+        job.params.output = Some(match single.get("output_type").map(String::as_str).unwrap_or("pt") {
+            "pt" => OutputFormat::Tensor,
+            "mp4" => OutputFormat::Mp4,
+            other => return Err(bad("unsupported-option", format!("output_type `{other}` is not supported for video; use pt or mp4"))),
+        });
+    }
+    Ok(RemoteCall { job, dtype, shape })
+}
+
+pub async fn decode(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    run(app, request, Op::VaeDecode).await
+}
+
+pub async fn encode(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    run(app, request, Op::VaeEncode).await
+}
+
+async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiError> {
+    let call = match admit(&app).await.and_then(|_| parse_call(&request, op, &app)) {
+        Ok(call) => call,
+        Err(e) => return Err(refuse_unread(request, e).await),
+    };
+    let name = if op == Op::VaeDecode { "latent" } else { "sample" };
+    let file = receive_tensor(&app, request, name, &call).await?;
+    if op == Op::VaeDecode {
+        check_latent_upload(&file.path, &call.job).await?;
+    }
+    // Subscribe before queueing so that the job's last change cannot be missed.
+    let mut changes = app.events.subscribe();
+    let job = enqueue(&app, file, call.job, None, 0.0).await?;
+    let job = wait_until_final(&app, job.id, &mut changes).await?;
+    match job.status {
+        JobStatus::Succeeded => respond_with_result(&job).await,
+        _ => {
+            let error = job.error.clone().unwrap_or(crate::jobs::JobError { code: "cancelled".into(), message: "the job was cancelled".into() });
+            let status = if error.code == "cancelled" { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
+            let body = serde_json::json!({ "error": { "code": error.code, "message": error.message, "job": job.id } });
+            Ok((status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response())
+        }
+    }
+}
+
+/// Streams the raw body behind a safetensors prefix, so the executor reads it like any tensor file.
+async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &RemoteCall) -> Result<TempUpload, ApiError> {
+    let expected = call.shape.iter().map(|d| *d as u64).product::<u64>() * call.dtype.size();
+    if expected > app.config.max_upload_bytes {
+        return Err(refuse_unread(request, ApiError::UploadTooLarge { limit: app.config.max_upload_bytes }).await);
+    }
+    let dir = app.uploads_dir();
+    tokio::fs::create_dir_all(&dir).await?;
+    let mut file = TempUpload::new(dir.join(format!("{}.part", Uuid::new_v4())), format!("{name}.safetensors"));
+    let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&file.path).await?);
+    out.write_all(&single_tensor_prefix(name, call.dtype, &call.shape, &BTreeMap::new())).await?;
+    let mut stream = request.into_body().into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| bad("upload-interrupted", format!("the upload broke off: {e}")))?;
+        file.bytes += chunk.len() as u64;
+        if file.bytes > expected {
+            break;
+        }
+        out.write_all(&chunk).await?;
+    }
+    out.flush().await?;
+    if file.bytes != expected {
+        return Err(bad(
+            "tensor-size-mismatch",
+            format!("the body has {} bytes; shape {:?} in {} needs {expected}", file.bytes, call.shape, call.dtype.torch_name()),
+        ));
+    }
+    Ok(file)
+}
+
+async fn wait_until_final(app: &AppState, id: Uuid, changes: &mut tokio::sync::broadcast::Receiver<Uuid>) -> Result<Job, ApiError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(app.config.job_timeout_s);
+    loop {
+        let job = app.store.get(id).await?.ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+        if job.status.is_terminal() {
+            return Ok(job);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(ApiError::Internal(format!("job {id} did not finish within job_timeout_s")));
+        }
+        // Re-read on any change, and now and then regardless (a missed or lagged announcement).
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            loop {
+                match changes.recv().await {
+                    Ok(changed) if changed == id => return,
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+                }
+            }
+        })
+        .await;
+    }
+}
+
+async fn respond_with_result(job: &Job) -> Result<Response, ApiError> {
+    let path = job.output_path.clone().ok_or_else(|| ApiError::Internal(format!("job {} has no output", job.id)))?;
+    let job_header = HeaderValue::from_str(&job.id.to_string()).expect("uuid is ascii");
+    if !path.ends_with(".safetensors") {
+        let file = tokio::fs::File::open(&path).await?;
+        let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+        let mut response = (StatusCode::OK, [(header::CONTENT_TYPE, "video/mp4")], body).into_response();
+        response.headers_mut().insert("x-vaebox-job", job_header);
+        return Ok(response);
+    }
+    let header_path = std::path::PathBuf::from(&path);
+    let parsed = tokio::task::spawn_blocking(move || safetensors::read_header(&header_path))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| ApiError::Internal(format!("result of job {}: {e}", job.id)))?;
+    let (_, entry) = parsed.tensors.into_iter().next().ok_or_else(|| ApiError::Internal("empty result tensor file".into()))?;
+    let mut file = tokio::fs::File::open(&path).await?;
+    file.seek(std::io::SeekFrom::Start(entry.start)).await?;
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file.take(entry.end - entry.start)));
+    let shape = serde_json::to_string(&entry.shape).expect("shape serializes");
+    let mut response = (StatusCode::OK, [(header::CONTENT_TYPE, "tensor/binary")], body).into_response();
+    let headers = response.headers_mut();
+    headers.insert("shape", HeaderValue::from_str(&shape).expect("digits and commas"));
+    headers.insert("dtype", HeaderValue::from_static(entry.dtype.torch_name()));
+    headers.insert("x-vaebox-job", job_header);
+    Ok(response)
+}

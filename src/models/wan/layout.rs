@@ -1,0 +1,26 @@
+//! Memory layout of 5-D activations and conv weights. tch has no memory-format API, but an
+//! NDHWC-contiguous tensor viewed as `[N, C, D, H, W]` is exactly torch's `channels_last_3d`, and
+//! libtorch (oneDNN on CPU) picks the format up from the strides.
+use tch::Tensor;
+
+use crate::models::ModelError;
+
+/// A copy of `x` with channels-last-3d strides (shape unchanged).
+pub fn to_channels_last(x: &Tensor) -> Result<Tensor, ModelError> {
+    Ok(x.f_permute([0, 2, 3, 4, 1])?.f_contiguous()?.f_permute([0, 4, 1, 2, 3])?)
+}
+
+/// A dense copy of a (possibly narrowed) tensor in the layout it already has. `contiguous()` would
+/// turn a channels-last slice into the default layout, and the next `cat` and conv would then reorder.
+pub fn dense_copy(x: &Tensor) -> Result<Tensor, ModelError> {
+    let mut copy = x.f_empty_like()?;
+    copy.f_copy_(x)?;
+    Ok(copy)
+}
+
+/// Whether `x` ([N, C, D, H, W]) has channels-last-3d strides.
+pub fn is_channels_last(x: &Tensor) -> bool {
+    let size = x.size();
+    let stride = x.stride();
+    size.len() == 5 && stride[1] == 1 && stride[4] == size[1] && stride[3] == size[1] * size[4]
+}
