@@ -10,6 +10,13 @@ fn main() -> anyhow::Result<()> {
     let rounds: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(3);
     let variants: Vec<&str> = args.get(4).map(|s| s.split(',').collect()).unwrap_or(vec!["cl", "nocl"]);
     tch::set_num_threads(2);
+    if std::env::var_os("PROFILE").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("vaebox=trace"))
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let _g = tch::no_grad_guard();
     let inputs: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(".cache/bench/wan2.1/input-seed0-9x128x128.safetensors")?.into_iter().collect();
     let opts = WanLoadOptions { kind, ..Default::default() };

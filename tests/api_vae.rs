@@ -18,6 +18,8 @@ fn models_dir(root: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join("vae")).unwrap();
     std::os::unix::fs::symlink(Path::new(REPO).join("models/realesrgan"), dir.join("realesrgan")).unwrap();
     std::fs::copy(WAN21_WEIGHTS, dir.join("vae").join(format!("{MODEL}.safetensors"))).unwrap();
+    // The same weights as GGUF, written by the `gguf` package during set-up.
+    std::fs::copy(Path::new(REPO).join(".cache/fixtures/wan21_gguf/F16.gguf"), dir.join("vae/wan21-gguf.gguf")).unwrap();
     dir
 }
 
@@ -70,6 +72,8 @@ async fn encode_decode_and_reconstruct_a_real_clip() {
     assert_eq!(wan["family"], "wan21");
     assert_eq!(wan["latent_channels"], 16);
     assert_eq!(wan["kind"], "vae");
+    let gguf = listed["models"].as_array().unwrap().iter().find(|m| m["name"] == "wan21-gguf").expect("the GGUF VAE is listed");
+    assert_eq!((gguf["family"].as_str(), gguf["latent_channels"].as_i64()), (Some("wan21"), Some(16)), "{gguf}");
 
     let body = std::fs::read(&clip).unwrap();
     let encoded = run_job(&client, &server, &format!("op=vae_encode&model={MODEL}&dtype=f32&filename=phone.mp4"), body.clone()).await;

@@ -273,3 +273,23 @@ fn wan22_layout_matches_diffusers() {
     println!("wan 2.2: streamed vs whole decode max abs difference = {error:e}");
     assert!(error <= STREAMING_ATOL, "streamed decode differs by {error:e}");
 }
+
+/// GGUF files written by the `gguf` package (llama.cpp's writer) from the reference weights, made by
+/// scripts/fixtures/to_gguf.py during `scripts/setup.sh --test`.
+const GGUF_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/fixtures/wan21_gguf");
+
+#[test]
+fn gguf_checkpoints_load_and_match_reference() {
+    let case = reference_tensors("case.safetensors");
+    let sample = case_tensor(&case, "sample");
+    let expected = case_tensor(&case, "latent_mu");
+    // F32 is lossless; F16/BF16 storage rounds the weights (≈ 2^-11 / 2^-8 relative), fp32 compute.
+    for (storage, tolerance) in [("F32", REFERENCE_ATOL), ("F16", 5e-3), ("BF16", 5e-2)] {
+        let path = Path::new(GGUF_DIR).join(format!("{storage}.gguf"));
+        assert!(path.exists(), "missing {} (run scripts/setup.sh --test)", path.display());
+        let vae = WanVae::load(&path, &WanLoadOptions::default()).expect("GGUF loads");
+        let error = max_abs_diff(&vae.encode(&sample).unwrap(), &expected);
+        println!("wan 2.1 from {storage} GGUF: encode max abs error vs reference = {error:e}");
+        assert!(error <= tolerance, "{storage}: {error:e}");
+    }
+}

@@ -1,5 +1,7 @@
 //! Model code: tch modules built from checkpoint files, one file per family.
 //! Everything here runs on the executor thread; nothing here is async.
+pub mod checkpoint;
+pub mod gguf;
 pub mod ncnn;
 pub mod realesrgan;
 pub mod registry;

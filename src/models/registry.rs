@@ -83,7 +83,8 @@ pub fn scan(models_dir: &Path) -> Vec<ModelEntry> {
         })
         .collect();
     let Ok(dir) = std::fs::read_dir(models_dir.join(VAE_DIR)) else { return entries };
-    let mut files: Vec<PathBuf> = dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "safetensors")).collect();
+    let mut files: Vec<PathBuf> =
+        dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "safetensors" || e == "gguf")).collect();
     files.sort();
     for path in files {
         let Some(name) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
@@ -141,16 +142,14 @@ pub struct ModelInfo {
     pub description: String,
 }
 
-/// Tensor names and shapes from a safetensors header, without reading the weights.
-fn safetensors_shapes(path: &Path) -> Option<BTreeMap<String, Vec<i64>>> {
-    let header = crate::media::safetensors::read_header(path).ok()?;
-    Some(header.tensors.into_iter().map(|(name, entry)| (name, entry.shape)).collect())
+fn tensor_shapes(path: &Path) -> Option<BTreeMap<String, Vec<i64>>> {
+    Some(crate::models::checkpoint::tensor_shapes(path).ok()?.into_iter().collect())
 }
 
 /// Wan uses RMS norms (`gamma`), SeedVR2 GroupNorms and MAGViT up-samplers (`upscale_conv`);
 /// Wan 2.2 patchifies its input, so its first convolution sees 12 channels instead of 3.
 fn detect_vae_family(path: &Path) -> Option<(Family, Option<i64>)> {
-    let shapes = safetensors_shapes(path)?;
+    let shapes = tensor_shapes(path)?;
     let has = |needle: &str| shapes.keys().any(|k| k.contains(needle));
     let input_channels = |keys: [&str; 2]| keys.iter().find_map(|k| shapes.get(*k)).and_then(|s| s.get(1).copied());
     let latent_channels = input_channels(["decoder.conv_in.weight", "decoder.conv1.weight"]);

@@ -1,2 +1,5 @@
-//! Tile planning and tiled execution: spatial tiles with overlap and blending.
+//! Tile planning and tiled execution: exact tiles for the upscaler (`spatial`), blended overlapping
+//! tiles for the VAEs (`grid`, `blend`, `vae_tiles`), and the memory model that picks them (`planner`).
+pub mod blend;
+pub mod grid;
 pub mod spatial;

@@ -5,7 +5,6 @@ pub mod config;
 mod conv;
 mod decoder;
 mod encoder;
-pub mod gguf;
 mod resample;
 mod stream;
 mod vae;

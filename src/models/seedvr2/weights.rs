@@ -5,7 +5,6 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
-use super::gguf;
 pub use crate::models::wan::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
@@ -17,11 +16,7 @@ const DEPRECATED_ATTENTION_NAMES: [(&str, &str); 4] =
 /// cast to `kind` as modules take them.
 pub fn read(path: &Path, device: Device, kind: Kind) -> Result<Weights, ModelError> {
     std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-    let tensors = if gguf::is_gguf(path) {
-        gguf::read(path)?
-    } else {
-        Tensor::read_safetensors(path).map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })?
-    };
+    let tensors = crate::models::checkpoint::read_tensors(path)?;
     from_tensors(path, tensors, device, kind)
 }
 

@@ -25,11 +25,10 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Reads a safetensors file (fp32/fp16/bf16) in either naming scheme.
+    /// Reads a safetensors or GGUF file (fp32/fp16/bf16, GGUF also Q8_0) in either naming scheme.
     pub fn read(path: &Path, device: Device, kind: Kind) -> Result<Self, ModelError> {
         std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-        let tensors = Tensor::read_safetensors(path)
-            .map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
+        let tensors = crate::models::checkpoint::read_tensors(path)?;
         Self::from_tensors(path, tensors, device, kind)
     }
 

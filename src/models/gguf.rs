@@ -136,7 +136,36 @@ pub fn read(path: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {
     parse(&bytes).map_err(|reason| ModelError::Format { path: path.to_path_buf(), reason })
 }
 
-fn parse(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
+/// Names and PyTorch shapes, from the header alone (a model listing must not read gigabytes).
+pub fn shapes(path: &Path) -> Result<Vec<(String, Vec<i64>)>, ModelError> {
+    use std::io::Read;
+    let mut prefix = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(HEADER_READ_LIMIT).read_to_end(&mut prefix))
+        .map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    let header = parse_header(&prefix).map_err(|reason| ModelError::Format { path: path.to_path_buf(), reason })?;
+    Ok(header.infos.iter().map(|info| (info.name.clone(), header.torch_shape(info))).collect())
+}
+
+/// VAE checkpoints have a few hundred tensors; their GGUF headers are far smaller than this.
+const HEADER_READ_LIMIT: u64 = 64 << 20;
+
+struct GgufHeader {
+    infos: Vec<TensorInfo>,
+    metadata: HashMap<String, Value>,
+    data_start: u64,
+}
+
+impl GgufHeader {
+    fn torch_shape(&self, info: &TensorInfo) -> Vec<i64> {
+        match self.metadata.get(&format!("{ORIG_SHAPE_PREFIX}{}", info.name)) {
+            Some(Value::IntArray(shape)) => shape.clone(),
+            _ => info.dims.iter().rev().copied().collect(),
+        }
+    }
+}
+
+fn parse_header(bytes: &[u8]) -> Result<GgufHeader, String> {
     let mut cursor = Cursor { bytes, pos: 0 };
     if cursor.take(4)? != GGUF_MAGIC {
         return Err("not a GGUF file".into());
@@ -167,15 +196,17 @@ fn parse(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
         _ => DEFAULT_ALIGNMENT,
     };
     let data_start = (cursor.pos as u64).div_ceil(alignment) * alignment;
+    Ok(GgufHeader { infos, metadata, data_start })
+}
 
-    infos
-        .into_iter()
+fn parse(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
+    let header = parse_header(bytes)?;
+    let data_start = header.data_start;
+    header
+        .infos
+        .iter()
         .map(|info| {
-            let stored: Vec<i64> = info.dims.iter().rev().copied().collect();
-            let shape = match metadata.get(&format!("{ORIG_SHAPE_PREFIX}{}", info.name)) {
-                Some(Value::IntArray(shape)) => shape.clone(),
-                _ => stored,
-            };
+            let shape = header.torch_shape(info);
             let elements = shape.iter().product::<i64>() as usize;
             if elements != info.dims.iter().product::<i64>() as usize || (info.kind == TensorType::Q8_0 && elements % Q8_0_BLOCK != 0) {
                 return Err(format!("tensor `{}`: shape {shape:?} does not fit its stored dimensions {:?}", info.name, info.dims));
@@ -185,7 +216,7 @@ fn parse(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
                 .get(start..start + info.kind.bytes_for(elements))
                 .ok_or_else(|| format!("tensor `{}`: data runs past the end of the file", info.name))?;
             let tensor = decode(data, info.kind, elements).map_err(|e| format!("tensor `{}`: {e}", info.name))?;
-            Ok((info.name, tensor.f_reshape(&shape).map_err(|e| e.to_string())?))
+            Ok((info.name.clone(), tensor.f_reshape(&shape).map_err(|e| e.to_string())?))
         })
         .collect()
 }

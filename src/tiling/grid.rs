@@ -1,0 +1,107 @@
+//! Where the overlapping tiles of a VAE's spatial tiling sit, in latent cells. Pure geometry; the
+//! pixel side is the latent side times the model's spatial factor.
+use serde::{Deserialize, Serialize};
+
+use super::spatial::Span;
+
+/// A spatial tiling of the latent grid: square tiles of `tile_latent` cells that overlap their
+/// neighbours by at least `overlap_latent` cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpatialTiles {
+    pub tile_latent: i64,
+    pub overlap_latent: i64,
+}
+
+/// Tile spans along both axes; tile `(r, c)` covers `rows[r] × cols[c]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TileGrid {
+    pub rows: Vec<Span>,
+    pub cols: Vec<Span>,
+}
+
+impl TileGrid {
+    /// `None` (or tiles at least as large as the grid) gives one tile covering everything.
+    pub fn new(latent_height: i64, latent_width: i64, tiles: Option<&SpatialTiles>) -> TileGrid {
+        let (tile, overlap) = tiles.map_or((0, 0), |t| (t.tile_latent, t.overlap_latent));
+        TileGrid { rows: axis_spans(latent_height, tile, overlap), cols: axis_spans(latent_width, tile, overlap) }
+    }
+
+    pub fn is_single(&self) -> bool {
+        self.rows.len() == 1 && self.cols.len() == 1
+    }
+
+    pub fn count(&self) -> usize {
+        self.rows.len() * self.cols.len()
+    }
+
+    /// Row-major `(rows, cols)` of every tile.
+    pub fn tiles(&self) -> impl Iterator<Item = (Span, Span)> + '_ {
+        self.rows.iter().flat_map(move |&r| self.cols.iter().map(move |&c| (r, c)))
+    }
+}
+
+/// The fewest tiles of length `tile` that cover `[0, len)` with at least `overlap` shared cells between
+/// neighbours, spread evenly so the first starts at 0 and the last ends at `len` (every tile is full
+/// size, so every tile costs the same and none is a sliver that adds only a few edge cells).
+pub fn axis_spans(len: i64, tile: i64, overlap: i64) -> Vec<Span> {
+    if len <= 0 {
+        return Vec::new();
+    }
+    if tile <= 0 || tile >= len {
+        return vec![Span { start: 0, end: len }];
+    }
+    // More than half a tile of overlap would let a tile's neighbours cover it entirely.
+    let overlap = overlap.clamp(0, tile / 2);
+    let step = tile - overlap;
+    let count = (len - overlap + step - 1) / step;
+    (0..count)
+        .map(|i| {
+            let start = i * (len - tile) / (count - 1);
+            Span { start, end: start + tile }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_tile_when_it_fits() {
+        assert_eq!(axis_spans(16, 16, 4), vec![Span { start: 0, end: 16 }]);
+        assert_eq!(axis_spans(16, 0, 4), vec![Span { start: 0, end: 16 }]);
+        assert!(TileGrid::new(16, 24, Some(&SpatialTiles { tile_latent: 32, overlap_latent: 8 })).is_single());
+        assert!(TileGrid::new(16, 24, None).is_single());
+    }
+
+    #[test]
+    fn tiles_cover_with_the_requested_overlap_and_no_spare_tile() {
+        for len in [5, 16, 24, 33, 90] {
+            for (tile, overlap) in [(4, 1), (8, 2), (10, 4), (12, 6), (7, 0)] {
+                let spans = axis_spans(len, tile, overlap);
+                if tile >= len {
+                    continue;
+                }
+                assert_eq!(spans.first().unwrap().start, 0);
+                assert_eq!(spans.last().unwrap().end, len);
+                for pair in spans.windows(2) {
+                    let shared = pair[0].end - pair[1].start;
+                    assert!(shared >= overlap.min(tile / 2), "{len} {tile} {overlap}: {spans:?}");
+                    assert!(pair[1].start > pair[0].start);
+                }
+                assert!(spans.iter().all(|s| s.len() == tile));
+                // One tile fewer could not cover the axis with that overlap.
+                let fewer = spans.len() as i64 - 1;
+                assert!(fewer * tile - (fewer - 1).max(0) * overlap.min(tile / 2) < len, "{len} {tile} {overlap}: {spans:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn example_layout() {
+        let grid = TileGrid::new(16, 24, Some(&SpatialTiles { tile_latent: 10, overlap_latent: 4 }));
+        assert_eq!(grid.rows, vec![Span { start: 0, end: 10 }, Span { start: 6, end: 16 }]);
+        assert_eq!(grid.cols.iter().map(|s| s.start).collect::<Vec<_>>(), vec![0, 4, 9, 14]);
+        assert_eq!(grid.count(), 8);
+    }
+}
