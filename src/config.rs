@@ -21,7 +21,7 @@ pub struct Config {
     pub database: PathBuf,
     /// `auto` (first CUDA device if any, else CPU), `cpu`, `cuda` or `cuda:N`.
     pub device: String,
-    /// Compute precision when a job does not ask: `auto` (bf16 on CUDA and on CPUs with AVX512-BF16), `f32`, `bf16`.
+    /// Compute precision when a job does not ask: `auto` (bf16 on CUDA and on CPUs with AVX512-BF16), `f32`, `bf16`, `f16`.
     pub dtype: String,
     /// libtorch intra-op threads; 0 keeps libtorch's default (one per core).
     pub threads: i32,
@@ -123,7 +123,7 @@ impl Config {
             return invalid("device", "expected auto, cpu, cuda or cuda:N");
         }
         if crate::device::DtypeChoice::parse(&self.dtype).is_none() {
-            return invalid("dtype", "expected auto, f32 or bf16");
+            return invalid("dtype", "expected auto, f32, bf16 or f16");
         }
         if self.max_upload_bytes == 0 || self.max_width == 0 || self.max_height == 0 || self.max_frames == 0 {
             return invalid("max_*", "input limits must be positive");

@@ -24,6 +24,7 @@ pub enum DtypeChoice {
     Auto,
     F32,
     Bf16,
+    F16,
 }
 
 impl DtypeChoice {
@@ -32,6 +33,7 @@ impl DtypeChoice {
             "auto" => Some(DtypeChoice::Auto),
             "f32" | "fp32" | "float32" => Some(DtypeChoice::F32),
             "bf16" | "bfloat16" => Some(DtypeChoice::Bf16),
+            "f16" | "fp16" | "float16" | "half" => Some(DtypeChoice::F16),
             _ => None,
         }
     }
@@ -41,6 +43,7 @@ impl DtypeChoice {
         match self {
             DtypeChoice::F32 => Kind::Float,
             DtypeChoice::Bf16 => Kind::BFloat16,
+            DtypeChoice::F16 => Kind::Half,
             DtypeChoice::Auto if device.is_cuda() || cpu_has_native_bf16() => Kind::BFloat16,
             DtypeChoice::Auto => Kind::Float,
         }

@@ -50,7 +50,7 @@ struct RunArgs {
     output: PathBuf,
     #[arg(long, default_value_t = 4)]
     scale: i64,
-    /// auto, f32 or bf16
+    /// auto, f32, bf16 or f16
     #[arg(long, default_value = "auto")]
     dtype: String,
     /// Input tile side in pixels (0 = whole frames); default from the config.
@@ -160,7 +160,7 @@ fn draw_progress_bar(p: &Progress) {
 
 async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     let Some(op) = Op::parse(&args.op) else { bail!("unknown op `{}`", args.op) };
-    let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32 or bf16") };
+    let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32, bf16 or f16") };
     if registry::find(&config.models_dir, &args.model).is_none() {
         bail!("unknown model `{}`", args.model);
     }
@@ -173,6 +173,7 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         "bytes": outcome.output_bytes,
         "timings": outcome.timings,
         "plan": outcome.plan,
+        "metrics": outcome.metrics,
     }))?);
     Ok(())
 }

@@ -151,7 +151,8 @@ async fn normalised_latents_and_comfyui_latents_decode() {
     let comfy = dir.path().join("x.latent");
     let values: Vec<f32> = (0..16 * 2 * 4 * 6).map(|i| ((i % 13) as f32 - 6.0) / 6.0).collect();
     write_safetensors(&comfy, "latent_tensor", &[1, 16, 2, 4, 6], &values, Value::Null);
-    let job = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&filename=x.latent"), std::fs::read(&comfy).unwrap()).await;
+    let job = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&filename=x.latent&dtype=f16"), std::fs::read(&comfy).unwrap()).await;
+    assert_eq!(job["timings"]["dtype"], "f16", "the precision that ran is recorded");
     let path = dir.path().join("comfy.mp4");
     std::fs::write(&path, fetch(&client, &server, &job).await).unwrap();
     let probed = ffprobe(&path);

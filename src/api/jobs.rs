@@ -80,7 +80,7 @@ impl JobRequest {
         let dtype = match fields.get("dtype") {
             None => DtypeChoice::Auto,
             Some(raw) => DtypeChoice::parse(raw)
-                .ok_or_else(|| ApiError::bad_request("invalid-dtype", format!("dtype `{raw}` is not one of auto, f32, bf16")))?,
+                .ok_or_else(|| ApiError::bad_request("invalid-dtype", format!("dtype `{raw}` is not one of auto, f32, bf16, f16")))?,
         };
         let tile = match fields.get("tile") {
             None => None,

@@ -121,7 +121,7 @@ impl ModelEntry {
             latent_channels: self.latent_channels,
             ops: self.ops.iter().map(|op| op.as_str()).collect(),
             scales: self.scales.clone(),
-            dtypes: vec!["f32", "bf16"],
+            dtypes: vec!["f32", "bf16", "f16"],
             present: self.present(),
             description: self.description.clone(),
         }

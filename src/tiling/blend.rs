@@ -162,7 +162,8 @@ impl BlendAccumulator {
     }
 
     pub fn add(&mut self, tile_output: &Tensor, tile: &BlendTile) -> Result<(), ModelError> {
-        let weighted = tile_output.f_to_kind(Kind::Float)?.f_mul(&tile.weight)?;
+        // Weights live where the layout was made; a no-op when that is the output's device already.
+        let weighted = tile_output.f_to_kind(Kind::Float)?.f_mul(&tile.weight.f_to_device(self.sum.device())?)?;
         let _ = self
             .sum
             .f_narrow(3, tile.rows.start, tile.rows.len())?

@@ -3,3 +3,4 @@
 pub mod blend;
 pub mod grid;
 pub mod spatial;
+pub mod vae_tiles;

@@ -1,0 +1,144 @@
+//! Spatially tiled VAE streams: one ordinary `VaeDecoder`/`VaeEncoder` per tile, each carrying its own
+//! causal cache across time chunks, blended with raised-cosine weights — in pixel space for decode,
+//! in latent space for encode. `push` has the signature of the untiled stream, so the executor can
+//! swap one for the other; with a single tile they are the untiled stream itself.
+use tch::Tensor;
+
+use super::blend::{BlendAccumulator, TileBlender};
+use super::grid::{SpatialTiles, TileGrid};
+use super::spatial::Span;
+use crate::models::vae::{VaeDecoder, VaeEncoder, VideoVae};
+use crate::models::ModelError;
+
+/// The layout is fixed by the first push: the frame size of a stream does not change.
+struct Layout {
+    latent_height: i64,
+    latent_width: i64,
+    /// Latent spans of each kept tile, row-major, matching the blender's kept entries.
+    tiles: Vec<(usize, Span, Span)>,
+    blender: TileBlender,
+}
+
+impl Layout {
+    /// `output_scale`: output cells per latent cell (the spatial factor for decode, 1 for encode).
+    fn new(latent_height: i64, latent_width: i64, tiles: Option<&SpatialTiles>, output_scale: i64, device: tch::Device) -> Layout {
+        let grid = TileGrid::new(latent_height, latent_width, tiles);
+        let scale = |spans: &[Span]| spans.iter().map(|s| Span { start: s.start * output_scale, end: s.end * output_scale }).collect::<Vec<_>>();
+        let blender = TileBlender::new(&scale(&grid.rows), &scale(&grid.cols), device);
+        let kept = blender.kept();
+        let tiles = grid.tiles().enumerate().filter(|(i, _)| kept[*i]).map(|(i, (r, c))| (i, r, c)).collect();
+        Layout { latent_height, latent_width, tiles, blender }
+    }
+
+    fn check(&self, latent_height: i64, latent_width: i64) -> Result<(), ModelError> {
+        if (latent_height, latent_width) != (self.latent_height, self.latent_width) {
+            return Err(ModelError::Unsupported {
+                model: "tiled VAE stream".into(),
+                what: format!(
+                    "a frame size change mid-stream ({}×{} latent cells, then {latent_height}×{latent_width})",
+                    self.latent_height, self.latent_width
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn narrow_hw(x: &Tensor, rows: Span, cols: Span, scale: i64) -> Result<Tensor, ModelError> {
+    Ok(x.f_narrow(3, rows.start * scale, rows.len() * scale)?.f_narrow(4, cols.start * scale, cols.len() * scale)?)
+}
+
+/// Latent frames in, pixel frames out, tile by tile. Output is Float (blended tiles) or the model's
+/// own output (one tile).
+pub struct TiledDecoder<'a> {
+    vae: &'a VideoVae,
+    tiles: Option<SpatialTiles>,
+    layout: Option<Layout>,
+    streams: Vec<VaeDecoder<'a>>,
+}
+
+impl<'a> TiledDecoder<'a> {
+    /// `tiles: None` is the untiled stream.
+    pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledDecoder<'a> {
+        TiledDecoder { vae, tiles, layout: None, streams: Vec::new() }
+    }
+
+    /// Tiles actually run per push (known after the first push).
+    pub fn tile_count(&self) -> usize {
+        self.layout.as_ref().map_or(0, |l| l.tiles.len())
+    }
+
+    /// `latent`: `[1, C, t, h, w]`; returns `[1, 3, n, s·h, s·w]` as the untiled decoder does.
+    pub fn push(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        let (_, _, _, h, w) = latent.size5()?;
+        let factor = self.vae.spatial_factor();
+        if self.layout.is_none() {
+            let layout = Layout::new(h, w, self.tiles.as_ref(), factor, latent.device());
+            self.streams = layout.tiles.iter().map(|_| self.vae.decoder()).collect();
+            self.layout = Some(layout);
+        }
+        let layout = self.layout.as_ref().expect("set above");
+        layout.check(h, w)?;
+        if let [_single] = layout.tiles.as_slice() {
+            return self.streams[0].push(latent);
+        }
+        let mut sum: Option<BlendAccumulator> = None;
+        for ((index, rows, cols), stream) in layout.tiles.iter().zip(&mut self.streams) {
+            let _span = tracing::trace_span!("decode_tile", row = rows.start, col = cols.start).entered();
+            let pixels = stream.push(&narrow_hw(latent, *rows, *cols, 1)?)?;
+            let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&pixels, h * factor, w * factor));
+            sum.add(&pixels, layout.blender.tile(*index).expect("kept tile"))?;
+        }
+        Ok(sum.expect("at least two tiles").finish())
+    }
+}
+
+/// Pixel frames in, latent frames out, tile by tile; any push size, as the untiled encoder.
+pub struct TiledEncoder<'a> {
+    vae: &'a VideoVae,
+    tiles: Option<SpatialTiles>,
+    layout: Option<Layout>,
+    streams: Vec<VaeEncoder<'a>>,
+}
+
+impl<'a> TiledEncoder<'a> {
+    pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledEncoder<'a> {
+        TiledEncoder { vae, tiles, layout: None, streams: Vec::new() }
+    }
+
+    pub fn tile_count(&self) -> usize {
+        self.layout.as_ref().map_or(0, |l| l.tiles.len())
+    }
+
+    /// `frames`: `[1, 3, n, H, W]` in [-1, 1], H and W multiples of the spatial factor.
+    pub fn push(&mut self, frames: &Tensor) -> Result<Option<Tensor>, ModelError> {
+        let (_, _, _, height, width) = frames.size5()?;
+        let factor = self.vae.spatial_factor();
+        if height % factor != 0 || width % factor != 0 {
+            return Err(ModelError::Unsupported {
+                model: "tiled VAE encoder".into(),
+                what: format!("frames of {height}×{width} (pad to a multiple of {factor} first)"),
+            });
+        }
+        let (h, w) = (height / factor, width / factor);
+        if self.layout.is_none() {
+            let layout = Layout::new(h, w, self.tiles.as_ref(), 1, frames.device());
+            self.streams = layout.tiles.iter().map(|_| self.vae.encoder()).collect();
+            self.layout = Some(layout);
+        }
+        let layout = self.layout.as_ref().expect("set above");
+        layout.check(h, w)?;
+        if let [_single] = layout.tiles.as_slice() {
+            return self.streams[0].push(frames);
+        }
+        let mut sum: Option<BlendAccumulator> = None;
+        for ((index, rows, cols), stream) in layout.tiles.iter().zip(&mut self.streams) {
+            let _span = tracing::trace_span!("encode_tile", row = rows.start, col = cols.start).entered();
+            // Every tile buffers the same frames, so they all complete latent frames on the same push.
+            let Some(latent) = stream.push(&narrow_hw(frames, *rows, *cols, factor)?)? else { continue };
+            let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&latent, h, w));
+            sum.add(&latent, layout.blender.tile(*index).expect("kept tile"))?;
+        }
+        Ok(sum.map(BlendAccumulator::finish))
+    }
+}
