@@ -1,9 +1,12 @@
 //! SeedVR2 VAE against the reference case produced by the original SeedVR2 code
 //! (../shared/reference/seedvr2, small random weights), plus temporal slicing, the full-size
 //! checkpoint layout, naming and bad-checkpoint checks.
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use common::tensors::{max_abs_diff, read_tensor_map};
 use tch::{Device, Kind, Tensor};
 use vaebox::models::seedvr2::{scale_latent, unscale_latent, SeedVr2Config, SeedVr2LoadOptions, SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
 use vaebox::models::ModelError;
@@ -19,7 +22,7 @@ fn reference_path(name: &str) -> PathBuf {
 }
 
 fn reference_tensors(name: &str) -> BTreeMap<String, Tensor> {
-    Tensor::read_safetensors(reference_path(name)).expect("reference file readable").into_iter().collect()
+    read_tensor_map(&reference_path(name))
 }
 
 fn case_tensor(case: &BTreeMap<String, Tensor>, name: &str) -> Tensor {
@@ -30,10 +33,6 @@ fn load_reference_vae() -> SeedVr2Vae {
     SeedVr2Vae::load(&reference_path("small_weights.safetensors"), &SeedVr2LoadOptions::default()).expect("reference weights load")
 }
 
-fn max_abs_diff(actual: &Tensor, expected: &Tensor) -> f64 {
-    assert_eq!(actual.size(), expected.size(), "shape mismatch");
-    (actual.to_kind(Kind::Double) - expected.to_kind(Kind::Double)).abs().max().double_value(&[])
-}
 
 /// Measures, prints and bounds one difference.
 fn check(label: &str, actual: &Tensor, expected: &Tensor, bound: f64) -> f64 {

@@ -1,8 +1,11 @@
 //! Wan 2.1 VAE against the reference case produced by the original Wan code (../shared/reference/wan21_original,
 //! cross-checked bit-exact against diffusers), plus chunked-streaming, naming and bad-checkpoint checks.
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use common::tensors::{max_abs_diff, read_tensor_map};
 use tch::{Device, Kind, Tensor};
 use vaebox::models::wan::keymap::{self, DecoderLayout};
 use vaebox::models::wan::{WanConfig, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
@@ -19,7 +22,7 @@ fn reference_path(name: &str) -> PathBuf {
 }
 
 fn reference_tensors(name: &str) -> BTreeMap<String, Tensor> {
-    Tensor::read_safetensors(reference_path(name)).expect("reference file readable").into_iter().collect()
+    read_tensor_map(&reference_path(name))
 }
 
 fn case_tensor(case: &BTreeMap<String, Tensor>, name: &str) -> Tensor {
@@ -30,10 +33,6 @@ fn load_reference_vae() -> WanVae {
     WanVae::load(&reference_path("weights.safetensors"), &WanLoadOptions::default()).expect("reference weights load")
 }
 
-fn max_abs_diff(actual: &Tensor, expected: &Tensor) -> f64 {
-    assert_eq!(actual.size(), expected.size(), "shape mismatch");
-    (actual.to_kind(Kind::Double) - expected.to_kind(Kind::Double)).abs().max().double_value(&[])
-}
 
 fn reference_keymap() -> Vec<(String, String)> {
     let text = std::fs::read_to_string(reference_path("keymap_original_to_diffusers.json")).expect("keymap readable");

@@ -2,6 +2,8 @@
 //! make real clips with ffmpeg from the real test media, and check outputs with ffprobe.
 #![allow(dead_code)]
 
+pub mod tensors;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
