@@ -26,17 +26,17 @@ fn main() -> anyhow::Result<()> {
         let tuning = WanTuning { channels_last: v.contains("cl") && !v.contains("nocl") };
         models.push((v.to_string(), WanVae::load_tuned(path, &opts, &tuning)?));
     }
-    let run = |vae: &WanVae, old_norm: bool| -> anyhow::Result<(f64, Tensor)> {
+    let run = |vae: &WanVae, old_norm: bool, whole: bool| -> anyhow::Result<(f64, Tensor)> {
         if old_norm { std::env::set_var("WAN_OLD_NORM", "1") } else { std::env::remove_var("WAN_OLD_NORM") }
         let t = Instant::now();
-        let out = if op == "encode" { vae.encode(&inputs["video"].to_kind(kind))? } else { vae.decode(&inputs["latent"].to_kind(kind))? };
+        let out = if op == "encode" { vae.encode(&inputs["video"].to_kind(kind))? } else if whole { vae.decoder_stream().push(&inputs["latent"].to_kind(kind))? } else { vae.decode(&inputs["latent"].to_kind(kind))? };
         Ok((t.elapsed().as_secs_f64(), out))
     };
     let mut times = vec![Vec::new(); models.len()];
     let mut outs = Vec::new();
     for round in 0..=rounds {
         for (i, (name, vae)) in models.iter().enumerate() {
-            let (s, out) = run(vae, name.contains("old"))?;
+            let (s, out) = run(vae, name.contains("old"), name.contains("whole"))?;
             if round > 0 { times[i].push(s); } else { outs.push(out); }
             eprintln!("round {round} {name}: {s:.3}");
         }

@@ -84,6 +84,19 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    // libtorch errors surface as panics carrying a whole C++ backtrace; the executor recovers from
+    // them (see executor/mod.rs), so the log gets one line instead of a page.
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("panic");
+        let short: String = message.split("\\nframe #0").next().unwrap_or(message).chars().take(300).collect();
+        let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+        tracing::error!(thread, location = %info.location().map(|l| l.to_string()).unwrap_or_default(), "panic: {short}");
+    }));
     let config = Config::load(cli.config.as_deref()).context("invalid configuration")?;
     let runtime = tokio::runtime::Runtime::new()?;
     match cli.command.unwrap_or(Command::Serve) {

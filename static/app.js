@@ -39,7 +39,7 @@
     streams: new Map(),   // id -> EventSource
     streamFailures: new Map(),
     openDetails: new Set(), // "<id>:<section>" of <details> the user opened
-    cards: new Map(),     // id -> { el, sig }
+    cards: new Map(),     // id -> { el, sigs, nodes } (per-section signatures and DOM nodes)
     pollTimer: null,
   };
 
@@ -186,7 +186,7 @@
       }
       if (hz.status && hz.status !== "ok") parts.unshift(h("strong", { text: hz.status }));
       if (hz.version) parts.push(h("span", { class: "hz-item muted", text: `v${hz.version}` }));
-      text.replaceChildren(...parts);
+      text.replaceChildren(...parts.flatMap((n, i) => (i ? [" ", n] : [n])));
     } catch (e) {
       box.dataset.state = "down";
       text.replaceChildren(h("strong", { text: "unreachable" }), " ", h("span", { class: "muted", text: e.code === "network-error" ? "" : `${e.code}` }));
@@ -265,7 +265,8 @@
     prefs = prefs && prefs.op !== undefined ? prefs : {};
     const m = currentModel();
     const op = $("op").value;
-    $("model-desc").textContent = m ? (m.description || "") : "";
+    $("model-desc").textContent = !m ? (state.models.length ? "No model offers this operation." : "")
+      : m.present === false ? `Not installed on the server. ${m.description || ""}` : (m.description || "");
     const scaleField = $("scale-field");
     const showScale = op === "upscale";
     scaleField.hidden = !showScale;
@@ -387,7 +388,7 @@
       txt.textContent = `${Math.round(frac * 100)}% · ${fmtBytes(e.loaded)} / ${fmtBytes(tot)} · ${fmtBytes(rate)}/s` +
         (frac < 1 && isNum(eta) ? ` · ${fmtDuration(eta)} left` : "");
     });
-    xhr.upload.addEventListener("load", () => { bar.removeAttribute("value"); txt.textContent = "Uploaded; server is probing the file…"; });
+    xhr.upload.addEventListener("load", () => { bar.removeAttribute("value"); txt.textContent = "Upload complete; waiting for the server…"; });
 
     const done = () => { state.xhr = null; updateSubmit(); };
     xhr.addEventListener("load", () => {
@@ -619,28 +620,14 @@
       h("tbody", null, rows.map(([k, v]) => h("tr", null, h("th", { scope: "row", text: k }), h("td", { text: v })))));
   }
 
-  function detailsBlock(job, key, title, body) {
-    const d = h("details", { class: "block", "data-key": key, open: state.openDetails.has(`${job.id}:${key}`) },
-      h("summary", { text: title }), body);
-    d.addEventListener("toggle", () => {
-      const k = `${job.id}:${key}`;
-      if (d.open) state.openDetails.add(k); else state.openDetails.delete(k);
-    });
-    return d;
-  }
+  // A card is a list of sections; each section is rebuilt only when its own data changes,
+  // so buttons under the pointer are not swapped out on every progress event.
+  function titleOf(job) { return (job.input && job.input.file_name) || shortId(job.id); }
 
-  function jobSignature(job) {
-    return JSON.stringify(job);
-  }
-
-  function buildCard(job) {
+  function buildTop(job) {
     const st = job.status || "unknown";
-    const frac = fractionOf(job);
-    const p = job.progress || {};
     const params = job.params || {};
-    const input = job.input || {};
-    const title = input.file_name || shortId(job.id);
-
+    const title = titleOf(job);
     const head = h("div", { class: "job-head" },
       h("span", { class: `badge st-${st}`, text: st }),
       h("h3", { class: "job-title", title }, title),
@@ -663,33 +650,37 @@
     if (TERMINAL.has(st)) {
       actions.append(h("button", { type: "button", class: "danger", onclick: (e) => deleteJob(job.id, e.currentTarget), "aria-label": `Delete job ${title}` }, "Delete"));
     }
+    return h("div", { class: "job-top" }, head, actions);
+  }
 
-    const body = [];
-    // progress
-    if (st === "running" || (st === "queued" && frac)) {
-      const eta = etaOf(job);
-      const started = parseTime(job.started_at);
-      const label = [
-        frac !== null ? `${(frac * 100).toFixed(1)}%` : "working…",
-        isNum(p.done) && isNum(p.total) ? `${p.done} / ${p.total} ${p.unit || ""}`.trim() : null,
-        eta !== null ? `ETA ${fmtDuration(eta)}` : null,
-      ].filter(Boolean).join(" · ");
-      const prog = h("progress", { max: "1", "aria-label": `Progress of ${title}` });
-      if (frac !== null) prog.value = frac;
-      body.push(h("div", { class: "job-progress" }, prog,
-        h("span", { class: "progress-text" }, label,
-          started ? h("span", { class: "muted" }, " · elapsed ", h("span", { class: "elapsed", "data-since": job.started_at, text: fmtDuration((Date.now() - started.getTime()) / 1000) })) : null)));
-    } else if (st === "queued") {
-      body.push(h("p", { class: "muted small", text: "Waiting in queue…" }));
-    }
+  function buildProgress(job) {
+    const st = job.status;
+    const frac = fractionOf(job);
+    if (!(st === "running" || (st === "queued" && frac))) return null;
+    const p = job.progress || {};
+    const eta = etaOf(job);
+    const started = parseTime(job.started_at);
+    const label = [
+      frac !== null ? `${(frac * 100).toFixed(1)}%` : "working…",
+      isNum(p.done) && isNum(p.total) ? `${p.done} / ${p.total} ${p.unit || ""}`.trim() : null,
+      eta !== null ? `ETA ${fmtDuration(eta)}` : null,
+    ].filter(Boolean).join(" · ");
+    const prog = h("progress", { max: "1", "aria-label": `Progress of ${titleOf(job)}` });
+    if (frac !== null) prog.value = frac;
+    return h("div", { class: "job-progress" }, prog,
+      h("span", { class: "progress-text" }, label,
+        started ? h("span", { class: "muted" }, " · elapsed ",
+          h("span", { class: "elapsed", "data-since": job.started_at, text: fmtDuration((Date.now() - started.getTime()) / 1000) })) : null));
+  }
 
-    // error
-    if (job.error) {
-      body.push(h("div", { class: "error-box job-error", role: "note" },
-        h("code", { class: "err-code", text: job.error.code || "error" }), " ", job.error.message || ""));
-    }
+  function buildError(job) {
+    if (!job.error) return null;
+    return h("div", { class: "error-box job-error", role: "note" },
+      h("code", { class: "err-code", text: job.error.code || "error" }), " ", job.error.message || "");
+  }
 
-    // input / output summary
+  function buildFacts(job) {
+    const input = job.input || {};
     const facts = h("dl", { class: "facts" });
     const addFact = (k, ...v) => { facts.append(h("dt", { text: k }), h("dd", null, ...v)); };
     addFact("Input", input.file_name || DASH, " ", h("span", { class: "muted", text: fmtBytes(input.bytes) }),
@@ -697,7 +688,7 @@
     if (job.output) {
       const o = job.output;
       addFact("Output",
-        o.url ? h("a", { href: o.url, download: o.file_name || "" , text: o.file_name || "result" }) : (o.file_name || DASH),
+        o.url ? h("a", { href: o.url, download: o.file_name || "", text: o.file_name || "result" }) : (o.file_name || DASH),
         " ", h("span", { class: "muted", text: fmtBytes(o.bytes) }),
         o.media ? h("span", { class: "media", text: fmtMedia(o.media) }) : null);
     }
@@ -705,67 +696,119 @@
       job.started_at ? h("span", { class: "muted", text: ` · started ${fmtTime(job.started_at)}` }) : null,
       job.finished_at ? h("span", { class: "muted", text: ` · finished ${fmtTime(job.finished_at)}` }) : null);
     addFact("ID", h("code", { class: "id", text: job.id }));
-    body.push(facts);
+    return facts;
+  }
 
-    // timings
-    const timings = job.timings;
-    if (timings && typeof timings === "object" && (Object.keys(timings).length || st === "running")) {
-      const keys = [...TIMING_KEYS, ...Object.keys(timings).filter((k) => !TIMING_KEYS.includes(k))];
-      const rows = keys.map((k) => [TIMING_LABELS[k] || k, timingValue(k, timings[k])]);
-      body.push(detailsBlock(job, "timings", `Timings${isNum(timings.total) ? ` — ${fmtSec(timings.total)}` : ""}`, kvTable("Timings", rows)));
-    } else if (st === "running") {
-      body.push(detailsBlock(job, "timings", "Timings", kvTable("Timings", TIMING_KEYS.map((k) => [TIMING_LABELS[k], DASH]))));
+  const STAGE_KEYS = ["queued", "probe", "load_model", "read", "compute", "write", "total"];
+
+  function timingsBlock(job) {
+    const t = job.timings && typeof job.timings === "object" ? job.timings : null;
+    const hasAny = t && Object.keys(t).length > 0;
+    if (!hasAny && job.status !== "running") return null;
+    const tt = t || {};
+    // Stage durations as one row (columns = stages), the rest as key/value pairs.
+    const stages = h("table", { class: "stages" },
+      h("caption", { class: "visually-hidden", text: "Stage timings in seconds" }),
+      h("thead", null, h("tr", null, STAGE_KEYS.map((k) => h("th", { scope: "col", text: TIMING_LABELS[k] })))),
+      h("tbody", null, h("tr", null, STAGE_KEYS.map((k) => h("td", { class: k === "total" ? "total" : null, text: timingValue(k, tt[k]) })))));
+    const other = [...TIMING_KEYS.filter((k) => !STAGE_KEYS.includes(k)),
+      ...Object.keys(tt).filter((k) => !TIMING_KEYS.includes(k))];
+    const table = h("div", { class: "timings" },
+      h("div", { class: "scroll-x" }, stages),
+      kvTable("Other timings", other.map((k) => [TIMING_LABELS[k] || k, timingValue(k, tt[k])])));
+    const bits = [isNum(tt.total) ? `${fmtSec(tt.total)} total` : null, isNum(tt.fps) ? `${tt.fps.toFixed(2)} fps` : null].filter(Boolean);
+    return { key: "timings", summary: `Timings${bits.length ? ` — ${bits.join(" · ")}` : ""}`, table };
+  }
+
+  function planBlock(job) {
+    const pl = job.plan;
+    if (!pl || typeof pl !== "object") return null;
+    const order = ["tile", "overlap", "chunk_frames", "notes"];
+    const labels = { tile: "Tile", overlap: "Overlap", chunk_frames: "Chunk frames", notes: "Notes" };
+    const keys = [...order.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !order.includes(k))];
+    const rows = keys.map((k) => {
+      const v = pl[k];
+      let s = v === null || v === undefined ? DASH : typeof v === "object" ? JSON.stringify(v) : String(v);
+      if ((k === "tile" || k === "overlap") && isNum(v)) s = `${v} px`;
+      return [labels[k] || k, s];
+    });
+    const summary = isNum(pl.tile) ? `Tile plan — ${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : "Tile plan";
+    return { key: "plan", summary, table: kvTable("Tile plan", rows) };
+  }
+
+  function metricsBlock(job) {
+    const m = job.metrics;
+    if (!m || typeof m !== "object" || !Object.keys(m).length) return null;
+    const rows = Object.entries(m).map(([k, v]) => [k,
+      v === null || v === undefined ? DASH
+        : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(4))
+          : typeof v === "object" ? JSON.stringify(v) : String(v)]);
+    return { key: "metrics", summary: "Metrics", table: kvTable("Metrics", rows) };
+  }
+
+  const SECTIONS = [
+    { name: "top", sig: (j) => JSON.stringify([j.status, j.op, j.model, j.params, j.priority, j.input && j.input.file_name, j.output && j.output.url, j.output && j.output.file_name]), build: buildTop },
+    { name: "progress", sig: (j) => JSON.stringify([j.status, j.progress, j.started_at]), build: buildProgress },
+    { name: "error", sig: (j) => JSON.stringify(j.error), build: buildError },
+    { name: "facts", sig: (j) => JSON.stringify([j.id, j.input, j.output, j.created_at, j.started_at, j.finished_at]), build: buildFacts },
+    { name: "timings", sig: (j) => JSON.stringify([j.status, j.timings]), block: timingsBlock },
+    { name: "plan", sig: (j) => JSON.stringify(j.plan), block: planBlock },
+    { name: "metrics", sig: (j) => JSON.stringify(j.metrics), block: metricsBlock },
+  ];
+
+  // <details> sections keep their element (and open state); only summary text and table change.
+  function applyBlock(job, old, blk) {
+    if (!blk) return null;
+    if (old && old.tagName === "DETAILS") {
+      const sum = old.querySelector("summary");
+      if (sum.textContent !== blk.summary) sum.textContent = blk.summary;
+      sum.nextElementSibling.replaceWith(blk.table);
+      return old;
     }
-
-    // plan
-    if (job.plan && typeof job.plan === "object") {
-      const pl = job.plan;
-      const order = ["tile", "overlap", "chunk_frames", "notes"];
-      const labels = { tile: "Tile", overlap: "Overlap", chunk_frames: "Chunk frames", notes: "Notes" };
-      const keys = [...order.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !order.includes(k))];
-      const rows = keys.map((k) => {
-        const v = pl[k];
-        let s = v === null || v === undefined ? DASH : typeof v === "object" ? JSON.stringify(v) : String(v);
-        if ((k === "tile" || k === "overlap") && isNum(v)) s = `${v} px`;
-        return [labels[k] || k, s];
-      });
-      const sum = isNum(pl.tile) ? `Tile plan — ${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : "Tile plan";
-      body.push(detailsBlock(job, "plan", sum, kvTable("Tile plan", rows)));
-    }
-
-    // metrics
-    if (job.metrics && typeof job.metrics === "object" && Object.keys(job.metrics).length) {
-      const rows = Object.entries(job.metrics).map(([k, v]) => [k,
-        v === null || v === undefined ? DASH : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(4)) : typeof v === "object" ? JSON.stringify(v) : String(v)]);
-      body.push(detailsBlock(job, "metrics", "Metrics", kvTable("Metrics", rows)));
-    }
-
-    return h("li", { class: `job st-${st}`, id: `job-${job.id}`, "aria-label": `${title}, ${st}` },
-      h("div", { class: "job-top" }, head, actions), ...body);
+    const k = `${job.id}:${blk.key}`;
+    const d = h("details", { class: "block", open: state.openDetails.has(k) }, h("summary", { text: blk.summary }), blk.table);
+    d.addEventListener("toggle", () => { if (d.open) state.openDetails.add(k); else state.openDetails.delete(k); });
+    return d;
   }
 
   function renderJob(job) {
-    const list = $("jobs");
-    const sig = jobSignature(job);
-    const cur = state.cards.get(job.id);
-    if (cur && cur.sig === sig) return cur.el;
-    const el = buildCard(job);
-    if (cur) {
-      // keep keyboard focus on the same control if it lived inside the card
-      const active = document.activeElement;
-      const hadFocus = active && cur.el.contains(active);
-      const focusKey = hadFocus ? (active.textContent || "").trim() : null;
-      cur.el.replaceWith(el);
-      if (hadFocus) {
-        const same = [...el.querySelectorAll("button, a, summary")].find((n) => (n.textContent || "").trim() === focusKey);
-        if (same && !same.disabled) same.focus();
-        else { el.setAttribute("tabindex", "-1"); el.focus(); }
-      }
-    } else {
-      list.append(el);
+    let card = state.cards.get(job.id);
+    if (!card) {
+      card = { el: h("li", { class: "job", id: `job-${job.id}` }), sigs: {}, nodes: {} };
+      state.cards.set(job.id, card);
     }
-    state.cards.set(job.id, { el, sig });
-    return el;
+    const st = job.status || "unknown";
+    card.el.className = `job st-${st}`;
+    card.el.setAttribute("aria-label", `${titleOf(job)}, ${st}`);
+    let prev = null;
+    for (const sec of SECTIONS) {
+      const sig = sec.sig(job);
+      let node = card.nodes[sec.name] || null;
+      if (card.sigs[sec.name] !== sig) {
+        card.sigs[sec.name] = sig;
+        const next = sec.block ? applyBlock(job, node, sec.block(job)) : sec.build(job);
+        if (node && node !== next) {
+          const active = document.activeElement;
+          const hadFocus = active && node.contains(active);
+          const focusText = hadFocus ? (active.textContent || "").trim() : null;
+          if (next) node.replaceWith(next); else node.remove();
+          if (hadFocus) {
+            const same = next && [...next.querySelectorAll("button, a, summary")]
+              .find((n) => (n.textContent || "").trim() === focusText && !n.disabled);
+            if (same) same.focus();
+            else { card.el.setAttribute("tabindex", "-1"); card.el.focus(); }
+          }
+        }
+        node = next;
+        card.nodes[sec.name] = node;
+      }
+      if (node) {
+        const want = prev ? prev.nextSibling : card.el.firstChild;
+        if (want !== node) card.el.insertBefore(node, want);
+        prev = node;
+      }
+    }
+    return card.el;
   }
 
   function updateCount() {

@@ -1,7 +1,9 @@
 //! `vaebox bench vae`: our VAE and diffusers side by side on the same random weights, input, dtype and
-//! thread count, in one run. Prints per (dtype, op) the median times, our speed-up, our GFLOP/s against
-//! a measured matmul peak, and the max abs difference between the two outputs (proof that both ran
-//! the same computation). FLOPs come from torch's `FlopCounterMode` on the diffusers model.
+//! thread count, in one run. diffusers runs as a command server (`--serve`) so each timed run of ours
+//! alternates with one of theirs and both see the same machine load. Prints per (dtype, op) the median
+//! and best times, our speed-up, our GFLOP/s against a measured matmul peak, and the max abs difference
+//! between the two outputs (proof that both ran the same computation). FLOPs come from torch's
+//! `FlopCounterMode` on the diffusers model.
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,7 +12,7 @@ use serde_json::Value;
 use tch::{Device, Kind, Tensor};
 
 use super::script::PythonScript;
-use crate::models::wan::{WanLoadOptions, WanVae};
+use crate::models::wan::{WanLoadOptions, WanTuning, WanVae};
 
 /// Model families the bench knows; SeedVR2 will join Wan here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -54,13 +56,12 @@ pub struct VaeBenchArgs {
     pub python: PathBuf,
     #[arg(long, default_value = "scripts/bench/diffusers_vae.py")]
     pub script: PathBuf,
-    /// Limit for each reference-script call.
-    #[arg(long, default_value_t = 1800)]
+    /// Limit for each reference-script call or command (one model run).
+    #[arg(long, default_value_t = 900)]
     pub timeout_secs: u64,
-    /// Reuse the diffusers timings and outputs of an earlier run with identical settings (marked in the
-    /// output) instead of running diffusers again; for iterating on our side only.
-    #[arg(long)]
-    pub reuse_diffusers: bool,
+    /// Our Wan model with channels-last-3d weights and activations (`false` to measure without).
+    #[arg(long, default_value_t = WanTuning::default().channels_last, action = clap::ArgAction::Set)]
+    pub channels_last: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,22 +122,30 @@ fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> a
 struct Row {
     dtype: Dtype,
     op: Op,
-    diffusers_s: f64,
-    ours_s: f64,
+    diffusers: Timings,
+    ours: Timings,
     flops: f64,
     max_abs_diff: f64,
 }
 
-/// The diffusers side of one dtype: per-op median seconds and FLOPs, plus its saved outputs.
-struct ReferenceRun {
-    report: Value,
-    outputs: PathBuf,
-    reused: bool,
-}
+/// Seconds of the timed runs of one side.
+#[derive(Default)]
+struct Timings(Vec<f64>);
 
-impl ReferenceRun {
-    fn op_field(&self, op: Op, field: &str) -> anyhow::Result<f64> {
-        self.report[op.name()][field].as_f64().with_context(|| format!("diffusers report has no {}.{field}: {}", op.name(), self.report))
+impl Timings {
+    fn median(&self) -> f64 {
+        let mut sorted = self.0.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        if sorted.len() % 2 == 1 {
+            sorted[mid]
+        } else {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        }
+    }
+
+    fn best(&self) -> f64 {
+        self.0.iter().copied().fold(f64::INFINITY, f64::min)
     }
 }
 
@@ -155,20 +164,9 @@ impl CachePaths {
         Self { dir, weights, input }
     }
 
-    /// Where one dtype's diffusers report and outputs go; the name holds every setting they depend on.
-    fn reference(&self, args: &VaeBenchArgs, dtype: Dtype) -> (PathBuf, PathBuf) {
-        let stem = format!(
-            "diffusers-{}-seed{}-{}x{}x{}-t{}-r{}-{}",
-            dtype.name(),
-            args.seed,
-            args.frames,
-            args.height,
-            args.width,
-            args.threads,
-            args.repeats,
-            args.ops.replace(',', "+")
-        );
-        (self.dir.join(format!("{stem}.json")), self.dir.join(format!("{stem}.safetensors")))
+    /// diffusers' outputs of the latest run at one dtype (overwritten by every run).
+    fn reference_outputs(&self, args: &VaeBenchArgs, dtype: Dtype) -> PathBuf {
+        self.dir.join(format!("diffusers-out-{}-seed{}-{}x{}x{}.safetensors", dtype.name(), args.seed, args.frames, args.height, args.width))
     }
 }
 
@@ -179,11 +177,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         "bf16" => Some(Dtype::Bf16),
         _ => None,
     })?;
-    let ops = parse_list(&args.ops, "op", |s| match s {
-        "encode" => Some(Op::Encode),
-        "decode" => Some(Op::Decode),
-        _ => None,
-    })?;
+    ops_of(args)?;
     if args.threads == 0 || args.repeats == 0 {
         bail!("--threads and --repeats must be at least 1");
     }
@@ -205,30 +199,86 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     eprintln!("measuring the matmul peak at {} threads", args.threads);
     let peak = script.run_json(&[vec!["--matmul-peak".into(), "--threads".into(), args.threads.to_string()], shape_args.clone()].concat())?;
 
+    let tuning = WanTuning { channels_last: args.channels_last };
     let mut rows = Vec::new();
-    let mut reused_any = false;
     for &dtype in &dtypes {
-        let reference = run_reference(&script, args, &paths, dtype, &shape_args)?;
-        reused_any |= reference.reused;
-        let reference_outputs: Vec<(String, Tensor)> = Tensor::read_safetensors(&reference.outputs)?;
-        eprintln!("ours {}: loading {}", dtype.name(), paths.weights.display());
-        let vae = WanVae::load(&paths.weights, &WanLoadOptions { device: Device::Cpu, kind: dtype.kind() })?;
-        for &op in &ops {
-            let (input_name, output_name) = op.tensor_names();
-            let input = named(&inputs, input_name, &paths.input)?;
-            let (ours_s, output) = time_ours(&vae, op, dtype, &input, args.repeats)?;
-            let expected = named(&reference_outputs, output_name, &reference.outputs)?;
-            rows.push(Row {
-                dtype,
-                op,
-                diffusers_s: reference.op_field(op, "median_s")?,
-                ours_s,
-                flops: reference.op_field(op, "flops")?,
-                max_abs_diff: max_abs_diff(&output, &expected)?,
-            });
-        }
+        rows.extend(bench_dtype(&script, args, &paths, &shape_args, &inputs, dtype, &tuning)?);
     }
-    print_report(args, &paths, &peak, &rows, reused_any, (load_before, load_average()))
+    print_report(args, &paths, &peak, &tuning, &rows, (load_before, load_average()))
+}
+
+/// Both models at one dtype; per op a warm-up each, then `repeats` rounds of (diffusers run, our run).
+fn bench_dtype(
+    script: &PythonScript,
+    args: &VaeBenchArgs,
+    paths: &CachePaths,
+    shape_args: &[String],
+    inputs: &[(String, Tensor)],
+    dtype: Dtype,
+    tuning: &WanTuning,
+) -> anyhow::Result<Vec<Row>> {
+    let serve_args = [
+        vec![
+            "--serve".into(),
+            "--weights".into(),
+            paths.weights.display().to_string(),
+            "--input".into(),
+            paths.input.display().to_string(),
+            "--dtype".into(),
+            dtype.name().into(),
+            "--threads".into(),
+            args.threads.to_string(),
+        ],
+        shape_args.to_vec(),
+    ]
+    .concat();
+    eprintln!("diffusers {}: starting", dtype.name());
+    let (mut diffusers, _ready) = script.start_session(&serve_args)?;
+    eprintln!("ours {}: loading {}", dtype.name(), paths.weights.display());
+    let vae = WanVae::load_tuned(&paths.weights, &WanLoadOptions { device: Device::Cpu, kind: dtype.kind() }, tuning)?;
+    let mut rows = Vec::new();
+    let mut our_outputs = Vec::new();
+    for &op in &ops_of(args)? {
+        let input = named(inputs, op.tensor_names().0, &paths.input)?.to_kind(dtype.kind());
+        let flops = diffusers.request(&format!("warmup {}", op.name()))?["flops"].as_f64().context("warmup reply has no flops")?;
+        eprintln!("ours {} {}: warm-up", op.name(), dtype.name());
+        let _warm_up_output = run_ours(&vae, op, &input)?;
+        let (mut theirs, mut ours) = (Timings::default(), Timings::default());
+        let mut output = None;
+        for round in 1..=args.repeats {
+            let reply = diffusers.request(&format!("time {}", op.name()))?;
+            theirs.0.push(reply["seconds"].as_f64().context("time reply has no seconds")?);
+            let started = Instant::now();
+            output = Some(run_ours(&vae, op, &input)?);
+            ours.0.push(started.elapsed().as_secs_f64());
+            eprintln!("{} {} round {round}/{}: diffusers {:.3} s, ours {:.3} s", op.name(), dtype.name(), args.repeats, theirs.0[round - 1], ours.0[round - 1]);
+        }
+        our_outputs.push((op, output.expect("repeats >= 1").to_kind(Kind::Float)));
+        rows.push(Row { dtype, op, diffusers: theirs, ours, flops, max_abs_diff: f64::NAN });
+    }
+    let reference_path = paths.reference_outputs(args, dtype);
+    diffusers.request(&format!("save {}", reference_path.display()))?;
+    let _ = diffusers.request("quit");
+    let reference: Vec<(String, Tensor)> = Tensor::read_safetensors(&reference_path)?;
+    for (row, (op, output)) in rows.iter_mut().zip(&our_outputs) {
+        row.max_abs_diff = max_abs_diff(output, &named(&reference, op.tensor_names().1, &reference_path)?)?;
+    }
+    Ok(rows)
+}
+
+fn ops_of(args: &VaeBenchArgs) -> anyhow::Result<Vec<Op>> {
+    parse_list(&args.ops, "op", |s| match s {
+        "encode" => Some(Op::Encode),
+        "decode" => Some(Op::Decode),
+        _ => None,
+    })
+}
+
+fn run_ours(vae: &WanVae, op: Op, input: &Tensor) -> anyhow::Result<Tensor> {
+    Ok(match op {
+        Op::Encode => vae.encode(input)?,
+        Op::Decode => vae.decode(input)?,
+    })
 }
 
 /// Arguments that pick the model shape and the input size, shared by every script call.
@@ -258,69 +308,6 @@ fn ensure_generated(script: &PythonScript, path: &Path, mode: &str, shape_args: 
     Ok(())
 }
 
-fn run_reference(script: &PythonScript, args: &VaeBenchArgs, paths: &CachePaths, dtype: Dtype, shape_args: &[String]) -> anyhow::Result<ReferenceRun> {
-    let (report_path, outputs) = paths.reference(args, dtype);
-    if args.reuse_diffusers && report_path.exists() && outputs.exists() {
-        eprintln!("diffusers {}: reusing {}", dtype.name(), report_path.display());
-        let report = serde_json::from_str(&std::fs::read_to_string(&report_path)?)?;
-        return Ok(ReferenceRun { report, outputs, reused: true });
-    }
-    let run_args = [
-        vec![
-            "--weights".into(),
-            paths.weights.display().to_string(),
-            "--input".into(),
-            paths.input.display().to_string(),
-            "--dtype".into(),
-            dtype.name().into(),
-            "--threads".into(),
-            args.threads.to_string(),
-            "--repeats".into(),
-            args.repeats.to_string(),
-            "--ops".into(),
-            args.ops.clone(),
-            "--save-outputs".into(),
-            outputs.display().to_string(),
-        ],
-        shape_args.to_vec(),
-    ]
-    .concat();
-    let report = script.run_json(&run_args)?;
-    std::fs::write(&report_path, report.to_string())?;
-    Ok(ReferenceRun { report, outputs, reused: false })
-}
-
-/// One warm-up, then the median of `repeats` timed runs; returns the last output as f32.
-fn time_ours(vae: &WanVae, op: Op, dtype: Dtype, input: &Tensor, repeats: usize) -> anyhow::Result<(f64, Tensor)> {
-    let input = input.to_kind(dtype.kind());
-    let run_once = || -> anyhow::Result<Tensor> {
-        Ok(match op {
-            Op::Encode => vae.encode(&input)?,
-            Op::Decode => vae.decode(&input)?,
-        })
-    };
-    eprintln!("ours {} {}: warm-up", op.name(), dtype.name());
-    let mut output = run_once()?;
-    let mut times = Vec::with_capacity(repeats);
-    for i in 0..repeats {
-        let started = Instant::now();
-        output = run_once()?;
-        times.push(started.elapsed().as_secs_f64());
-        eprintln!("ours {} {}: run {}/{repeats} {:.3} s", op.name(), dtype.name(), i + 1, times[i]);
-    }
-    Ok((median(&mut times), output.to_kind(Kind::Float)))
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
-}
-
 fn named(tensors: &[(String, Tensor)], name: &str, file: &Path) -> anyhow::Result<Tensor> {
     tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t.shallow_clone()).with_context(|| format!("{} has no tensor `{name}`", file.display()))
 }
@@ -337,17 +324,17 @@ fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
-fn print_report(args: &VaeBenchArgs, paths: &CachePaths, peak: &Value, rows: &[Row], reused: bool, load: (Option<f64>, Option<f64>)) -> anyhow::Result<()> {
+fn print_report(args: &VaeBenchArgs, paths: &CachePaths, peak: &Value, tuning: &WanTuning, rows: &[Row], load: (Option<f64>, Option<f64>)) -> anyhow::Result<()> {
     let peak_of = |dtype: Dtype| peak[format!("{}_gflops", dtype.name())].as_f64().unwrap_or(f64::NAN);
     let show_load = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
     println!();
     println!(
-        "VAE bench: {:?} preset {} | input {} frames {}×{} | {} threads | median of {} after 1 warm-up",
+        "VAE bench: {:?} preset {} | input {} frames {}×{} | {} threads | {} interleaved rounds after 1 warm-up each",
         args.family, args.preset, args.frames, args.height, args.width, args.threads, args.repeats
     );
-    println!("weights {} | input {}", paths.weights.display(), paths.input.display());
+    println!("ours: {tuning:?} | weights {} | input {}", paths.weights.display(), paths.input.display());
     println!(
-        "matmul peak ({}×{}): f32 {:.0} GFLOP/s, bf16 {:.0} GFLOP/s | load average (1 min) before {}, after {}",
+        "matmul peak (best {}×{} run): f32 {:.0} GFLOP/s, bf16 {:.0} GFLOP/s | load average (1 min) before {}, after {}",
         peak["size"],
         peak["size"],
         peak_of(Dtype::F32),
@@ -356,22 +343,23 @@ fn print_report(args: &VaeBenchArgs, paths: &CachePaths, peak: &Value, rows: &[R
         show_load(load.1)
     );
     println!("FLOPs: torch.utils.flop_counter.FlopCounterMode on the diffusers model (convs, matmuls, attention)");
-    if reused {
-        println!("NOTE: diffusers timings reused from an earlier run (--reuse-diffusers), not measured now");
-    }
+    println!("speed-up = diffusers median / ours median (best-run ratio in brackets); GFLOP/s and % of peak from our median");
     println!();
-    println!("| dtype | op | diffusers s | ours s | speed-up | GFLOP | ours GFLOP/s | % of matmul peak | max abs diff |");
+    println!("| dtype | op | diffusers median s (best) | ours median s (best) | speed-up | GFLOP | ours GFLOP/s | % of matmul peak | max abs diff |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         let gflops = row.flops / 1e9;
-        let ours_rate = gflops / row.ours_s;
+        let ours_rate = gflops / row.ours.median();
         println!(
-            "| {} | {} | {:.3} | {:.3} | {:.2}× | {:.0} | {:.0} | {:.0}% | {:.2e} |",
+            "| {} | {} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2}× ({:.2}×) | {:.0} | {:.0} | {:.0}% | {:.2e} |",
             row.dtype.name(),
             row.op.name(),
-            row.diffusers_s,
-            row.ours_s,
-            row.diffusers_s / row.ours_s,
+            row.diffusers.median(),
+            row.diffusers.best(),
+            row.ours.median(),
+            row.ours.best(),
+            row.diffusers.median() / row.ours.median(),
+            row.diffusers.best() / row.ours.best(),
             gflops,
             ours_rate,
             100.0 * ours_rate / peak_of(row.dtype),

@@ -18,6 +18,10 @@ pub enum ExecError {
     Invalid(String),
     #[error("the executor thread is gone")]
     ExecutorGone,
+    #[error("the device ran out of memory: {0}")]
+    OutOfMemory(String),
+    #[error("internal error in the model code: {0}")]
+    Panicked(String),
 }
 
 impl From<tch::TchError> for ExecError {
@@ -36,6 +40,31 @@ impl ExecError {
             ExecError::Unsupported(_) => "unsupported-op",
             ExecError::Invalid(_) => "invalid-job",
             ExecError::ExecutorGone => "executor-gone",
+            ExecError::OutOfMemory(_) => "out-of-memory",
+            ExecError::Panicked(_) => "internal-error",
+        }
+    }
+
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            ExecError::OutOfMemory(_) => true,
+            ExecError::Model(ModelError::Torch(e)) => crate::models::is_out_of_memory(e),
+            _ => false,
+        }
+    }
+
+    pub fn from_panic(payload: Box<dyn std::any::Any + Send>) -> ExecError {
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        // tch's panic text embeds libtorch's whole C++ backtrace; the first frame marker ends the useful part.
+        let first_line: String = message.split("\\nframe #0").next().unwrap_or_default().lines().next().unwrap_or_default().chars().take(400).collect();
+        if crate::models::is_out_of_memory_message(&message) {
+            ExecError::OutOfMemory(first_line)
+        } else {
+            ExecError::Panicked(first_line)
         }
     }
 }

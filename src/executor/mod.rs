@@ -115,7 +115,11 @@ impl ExecutorHandle {
                 let mut executor = Executor { config, device, models: LoadedModels::default() };
                 for command in inbox {
                     let mut timings = command.job.timings.clone();
-                    let result = executor.run(&command.job, &command.hooks, &mut timings);
+                    // tch turns libtorch exceptions into panics; one bad job must not take the device's owner down.
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        executor.run(&command.job, &command.hooks, &mut timings)
+                    }));
+                    let result = run.unwrap_or_else(|panic| Err(ExecError::from_panic(panic)));
                     let _ = command.reply.send((result, timings));
                 }
             })

@@ -4,11 +4,11 @@
 use std::time::Instant;
 
 use serde_json::json;
-use tch::Device;
+use tch::Tensor;
 
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::{JobOutcome, Progress, Timings};
-use crate::media::{self, FrameReader, FrameWriter, ReadConfig, RgbFrames, WriteConfig};
+use crate::media::{self, FrameReader, FrameWriter, ReadConfig, WriteConfig};
 use crate::models::realesrgan::RealEsrgan;
 use crate::models::registry;
 use crate::tiling::spatial::{upscale_tiled, SpatialTiling};
@@ -17,6 +17,8 @@ use crate::tiling::spatial::{upscale_tiled, SpatialTiling};
 const QUEUE_CHUNKS: usize = 2;
 /// Largest overlap chosen automatically (see below).
 const AUTO_OVERLAP_CAP: i64 = 32;
+/// Below this, tiles are mostly overlap; out of memory there is a real failure.
+const MIN_FALLBACK_TILE: i64 = 32;
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
     let entry = registry::find(&exec.config.models_dir, &job.model).ok_or_else(|| ExecError::Invalid(format!("unknown model {}", job.model)))?;
@@ -39,7 +41,8 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let (model, _loaded_now) = exec.models.upscaler(&entry, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
 
-    let tiling = SpatialTiling {
+    let mut fallbacks = Vec::new();
+    let mut tiling = SpatialTiling {
         tile: job.params.tile.unwrap_or(exec.config.upscale_tile),
         overlap: if exec.config.upscale_overlap > 0 {
             exec.config.upscale_overlap
@@ -81,7 +84,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         read_s += waited.elapsed().as_secs_f64();
 
         let computed = Instant::now();
-        let output = tch::no_grad(|| upscale_chunk(&model, &chunk, scale, &tiling, exec.device))?;
+        let frames_in = frames::to_tensor(&chunk, exec.device);
+        let upscaled = tch::no_grad(|| upscale_resilient(&model, &frames_in, scale, &mut tiling, &mut fallbacks))?;
+        let output = frames::to_rgb(&upscaled);
         compute_s += computed.elapsed().as_secs_f64();
 
         done += chunk.count as u64;
@@ -118,12 +123,43 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             "tiles_per_frame": tiles,
             "scale": scale,
             "frames": done,
+            "fallbacks": fallbacks,
         })),
         metrics: None,
     })
 }
 
-fn upscale_chunk(model: &RealEsrgan, chunk: &RgbFrames, scale: i64, tiling: &SpatialTiling, device: Device) -> Result<RgbFrames, ExecError> {
-    let upscaled = upscale_tiled(model, &frames::to_tensor(chunk, device), scale, tiling)?;
-    Ok(frames::to_rgb(&upscaled))
+/// Out of memory is not a failure: the chunk is split in halves, then (one frame at a time) the tile
+/// side is halved, and that piece is retried. The smaller tile stays for the rest of the job.
+fn upscale_resilient(
+    model: &RealEsrgan,
+    frames: &Tensor,
+    scale: i64,
+    tiling: &mut SpatialTiling,
+    fallbacks: &mut Vec<String>,
+) -> Result<Tensor, ExecError> {
+    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| upscale_tiled(model, frames, scale, tiling)));
+    let error = match attempt {
+        Ok(Ok(upscaled)) => return Ok(upscaled),
+        Ok(Err(e)) => ExecError::from(e),
+        Err(panic) => ExecError::from_panic(panic),
+    };
+    if !error.is_out_of_memory() {
+        return Err(error);
+    }
+    let (n, _, h, w) = frames.size4().expect("[n, 3, H, W]");
+    if n > 1 {
+        let half = n / 2;
+        fallbacks.push(format!("out of memory on {n} frames: split into {half} + {}", n - half));
+        let first = upscale_resilient(model, &frames.narrow(0, 0, half), scale, tiling, fallbacks)?;
+        let second = upscale_resilient(model, &frames.narrow(0, half, n - half), scale, tiling, fallbacks)?;
+        return Ok(Tensor::cat(&[first, second], 0));
+    }
+    let side = if tiling.tile == 0 { h.max(w) } else { tiling.tile };
+    if side / 2 < MIN_FALLBACK_TILE {
+        return Err(error);
+    }
+    fallbacks.push(format!("out of memory at tile {side}: tile {}", side / 2));
+    tiling.tile = side / 2;
+    upscale_resilient(model, frames, scale, tiling, fallbacks)
 }

@@ -43,6 +43,9 @@ impl ModelError {
 
 /// libtorch reports allocator failures as ordinary errors; the message is the only signal.
 pub fn is_out_of_memory(e: &tch::TchError) -> bool {
-    let s = e.to_string();
-    s.contains("out of memory") || s.contains("DefaultCPUAllocator: can't allocate")
+    is_out_of_memory_message(&e.to_string())
+}
+
+pub fn is_out_of_memory_message(message: &str) -> bool {
+    message.contains("out of memory") || message.contains("DefaultCPUAllocator: can't allocate")
 }

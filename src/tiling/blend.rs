@@ -29,7 +29,8 @@ pub struct AxisEdges {
 /// edge, a raised cosine across the middle, 1 beyond. `w(i) + w(overlap − 1 − i) = 1`, so two tiles
 /// crossing with the mirrored ramp sum to one without normalising.
 pub fn raised_cosine_ramp(overlap: i64) -> Vec<f32> {
-    let margin = (overlap as f64 * DISCARDED_EDGE_SHARE).floor() as i64;
+    let share = std::env::var("SCRATCH_EDGE").ok().and_then(|v| v.parse().ok()).unwrap_or(DISCARDED_EDGE_SHARE);
+    let margin = (overlap as f64 * share).floor() as i64;
     let ramp = overlap - 2 * margin;
     (0..overlap)
         .map(|i| {

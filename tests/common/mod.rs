@@ -63,6 +63,10 @@ impl Server {
         Server { child, base, data_dir, env }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
