@@ -1,0 +1,123 @@
+//! `vae_decode`: a latent file → an MP4 (or a float tensor for `/v1/decode`).
+use std::time::Instant;
+
+use serde_json::json;
+use tch::{Device, Tensor};
+
+use super::{StageClock, VaeJob, DEFAULT_LATENT_FPS};
+use crate::executor::{frames, ExecError};
+use crate::jobs::{JobOutcome, OutputFormat, Timings};
+use crate::media::latent::{read_latent, LatentError, LatentMeta};
+use crate::media::safetensors::{Dtype, TensorFileWriter};
+use crate::media::{self, FrameWriter};
+
+/// Where decoded frames go: an MP4 through ffmpeg, or a float32 `sample` tensor for `/v1/decode`.
+enum DecodeSink {
+    Video(FrameWriter),
+    Tensor { writer: TensorFileWriter, frames: u64, plane: u64 },
+}
+
+impl DecodeSink {
+    fn open(ctx: &VaeJob, frames: u64, height: i64, width: i64, fps: &str) -> Result<DecodeSink, ExecError> {
+        if ctx.job.params.output == Some(OutputFormat::Tensor) {
+            let shape = [1, 3, frames as i64, height, width];
+            let writer = TensorFileWriter::create(&ctx.job.output_path, "sample", Dtype::F32, &shape, &Default::default())
+                .map_err(|e| ExecError::Latent(LatentError::Io(e)))?;
+            return Ok(DecodeSink::Tensor { writer, frames, plane: (height * width) as u64 });
+        }
+        Ok(DecodeSink::Video(ctx.writer(width as u32, height as u32, fps, None)?))
+    }
+
+    /// `frames`: `[n, 3, h, w]` in [-1, 1], the `first`-th frame onwards.
+    fn write(&mut self, frames: &Tensor, first: u64) -> Result<(), ExecError> {
+        match self {
+            DecodeSink::Video(writer) => Ok(writer.write(frames::to_rgb(&VaeJob::to_unit_range(frames)))?),
+            DecodeSink::Tensor { writer, frames: total, plane } => {
+                // The tensor is [1, 3, T, H, W]: each channel's frames are contiguous, so a chunk is 3 runs.
+                for channel in 0..3 {
+                    let values = frames.select(1, channel).contiguous().to_device(Device::Cpu);
+                    let numel = values.numel();
+                    let mut floats = vec![0f32; numel];
+                    values.copy_data(&mut floats, numel);
+                    let bytes: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    let offset = ((channel as u64 * *total + first) * *plane) * 4;
+                    writer.write_at(offset, &bytes).map_err(|e| ExecError::Latent(LatentError::Io(e)))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn finish(self) -> Result<(), ExecError> {
+        match self {
+            DecodeSink::Video(writer) => Ok(writer.finish()?),
+            DecodeSink::Tensor { writer, .. } => writer.finish().map_err(|e| ExecError::Latent(LatentError::Io(e))),
+        }
+    }
+}
+
+pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
+    let mut clock = StageClock::default();
+    let started = Instant::now();
+    let file = StageClock::time(&mut clock.read, || read_latent(&ctx.job.input_path))?;
+    check_latent_fits(ctx, &file.latent, &file.meta)?;
+    let mut latent = if file.meta.normalized { ctx.vae.denormalize(&file.latent)? } else { file.latent.shallow_clone() };
+    if let (Some(scaling), shift) = (ctx.job.params.latent_scaling, ctx.job.params.latent_shift.unwrap_or(0.0)) {
+        latent = latent / scaling + shift;
+    }
+    let (_, _, latent_frames, latent_h, latent_w) = latent.size5().expect("checked rank");
+    let factor = ctx.vae.spatial_factor();
+    let full = (latent_h * factor, latent_w * factor);
+    let height = file.meta.height.map(|h| (h as i64).min(full.0)).unwrap_or(full.0);
+    let width = file.meta.width.map(|w| (w as i64).min(full.1)).unwrap_or(full.1);
+    let produced = 1 + (latent_frames - 1) * ctx.vae.temporal_factor();
+    let total = file.meta.source_frames.map(|n| (n as i64).min(produced)).unwrap_or(produced) as u64;
+    let fps = file.meta.fps_rational.clone().unwrap_or_else(|| DEFAULT_LATENT_FPS.into());
+    let mut sink = DecodeSink::open(ctx, total, height, width, &fps)?;
+    let mut decoder = ctx.vae.decoder();
+    let latents_per_push = (ctx.chunk_frames as i64 / ctx.vae.temporal_factor()).max(1);
+    let mut done = 0u64;
+    let mut start = 0;
+    while start < latent_frames && done < total {
+        ctx.hooks.check_cancelled()?;
+        let count = latents_per_push.min(latent_frames - start);
+        let slice = latent.narrow(2, start, count).to_device(ctx.exec.device);
+        start += count;
+        let frames = StageClock::time(&mut clock.compute, || -> Result<Tensor, ExecError> {
+            let frames = VaeJob::crop_output(&decoder.push(&slice)?, height, width);
+            let keep = (frames.size()[0] as u64).min(total - done) as i64;
+            Ok(frames.narrow(0, 0, keep))
+        })?;
+        StageClock::time(&mut clock.write, || sink.write(&frames, done))?;
+        done += frames.size()[0] as u64;
+        ctx.progress(done, total, started);
+    }
+    ctx.hooks.check_cancelled()?;
+    let is_video = matches!(sink, DecodeSink::Video(_));
+    StageClock::time(&mut clock.write, || sink.finish())?;
+    let output_media = is_video
+        .then(|| media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok())
+        .flatten();
+    clock.record(timings, done, started);
+    let plan = ctx.plan(json!({ "latent_shape": latent.size(), "latent_frames_per_push": latents_per_push, "frames": done }));
+    Ok(ctx.outcome(output_media, timings, plan, None))
+}
+
+fn check_latent_fits(ctx: &VaeJob, latent: &Tensor, meta: &LatentMeta) -> Result<(), ExecError> {
+    let channels = latent.size()[1];
+    if channels != ctx.vae.latent_channels() {
+        return Err(LatentError::ChannelMismatch { model: ctx.entry.name.clone(), got: channels, expected: ctx.vae.latent_channels() }.into());
+    }
+    if let Some(family) = &meta.family {
+        if family != ctx.entry.family.as_str() {
+            return Err(LatentError::ModelMismatch {
+                made_by: meta.model.clone().unwrap_or_default(),
+                family: family.clone(),
+                model: ctx.entry.name.clone(),
+                model_family: ctx.entry.family.as_str().into(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}

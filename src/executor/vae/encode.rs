@@ -1,0 +1,133 @@
+//! `vae_encode`: a video (or a pixel tensor from `/v1/encode`) → a latent file.
+use std::time::Instant;
+
+use serde_json::json;
+use tch::{Device, Kind, Tensor};
+
+use super::{StageClock, VaeJob};
+use crate::executor::{frames, ExecError};
+use crate::jobs::{JobOutcome, Timings};
+use crate::media::latent::{write_latent, LatentError, LatentMeta};
+use crate::media::{FrameReader, MediaInfo};
+
+/// Where `vae_encode` gets its frames: a video through ffmpeg, or a raw tensor sent to `/v1/encode`.
+enum EncodeSource {
+    Video { reader: FrameReader, info: MediaInfo },
+    Tensor { video: Tensor, next: i64 },
+}
+
+impl EncodeSource {
+    fn open(ctx: &VaeJob, timings: &mut Timings) -> Result<EncodeSource, ExecError> {
+        if ctx.job.input_path.extension().is_some_and(|e| e == "safetensors") {
+            let video = read_sample_tensor(&ctx.job.input_path)?.to_device(ctx.exec.device);
+            return Ok(EncodeSource::Tensor { video, next: 0 });
+        }
+        let info = ctx.input_media(timings)?;
+        Ok(EncodeSource::Video { reader: ctx.reader(&info)?, info })
+    }
+
+    /// The next chunk as model input `[1, 3, n, H', W']` in [-1, 1], and its frame count.
+    fn next(&mut self, ctx: &VaeJob, clock: &mut StageClock) -> Result<Option<(Tensor, u64)>, ExecError> {
+        match self {
+            EncodeSource::Video { reader, .. } => {
+                let Some(chunk) = StageClock::time(&mut clock.read, || reader.next_chunk())? else { return Ok(None) };
+                Ok(Some((ctx.to_model_input(&frames::to_tensor(&chunk, ctx.exec.device)), chunk.count as u64)))
+            }
+            EncodeSource::Tensor { video, next } => {
+                let total = video.size()[2];
+                if *next >= total {
+                    return Ok(None);
+                }
+                let n = (ctx.chunk_frames as i64).min(total - *next);
+                let chunk = ctx.pad_to_factor(&video.narrow(2, *next, n));
+                *next += n;
+                Ok(Some((chunk, n as u64)))
+            }
+        }
+    }
+
+    fn total_frames(&self) -> u64 {
+        match self {
+            EncodeSource::Video { info, .. } => info.frames,
+            EncodeSource::Tensor { video, .. } => video.size()[2] as u64,
+        }
+    }
+
+    /// (width, height, fps) of the source, recorded with the latent.
+    fn describe(&self) -> (u32, u32, Option<String>) {
+        match self {
+            EncodeSource::Video { info, .. } => (info.width, info.height, Some(info.fps_rational.clone())),
+            EncodeSource::Tensor { video, .. } => {
+                let size = video.size();
+                (size[4] as u32, size[3] as u32, None)
+            }
+        }
+    }
+}
+
+/// A pixel tensor sent to `/v1/encode`: `[1, 3, T, H, W]` in [-1, 1], any float dtype.
+fn read_sample_tensor(path: &std::path::Path) -> Result<Tensor, ExecError> {
+    let tensors = Tensor::read_safetensors(path).map_err(|e| ExecError::Invalid(format!("cannot read the input tensor: {e}")))?;
+    let (_, video) = tensors.into_iter().next().ok_or_else(|| ExecError::Invalid("the input has no tensor".into()))?;
+    match video.size().as_slice() {
+        [1, 3, t, h, w] if *t > 0 && *h > 0 && *w > 0 => Ok(video.to_kind(Kind::Float)),
+        other => Err(ExecError::Invalid(format!("expected pixels [1, 3, T, H, W], got {other:?}"))),
+    }
+}
+
+pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
+    let mut source = EncodeSource::open(ctx, timings)?;
+    let mut encoder = ctx.vae.encoder();
+    let mut clock = StageClock::default();
+    let started = Instant::now();
+    let (mut latents, mut last_frame, mut done) = (Vec::new(), None::<Tensor>, 0u64);
+    loop {
+        ctx.hooks.check_cancelled()?;
+        let Some((x, count)) = source.next(ctx, &mut clock)? else { break };
+        StageClock::time(&mut clock.compute, || -> Result<(), ExecError> {
+            last_frame = Some(x.narrow(2, x.size()[2] - 1, 1));
+            if let Some(z) = encoder.push(&x)? {
+                latents.push(z.to_device(Device::Cpu).to_kind(Kind::Float));
+            }
+            Ok(())
+        })?;
+        done += count;
+        ctx.progress(done, source.total_frames(), started);
+    }
+    if done == 0 {
+        return Err(ExecError::Invalid("the input has no frames".into()));
+    }
+    // The encoder takes 1 + 4k frames; repeat the last frame up to that, decode trims it back.
+    let missing = ctx.frames_needed(done as i64) - done as i64;
+    if let (Some(last), true) = (last_frame, missing > 0) {
+        StageClock::time(&mut clock.compute, || -> Result<(), ExecError> {
+            if let Some(z) = encoder.push(&last.repeat([1, 1, missing, 1, 1]))? {
+                latents.push(z.to_device(Device::Cpu).to_kind(Kind::Float));
+            }
+            Ok(())
+        })?;
+    }
+    let raw = Tensor::cat(&latents, 2);
+    let normalized = ctx.job.params.normalize.unwrap_or(false);
+    let mut latent = if normalized { ctx.vae.normalize(&raw)? } else { raw };
+    let params = &ctx.job.params;
+    if let (Some(scaling), shift) = (params.latent_scaling, params.latent_shift.unwrap_or(0.0)) {
+        latent = (latent - shift) * scaling;
+    }
+    let (width, height, fps_rational) = source.describe();
+    let meta = LatentMeta {
+        model: Some(ctx.entry.name.clone()),
+        family: Some(ctx.entry.family.as_str().into()),
+        normalized,
+        fps_rational,
+        source_frames: Some(done),
+        width: Some(width),
+        height: Some(height),
+    };
+    let shape = latent.size();
+    StageClock::time(&mut clock.write, || write_latent(&ctx.job.output_path, &latent, &meta))
+        .map_err(|e| ExecError::Latent(LatentError::Io(e)))?;
+    clock.record(timings, done, started);
+    let plan = ctx.plan(json!({ "latent_shape": shape, "padded_frames": missing.max(0), "normalized": normalized }));
+    Ok(ctx.outcome(None, timings, plan, None))
+}

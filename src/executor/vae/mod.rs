@@ -1,0 +1,179 @@
+//! The VAE pipelines: video → latent file (`vae_encode`), latent file → video (`vae_decode`), and
+//! video → latent → video with PSNR/SSIM (`vae_reconstruct`). All stream: frames go through the
+//! model's causal cache chunk by chunk, so memory does not grow with the clip's length.
+mod decode;
+mod encode;
+mod reconstruct;
+
+use std::time::Instant;
+
+use serde_json::json;
+use tch::{Kind, Tensor};
+
+use super::{ExecError, Executor, JobHooks, JobSpec};
+use crate::jobs::{JobOutcome, Op, Progress, Timings};
+use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
+use crate::models::registry::{self, ModelEntry};
+use crate::models::vae::VideoVae;
+
+const QUEUE_CHUNKS: usize = 2;
+/// Wan and SeedVR2 are trained on 16 fps clips; a latent without an fps decodes at that rate.
+const DEFAULT_LATENT_FPS: &str = "16/1";
+
+/// Seconds this thread spent waiting on each stage.
+#[derive(Default)]
+struct StageClock {
+    read: f64,
+    compute: f64,
+    write: f64,
+}
+
+impl StageClock {
+    fn time<T>(slot: &mut f64, work: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let out = work();
+        *slot += started.elapsed().as_secs_f64();
+        out
+    }
+
+    fn record(&self, timings: &mut Timings, frames: u64, since: Instant) {
+        timings.read = Some(self.read);
+        timings.compute = Some(self.compute);
+        timings.write = Some(self.write);
+        timings.fps = Some(frames as f64 / since.elapsed().as_secs_f64().max(1e-9));
+    }
+}
+
+/// What every VAE pipeline needs from the executor for one job.
+struct VaeJob<'a> {
+    exec: &'a Executor,
+    job: &'a JobSpec,
+    hooks: &'a JobHooks,
+    entry: ModelEntry,
+    vae: &'a VideoVae,
+    chunk_frames: usize,
+}
+
+pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
+    let entry = registry::find(&exec.config.models_dir, &job.model)
+        .filter(|e| e.family.is_vae())
+        .ok_or_else(|| ExecError::Invalid(format!("{} is not a VAE on this box", job.model)))?;
+    let kind = exec.resolve_kind(job, timings);
+    let load_started = Instant::now();
+    let (vae, _) = exec.models.vae(&entry, exec.device, kind)?;
+    timings.load_model = Some(load_started.elapsed().as_secs_f64());
+    let temporal = vae.temporal_factor() as usize;
+    // Whole groups of the temporal factor, so each push completes latent frames.
+    let chunk_frames = exec.config.chunk_frames.div_ceil(temporal).max(1) * temporal;
+    let ctx = VaeJob { exec, job, hooks, entry, vae: &vae, chunk_frames };
+    tch::no_grad(|| match job.op {
+        Op::VaeEncode => encode::run(&ctx, timings),
+        Op::VaeDecode => decode::run(&ctx, timings),
+        Op::VaeReconstruct => reconstruct::run(&ctx, timings),
+        Op::Upscale => Err(ExecError::Invalid("upscale is not a VAE op".into())),
+    })
+}
+
+impl VaeJob<'_> {
+    fn input_media(&self, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
+        if let Some(info) = &self.job.input_media {
+            return Ok(info.clone());
+        }
+        let started = Instant::now();
+        let info = media::probe(&self.exec.config.tools, &self.job.input_path, &self.exec.config.limits)?;
+        timings.probe = Some(started.elapsed().as_secs_f64());
+        Ok(info)
+    }
+
+    fn reader(&self, info: &MediaInfo) -> Result<FrameReader, ExecError> {
+        Ok(FrameReader::spawn(
+            &self.exec.config.tools,
+            ReadConfig {
+                input: self.job.input_path.clone(),
+                width: info.width,
+                height: info.height,
+                chunk_frames: self.chunk_frames,
+                queue_chunks: QUEUE_CHUNKS,
+            },
+        )?)
+    }
+
+    fn writer(&self, width: u32, height: u32, fps_rational: &str, audio_from: Option<std::path::PathBuf>) -> Result<FrameWriter, ExecError> {
+        Ok(FrameWriter::spawn(
+            &self.exec.config.tools,
+            WriteConfig {
+                output: self.job.output_path.clone(),
+                width,
+                height,
+                fps_rational: fps_rational.into(),
+                audio_from,
+                crf: self.exec.config.output_crf,
+                preset: self.exec.config.output_preset.clone(),
+                queue_chunks: QUEUE_CHUNKS,
+            },
+        )?)
+    }
+
+    /// Frames in [0, 1] `[n, 3, H, W]` → the model's input `[1, 3, n, H', W']` in [-1, 1].
+    fn to_model_input(&self, pixels: &Tensor) -> Tensor {
+        self.pad_to_factor(&(pixels * 2.0 - 1.0).permute([1, 0, 2, 3]).unsqueeze(0))
+    }
+
+    /// Pads `[1, 3, n, H, W]` by repeating the last row/column up to a multiple of the spatial factor;
+    /// decoding crops back to the recorded size.
+    fn pad_to_factor(&self, video: &Tensor) -> Tensor {
+        let factor = self.vae.spatial_factor();
+        let (_, _, _, h, w) = video.size5().expect("[1, 3, n, H, W]");
+        let (pad_h, pad_w) = ((factor - h % factor) % factor, (factor - w % factor) % factor);
+        if pad_h + pad_w > 0 {
+            video.pad([0, pad_w, 0, pad_h, 0, 0], "replicate", None)
+        } else {
+            video.shallow_clone()
+        }
+    }
+
+    /// The model's output `[1, 3, n, H', W']` → `[n, 3, height, width]`, still in [-1, 1].
+    fn crop_output(decoded: &Tensor, height: i64, width: i64) -> Tensor {
+        decoded.squeeze_dim(0).permute([1, 0, 2, 3]).narrow(2, 0, height).narrow(3, 0, width).to_kind(Kind::Float)
+    }
+
+    fn to_unit_range(frames: &Tensor) -> Tensor {
+        ((frames + 1.0) / 2.0).clamp(0.0, 1.0)
+    }
+
+    fn progress(&self, done: u64, total: u64, since: Instant) {
+        self.hooks.progress.send_replace(Progress::frames(done, total.max(done), since.elapsed().as_secs_f64()));
+    }
+
+    fn frames_needed(&self, frames: i64) -> i64 {
+        let t = self.vae.temporal_factor();
+        1 + (frames - 1 + t - 1) / t * t
+    }
+
+    fn outcome(&self, output_media: Option<MediaInfo>, timings: &Timings, plan: serde_json::Value, metrics: Option<serde_json::Value>) -> JobOutcome {
+        let path = &self.job.output_path;
+        JobOutcome {
+            output_name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            output_path: path.clone(),
+            output_bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+            output_media,
+            timings: timings.clone(),
+            plan: Some(plan),
+            metrics,
+        }
+    }
+
+    fn plan(&self, extra: serde_json::Value) -> serde_json::Value {
+        let mut plan = json!({
+            "chunk_frames": self.chunk_frames,
+            "temporal_chunking": "exact (causal cache)",
+            "spatial_tiling": "none",
+            "spatial_factor": self.vae.spatial_factor(),
+            "temporal_factor": self.vae.temporal_factor(),
+        });
+        if let (Some(plan), Some(extra)) = (plan.as_object_mut(), extra.as_object()) {
+            plan.extend(extra.clone());
+        }
+        plan
+    }
+}
