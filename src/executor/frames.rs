@@ -1,6 +1,12 @@
 //! Between ffmpeg's packed RGB bytes and model tensors: `[n, 3, H, W]` floats in [0, 1].
+use std::collections::BTreeMap;
+use std::path::Path;
+
 use tch::{Device, Kind, Tensor};
 
+use super::ExecError;
+use crate::media::latent::LatentError;
+use crate::media::safetensors::{Dtype, TensorFileWriter};
 use crate::media::RgbFrames;
 
 pub fn to_tensor(chunk: &RgbFrames, device: Device) -> Tensor {
@@ -24,4 +30,50 @@ pub fn to_rgb(frames: &Tensor) -> RgbFrames {
         pixels.copy_data_u8(out, frame_bytes);
     }
     RgbFrames { width: w as u32, height: h as u32, count: n as usize, data }
+}
+
+/// A `[1, C, T, H, W]` float32 safetensors file filled chunk by chunk along T. Each channel's frames
+/// are contiguous in that layout, so a chunk is C runs; nothing ever holds the whole clip or latent.
+pub struct VideoTensorWriter {
+    file: TensorFileWriter,
+    frames: u64,
+    plane: u64,
+    written: u64,
+}
+
+impl VideoTensorWriter {
+    pub fn create(path: &Path, name: &str, shape: [i64; 5], metadata: &BTreeMap<String, String>) -> Result<Self, ExecError> {
+        let file = TensorFileWriter::create(path, name, Dtype::F32, &shape, metadata).map_err(io_error)?;
+        Ok(VideoTensorWriter { file, frames: shape[2] as u64, plane: (shape[3] * shape[4]) as u64, written: 0 })
+    }
+
+    /// `chunk`: `[1, C, n, H, W]`, the next `n` frames.
+    pub fn append(&mut self, chunk: &Tensor) -> Result<(), ExecError> {
+        let (_, channels, n, _, _) = chunk.size5().expect("[1, C, n, H, W]");
+        if self.written + n as u64 > self.frames {
+            return Err(ExecError::Invalid(format!("more frames than the {} announced", self.frames)));
+        }
+        for channel in 0..channels {
+            let values = chunk.get(0).get(channel).to_kind(Kind::Float).contiguous().to_device(Device::Cpu);
+            let numel = values.numel();
+            let mut floats = vec![0f32; numel];
+            values.copy_data(&mut floats, numel);
+            let bytes: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let offset = (channel as u64 * self.frames + self.written) * self.plane * 4;
+            self.file.write_at(offset, &bytes).map_err(io_error)?;
+        }
+        self.written += n as u64;
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<(), ExecError> {
+        if self.written != self.frames {
+            return Err(ExecError::Invalid(format!("{} frames were produced, {} were announced", self.written, self.frames)));
+        }
+        self.file.finish().map_err(io_error)
+    }
+}
+
+fn io_error(e: std::io::Error) -> ExecError {
+    ExecError::Latent(LatentError::Io(e))
 }

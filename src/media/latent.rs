@@ -59,7 +59,7 @@ pub struct LatentMeta {
 }
 
 impl LatentMeta {
-    fn to_strings(&self) -> BTreeMap<String, String> {
+    pub fn to_strings(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         out.insert("format".into(), "vaebox-latent-1".into());
         out.insert("normalized".into(), self.normalized.to_string());

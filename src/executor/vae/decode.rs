@@ -2,56 +2,42 @@
 use std::time::Instant;
 
 use serde_json::json;
-use tch::{Device, Tensor};
+use tch::Tensor;
 
 use super::{StageClock, VaeJob, DEFAULT_LATENT_FPS};
-use crate::executor::{frames, ExecError};
+use crate::executor::frames::{self, VideoTensorWriter};
+use crate::executor::ExecError;
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
-use crate::media::safetensors::{Dtype, TensorFileWriter};
 use crate::media::{self, FrameWriter};
 
 /// Where decoded frames go: an MP4 through ffmpeg, or a float32 `sample` tensor for `/v1/decode`.
 enum DecodeSink {
     Video(FrameWriter),
-    Tensor { writer: TensorFileWriter, frames: u64, plane: u64 },
+    Tensor(VideoTensorWriter),
 }
 
 impl DecodeSink {
     fn open(ctx: &VaeJob, frames: u64, height: i64, width: i64, fps: &str) -> Result<DecodeSink, ExecError> {
         if ctx.job.params.output == Some(OutputFormat::Tensor) {
             let shape = [1, 3, frames as i64, height, width];
-            let writer = TensorFileWriter::create(&ctx.job.output_path, "sample", Dtype::F32, &shape, &Default::default())
-                .map_err(|e| ExecError::Latent(LatentError::Io(e)))?;
-            return Ok(DecodeSink::Tensor { writer, frames, plane: (height * width) as u64 });
+            return Ok(DecodeSink::Tensor(VideoTensorWriter::create(&ctx.job.output_path, "sample", shape, &Default::default())?));
         }
         Ok(DecodeSink::Video(ctx.writer(width as u32, height as u32, fps, None)?))
     }
 
-    /// `frames`: `[n, 3, h, w]` in [-1, 1], the `first`-th frame onwards.
-    fn write(&mut self, frames: &Tensor, first: u64) -> Result<(), ExecError> {
+    /// `frames`: `[n, 3, h, w]` in [-1, 1], the next ones.
+    fn write(&mut self, frames: &Tensor) -> Result<(), ExecError> {
         match self {
             DecodeSink::Video(writer) => Ok(writer.write(frames::to_rgb(&VaeJob::to_unit_range(frames)))?),
-            DecodeSink::Tensor { writer, frames: total, plane } => {
-                // The tensor is [1, 3, T, H, W]: each channel's frames are contiguous, so a chunk is 3 runs.
-                for channel in 0..3 {
-                    let values = frames.select(1, channel).contiguous().to_device(Device::Cpu);
-                    let numel = values.numel();
-                    let mut floats = vec![0f32; numel];
-                    values.copy_data(&mut floats, numel);
-                    let bytes: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
-                    let offset = ((channel as u64 * *total + first) * *plane) * 4;
-                    writer.write_at(offset, &bytes).map_err(|e| ExecError::Latent(LatentError::Io(e)))?;
-                }
-                Ok(())
-            }
+            DecodeSink::Tensor(writer) => writer.append(&frames.permute([1, 0, 2, 3]).unsqueeze(0)),
         }
     }
 
     fn finish(self) -> Result<(), ExecError> {
         match self {
             DecodeSink::Video(writer) => Ok(writer.finish()?),
-            DecodeSink::Tensor { writer, .. } => writer.finish().map_err(|e| ExecError::Latent(LatentError::Io(e))),
+            DecodeSink::Tensor(writer) => writer.finish(),
         }
     }
 }
@@ -88,7 +74,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             let keep = (frames.size()[0] as u64).min(total - done) as i64;
             Ok(frames.narrow(0, 0, keep))
         })?;
-        StageClock::time(&mut clock.write, || sink.write(&frames, done))?;
+        StageClock::time(&mut clock.write, || sink.write(&frames))?;
         done += frames.size()[0] as u64;
         ctx.progress(done, total, started);
     }

@@ -5,9 +5,10 @@ use serde_json::json;
 use tch::{Device, Kind, Tensor};
 
 use super::{StageClock, VaeJob};
-use crate::executor::{frames, ExecError};
+use crate::executor::frames::{self, VideoTensorWriter};
+use crate::executor::ExecError;
 use crate::jobs::{JobOutcome, Timings};
-use crate::media::latent::{write_latent, LatentError, LatentMeta};
+use crate::media::latent::LatentMeta;
 use crate::media::{FrameReader, MediaInfo};
 
 /// Where `vae_encode` gets its frames: a video through ffmpeg, or a raw tensor sent to `/v1/encode`.
@@ -75,59 +76,78 @@ fn read_sample_tensor(path: &std::path::Path) -> Result<Tensor, ExecError> {
     }
 }
 
+/// Each latent chunk leaves for the file as soon as it exists, normalised on the way (the
+/// normalisations are per channel, so chunks can be done one at a time).
+struct LatentSink<'a> {
+    ctx: &'a VaeJob<'a>,
+    writer: VideoTensorWriter,
+    normalized: bool,
+}
+
+impl LatentSink<'_> {
+    fn write(&mut self, raw: &Tensor) -> Result<(), ExecError> {
+        let mut latent = raw.to_device(Device::Cpu).to_kind(Kind::Float);
+        if self.normalized {
+            latent = self.ctx.vae.normalize(&latent)?;
+        }
+        let params = &self.ctx.job.params;
+        if let Some(scaling) = params.latent_scaling {
+            latent = (latent - params.latent_shift.unwrap_or(0.0)) * scaling;
+        }
+        self.writer.append(&latent)
+    }
+}
+
 pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
     let mut source = EncodeSource::open(ctx, timings)?;
-    let mut encoder = ctx.vae.encoder();
-    let mut clock = StageClock::default();
-    let started = Instant::now();
-    let (mut latents, mut last_frame, mut done) = (Vec::new(), None::<Tensor>, 0u64);
-    loop {
-        ctx.hooks.check_cancelled()?;
-        let Some((x, count)) = source.next(ctx, &mut clock)? else { break };
-        StageClock::time(&mut clock.compute, || -> Result<(), ExecError> {
-            last_frame = Some(x.narrow(2, x.size()[2] - 1, 1));
-            if let Some(z) = encoder.push(&x)? {
-                latents.push(z.to_device(Device::Cpu).to_kind(Kind::Float));
-            }
-            Ok(())
-        })?;
-        done += count;
-        ctx.progress(done, source.total_frames(), started);
-    }
-    if done == 0 {
+    let total = source.total_frames();
+    if total == 0 {
         return Err(ExecError::Invalid("the input has no frames".into()));
     }
-    // The encoder takes 1 + 4k frames; repeat the last frame up to that, decode trims it back.
-    let missing = ctx.frames_needed(done as i64) - done as i64;
-    if let (Some(last), true) = (last_frame, missing > 0) {
-        StageClock::time(&mut clock.compute, || -> Result<(), ExecError> {
-            if let Some(z) = encoder.push(&last.repeat([1, 1, missing, 1, 1]))? {
-                latents.push(z.to_device(Device::Cpu).to_kind(Kind::Float));
-            }
-            Ok(())
-        })?;
-    }
-    let raw = Tensor::cat(&latents, 2);
-    let normalized = ctx.job.params.normalize.unwrap_or(false);
-    let mut latent = if normalized { ctx.vae.normalize(&raw)? } else { raw };
-    let params = &ctx.job.params;
-    if let (Some(scaling), shift) = (params.latent_scaling, params.latent_shift.unwrap_or(0.0)) {
-        latent = (latent - shift) * scaling;
-    }
     let (width, height, fps_rational) = source.describe();
+    let factor = ctx.vae.spatial_factor();
+    let latent_frames = 1 + (ctx.frames_needed(total as i64) - 1) / ctx.vae.temporal_factor();
+    let shape = [1, ctx.vae.latent_channels(), latent_frames, (height as u64).div_ceil(factor as u64) as i64, (width as u64).div_ceil(factor as u64) as i64];
+    let normalized = ctx.job.params.normalize.unwrap_or(false);
     let meta = LatentMeta {
         model: Some(ctx.entry.name.clone()),
         family: Some(ctx.entry.family.as_str().into()),
         normalized,
         fps_rational,
-        source_frames: Some(done),
+        source_frames: Some(total),
         width: Some(width),
         height: Some(height),
     };
-    let shape = latent.size();
-    StageClock::time(&mut clock.write, || write_latent(&ctx.job.output_path, &latent, &meta))
-        .map_err(|e| ExecError::Latent(LatentError::Io(e)))?;
+    let writer = VideoTensorWriter::create(&ctx.job.output_path, "latent", shape, &meta.to_strings())?;
+    let mut sink = LatentSink { ctx, writer, normalized };
+    let mut encoder = ctx.vae.encoder();
+    let mut clock = StageClock::default();
+    let started = Instant::now();
+    let (mut last_frame, mut done) = (None::<Tensor>, 0u64);
+    loop {
+        ctx.hooks.check_cancelled()?;
+        let Some((x, count)) = source.next(ctx, &mut clock)? else { break };
+        if let Some(z) = StageClock::time(&mut clock.compute, || {
+            last_frame = Some(x.narrow(2, x.size()[2] - 1, 1));
+            encoder.push(&x)
+        })? {
+            StageClock::time(&mut clock.write, || sink.write(&z))?;
+        }
+        done += count;
+        ctx.progress(done, total, started);
+    }
+    if done != total {
+        return Err(ExecError::Invalid(format!("the input had {done} frames, not the {total} its container announced")));
+    }
+    // The encoder takes 1 + 4k frames; repeat the last frame up to that, decode trims it back.
+    let missing = ctx.frames_needed(done as i64) - done as i64;
+    if let (Some(last), true) = (last_frame, missing > 0) {
+        if let Some(z) = StageClock::time(&mut clock.compute, || encoder.push(&last.repeat([1, 1, missing, 1, 1])))? {
+            StageClock::time(&mut clock.write, || sink.write(&z))?;
+        }
+    }
+    StageClock::time(&mut clock.write, || sink.writer.finish())?;
     clock.record(timings, done, started);
-    let plan = ctx.plan(json!({ "latent_shape": shape, "padded_frames": missing.max(0), "normalized": normalized }));
+    let plan = ctx.plan(json!({ "latent_shape": shape, "padded_frames": missing, "normalized": normalized }));
     Ok(ctx.outcome(None, timings, plan, None))
 }
