@@ -44,6 +44,9 @@ pub struct Config {
     pub upscale_tile: i64,
     /// Context pixels per tile side; 0 = automatic: the model's receptive radius (exact) up to 32 px.
     pub upscale_overlap: i64,
+    /// Working memory a VAE job may use, in MiB, beyond the loaded weights (0 = no budget: whole
+    /// frames, `chunk_frames` at a time). The planner shortens the temporal chunk first, then tiles.
+    pub memory_budget_mib: u64,
     /// x264 quality and speed for outputs.
     pub output_crf: u8,
     pub output_preset: String,
@@ -72,6 +75,7 @@ impl Default for Config {
             chunk_frames: 4,
             upscale_tile: 512,
             upscale_overlap: 0,
+            memory_budget_mib: 0,
             output_crf: 18,
             output_preset: "veryfast".into(),
         }

@@ -36,6 +36,8 @@ enum Command {
         #[command(subcommand)]
         what: BenchCommand,
     },
+    /// Re-measure a VAE's working memory per chunk and tile (the planner's memory model).
+    Calibrate(vaebox::tiling::calibrate::CalibrateArgs),
 }
 
 #[derive(clap::Args)]
@@ -63,6 +65,10 @@ struct RunArgs {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Our VAE side by side with diffusers (same weights, input, dtype, threads), with speed ratio and GFLOP/s.
+    Vae(vaebox::bench::vae::VaeBenchArgs),
+    /// For a few memory budgets: the plan chosen, peak memory, time, and error against untiled.
+    Tiling(vaebox::tiling::bench::TilingBenchArgs),
     /// Upscale a real clip end to end for each dtype; prints model-only fps, end-to-end fps and total/compute.
     Upscale {
         #[arg(long, default_value = "tests/media/carphone_pristine.mp4")]
@@ -105,6 +111,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale } } => {
             runtime.block_on(bench_upscale(&config, BenchUpscale { input, model, dtypes, scale }))
         }
+        Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
+        Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::tiling::bench::run(&args),
+        Command::Calibrate(args) => vaebox::tiling::calibrate::run(&args),
     }
 }
 

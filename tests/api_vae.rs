@@ -89,7 +89,17 @@ async fn encode_decode_and_reconstruct_a_real_clip() {
     assert_eq!(meta["source_frames"], "10");
     assert_eq!(meta["fps"], "30000/1001");
 
-    let decoded = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&filename=phone.safetensors"), latent).await;
+    let decoded = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&filename=phone.safetensors"), latent.clone()).await;
+    assert!(decoded["plan"]["spatial_tiles"].is_null(), "no budget, no tiles: {}", decoded["plan"]);
+    // A budget too small for whole frames makes the planner tile; the job still succeeds, same shape.
+    let tiled = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&memory_budget_mib=40"), latent).await;
+    let plan = &tiled["plan"];
+    assert!(plan["spatial_tiles"]["tile_latent"].as_i64().is_some(), "{plan}");
+    assert_eq!(plan["latent_frames_per_chunk"], 1, "{plan}");
+    let path = dir.path().join("tiled.mp4");
+    std::fs::write(&path, fetch(&client, &server, &tiled).await).unwrap();
+    let probed = ffprobe(&path);
+    assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 10));
     let path = dir.path().join("decoded.mp4");
     std::fs::write(&path, fetch(&client, &server, &decoded).await).unwrap();
     let probed = ffprobe(&path);

@@ -94,7 +94,13 @@ impl JobRequest {
             Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Some(false),
             Some(v) => return Err(ApiError::bad_request("invalid-normalize", format!("normalize `{v}` is not true or false"))),
         };
-        Ok(JobRequest { op, latent_channels: entry.latent_channels, family: entry.family, model: entry.name, priority, params: JobParams { scale, tile, normalize, ..JobParams::new(dtype) } })
+        let memory_budget_mib = match fields.get("memory_budget_mib") {
+            None => None,
+            Some(raw) => Some(raw.trim().parse::<u64>().map_err(|_| {
+                ApiError::bad_request("invalid-memory-budget", format!("memory_budget_mib `{raw}` is not a whole number of MiB"))
+            })?),
+        };
+        Ok(JobRequest { op, latent_channels: entry.latent_channels, family: entry.family, model: entry.name, priority, params: JobParams { scale, tile, normalize, memory_budget_mib, ..JobParams::new(dtype) } })
     }
 }
 

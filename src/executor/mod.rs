@@ -51,6 +51,7 @@ pub struct ExecutorConfig {
     pub chunk_frames: usize,
     pub upscale_tile: i64,
     pub upscale_overlap: i64,
+    pub memory_budget_mib: u64,
     pub output_crf: u8,
     pub output_preset: String,
 }
@@ -67,6 +68,7 @@ impl ExecutorConfig {
             chunk_frames: config.chunk_frames,
             upscale_tile: config.upscale_tile,
             upscale_overlap: config.upscale_overlap,
+            memory_budget_mib: config.memory_budget_mib,
             output_crf: config.output_crf,
             output_preset: config.output_preset.clone(),
         }

@@ -81,6 +81,9 @@ pub struct JobParams {
     pub latent_scaling: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latent_shift: Option<f64>,
+    /// Working-memory budget for this job in MiB (0 = none); overrides `memory_budget_mib`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_budget_mib: Option<u64>,
     /// `vae_decode`: `tensor` writes the decoded frames as a float32 safetensors `sample` instead of an MP4.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<OutputFormat>,
@@ -95,7 +98,7 @@ pub enum OutputFormat {
 
 impl JobParams {
     pub fn new(dtype: DtypeChoice) -> JobParams {
-        JobParams { scale: None, dtype, tile: None, normalize: None, latent_scaling: None, latent_shift: None, output: None }
+        JobParams { scale: None, dtype, tile: None, normalize: None, latent_scaling: None, latent_shift: None, output: None, memory_budget_mib: None }
     }
 }
 

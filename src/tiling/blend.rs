@@ -9,12 +9,6 @@ use tch::{Device, Kind, Tensor};
 use super::spatial::Span;
 use crate::models::ModelError;
 
-/// Share of each overlap, at both of its ends, where the entering tile gets no weight at all. A
-/// tile's cells next to its cut edge saw zero padding instead of their neighbours, and are the worst
-/// cells it has; measured on the dim-12 Wan 2.1 decoder (tests/tiling.rs), dropping a quarter at each
-/// end and ramping across the middle half beats a ramp over the whole overlap.
-pub const DISCARDED_EDGE_SHARE: f64 = 0.25;
-
 /// How one tile meets its neighbours along one axis, in output cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AxisEdges {
@@ -25,25 +19,15 @@ pub struct AxisEdges {
     pub overlap_after: i64,
 }
 
-/// Weight of the entering tile at cell `i` of an overlap of `overlap` cells: 0 on the discarded
-/// edge, a raised cosine across the middle, 1 beyond. `w(i) + w(overlap − 1 − i) = 1`, so two tiles
-/// crossing with the mirrored ramp sum to one without normalising.
+/// Weight of the entering tile at cell `i` of an overlap of `overlap` cells: a raised cosine across the
+/// whole overlap, sampled at cell centres, so `w(i) + w(overlap − 1 − i) = 1` and two tiles crossing
+/// with mirrored ramps sum to one without normalising. Giving a tile's cut edge zero weight (ramping
+/// only across the middle of the overlap) was measured worse on the Wan 2.1 decoder: mean error
+/// 0.0697 with the full ramp, 0.0711 / 0.0732 / 0.0757 / 0.0785 with 1/8, 1/4, 3/8, 1/2 of the
+/// overlap dropped at each end (tests/tiling.rs geometry) — smoothness of the crossing matters more
+/// than the edge cells.
 pub fn raised_cosine_ramp(overlap: i64) -> Vec<f32> {
-    let share = std::env::var("SCRATCH_EDGE").ok().and_then(|v| v.parse().ok()).unwrap_or(DISCARDED_EDGE_SHARE);
-    let margin = (overlap as f64 * share).floor() as i64;
-    let ramp = overlap - 2 * margin;
-    (0..overlap)
-        .map(|i| {
-            let position = (i - margin) as f64 + 0.5;
-            if position <= 0.0 {
-                0.0
-            } else if position >= ramp as f64 {
-                1.0
-            } else {
-                (0.5 - 0.5 * (PI * position / ramp as f64).cos()) as f32
-            }
-        })
-        .collect()
+    (0..overlap).map(|i| (0.5 - 0.5 * (PI * (i as f64 + 0.5) / overlap as f64).cos()) as f32).collect()
 }
 
 fn axis_weights(edges: &AxisEdges) -> Vec<f32> {
@@ -198,8 +182,7 @@ mod tests {
             assert!(ramp.windows(2).all(|w| w[1] >= w[0]), "{ramp:?}");
         }
         let ramp = raised_cosine_ramp(16);
-        assert_eq!(&ramp[..4], &[0.0; 4]);
-        assert_eq!(&ramp[12..], &[1.0; 4]);
+        assert!(ramp[0] > 0.0 && ramp[0] < 0.01 && ramp[15] > 0.99 && ramp[15] < 1.0, "{ramp:?}");
     }
 
     #[test]
@@ -219,15 +202,15 @@ mod tests {
     }
 
     #[test]
-    fn far_from_an_overlap_a_tile_is_copied_and_cut_edges_get_no_weight() {
+    fn far_from_an_overlap_a_tile_is_copied_and_cut_edges_get_little_weight() {
         let blender = TileBlender::new(&[span(0, 16)], &[span(0, 16), span(8, 24)], Device::Cpu);
         let left = &blender.tile(0).unwrap().weight;
         let right = &blender.tile(1).unwrap().weight;
         assert_eq!(left.double_value(&[0, 0, 0, 5, 0]), 1.0);
-        assert_eq!(left.double_value(&[0, 0, 0, 5, 9]), 1.0);
-        assert_eq!(right.double_value(&[0, 0, 0, 5, 0]), 0.0);
-        assert_eq!(left.double_value(&[0, 0, 0, 5, 15]), 0.0);
-        assert_eq!(right.double_value(&[0, 0, 0, 5, 15]), 1.0);
+        assert_eq!(left.double_value(&[0, 0, 0, 5, 7]), 1.0);
+        assert!(right.double_value(&[0, 0, 0, 5, 0]) < 0.01);
+        assert!(left.double_value(&[0, 0, 0, 5, 15]) < 0.01);
+        assert_eq!(right.double_value(&[0, 0, 0, 5, 8]), 1.0);
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! Tile planning and tiled execution: exact tiles for the upscaler (`spatial`), blended overlapping
-//! tiles for the VAEs (`grid`, `blend`, `vae_tiles`), and the memory model that picks them (`planner`).
+//! tiles for the VAEs (`grid`, `blend`, `vae_tiles`), and the memory model that picks them (`memory`, `planner`).
+pub mod bench;
 pub mod blend;
+pub mod calibrate;
 pub mod grid;
+pub mod memory;
+pub mod planner;
 pub mod spatial;
 pub mod vae_tiles;

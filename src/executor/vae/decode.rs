@@ -60,7 +60,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let total = file.meta.source_frames.map(|n| (n as i64).min(produced)).unwrap_or(produced) as u64;
     let fps = file.meta.fps_rational.clone().unwrap_or_else(|| DEFAULT_LATENT_FPS.into());
     let mut sink = DecodeSink::open(ctx, total, height, width, &fps)?;
-    let mut decoder = ctx.vae.decoder();
+    let mut decoder = ctx.decoder();
     let latents_per_push = (ctx.chunk_frames as i64 / ctx.vae.temporal_factor()).max(1);
     let mut done = 0u64;
     let mut start = 0;

@@ -120,7 +120,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     };
     let writer = VideoTensorWriter::create(&ctx.job.output_path, "latent", shape, &meta.to_strings())?;
     let mut sink = LatentSink { ctx, writer, normalized };
-    let mut encoder = ctx.vae.encoder();
+    let mut encoder = ctx.encoder();
     let mut clock = StageClock::default();
     let started = Instant::now();
     let (mut last_frame, mut done) = (None::<Tensor>, 0u64);

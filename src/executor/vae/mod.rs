@@ -14,7 +14,12 @@ use super::{ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::{JobOutcome, Op, Progress, Timings};
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
 use crate::models::registry::{self, ModelEntry};
+use crate::media::latent;
 use crate::models::vae::VideoVae;
+use crate::tiling::grid::SpatialTiles;
+use crate::tiling::memory::{MemoryModel, TiledOp};
+use crate::tiling::planner::{self, Plan, PlanRequest};
+use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 const QUEUE_CHUNKS: usize = 2;
 /// Wan and SeedVR2 are trained on 16 fps clips; a latent without an fps decodes at that rate.
@@ -51,7 +56,11 @@ struct VaeJob<'a> {
     hooks: &'a JobHooks,
     entry: ModelEntry,
     vae: &'a VideoVae,
+    /// Pixel frames per push: whole latent groups, as the plan chose.
     chunk_frames: usize,
+    /// Spatial tiles when a whole frame does not fit the budget.
+    tiles: Option<SpatialTiles>,
+    tile_plan: Plan,
 }
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
@@ -62,10 +71,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let load_started = Instant::now();
     let (vae, _) = exec.models.vae(&entry, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
-    let temporal = vae.temporal_factor() as usize;
-    // Whole groups of the temporal factor, so each push completes latent frames.
-    let chunk_frames = exec.config.chunk_frames.div_ceil(temporal).max(1) * temporal;
-    let ctx = VaeJob { exec, job, hooks, entry, vae: &vae, chunk_frames };
+    let tile_plan = plan_tiles(exec, job, &vae, kind, timings)?;
+    let chunk_frames = (tile_plan.latent_frames_per_chunk * vae.temporal_factor()) as usize;
+    let ctx = VaeJob { exec, job, hooks, entry, vae: &vae, chunk_frames, tiles: tile_plan.spatial, tile_plan };
     tch::no_grad(|| match job.op {
         Op::VaeEncode => encode::run(&ctx, timings),
         Op::VaeDecode => decode::run(&ctx, timings),
@@ -74,7 +82,70 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     })
 }
 
+/// The job's size in latent cells, from whatever its input is: a latent file, a pixel tensor or a video.
+fn latent_dims(exec: &Executor, job: &JobSpec, vae: &VideoVae, timings: &mut Timings) -> Result<[i64; 3], ExecError> {
+    let (t, f) = (vae.temporal_factor(), vae.spatial_factor());
+    let from_pixels = |frames: i64, height: i64, width: i64| [1 + (frames - 1 + t - 1) / t, (height + f - 1) / f, (width + f - 1) / f];
+    if job.op == Op::VaeDecode {
+        let shape = latent::inspect_latent(&job.input_path)?.shape;
+        return Ok([shape[2], shape[3], shape[4]]);
+    }
+    if job.input_path.extension().is_some_and(|e| e == "safetensors") {
+        let header = media::safetensors::read_header(&job.input_path)
+            .map_err(|e| ExecError::Invalid(format!("cannot read the input tensor: {e}")))?;
+        let shape = header.tensors.values().next().map(|e| e.shape.clone()).unwrap_or_default();
+        let [_, _, frames, height, width] = shape[..] else { return Err(ExecError::Invalid(format!("input shape {shape:?}"))) };
+        return Ok(from_pixels(frames, height, width));
+    }
+    let info = match &job.input_media {
+        Some(info) => info.clone(),
+        None => {
+            let started = Instant::now();
+            let info = media::probe(&exec.config.tools, &job.input_path, &exec.config.limits)?;
+            timings.probe = Some(started.elapsed().as_secs_f64());
+            info
+        }
+    };
+    Ok(from_pixels(info.frames.max(1) as i64, info.height as i64, info.width as i64))
+}
+
+/// Temporal chunk first (exact), spatial tiles only when one chunk of whole frames exceeds the budget.
+/// Without a budget, or without a memory model for this family, whole frames at the configured chunk.
+fn plan_tiles(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timings: &mut Timings) -> Result<Plan, ExecError> {
+    let max_latents = (exec.config.chunk_frames as i64 / vae.temporal_factor()).max(1);
+    let budget_mib = job.params.memory_budget_mib.unwrap_or(exec.config.memory_budget_mib);
+    let memory = MemoryModel::for_vae(vae, kind);
+    let [latent_frames, latent_height, latent_width] = latent_dims(exec, job, vae, timings)?;
+    let op = match job.op {
+        Op::VaeEncode => TiledOp::Encode,
+        Op::VaeDecode => TiledOp::Decode,
+        _ => TiledOp::Reconstruct,
+    };
+    let (Some(memory), true) = (memory, budget_mib > 0) else {
+        return Ok(Plan { latent_frames_per_chunk: max_latents, spatial: None, estimated_peak_bytes: 0, fits: true });
+    };
+    Ok(planner::plan(&PlanRequest {
+        op,
+        latent_frames,
+        latent_height,
+        latent_width,
+        spatial_factor: vae.spatial_factor(),
+        temporal_factor: vae.temporal_factor(),
+        budget_bytes: budget_mib << 20,
+        max_latent_frames_per_chunk: max_latents.min(latent_frames),
+        memory,
+    }))
+}
+
 impl VaeJob<'_> {
+    fn encoder(&self) -> TiledEncoder<'_> {
+        TiledEncoder::new(self.vae, self.tiles)
+    }
+
+    fn decoder(&self) -> TiledDecoder<'_> {
+        TiledDecoder::new(self.vae, self.tiles)
+    }
+
     fn input_media(&self, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
         if let Some(info) = &self.job.input_media {
             return Ok(info.clone());
@@ -166,8 +237,12 @@ impl VaeJob<'_> {
     fn plan(&self, extra: serde_json::Value) -> serde_json::Value {
         let mut plan = json!({
             "chunk_frames": self.chunk_frames,
+            "latent_frames_per_chunk": self.tile_plan.latent_frames_per_chunk,
             "temporal_chunking": "exact (causal cache)",
-            "spatial_tiling": "none",
+            "spatial_tiles": self.tiles,
+            "blending": self.tiles.map(|_| "raised cosine over the overlap"),
+            "estimated_peak_bytes": (self.tile_plan.estimated_peak_bytes > 0).then_some(self.tile_plan.estimated_peak_bytes),
+            "fits_budget": self.tile_plan.fits,
             "spatial_factor": self.vae.spatial_factor(),
             "temporal_factor": self.vae.temporal_factor(),
         });

@@ -17,8 +17,8 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let (height, width) = (info.height as i64, info.width as i64);
     let mut reader = ctx.reader(&info)?;
     let mut writer = ctx.writer(info.width, info.height, &info.fps_rational, info.has_audio.then(|| ctx.job.input_path.clone()))?;
-    let mut encoder = ctx.vae.encoder();
-    let mut decoder = ctx.vae.decoder();
+    let mut encoder = ctx.encoder();
+    let mut decoder = ctx.decoder();
     let mut quality = QualityMeter::default();
     let mut clock = StageClock::default();
     let started = Instant::now();

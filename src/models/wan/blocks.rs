@@ -35,10 +35,6 @@ impl RmsNorm {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        if std::env::var_os("WAN_OLD_NORM").is_some() {
-            let norm = x.f_norm_scalaropt_dim(2.0, [1], true)?.f_clamp_min(NORMALIZE_EPS)?;
-            return Ok(x.f_div(&norm)?.f_mul(&self.scaled_gamma)?);
-        }
         // The per-pixel norm is reduced in fp32 (as diffusers does for bf16) and turned into a
         // reciprocal on the small [B, 1, T, H, W] tensor, so the full-size work is two multiplies
         // into one fresh tensor instead of a divide and two multiplies into three.
@@ -52,9 +48,6 @@ impl RmsNorm {
 
     /// `silu(forward(x))`, activated in place.
     pub fn forward_silu(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        if std::env::var_os("WAN_OLD_NORM").is_some() {
-            return Ok(self.forward(x)?.f_mul_scalar(1.0)?.f_silu()?);
-        }
         Ok(self.forward(x)?.f_silu_()?)
     }
 }

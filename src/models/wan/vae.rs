@@ -25,6 +25,12 @@ impl Default for WanLoadOptions {
     }
 }
 
+/// Full-resolution pixels (frames × H × W) per network call of whole-clip [`WanVae::encode`] and
+/// [`WanVae::decode`]. Each live activation holds about C × 4 bytes per such pixel (C up to 96 at full
+/// resolution in Wan 2.1), so this bounds memory near 0.4 GB per tensor, while a short or small clip
+/// still goes through in one call: bigger convolutions run measurably faster on CPU than one frame at a time.
+pub const WHOLE_CLIP_CHUNK_PIXELS: i64 = 1 << 20;
+
 /// Speed switches that change the result only by rounding. Each one is measured side by side by
 /// `vaebox bench vae`; the default is what paid on the CPU we measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,20 +125,23 @@ impl WanVae {
     }
 
     /// `[B, 3, T, H, W]` in [-1, 1] → raw `mu` `[B, z, 1 + (T−1)/4, H/s, W/s]` (not normalised), s = 8 (2.1) or 16 (2.2).
-    /// Runs as a stream (first frame, then 4 frames per call), so memory does not grow with T; frames
-    /// beyond `1 + 4k` are dropped, as in the original.
+    /// Runs as a stream (first frame, then groups of 4 frames, as many per call as
+    /// [`WHOLE_CLIP_CHUNK_PIXELS`] allows), so memory does not grow with T; frames beyond `1 + 4k`
+    /// are dropped, as in the original.
     pub fn encode(&self, video: &Tensor) -> Result<Tensor, ModelError> {
-        let frames = video.size().get(2).copied().unwrap_or(0);
-        if frames < 1 {
-            return Err(self.bad_input(format!("a video of shape {:?} (expected [B, {}, T≥1, H, W])", video.size(), self.config.image_channels)));
+        let size = video.size();
+        let frames = size.get(2).copied().unwrap_or(0);
+        if frames < 1 || size.len() != 5 {
+            return Err(self.bad_input(format!("a video of shape {size:?} (expected [B, {}, T≥1, H, W])", self.config.image_channels)));
         }
         let step = self.config.temporal_factor();
         let used = self.config.pixel_frames(self.config.latent_frames(frames));
+        let groups_per_call = (WHOLE_CLIP_CHUNK_PIXELS / (step * size[3] * size[4]).max(1)).max(1);
         let mut stream = self.encoder_stream();
         let mut latents = Vec::new();
         let mut start = 0;
         while start < used {
-            let len = if start == 0 { 1 } else { step };
+            let len = if start == 0 { 1 } else { (groups_per_call * step).min(used - start) };
             latents.extend(stream.push(&video.f_narrow(2, start, len)?)?);
             start += len;
         }
@@ -140,7 +149,7 @@ impl WanVae {
     }
 
     /// Whole latent `[B, z, T', h, w]` → video `[B, 3, 1 + 4(T'−1), s·h, s·w]` clamped to [-1, 1],
-    /// decoded one latent frame per call like the original.
+    /// decoded as a stream: the first latent frame, then as many per call as [`WHOLE_CLIP_CHUNK_PIXELS`] allows.
     pub fn decode(&self, latent: &Tensor) -> Result<Tensor, ModelError> {
         let _guard = tch::no_grad_guard();
         Ok(self.decode_unclamped(latent)?.f_clamp(-1.0, 1.0)?)
@@ -148,11 +157,20 @@ impl WanVae {
 
     /// [`WanVae::decode`] without the final clamp.
     pub fn decode_unclamped(&self, latent: &Tensor) -> Result<Tensor, ModelError> {
-        let frames = latent.size().get(2).copied().unwrap_or(0);
+        let size = latent.size();
+        let frames = size.get(2).copied().unwrap_or(0);
+        if frames < 1 || size.len() != 5 {
+            return Err(self.bad_input(format!("a latent of shape {size:?} (expected [B, {}, T≥1, h, w])", self.config.z_dim)));
+        }
+        let (step, spatial) = (self.config.temporal_factor(), self.config.spatial_factor());
+        let latents_per_call = (WHOLE_CLIP_CHUNK_PIXELS / (step * size[3] * spatial * size[4] * spatial).max(1)).max(1);
         let mut stream = self.decoder_stream().unclamped();
-        let chunks = (0..frames).map(|t| stream.push(&latent.f_narrow(2, t, 1)?)).collect::<Result<Vec<_>, _>>()?;
-        if chunks.is_empty() {
-            return Err(self.bad_input(format!("a latent of shape {:?} (expected [B, {}, T≥1, h, w])", latent.size(), self.config.z_dim)));
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < frames {
+            let len = if start == 0 { 1 } else { latents_per_call.min(frames - start) };
+            chunks.push(stream.push(&latent.f_narrow(2, start, len)?)?);
+            start += len;
         }
         Ok(Tensor::f_cat(&chunks, 2)?)
     }

@@ -1,0 +1,152 @@
+//! Picks, per job, the temporal chunk and (only when one chunk of whole frames does not fit) the
+//! spatial tiles, from a memory budget and the model's [`MemoryModel`]. Temporal chunking is exact,
+//! spatial tiling is not, so tiles are the last resort and as large as the budget allows.
+use serde::{Deserialize, Serialize};
+
+pub use super::grid::SpatialTiles;
+use super::grid::TileGrid;
+pub use super::memory::{MemoryModel, TiledOp};
+
+/// Overlap as a share of the tile side (diffusers' Wan default: 64 of 256 pixels).
+const OVERLAP_SHARE: f64 = 0.25;
+/// Below this overlap (latent cells) seams show; diffusers' smallest default is 8.
+const MIN_OVERLAP_LATENT: i64 = 2;
+/// Tiles smaller than this (latent cells) are mostly overlap.
+const MIN_TILE_LATENT: i64 = 4;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanRequest {
+    pub op: TiledOp,
+    /// Latent frames of the whole job.
+    pub latent_frames: i64,
+    pub latent_height: i64,
+    pub latent_width: i64,
+    pub spatial_factor: i64,
+    pub temporal_factor: i64,
+    /// Working memory allowed on top of the loaded model.
+    pub budget_bytes: u64,
+    /// Longest push the caller wants (latency, progress granularity), in latent frames.
+    pub max_latent_frames_per_chunk: i64,
+    pub memory: MemoryModel,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub latent_frames_per_chunk: i64,
+    pub spatial: Option<SpatialTiles>,
+    pub estimated_peak_bytes: u64,
+    /// False when even the smallest tiles of one latent frame exceed the budget: the plan is then the
+    /// smallest one, and the executor's out-of-memory retry is the last word.
+    pub fits: bool,
+}
+
+impl PlanRequest {
+    fn estimate(&self, latent_frames_per_chunk: i64, tiles: Option<&SpatialTiles>) -> f64 {
+        let grid = TileGrid::new(self.latent_height, self.latent_width, tiles);
+        let f = self.spatial_factor;
+        let tile_pixels = grid.rows[0].len() * grid.cols[0].len() * f * f;
+        let covered: i64 = grid.tiles().map(|(r, c)| r.len() * c.len() * f * f).sum();
+        self.memory.peak_bytes(self.op, latent_frames_per_chunk * self.temporal_factor, tile_pixels, covered)
+    }
+
+    fn plan(&self, latent_frames_per_chunk: i64, spatial: Option<SpatialTiles>, fits: bool) -> Plan {
+        let estimate = self.estimate(latent_frames_per_chunk, spatial.as_ref());
+        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes: estimate.max(0.0).ceil() as u64, fits }
+    }
+
+    /// The longest chunk (at most the cap and the clip) that fits with these tiles.
+    fn longest_chunk(&self, tiles: Option<&SpatialTiles>) -> Option<i64> {
+        let longest = self.max_latent_frames_per_chunk.min(self.latent_frames).max(1);
+        (1..=longest).rev().find(|&k| self.estimate(k, tiles) <= self.budget_bytes as f64)
+    }
+}
+
+pub fn tiles_for(tile_latent: i64) -> SpatialTiles {
+    let overlap = ((tile_latent as f64 * OVERLAP_SHARE).round() as i64).max(MIN_OVERLAP_LATENT);
+    SpatialTiles { tile_latent, overlap_latent: overlap }
+}
+
+/// Whole frames with the longest chunk that fits; else the largest square tiles that fit one latent
+/// frame per push, then the longest chunk for those tiles; else the smallest tiles, marked unfit.
+pub fn plan(request: &PlanRequest) -> Plan {
+    if let Some(chunk) = request.longest_chunk(None) {
+        return request.plan(chunk, None, true);
+    }
+    let largest = request.latent_height.max(request.latent_width) - 1;
+    let smallest = MIN_TILE_LATENT.min(largest).max(1);
+    for tile in (smallest..=largest).rev() {
+        let tiles = tiles_for(tile);
+        if let Some(chunk) = request.longest_chunk(Some(&tiles)) {
+            return request.plan(chunk, Some(tiles), true);
+        }
+    }
+    request.plan(1, (largest >= 1).then(|| tiles_for(smallest)), false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tiling::memory::StreamCost;
+
+    const MIB: u64 = 1 << 20;
+
+    /// Round constants, so expected plans can be worked out by hand.
+    fn request(budget_bytes: u64) -> PlanRequest {
+        let cost = StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1000.0, bytes_per_pixel: 100.0 };
+        PlanRequest {
+            op: TiledOp::Decode,
+            latent_frames: 21,
+            latent_height: 60,
+            latent_width: 104,
+            spatial_factor: 8,
+            temporal_factor: 4,
+            budget_bytes,
+            max_latent_frames_per_chunk: 4,
+            memory: MemoryModel { encode: cost, decode: cost },
+        }
+    }
+
+    #[test]
+    fn ample_budget_takes_whole_frames_and_the_longest_chunk() {
+        // 480×832 px = 399,360 px: 4 latent frames = 16 px frames → 6.4 GB + 40 MB of caches.
+        let plan = plan(&request(8 << 30));
+        assert_eq!(plan, Plan { latent_frames_per_chunk: 4, spatial: None, estimated_peak_bytes: 6_429_696_000, fits: true });
+    }
+
+    #[test]
+    fn chunk_shrinks_before_any_tiling() {
+        // 2 latent frames: 8 · 399,360 · 1000 + 399,360 · 100 = 3.235 GB fits 3.5 GB; 3 frames do not.
+        let plan = plan(&request(3500 * MIB));
+        assert_eq!((plan.latent_frames_per_chunk, plan.spatial), (2, None));
+        let plan = super::plan(&request(1700 * MIB));
+        assert_eq!((plan.latent_frames_per_chunk, plan.spatial), (1, None));
+    }
+
+    #[test]
+    fn tiles_only_when_one_frame_group_does_not_fit() {
+        let whole_one_chunk = request(0).estimate(1, None);
+        let plan = plan(&request((whole_one_chunk * 0.6) as u64));
+        let tiles = plan.spatial.expect("tiled");
+        assert!(plan.fits && plan.estimated_peak_bytes as f64 <= whole_one_chunk * 0.6);
+        assert_eq!(plan.latent_frames_per_chunk, 1);
+        // The next larger tile would not have fitted.
+        let bigger = tiles_for(tiles.tile_latent + 1);
+        assert!(request(0).estimate(1, Some(&bigger)) > whole_one_chunk * 0.6, "{tiles:?}");
+        assert_eq!(tiles.overlap_latent, (tiles.tile_latent as f64 / 4.0).round() as i64);
+    }
+
+    #[test]
+    fn hopeless_budget_gives_the_smallest_plan_marked_unfit() {
+        let plan = plan(&request(1000));
+        assert!(!plan.fits);
+        assert_eq!(plan.latent_frames_per_chunk, 1);
+        assert_eq!(plan.spatial.map(|t| t.tile_latent), Some(MIN_TILE_LATENT));
+    }
+
+    #[test]
+    fn short_clips_are_not_chunked_beyond_their_length() {
+        let mut short = request(8 << 30);
+        short.latent_frames = 2;
+        assert_eq!(plan(&short).latent_frames_per_chunk, 2);
+    }
+}
