@@ -110,6 +110,28 @@ fn decode_all(decoder: &mut TiledDecoder, latent: &Tensor, pushes: &[i64]) -> Te
     Tensor::cat(&chunks, 2)
 }
 
+struct Ours<'a> {
+    tiled: &'a Tensor,
+    untiled: &'a Tensor,
+    tiles: usize,
+}
+
+/// Runs diffusers' tiled and untiled `op` on the same input and geometry; our tiling error must be no
+/// larger than theirs (mean and RMS), and the two untiled outputs must agree (same computation).
+fn compare_with_diffusers(op: &str, input: &Tensor, ours: Ours, dir: &Path) {
+    let (diffusers_tiled, diffusers_untiled) = diffusers_tiled(op, input, dir);
+    let same_model = difference(ours.untiled, &diffusers_untiled);
+    let mine = difference(ours.tiled, ours.untiled);
+    let theirs = difference(&diffusers_tiled, &diffusers_untiled);
+    println!(
+        "{op} {}x{} px, tile {} overlap {} latent ({} tiles): ours mean {:.4e} rms {:.4e} max {:.4e} | diffusers mean {:.4e} rms {:.4e} max {:.4e} | untiled vs diffusers max {:.2e}",
+        HEIGHT, WIDTH, TILES.tile_latent, TILES.overlap_latent, ours.tiles, mine.mean_abs, mine.rms, mine.max_abs, theirs.mean_abs, theirs.rms, theirs.max_abs, same_model.max_abs
+    );
+    assert!(same_model.max_abs <= SAME_MODEL_ATOL, "untiled outputs differ by {:e}", same_model.max_abs);
+    assert!(mine.mean_abs <= theirs.mean_abs, "mean error {:e} > diffusers' {:e}", mine.mean_abs, theirs.mean_abs);
+    assert!(mine.rms <= theirs.rms, "rms error {:e} > diffusers' {:e}", mine.rms, theirs.rms);
+}
+
 #[test]
 fn tiled_decode_error_is_no_larger_than_diffusers_tiled_decode() {
     let _serial = serial();
@@ -121,17 +143,7 @@ fn tiled_decode_error_is_no_larger_than_diffusers_tiled_decode() {
     let tiled = decode_all(&mut tiled_decoder, &latent, &[1, 2]);
     assert!(tiled_decoder.tile_count() >= 4, "the clip must need at least 2×2 tiles, got {}", tiled_decoder.tile_count());
 
-    let (diffusers_tiled, diffusers_untiled) = diffusers_tiled("decode", &latent, dir.path());
-    let same_model = difference(&untiled, &diffusers_untiled);
-    let ours = difference(&tiled, &untiled);
-    let theirs = difference(&diffusers_tiled, &diffusers_untiled);
-    println!(
-        "decode {}x{} px, tile {} overlap {} latent ({} tiles): ours mean {:.4e} rms {:.4e} max {:.4e} | diffusers mean {:.4e} rms {:.4e} max {:.4e} | untiled vs diffusers max {:.2e}",
-        HEIGHT, WIDTH, TILES.tile_latent, TILES.overlap_latent, tiled_decoder.tile_count(), ours.mean_abs, ours.rms, ours.max_abs, theirs.mean_abs, theirs.rms, theirs.max_abs, same_model.max_abs
-    );
-    assert!(same_model.max_abs <= SAME_MODEL_ATOL, "untiled outputs differ by {:e}", same_model.max_abs);
-    assert!(ours.mean_abs <= theirs.mean_abs, "mean error {:e} > diffusers' {:e}", ours.mean_abs, theirs.mean_abs);
-    assert!(ours.rms <= theirs.rms, "rms error {:e} > diffusers' {:e}", ours.rms, theirs.rms);
+    compare_with_diffusers("decode", &latent, Ours { tiled: &tiled, untiled: &untiled, tiles: tiled_decoder.tile_count() }, dir.path());
 }
 
 #[test]
@@ -149,17 +161,7 @@ fn tiled_encode_error_is_no_larger_than_diffusers_tiled_encode() {
     let tiled = Tensor::cat(&chunks, 2);
     assert!(encoder.tile_count() >= 4, "got {} tiles", encoder.tile_count());
 
-    let (diffusers_tiled, diffusers_untiled) = diffusers_tiled("encode", &video, dir.path());
-    let same_model = difference(&untiled, &diffusers_untiled);
-    let ours = difference(&tiled, &untiled);
-    let theirs = difference(&diffusers_tiled, &diffusers_untiled);
-    println!(
-        "encode {}x{} px, tile {} overlap {} latent ({} tiles): ours mean {:.4e} rms {:.4e} max {:.4e} | diffusers mean {:.4e} rms {:.4e} max {:.4e} | untiled vs diffusers max {:.2e}",
-        HEIGHT, WIDTH, TILES.tile_latent, TILES.overlap_latent, encoder.tile_count(), ours.mean_abs, ours.rms, ours.max_abs, theirs.mean_abs, theirs.rms, theirs.max_abs, same_model.max_abs
-    );
-    assert!(same_model.max_abs <= SAME_MODEL_ATOL, "untiled outputs differ by {:e}", same_model.max_abs);
-    assert!(ours.mean_abs <= theirs.mean_abs, "mean error {:e} > diffusers' {:e}", ours.mean_abs, theirs.mean_abs);
-    assert!(ours.rms <= theirs.rms, "rms error {:e} > diffusers' {:e}", ours.rms, theirs.rms);
+    compare_with_diffusers("encode", &video, Ours { tiled: &tiled, untiled: &untiled, tiles: encoder.tile_count() }, dir.path());
 }
 
 /// Tiles that fit the whole frame are the untiled stream: same output bit for bit.
