@@ -74,14 +74,19 @@ pub struct LevelSpec {
     pub temporal: bool,
 }
 
+/// `resnets.0..n`: the first maps the level's input width to its output width, the rest keep it.
+fn resnet_chain(vp: &WeightPath, level: &LevelSpec, slots: &mut SlotAllocator) -> Result<Vec<ResidualBlock>, ModelError> {
+    (0..level.res_blocks)
+        .map(|j| {
+            let in_dim = if j == 0 { level.in_channels } else { level.out_channels };
+            ResidualBlock::new(&vp.pp(format!("resnets.{j}")), in_dim, level.out_channels, slots)
+        })
+        .collect()
+}
+
 impl ResidualDownBlock {
     pub fn new(vp: &WeightPath, level: &LevelSpec, slots: &mut SlotAllocator) -> Result<Self, ModelError> {
-        let mut resnets = Vec::new();
-        let mut in_dim = level.in_channels;
-        for j in 0..level.res_blocks {
-            resnets.push(ResidualBlock::new(&vp.pp(format!("resnets.{j}")), in_dim, level.out_channels, slots)?);
-            in_dim = level.out_channels;
-        }
+        let resnets = resnet_chain(vp, level, slots)?;
         let downsampler = if level.resample {
             let mode = if level.temporal { ResampleMode::Down3d } else { ResampleMode::Down2d };
             Some(Resample::new(&vp.pp("downsampler"), level.out_channels, level.out_channels, mode, slots)?)
@@ -118,12 +123,7 @@ pub struct ResidualUpBlock {
 
 impl ResidualUpBlock {
     pub fn new(vp: &WeightPath, level: &LevelSpec, slots: &mut SlotAllocator) -> Result<Self, ModelError> {
-        let mut resnets = Vec::new();
-        let mut in_dim = level.in_channels;
-        for j in 0..level.res_blocks {
-            resnets.push(ResidualBlock::new(&vp.pp(format!("resnets.{j}")), in_dim, level.out_channels, slots)?);
-            in_dim = level.out_channels;
-        }
+        let resnets = resnet_chain(vp, level, slots)?;
         let (upsampler, shortcut) = if level.resample {
             let mode = if level.temporal { ResampleMode::Up3d } else { ResampleMode::Up2d };
             let factor_t = if level.temporal { 2 } else { 1 };
