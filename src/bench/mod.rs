@@ -1,6 +1,7 @@
 //! `vaebox bench …` measurements that need more than the job pipeline: side-by-side runs against the
 //! reference implementations (diffusers, through a Python script) on the same weights and inputs.
 mod script;
+pub mod seedvr2;
 pub mod vae;
 
 pub use script::PythonScript;

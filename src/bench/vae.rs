@@ -13,10 +13,11 @@ use tch::{Device, Kind, Tensor};
 use super::script::PythonScript;
 use crate::models::wan::{WanLoadOptions, WanTuning, WanVae};
 
-/// Model families the bench knows; SeedVR2 will join Wan here.
+/// Model families the bench knows: Wan against diffusers; SeedVR2 alone (no diffusers port exists).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum VaeFamily {
     Wan,
+    Seedvr2,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -61,6 +62,9 @@ pub struct VaeBenchArgs {
     /// Our Wan model with channels-last-3d weights and activations (`false` to measure without).
     #[arg(long, default_value_t = WanTuning::default().channels_last, action = clap::ArgAction::Set)]
     pub channels_last: bool,
+    /// SeedVR2: the released checkpoint's key list (default: ../shared/reference/seedvr2/full_keys.txt).
+    #[arg(long)]
+    pub seedvr2_keys: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,7 +193,9 @@ struct Setup<'a> {
 }
 
 pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
-    let VaeFamily::Wan = args.family;
+    if args.family == VaeFamily::Seedvr2 {
+        return super::seedvr2::run(args);
+    }
     let dtypes = parse_list(&args.dtypes, "dtype", |s| match s {
         "f32" => Some(Dtype::F32),
         "bf16" => Some(Dtype::Bf16),
