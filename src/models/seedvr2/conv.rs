@@ -4,6 +4,7 @@
 use tch::Tensor;
 
 use super::weights::WeightPath;
+use crate::models::wan::conv as wan_conv;
 use crate::models::wan::FeatureCache;
 use crate::models::ModelError;
 
@@ -59,29 +60,23 @@ impl ConvSpec {
 }
 
 /// A convolution without temporal context (1×1×1 shortcuts and `upscale_conv`, or the frame-wise
-/// inner conv of [`CausalConv3d`]).
+/// inner conv of [`CausalConv3d`]): Wan's plain convolution, given a spec that never pads time.
 #[derive(Debug)]
-pub struct Conv3d {
-    weight: Tensor,
-    bias: Tensor,
-    stride: [i64; 3],
-    padding: [i64; 3],
-}
+pub struct Conv3d(wan_conv::Conv3d);
 
 impl Conv3d {
     /// Loads `{vp}.weight` `[out, in, kt, kh, kw]` and `{vp}.bias`.
     pub fn new(vp: &WeightPath, spec: &ConvSpec) -> Result<Self, ModelError> {
-        let [kt, kh, kw] = spec.kernel;
-        Ok(Self {
-            weight: vp.get("weight", &[spec.out_channels, spec.in_channels, kt, kh, kw])?,
-            bias: vp.get("bias", &[spec.out_channels])?,
-            stride: spec.stride,
-            padding: [0, spec.spatial_padding[0], spec.spatial_padding[1]],
-        })
+        let [pad_h, pad_w] = spec.spatial_padding;
+        let plain = wan_conv::ConvSpec::cube(spec.in_channels, spec.out_channels, 1)
+            .with_kernel(spec.kernel)
+            .with_stride(spec.stride)
+            .with_padding([0, pad_h, pad_w]);
+        Ok(Self(wan_conv::Conv3d::new(vp, &plain)?))
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        Ok(x.f_conv3d(&self.weight, Some(&self.bias), self.stride, self.padding, [1, 1, 1], 1)?)
+        self.0.forward(x)
     }
 }
 

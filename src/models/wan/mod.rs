@@ -3,7 +3,7 @@
 mod blocks;
 mod cache;
 pub mod config;
-mod conv;
+pub(crate) mod conv;
 mod decoder;
 mod patch;
 mod encoder;
