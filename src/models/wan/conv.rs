@@ -70,12 +70,45 @@ impl Conv3d {
         Ok(Self { weight, bias, stride: spec.stride, padding: spec.padding })
     }
 
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    pub fn bias(&self) -> &Tensor {
+        &self.bias
+    }
+
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
         Ok(x.f_conv3d(&self.weight, Some(&self.bias), self.stride, self.padding, [1, 1, 1], 1)?)
     }
 
     pub fn forward_with_padding(&self, x: &Tensor, padding: [i64; 3]) -> Result<Tensor, ModelError> {
         Ok(x.f_conv3d(&self.weight, Some(&self.bias), self.stride, padding, [1, 1, 1], 1)?)
+    }
+
+    /// The conv of `x` preceded in time by `zero_frames` zero frames (stride 1 in time), without
+    /// multiplying by them: output frames whose window starts in the zeros use only the kernel's
+    /// later taps over the first real frames. Exact; the first frame of a stream costs 1/k_t of the
+    /// padded conv.
+    pub fn forward_after_zero_frames(&self, x: &Tensor, zero_frames: i64, padding: [i64; 3]) -> Result<Tensor, ModelError> {
+        let kernel_frames = self.weight.size()[2];
+        let frames = x.size()[2];
+        let mut outputs = Vec::new();
+        for skipped in (1..=zero_frames).rev() {
+            let taps = kernel_frames - skipped;
+            if taps > frames {
+                continue;
+            }
+            let weight = self.weight.f_narrow(2, skipped, taps)?;
+            outputs.push(x.f_narrow(2, 0, taps)?.f_conv3d(&weight, Some(&self.bias), self.stride, padding, [1, 1, 1], 1)?);
+        }
+        if frames >= kernel_frames {
+            outputs.push(self.forward_with_padding(x, padding)?);
+        }
+        Ok(match outputs.len() {
+            1 => outputs.pop().expect("one output"),
+            _ => Tensor::f_cat(&outputs, 2)?,
+        })
     }
 }
 
@@ -106,13 +139,39 @@ impl CausalConv3d {
         let Some(slot) = self.cache_slot else {
             return self.conv.forward_with_padding(x, padding);
         };
-        let input = match cache.take(slot) {
+        // The cache holds only real frames; the history it lacks at the start of a stream is zeros,
+        // whose products the original computes and we skip.
+        let real = match cache.take(slot) {
             Some(history) => Tensor::f_cat(&[&history, x], 2)?,
-            None => x.f_constant_pad_nd([0, 0, 0, 0, self.history_frames, 0])?,
+            None => x.shallow_clone(),
         };
-        let frames = input.size()[2];
-        // Copy so the cache does not keep the whole padded input alive.
-        cache.store(slot, layout::dense_copy(&input.f_narrow(2, frames - self.history_frames, self.history_frames)?)?);
-        self.conv.forward_with_padding(&input, padding)
+        let real_frames = real.size()[2];
+        let kept = real_frames.min(self.history_frames);
+        // Copy so the cache does not keep the whole input alive.
+        cache.store(slot, layout::dense_copy(&real.f_narrow(2, real_frames - kept, kept)?)?);
+        let zero_frames = self.history_frames - (real_frames - x.size()[2]);
+        self.conv.forward_after_zero_frames(&real, zero_frames, padding)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Device, Kind};
+
+    #[test]
+    fn skipping_zero_frames_equals_convolving_them() {
+        tch::manual_seed(5);
+        let opts = (Kind::Float, Device::Cpu);
+        let conv = Conv3d { weight: Tensor::randn([3, 2, 3, 3, 3], opts), bias: Tensor::randn([3], opts), stride: [1; 3], padding: [0; 3] };
+        for (frames, zeros) in [(1, 2), (2, 2), (4, 2), (2, 1), (5, 1), (3, 0)] {
+            let x = Tensor::randn([1, 2, frames, 5, 4], opts);
+            let padded = x.constant_pad_nd([0, 0, 0, 0, zeros, 0]);
+            let expected = conv.forward_with_padding(&padded, [0, 1, 1]).unwrap();
+            let got = conv.forward_after_zero_frames(&x, zeros, [0, 1, 1]).unwrap();
+            assert_eq!(got.size(), expected.size(), "{frames} frames after {zeros} zeros");
+            let diff = (got - expected).abs().max().double_value(&[]);
+            assert!(diff < 1e-5, "{frames} frames after {zeros} zeros: {diff}");
+        }
     }
 }

@@ -12,6 +12,7 @@ mod layout;
 mod resample;
 mod residual;
 mod stream;
+mod upsample;
 mod vae;
 pub mod weights;
 

@@ -4,6 +4,7 @@ use tch::Tensor;
 use super::cache::{FeatureCache, SlotAllocator};
 use super::conv::{CausalConv3d, Conv3d, ConvSpec};
 use super::layout;
+use super::upsample::NearestUpConv;
 use super::weights::WeightPath;
 use crate::models::ModelError;
 
@@ -25,10 +26,17 @@ enum TimeConv {
 }
 
 #[derive(Debug)]
+enum SpatialConv {
+    /// Stride-2 3×3 conv after padding right and bottom by one.
+    Down(Conv3d),
+    /// Nearest ×2 then 3×3 conv, fused.
+    Up(NearestUpConv),
+}
+
+#[derive(Debug)]
 pub struct Resample {
-    mode: ResampleMode,
     /// The checkpoint's `resample.1` (index 0 is the parameter-free pad or upsample).
-    spatial: Conv3d,
+    spatial: SpatialConv,
     time: TimeConv,
 }
 
@@ -47,7 +55,7 @@ impl Resample {
                 } else {
                     TimeConv::None
                 };
-                (Conv3d::new(&spatial_vp, &spec)?, time)
+                (SpatialConv::Down(Conv3d::new(&spatial_vp, &spec)?), time)
             }
             ResampleMode::Up2d | ResampleMode::Up3d => {
                 let spec = ConvSpec::per_frame(channels, up_out_channels, 3);
@@ -57,27 +65,24 @@ impl Resample {
                 } else {
                     TimeConv::None
                 };
-                (Conv3d::new(&spatial_vp, &spec)?, time)
+                let conv = Conv3d::new(&spatial_vp, &spec)?;
+                let fused = NearestUpConv::new(conv.weight(), conv.bias(), vp.weights().conv_channels_last())?;
+                (SpatialConv::Up(fused), time)
             }
         };
-        Ok(Self { mode, spatial, time })
+        Ok(Self { spatial, time })
     }
 
     pub fn forward(&self, x: &Tensor, cache: &mut FeatureCache) -> Result<Tensor, ModelError> {
         let _span = tracing::trace_span!("wan.resample").entered();
-        match self.mode {
-            ResampleMode::Down2d | ResampleMode::Down3d => {
+        match &self.spatial {
+            SpatialConv::Down(conv) => {
                 // ZeroPad2d((0, 1, 0, 1)): the output is floor(H/2) × floor(W/2).
-                let x = self.spatial.forward(&x.f_constant_pad_nd([0, 1, 0, 1])?)?;
+                let x = conv.forward(&x.f_constant_pad_nd([0, 1, 0, 1])?)?;
                 self.downsample_time(x, cache)
             }
-            ResampleMode::Up2d | ResampleMode::Up3d => {
-                let x = self.upsample_time(x, cache)?;
-                let (_, _, t, h, w) = x.size5()?;
-                // nearest-exact and nearest agree for an integer factor of 2: pixel duplication.
-                let x = x.f_upsample_nearest3d([t, 2 * h, 2 * w], 1.0, 2.0, 2.0)?;
-                self.spatial.forward(&x)
-            }
+            // nearest-exact and nearest agree for an integer factor of 2: pixel duplication.
+            SpatialConv::Up(conv) => conv.forward(&self.upsample_time(x, cache)?),
         }
     }
 
