@@ -4,7 +4,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::registry::{Family, ModelEntry};
 use super::seedvr2::{self, SeedVr2LoadOptions, SeedVr2Vae};
-use super::wan::{DecodeStream, EncodeStream, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
+use super::wan::{DecodeStream, EncodeStream, RowSplit, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
 use super::ModelError;
 
 pub struct LoadOptions {
@@ -70,6 +70,11 @@ impl VideoVae {
         }
     }
 
+    /// Whether the streams can split their convolutions into exact row bands (Wan).
+    pub fn supports_row_split(&self) -> bool {
+        matches!(self, VideoVae::Wan { .. })
+    }
+
     pub fn encoder(&self) -> VaeEncoder<'_> {
         match self {
             VideoVae::Wan { model, .. } => VaeEncoder::Wan(model.encoder_stream()),
@@ -125,6 +130,24 @@ impl VaeEncoder<'_> {
             VaeEncoder::SeedVr2(stream) => Ok(stream.push(frames)?.map(|posterior| posterior.mean)),
         }
     }
+
+    pub fn snapshot(&self) -> Self {
+        match self {
+            VaeEncoder::Wan(stream) => VaeEncoder::Wan(stream.snapshot()),
+            VaeEncoder::SeedVr2(stream) => VaeEncoder::SeedVr2(stream.snapshot()),
+        }
+    }
+
+    /// Exact row-split convolutions; false where the family does not have them (SeedVR2).
+    pub fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
+        match self {
+            VaeEncoder::Wan(stream) => {
+                stream.set_row_split(split);
+                true
+            }
+            VaeEncoder::SeedVr2(_) => false,
+        }
+    }
 }
 
 impl VaeDecoder<'_> {
@@ -134,6 +157,24 @@ impl VaeDecoder<'_> {
             VaeDecoder::Wan(stream) => stream.push(latent),
             // SeedVR2's decoder has no clamp of its own (its pipeline clamps at the end).
             VaeDecoder::SeedVr2(stream) => Ok(stream.push(latent)?.clamp(-1.0, 1.0)),
+        }
+    }
+
+    pub fn snapshot(&self) -> Self {
+        match self {
+            VaeDecoder::Wan(stream) => VaeDecoder::Wan(stream.snapshot()),
+            VaeDecoder::SeedVr2(stream) => VaeDecoder::SeedVr2(stream.snapshot()),
+        }
+    }
+
+    /// Exact row-split convolutions; false where the family does not have them (SeedVR2).
+    pub fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
+        match self {
+            VaeDecoder::Wan(stream) => {
+                stream.set_row_split(split);
+                true
+            }
+            VaeDecoder::SeedVr2(_) => false,
         }
     }
 }

@@ -8,6 +8,7 @@ use super::blend::{BlendAccumulator, TileBlender};
 use super::grid::{SpatialTiles, TileGrid};
 use super::spatial::Span;
 use crate::models::vae::{VaeDecoder, VaeEncoder, VideoVae};
+use crate::models::wan::RowSplit;
 use crate::models::ModelError;
 
 /// The layout is fixed by the first push: the frame size of a stream does not change.
@@ -55,12 +56,39 @@ pub struct TiledDecoder<'a> {
     tiles: Option<SpatialTiles>,
     layout: Option<Layout>,
     streams: Vec<VaeDecoder<'a>>,
+    row_split: Option<RowSplit>,
 }
+
+/// The per-tile stream states of a tiled stream at one moment (empty before the first push).
+pub struct StreamCheckpoint<S>(Vec<S>);
 
 impl<'a> TiledDecoder<'a> {
     /// `tiles: None` is the untiled stream.
     pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledDecoder<'a> {
-        TiledDecoder { vae, tiles, layout: None, streams: Vec::new() }
+        TiledDecoder { vae, tiles, layout: None, streams: Vec::new(), row_split: None }
+    }
+
+    pub fn checkpoint(&self) -> StreamCheckpoint<VaeDecoder<'a>> {
+        StreamCheckpoint(self.streams.iter().map(VaeDecoder::snapshot).collect())
+    }
+
+    /// Back to `checkpoint` (a failed push may have advanced some tiles' caches).
+    pub fn restore(&mut self, checkpoint: StreamCheckpoint<VaeDecoder<'a>>) {
+        self.streams = checkpoint.0;
+        if self.streams.is_empty() {
+            self.layout = None;
+        }
+    }
+
+    /// Exact row-split convolutions in every tile's stream from the next push on; false where the
+    /// family does not have them.
+    pub fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
+        self.row_split = split;
+        self.vae.supports_row_split() && self.streams.iter_mut().all(|s| s.set_row_split(split))
+    }
+
+    pub fn row_split(&self) -> Option<RowSplit> {
+        self.row_split
     }
 
     /// Tiles actually run per push (known after the first push).
@@ -75,6 +103,9 @@ impl<'a> TiledDecoder<'a> {
         if self.layout.is_none() {
             let layout = Layout::new(h, w, self.tiles.as_ref(), factor, latent.device());
             self.streams = layout.tiles.iter().map(|_| self.vae.decoder()).collect();
+            self.streams.iter_mut().for_each(|s| {
+                s.set_row_split(self.row_split);
+            });
             self.layout = Some(layout);
         }
         let layout = self.layout.as_ref().expect("set above");
@@ -99,11 +130,32 @@ pub struct TiledEncoder<'a> {
     tiles: Option<SpatialTiles>,
     layout: Option<Layout>,
     streams: Vec<VaeEncoder<'a>>,
+    row_split: Option<RowSplit>,
 }
 
 impl<'a> TiledEncoder<'a> {
     pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledEncoder<'a> {
-        TiledEncoder { vae, tiles, layout: None, streams: Vec::new() }
+        TiledEncoder { vae, tiles, layout: None, streams: Vec::new(), row_split: None }
+    }
+
+    pub fn checkpoint(&self) -> StreamCheckpoint<VaeEncoder<'a>> {
+        StreamCheckpoint(self.streams.iter().map(VaeEncoder::snapshot).collect())
+    }
+
+    pub fn restore(&mut self, checkpoint: StreamCheckpoint<VaeEncoder<'a>>) {
+        self.streams = checkpoint.0;
+        if self.streams.is_empty() {
+            self.layout = None;
+        }
+    }
+
+    pub fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
+        self.row_split = split;
+        self.vae.supports_row_split() && self.streams.iter_mut().all(|s| s.set_row_split(split))
+    }
+
+    pub fn row_split(&self) -> Option<RowSplit> {
+        self.row_split
     }
 
     pub fn tile_count(&self) -> usize {
@@ -124,6 +176,9 @@ impl<'a> TiledEncoder<'a> {
         if self.layout.is_none() {
             let layout = Layout::new(h, w, self.tiles.as_ref(), 1, frames.device());
             self.streams = layout.tiles.iter().map(|_| self.vae.encoder()).collect();
+            self.streams.iter_mut().for_each(|s| {
+                s.set_row_split(self.row_split);
+            });
             self.layout = Some(layout);
         }
         let layout = self.layout.as_ref().expect("set above");

@@ -4,6 +4,7 @@ use std::time::Instant;
 use serde_json::json;
 use tch::Tensor;
 
+use super::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob, DEFAULT_LATENT_FPS};
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::ExecError;
@@ -61,6 +62,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let fps = file.meta.fps_rational.clone().unwrap_or_else(|| DEFAULT_LATENT_FPS.into());
     let mut sink = DecodeSink::open(ctx, total, height, width, &fps)?;
     let mut decoder = ctx.decoder();
+    let mut fallbacks = OomFallbacks::default();
     let latents_per_push = (ctx.chunk_frames as i64 / ctx.vae.temporal_factor()).max(1);
     let mut done = 0u64;
     let mut start = 0;
@@ -70,7 +72,9 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         let slice = latent.narrow(2, start, count).to_device(ctx.exec.device);
         start += count;
         let frames = StageClock::time(&mut clock.compute, || -> Result<Tensor, ExecError> {
-            let frames = VaeJob::crop_output(&decoder.push(&slice)?, height, width);
+            let size = ctx.push_size(count * ctx.vae.temporal_factor(), full.0, full.1);
+            let decoded = resilient::decode(&mut decoder, &slice, &size, &mut fallbacks)?;
+            let frames = VaeJob::crop_output(&decoded, height, width);
             let keep = (frames.size()[0] as u64).min(total - done) as i64;
             Ok(frames.narrow(0, 0, keep))
         })?;
@@ -85,7 +89,13 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         .then(|| media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok())
         .flatten();
     clock.record(timings, done, started);
-    let plan = ctx.plan(json!({ "latent_shape": latent.size(), "latent_frames_per_push": latents_per_push, "frames": done }));
+    let plan = ctx.plan(json!({
+        "latent_shape": latent.size(),
+        "latent_frames_per_push": latents_per_push,
+        "frames": done,
+        "fallbacks": fallbacks.log,
+        "row_split": decoder.row_split(),
+    }));
     Ok(ctx.outcome(output_media, timings, plan, None))
 }
 

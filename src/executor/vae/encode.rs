@@ -4,6 +4,7 @@ use std::time::Instant;
 use serde_json::json;
 use tch::{Device, Kind, Tensor};
 
+use super::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob};
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::ExecError;
@@ -121,6 +122,8 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let writer = VideoTensorWriter::create(&ctx.job.output_path, "latent", shape, &meta.to_strings())?;
     let mut sink = LatentSink { ctx, writer, normalized };
     let mut encoder = ctx.encoder();
+    let mut fallbacks = OomFallbacks::default();
+    let group = ctx.vae.temporal_factor();
     let mut clock = StageClock::default();
     let started = Instant::now();
     let (mut last_frame, mut done) = (None::<Tensor>, 0u64);
@@ -129,7 +132,8 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         let Some((x, count)) = source.next(ctx, &mut clock)? else { break };
         if let Some(z) = StageClock::time(&mut clock.compute, || {
             last_frame = Some(x.narrow(2, x.size()[2] - 1, 1));
-            encoder.push(&x)
+            let size = ctx.push_size(x.size()[2], x.size()[3], x.size()[4]);
+            resilient::encode(&mut encoder, &x, group, &size, &mut fallbacks)
         })? {
             StageClock::time(&mut clock.write, || sink.write(&z))?;
         }
@@ -142,12 +146,20 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     // The encoder takes 1 + 4k frames; repeat the last frame up to that, decode trims it back.
     let missing = ctx.frames_needed(done as i64) - done as i64;
     if let (Some(last), true) = (last_frame, missing > 0) {
-        if let Some(z) = StageClock::time(&mut clock.compute, || encoder.push(&last.repeat([1, 1, missing, 1, 1])))? {
+        let padding = last.repeat([1, 1, missing, 1, 1]);
+        let size = ctx.push_size(missing, padding.size()[3], padding.size()[4]);
+        if let Some(z) = StageClock::time(&mut clock.compute, || resilient::encode(&mut encoder, &padding, group, &size, &mut fallbacks))? {
             StageClock::time(&mut clock.write, || sink.write(&z))?;
         }
     }
     StageClock::time(&mut clock.write, || sink.writer.finish())?;
     clock.record(timings, done, started);
-    let plan = ctx.plan(json!({ "latent_shape": shape, "padded_frames": missing, "normalized": normalized }));
+    let plan = ctx.plan(json!({
+        "latent_shape": shape,
+        "padded_frames": missing,
+        "normalized": normalized,
+        "fallbacks": fallbacks.log,
+        "row_split": encoder.row_split(),
+    }));
     Ok(ctx.outcome(None, timings, plan, None))
 }

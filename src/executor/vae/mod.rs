@@ -4,6 +4,7 @@
 mod decode;
 mod encode;
 mod reconstruct;
+mod resilient;
 
 use std::time::Instant;
 
@@ -61,6 +62,8 @@ struct VaeJob<'a> {
     /// Spatial tiles when a whole frame does not fit the budget.
     tiles: Option<SpatialTiles>,
     tile_plan: Plan,
+    /// Bytes per element of the compute dtype.
+    element_bytes: i64,
 }
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
@@ -73,7 +76,8 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
     let tile_plan = plan_tiles(exec, job, &vae, kind, timings)?;
     let chunk_frames = (tile_plan.latent_frames_per_chunk * vae.temporal_factor()) as usize;
-    let ctx = VaeJob { exec, job, hooks, entry, vae: &vae, chunk_frames, tiles: tile_plan.spatial, tile_plan };
+    let element_bytes = kind.elt_size_in_bytes() as i64;
+    let ctx = VaeJob { exec, job, hooks, entry, vae: &vae, chunk_frames, tiles: tile_plan.spatial, tile_plan, element_bytes };
     tch::no_grad(|| match job.op {
         Op::VaeEncode => encode::run(&ctx, timings),
         Op::VaeDecode => decode::run(&ctx, timings),
@@ -144,6 +148,20 @@ impl VaeJob<'_> {
 
     fn decoder(&self) -> TiledDecoder<'_> {
         TiledDecoder::new(self.vae, self.tiles)
+    }
+
+    /// Sizes the first row split of an out-of-memory retry of a push of `pixel_frames` frames of
+    /// `height × width` pixels (one tile's worth when tiled).
+    fn push_size(&self, pixel_frames: i64, height: i64, width: i64) -> resilient::PushSize {
+        let (height, width) = match self.tiles {
+            Some(tiles) => {
+                let side = tiles.tile_latent * self.vae.spatial_factor();
+                (height.min(side), width.min(side))
+            }
+            None => (height, width),
+        };
+        let channels = crate::tiling::memory::model_width(self.vae);
+        resilient::PushSize { largest_conv_bytes: resilient::largest_conv_bytes(pixel_frames, height, width, channels, self.element_bytes) }
     }
 
     fn input_media(&self, timings: &mut Timings) -> Result<MediaInfo, ExecError> {

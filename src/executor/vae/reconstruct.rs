@@ -5,6 +5,7 @@ use std::time::Instant;
 use serde_json::json;
 use tch::Tensor;
 
+use super::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob};
 use crate::executor::quality::QualityMeter;
 use crate::executor::{frames, ExecError};
@@ -19,6 +20,9 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let mut writer = ctx.writer(info.width, info.height, &info.fps_rational, info.has_audio.then(|| ctx.job.input_path.clone()))?;
     let mut encoder = ctx.encoder();
     let mut decoder = ctx.decoder();
+    let mut fallbacks = OomFallbacks::default();
+    let group = ctx.vae.temporal_factor();
+    let factor = ctx.vae.spatial_factor();
     let mut quality = QualityMeter::default();
     let mut clock = StageClock::default();
     let started = Instant::now();
@@ -51,8 +55,11 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             None => break,
         };
         let out = StageClock::time(&mut clock.compute, || -> Result<Option<RgbFrames>, ExecError> {
-            let Some(z) = encoder.push(&x)? else { return Ok(None) };
-            let decoded = decoder.push(&z)?;
+            let (_, _, frames, padded_height, padded_width) = x.size5()?;
+            let size = ctx.push_size(frames, padded_height, padded_width);
+            let Some(z) = resilient::encode(&mut encoder, &x, group, &size, &mut fallbacks)? else { return Ok(None) };
+            let size = ctx.push_size(z.size()[2] * group, z.size()[3] * factor, z.size()[4] * factor);
+            let decoded = resilient::decode(&mut decoder, &z, &size, &mut fallbacks)?;
             let frames = VaeJob::to_unit_range(&VaeJob::crop_output(&decoded, height, width));
             let keep = (frames.size()[0] as usize).min(waiting.len()) as i64;
             let frames = frames.narrow(0, 0, keep);
@@ -71,7 +78,11 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let output_media = media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok();
     clock.record(timings, done, started);
     let metrics = json!({ "psnr_db": finite_or_null(quality.psnr_db()), "ssim": quality.ssim(), "frames_compared": quality.frames() });
-    let plan = ctx.plan(json!({ "frames": done }));
+    let plan = ctx.plan(json!({
+        "frames": done,
+        "fallbacks": fallbacks.log,
+        "row_split": { "encoder": encoder.row_split(), "decoder": decoder.row_split() },
+    }));
     Ok(ctx.outcome(output_media, timings, plan, Some(metrics)))
 }
 

@@ -43,6 +43,11 @@ impl<'a> EncodeStream<'a> {
         Ok(Some(self.vae.encode_chunk(&available.f_narrow(2, 0, ready)?, &mut self.cache)?))
     }
 
+    /// A copy of the stream's state to return to if the next push fails.
+    pub fn snapshot(&self) -> Self {
+        Self { vae: self.vae, cache: self.cache.snapshot(), pending: self.pending.as_ref().map(Tensor::shallow_clone) }
+    }
+
     /// Frames waiting for a complete group of 4; the encoder drops them if the clip ends here.
     pub fn pending_frames(&self) -> i64 {
         self.pending.as_ref().map_or(0, |p| p.size()[2])
@@ -66,6 +71,11 @@ impl<'a> DecodeStream<'a> {
         let _guard = tch::no_grad_guard();
         let latent = self.vae.checked_input(latent, self.vae.config().latent_channels, "latent chunk")?;
         self.vae.decode_chunk(&latent, &mut self.cache)
+    }
+
+    /// A copy of the stream's state to return to if the next push fails.
+    pub fn snapshot(&self) -> Self {
+        Self { vae: self.vae, cache: self.cache.snapshot() }
     }
 }
 

@@ -26,11 +26,47 @@ impl SlotAllocator {
 pub struct FeatureCache {
     slots: Vec<Option<Tensor>>,
     chunks_done: usize,
+    row_split: Option<RowSplit>,
+}
+
+/// Exact spatial splitting: every large convolution of the stream runs in bands of output rows, each
+/// reading its (kernel − stride) halo rows from the full input, so no band sees a seam and the result
+/// equals the unsplit one. What it saves is the convolution's own working memory (the history-padded
+/// copy of its input, the scratch of one big call): the activations between layers stay whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RowSplit {
+    /// Upper bound on the input plus output bytes of one band.
+    pub max_band_bytes: i64,
+}
+
+impl RowSplit {
+    /// Rows per band for a conv whose input and output rows take `bytes_per_row` together (at least 1).
+    pub fn band_rows(&self, bytes_per_row: i64) -> i64 {
+        (self.max_band_bytes / bytes_per_row.max(1)).max(1)
+    }
 }
 
 impl FeatureCache {
     pub fn new(slot_count: usize) -> Self {
-        Self { slots: (0..slot_count).map(|_| None).collect(), chunks_done: 0 }
+        Self { slots: (0..slot_count).map(|_| None).collect(), chunks_done: 0, row_split: None }
+    }
+
+    /// The stream as it is now: cached frames are never written in place (layers swap in new tensors),
+    /// so shallow copies are a faithful checkpoint to go back to after a failed chunk.
+    pub fn snapshot(&self) -> Self {
+        Self {
+            slots: self.slots.iter().map(|slot| slot.as_ref().map(Tensor::shallow_clone)).collect(),
+            chunks_done: self.chunks_done,
+            row_split: self.row_split,
+        }
+    }
+
+    pub fn row_split(&self) -> Option<RowSplit> {
+        self.row_split
+    }
+
+    pub fn set_row_split(&mut self, split: Option<RowSplit>) {
+        self.row_split = split;
     }
 
     pub fn is_first_chunk(&self) -> bool {

@@ -135,22 +135,74 @@ impl CausalConv3d {
     }
 
     pub fn forward(&self, x: &Tensor, cache: &mut FeatureCache) -> Result<Tensor, ModelError> {
-        let padding = [0, self.spatial_padding[0], self.spatial_padding[1]];
-        let Some(slot) = self.cache_slot else {
-            return self.conv.forward_with_padding(x, padding);
+        let history = match self.cache_slot {
+            Some(slot) => {
+                let history = cache.take(slot);
+                cache.store(slot, self.next_history(history.as_ref(), x)?);
+                history
+            }
+            None => None,
         };
         // The cache holds only real frames; the history it lacks at the start of a stream is zeros,
         // whose products the original computes and we skip.
-        let real = match cache.take(slot) {
-            Some(history) => Tensor::f_cat(&[&history, x], 2)?,
-            None => x.shallow_clone(),
-        };
-        let real_frames = real.size()[2];
-        let kept = real_frames.min(self.history_frames);
-        // Copy so the cache does not keep the whole input alive.
-        cache.store(slot, layout::dense_copy(&real.f_narrow(2, real_frames - kept, kept)?)?);
-        let zero_frames = self.history_frames - (real_frames - x.size()[2]);
-        self.conv.forward_after_zero_frames(&real, zero_frames, padding)
+        let zero_frames = self.history_frames - history.as_ref().map_or(0, |h| h.size()[2]);
+        let (_, in_channels, frames, height, width) = x.size5()?;
+        let out_channels = self.conv.weight.size()[0];
+        let band_rows = cache.row_split().map(|split| {
+            let element = x.kind().elt_size_in_bytes() as i64;
+            split.band_rows((in_channels * (frames + self.history_frames) + out_channels * frames) * width * element)
+        });
+        match band_rows {
+            Some(rows) if rows < height => self.forward_in_bands(x, history.as_ref(), zero_frames, rows),
+            _ => {
+                let input = match &history {
+                    Some(history) => Tensor::f_cat(&[history, x], 2)?,
+                    None => x.shallow_clone(),
+                };
+                let padding = [0, self.spatial_padding[0], self.spatial_padding[1]];
+                self.conv.forward_after_zero_frames(&input, zero_frames, padding)
+            }
+        }
+    }
+
+    /// The last `history_frames` real input frames (fewer at the start), copied so the cache does not
+    /// keep the whole input alive.
+    fn next_history(&self, history: Option<&Tensor>, x: &Tensor) -> Result<Tensor, ModelError> {
+        let frames = x.size()[2];
+        if frames >= self.history_frames || history.is_none() {
+            let kept = frames.min(self.history_frames);
+            return layout::dense_copy(&x.f_narrow(2, frames - kept, kept)?);
+        }
+        let history = history.expect("checked above");
+        let from_history = (self.history_frames - frames).min(history.size()[2]);
+        let older = history.f_narrow(2, history.size()[2] - from_history, from_history)?;
+        Ok(Tensor::f_cat(&[&older, x], 2)?)
+    }
+
+    /// Output rows in bands of `rows`: each band convolves its rows plus the halo the kernel reaches,
+    /// with zero rows only at the frame's top and bottom, and lands in its place in one output tensor.
+    fn forward_in_bands(&self, x: &Tensor, history: Option<&Tensor>, zero_frames: i64, rows: i64) -> Result<Tensor, ModelError> {
+        let (batch, _, frames, height, width) = x.size5()?;
+        let out_channels = self.conv.weight.size()[0];
+        let out = layout::empty_5d([batch, out_channels, frames, height, width], x)?;
+        let [halo, side] = self.spatial_padding;
+        let mut top = 0;
+        while top < height {
+            let bottom = (top + rows).min(height);
+            let first = (top - halo).max(0);
+            let last = (bottom + halo).min(height);
+            let band = |t: &Tensor| t.f_narrow(3, first, last - first);
+            let input = match history {
+                Some(history) => Tensor::f_cat(&[band(history)?, band(x)?], 2)?,
+                None => band(x)?,
+            };
+            let (pad_top, pad_bottom) = (halo - (top - first), halo - (last - bottom));
+            let input = if pad_top + pad_bottom > 0 { input.f_constant_pad_nd([0, 0, pad_top, pad_bottom, 0, 0])? } else { input };
+            let y = self.conv.forward_after_zero_frames(&input, zero_frames, [0, 0, side])?;
+            out.f_narrow(3, top, bottom - top)?.f_copy_(&y)?;
+            top = bottom;
+        }
+        Ok(out)
     }
 }
 

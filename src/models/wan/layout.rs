@@ -18,6 +18,17 @@ pub fn dense_copy(x: &Tensor) -> Result<Tensor, ModelError> {
     Ok(copy)
 }
 
+/// An uninitialised `[N, C, D, H, W]` tensor of `like`'s kind, device and layout (channels-last-3d or
+/// the default).
+pub fn empty_5d(size: [i64; 5], like: &Tensor) -> Result<Tensor, ModelError> {
+    let options = (like.kind(), like.device());
+    if is_channels_last(like) {
+        let [n, c, d, h, w] = size;
+        return Ok(Tensor::f_empty([n, d, h, w, c], options)?.f_permute([0, 4, 1, 2, 3])?);
+    }
+    Ok(Tensor::f_empty(size, options)?)
+}
+
 /// Whether `x` ([N, C, D, H, W]) has channels-last-3d strides.
 pub fn is_channels_last(x: &Tensor) -> bool {
     let size = x.size();

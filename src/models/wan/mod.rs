@@ -16,7 +16,7 @@ mod upsample;
 mod vae;
 pub mod weights;
 
-pub use cache::FeatureCache;
+pub use cache::{FeatureCache, RowSplit};
 pub use config::{WanConfig, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
 pub use decoder::Decoder;
 pub use encoder::Encoder;

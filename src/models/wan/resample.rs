@@ -82,7 +82,7 @@ impl Resample {
                 self.downsample_time(x, cache)
             }
             // nearest-exact and nearest agree for an integer factor of 2: pixel duplication.
-            SpatialConv::Up(conv) => conv.forward(&self.upsample_time(x, cache)?),
+            SpatialConv::Up(conv) => conv.forward(&self.upsample_time(x, cache)?, cache.row_split()),
         }
     }
 

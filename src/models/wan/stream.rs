@@ -1,7 +1,7 @@
 //! Exact causal streaming: push chunks of frames in order and get the same result as the whole clip.
 use tch::Tensor;
 
-use super::cache::FeatureCache;
+use super::cache::{FeatureCache, RowSplit};
 use super::patch::{patchify, unpatchify};
 use super::vae::WanVae;
 use crate::models::ModelError;
@@ -54,6 +54,16 @@ impl<'a> EncodeStream<'a> {
         })
     }
 
+    /// Runs the stream's large convolutions in bands of rows (exact), or whole with `None`.
+    pub fn set_row_split(&mut self, split: Option<RowSplit>) {
+        self.cache.set_row_split(split);
+    }
+
+    /// A copy of the stream's state to return to if the next push fails.
+    pub fn snapshot(&self) -> Self {
+        Self { vae: self.vae, cache: self.cache.snapshot(), pending: self.pending.as_ref().map(Tensor::shallow_clone) }
+    }
+
     /// Frames waiting for a complete group; the encoder drops them if the clip ends here.
     pub fn pending_frames(&self) -> i64 {
         self.pending.as_ref().map_or(0, |p| p.size()[2])
@@ -82,6 +92,16 @@ impl<'a> DecodeStream<'a> {
 
     pub fn unclamped(self) -> Self {
         Self { clamp: false, ..self }
+    }
+
+    /// Runs the stream's large convolutions in bands of rows (exact), or whole with `None`.
+    pub fn set_row_split(&mut self, split: Option<RowSplit>) {
+        self.cache.set_row_split(split);
+    }
+
+    /// A copy of the stream's state to return to if the next push fails.
+    pub fn snapshot(&self) -> Self {
+        Self { vae: self.vae, cache: self.cache.snapshot(), clamp: self.clamp }
     }
 
     /// Latent frames `[B, z, t, h, w]` → video frames `[B, 3, 4t (or 4t−3 on the first push), 8h, 8w]`.

@@ -8,6 +8,7 @@
 //! kernel taps (the weights are summed in fp32 once, at load).
 use tch::{Kind, Tensor};
 
+use super::cache::RowSplit;
 use super::layout;
 use crate::models::ModelError;
 
@@ -41,29 +42,44 @@ impl NearestUpConv {
         Ok(Self { weight, bias: bias.f_repeat([4])?, out_channels })
     }
 
-    /// `[B, I, T, H, W]` → `[B, O, T, 2H, 2W]`, in the input's layout.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        let (b, _, t, h, w) = x.size5()?;
+    /// `[B, I, T, H, W]` → `[B, O, T, 2H, 2W]`, in the input's layout; with a row split, in bands
+    /// of input rows (each reads one halo row above and below).
+    pub fn forward(&self, x: &Tensor, split: Option<RowSplit>) -> Result<Tensor, ModelError> {
+        let (b, in_channels, t, h, w) = x.size5()?;
         let o = self.out_channels;
-        let phases = x.f_conv3d(&self.weight, Some(&self.bias), [1, 1, 1], [0, 1, 1], [1, 1, 1], 1)?;
-        let phase = |a: i64, c: i64| -> Result<Tensor, ModelError> {
-            Ok(phases.f_narrow(1, (2 * a + c) * o, o)?.f_narrow(3, a, h)?.f_narrow(4, c, w)?)
+        let element = x.kind().elt_size_in_bytes() as i64;
+        // Per input row: the input row, the 4 phase rows and the 4 output rows it becomes.
+        let rows = split.map_or(h, |s| s.band_rows((in_channels + 8 * o) * t * w * element)).min(h);
+        let channels_last = layout::is_channels_last(x);
+        // [B, T, H, a, W, b, O] is the NDHWC order of the interleaved output, [B, O, T, H, a, W, b] the NCDHW one.
+        let out = if channels_last {
+            Tensor::f_empty([b, t, h, 2, w, 2, o], (x.kind(), x.device()))?
+        } else {
+            Tensor::f_empty([b, o, t, h, 2, w, 2], (x.kind(), x.device()))?
         };
-        if layout::is_channels_last(x) {
-            // [B, T, H, a, W, b, O] is the NDHWC order of the interleaved output.
-            let out = Tensor::f_empty([b, t, h, 2, w, 2, o], (x.kind(), x.device()))?;
+        let mut top = 0;
+        while top < h {
+            let bottom = (top + rows).min(h);
+            let first = (top - 1).max(0);
+            let last = (bottom + 1).min(h);
+            let band = x.f_narrow(3, first, last - first)?;
+            let (pad_top, pad_bottom) = (1 - (top - first), 1 - (last - bottom));
+            let band = if pad_top + pad_bottom > 0 { band.f_constant_pad_nd([0, 0, pad_top, pad_bottom, 0, 0])? } else { band };
+            let phases = band.f_conv3d(&self.weight, Some(&self.bias), [1, 1, 1], [0, 0, 1], [1, 1, 1], 1)?;
             for a in 0..2 {
                 for c in 0..2 {
-                    out.f_select(3, a)?.f_select(4, c)?.f_copy_(&phase(a, c)?.f_permute([0, 2, 3, 4, 1])?)?;
+                    let phase = phases.f_narrow(1, (2 * a + c) * o, o)?.f_narrow(3, a, bottom - top)?.f_narrow(4, c, w)?;
+                    if channels_last {
+                        out.f_narrow(2, top, bottom - top)?.f_select(3, a)?.f_select(4, c)?.f_copy_(&phase.f_permute([0, 2, 3, 4, 1])?)?;
+                    } else {
+                        out.f_narrow(3, top, bottom - top)?.f_select(4, a)?.f_select(5, c)?.f_copy_(&phase)?;
+                    }
                 }
             }
-            return Ok(out.f_reshape([b, t, 2 * h, 2 * w, o])?.f_permute([0, 4, 1, 2, 3])?);
+            top = bottom;
         }
-        let out = Tensor::f_empty([b, o, t, h, 2, w, 2], (x.kind(), x.device()))?;
-        for a in 0..2 {
-            for c in 0..2 {
-                out.f_select(4, a)?.f_select(5, c)?.f_copy_(&phase(a, c)?)?;
-            }
+        if channels_last {
+            return Ok(out.f_reshape([b, t, 2 * h, 2 * w, o])?.f_permute([0, 4, 1, 2, 3])?);
         }
         Ok(out.f_reshape([b, o, t, 2 * h, 2 * w])?)
     }
@@ -91,11 +107,14 @@ mod tests {
         for channels_last in [false, true] {
             let conv = NearestUpConv::new(&weight, &bias, channels_last).unwrap();
             let input = if channels_last { layout::to_channels_last(&x).unwrap() } else { x.shallow_clone() };
-            let got = conv.forward(&input).unwrap();
-            assert_eq!(got.size(), expected.size());
-            assert_eq!(layout::is_channels_last(&got), channels_last);
-            let diff = (got - &expected).abs().max().double_value(&[]);
-            assert!(diff < 1e-5, "channels_last {channels_last}: {diff}");
+            // One band, then bands of 1 and 3 input rows (the last band shorter).
+            for split in [None, Some(RowSplit { max_band_bytes: 1 }), Some(RowSplit { max_band_bytes: 3 * (4 + 8 * 5) * 2 * 6 * 4 })] {
+                let got = conv.forward(&input, split).unwrap();
+                assert_eq!(got.size(), expected.size());
+                assert_eq!(layout::is_channels_last(&got), channels_last);
+                let diff = (got - &expected).abs().max().double_value(&[]);
+                assert!(diff < 1e-5, "channels_last {channels_last}, {split:?}: {diff}");
+            }
         }
     }
 }

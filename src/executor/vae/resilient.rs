@@ -1,0 +1,109 @@
+//! Out of memory is not a failure for the VAE streams either. A push that runs out of memory is
+//! undone (the streams go back to their checkpoint, so the causal caches stay exact) and retried in
+//! halves along time; a push that cannot be shortened further is retried with the model's
+//! convolutions split into row bands (exact), the band halved on each further failure. Whatever was
+//! needed stays for the rest of the job, and every step is logged in the job's plan.
+use tch::Tensor;
+
+use crate::executor::ExecError;
+use crate::models::wan::RowSplit;
+use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
+
+/// Below this, bands are a few rows of a small frame and the retry is not going to fit either.
+const MIN_BAND_BYTES: i64 = 256 << 10;
+
+/// The job's fallbacks so far.
+#[derive(Debug, Default)]
+pub struct OomFallbacks {
+    pub log: Vec<String>,
+}
+
+impl OomFallbacks {
+    /// The next, smaller split after `current` failed; `largest_conv_bytes` sizes the first one.
+    fn next_split(&mut self, current: Option<RowSplit>, largest_conv_bytes: i64, what: &str) -> Option<RowSplit> {
+        let band = match current {
+            None => largest_conv_bytes / 2,
+            Some(split) => split.max_band_bytes / 2,
+        };
+        if band < MIN_BAND_BYTES {
+            return None;
+        }
+        self.log.push(format!("out of memory on {what}: convolutions in row bands of at most {:.1} MiB", band as f64 / 1048576.0));
+        Some(RowSplit { max_band_bytes: band })
+    }
+}
+
+/// Runs `work`, catching libtorch panics; `Err(None)`-free: every failure comes back as an ExecError.
+fn attempt<T>(work: impl FnOnce() -> Result<T, crate::models::ModelError>) -> Result<T, ExecError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        Ok(result) => result.map_err(ExecError::from),
+        Err(panic) => Err(ExecError::from_panic(panic)),
+    }
+}
+
+/// Bytes of the largest activation pair a convolution handles for `pixel_frames` frames of
+/// `height × width` at the model's full-resolution width: where a row split bites first.
+pub fn largest_conv_bytes(pixel_frames: i64, height: i64, width: i64, channels: i64, element_bytes: i64) -> i64 {
+    2 * (pixel_frames + 2) * height * width * channels * element_bytes
+}
+
+/// What a resilient push needs to size its first row split.
+pub struct PushSize {
+    /// Bytes of the largest conv input + output of this push (see [`largest_conv_bytes`]).
+    pub largest_conv_bytes: i64,
+}
+
+/// Decodes `latent` (`[1, C, t, h, w]`) like `decoder.push`, surviving out-of-memory as described above.
+pub fn decode(decoder: &mut TiledDecoder, latent: &Tensor, size: &PushSize, fallbacks: &mut OomFallbacks) -> Result<Tensor, ExecError> {
+    let checkpoint = decoder.checkpoint();
+    let error = match attempt(|| decoder.push(latent)) {
+        Ok(frames) => return Ok(frames),
+        Err(error) if error.is_out_of_memory() => error,
+        Err(error) => return Err(error),
+    };
+    decoder.restore(checkpoint);
+    let count = latent.size()[2];
+    if count > 1 {
+        let half = count / 2;
+        fallbacks.log.push(format!("out of memory on {count} latent frames: split into {half} + {}", count - half));
+        let part = |len: i64| PushSize { largest_conv_bytes: size.largest_conv_bytes * len / count };
+        let first = decode(decoder, &latent.narrow(2, 0, half), &part(half), fallbacks)?;
+        let second = decode(decoder, &latent.narrow(2, half, count - half), &part(count - half), fallbacks)?;
+        return Ok(Tensor::cat(&[first, second], 2));
+    }
+    let Some(split) = fallbacks.next_split(decoder.row_split(), size.largest_conv_bytes, "one latent frame") else { return Err(error) };
+    if !decoder.set_row_split(Some(split)) {
+        return Err(error);
+    }
+    decode(decoder, latent, size, fallbacks)
+}
+
+/// Encodes `frames` (`[1, 3, n, H, W]`) like `encoder.push`, surviving out-of-memory as described
+/// above, except that a long push is retried one latent group (`group` frames) at a time: the encoder
+/// buffers frames until a group is complete, so halves would not shorten its chunks reliably, while
+/// pushes of one group each run exactly one group.
+pub fn encode(encoder: &mut TiledEncoder, frames: &Tensor, group: i64, size: &PushSize, fallbacks: &mut OomFallbacks) -> Result<Option<Tensor>, ExecError> {
+    let checkpoint = encoder.checkpoint();
+    let error = match attempt(|| encoder.push(frames)) {
+        Ok(latent) => return Ok(latent),
+        Err(error) if error.is_out_of_memory() => error,
+        Err(error) => return Err(error),
+    };
+    encoder.restore(checkpoint);
+    let count = frames.size()[2];
+    if count > group {
+        fallbacks.log.push(format!("out of memory on {count} frames: pushed {group} at a time"));
+        let part = PushSize { largest_conv_bytes: size.largest_conv_bytes * group / count };
+        let mut latents = Vec::new();
+        for start in (0..count).step_by(group as usize) {
+            let piece = frames.narrow(2, start, group.min(count - start));
+            latents.extend(encode(encoder, &piece, group, &part, fallbacks)?);
+        }
+        return Ok((!latents.is_empty()).then(|| Tensor::cat(&latents, 2)));
+    }
+    let Some(split) = fallbacks.next_split(encoder.row_split(), size.largest_conv_bytes, &format!("{count} frames")) else { return Err(error) };
+    if !encoder.set_row_split(Some(split)) {
+        return Err(error);
+    }
+    encode(encoder, frames, group, size, fallbacks)
+}
