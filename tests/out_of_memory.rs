@@ -2,10 +2,14 @@
 //! inside libtorch, not a simulated one), a chunk that does not fit is split and the job still succeeds.
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use common::*;
+
+/// Address space allowed on top of the warmed-up server for the VAE retry test.
+const CAP_MIB: u64 = 250;
 
 fn virtual_size_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -49,4 +53,64 @@ async fn a_chunk_that_does_not_fit_is_split_and_the_job_succeeds() {
     std::fs::write(&path, client.get(server.url(job["output"]["url"].as_str().unwrap())).send().await.unwrap().bytes().await.unwrap()).unwrap();
     let probed = ffprobe(&path);
     assert_eq!((probed.width, probed.height, probed.frames), (2560, 1088, 4));
+}
+
+/// Deterministic latent values in about [-2, 2] (a small LCG: no dependency, same on every run).
+fn latent_bytes(count: usize) -> Vec<u8> {
+    let mut state = 0x2545_f491_u64;
+    (0..count)
+        .flat_map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0).to_le_bytes()
+        })
+        .collect()
+}
+
+fn as_floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+async fn remote_decode(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> (Vec<u8>, String) {
+    let response = client.post(server.url(&format!("/v1/decode?{query}"))).body(body).send().await.unwrap();
+    let status = response.status();
+    let job = response.headers().get("x-vaebox-job").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let bytes = response.bytes().await.unwrap().to_vec();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes[..bytes.len().min(400)]));
+    (bytes, job)
+}
+
+/// The VAE streams' retry: a decode whose chunk does not fit under the cap is undone and retried in
+/// shorter pushes (then with row-split convolutions), and because the causal caches are restored
+/// before each retry, the result equals the uncapped decode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("vae")).unwrap();
+    std::fs::copy(Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors"), models.join("vae/wan21-small.safetensors")).unwrap();
+    // Four latent frames per push: 16 output frames of 256×256 at once.
+    let server = Server::start(
+        dir.path(),
+        &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_CHUNK_FRAMES", "16"), ("MALLOC_ARENA_MAX", "2")],
+    );
+    let client = client();
+    let query = "model=wan21-small&shape=1&shape=16&shape=5&shape=32&shape=32&dtype=float32&output_type=pt";
+    let latent = latent_bytes(16 * 5 * 32 * 32);
+    let (uncapped, uncapped_job) = remote_decode(&client, &server, query, latent.clone()).await;
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{uncapped_job}"))).await;
+    assert_eq!(job["plan"]["fallbacks"].as_array().map(Vec::len), Some(0), "{job}");
+
+    let limit = virtual_size_bytes(server.pid()) + (CAP_MIB << 20);
+    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={limit}:{limit}")).status().unwrap();
+    assert!(capped.success(), "prlimit failed");
+    let (retried, job_id) = remote_decode(&client, &server, query, latent).await;
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{job_id}"))).await;
+    let fallbacks = job["plan"]["fallbacks"].as_array().unwrap();
+    println!("fallbacks under a {CAP_MIB} MiB cap: {fallbacks:?}");
+    assert!(!fallbacks.is_empty(), "no out-of-memory fallback happened, so the cap did not bite: {job}");
+    let (a, b) = (as_floats(&uncapped), as_floats(&retried));
+    assert_eq!(a.len(), 3 * 17 * 256 * 256);
+    let max_abs = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    println!("retried vs uncapped decode: max abs {max_abs:e}");
+    assert!(max_abs <= 1e-5, "{max_abs}");
 }
