@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use common::tensors::{max_abs_diff, read_tensor_map};
 use tch::{Device, Kind, Tensor};
-use vaebox::models::wan::keymap::{self, DecoderLayout};
+use vaebox::models::wan::keymap::{self, DecoderLayout, OriginalLayout};
 use vaebox::models::wan::{WanConfig, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
 use vaebox::models::ModelError;
 
@@ -94,8 +94,11 @@ fn decoder_output_matches_reference() {
 fn keymap_matches_reference_and_round_trips() {
     let pairs = reference_keymap();
     assert_eq!(pairs.len(), 194);
-    let layout = DecoderLayout::from_original_keys(pairs.iter().map(|(o, _)| o.as_str())).expect("original layout");
-    assert_eq!(DecoderLayout::from_diffusers_keys(pairs.iter().map(|(_, d)| d.as_str())), Some(layout));
+    let decoder = DecoderLayout::from_original_keys(pairs.iter().map(|(o, _)| o.as_str())).expect("original layout");
+    assert_eq!(DecoderLayout::from_diffusers_keys(pairs.iter().map(|(_, d)| d.as_str())), Some(decoder));
+    let keys: Vec<&str> = pairs.iter().map(|(o, _)| o.as_str()).collect();
+    let layout = OriginalLayout::detect(&keys).expect("original layout");
+    assert_eq!(layout, OriginalLayout::Flat(decoder));
     for (original, diffusers) in &pairs {
         assert_eq!(&keymap::original_to_diffusers(original, layout), diffusers, "original → diffusers of `{original}`");
         assert_eq!(&keymap::diffusers_to_original(diffusers, layout), original, "diffusers → original of `{diffusers}`");
