@@ -60,10 +60,11 @@ if [[ $WITH_TESTS == 1 ]]; then
     say "installing test references into .venv (ncnn, numpy, pillow, diffusers, gguf)"
     $PY -m pip install -q --disable-pip-version-check ncnn numpy pillow diffusers gguf
   fi
-  # Parity fixtures made by implementations nobody here wrote (diffusers), with random weights.
-  if [[ ! -f .cache/fixtures/wan22_diffusers/case.safetensors ]]; then
-    say "making Wan 2.2 parity fixtures with diffusers"
-    $PY scripts/fixtures/make_wan22_case.py .cache/fixtures/wan22_diffusers >/dev/null
+  # Parity fixtures made by an implementation nobody here wrote (diffusers), with random weights.
+  # The script writes its last case's meta.json last, so that file marks a complete set.
+  if [[ ! -f .cache/fixtures/wan_cases/wan22_3lvl_t12_40x24/meta.json ]]; then
+    say "making Wan 2.1 / 2.2 parity fixtures with diffusers"
+    $PY scripts/fixtures/make_wan_cases.py .cache/fixtures/wan_cases >/dev/null
   fi
   for q in F32 F16 BF16; do
     if [[ ! -f .cache/fixtures/wan21_gguf/$q.gguf ]]; then

@@ -1,5 +1,6 @@
 //! Wan 2.1 VAE against the reference case produced by the original Wan code (../shared/reference/wan21_original,
-//! cross-checked bit-exact against diffusers), plus chunked-streaming, naming and bad-checkpoint checks.
+//! cross-checked bit-exact against diffusers), plus chunked-streaming, naming and bad-checkpoint checks; and
+//! Wan 2.1 / 2.2 layouts against cases computed by diffusers (.cache/fixtures/wan_cases), in both namings.
 mod common;
 
 use std::collections::BTreeMap;
@@ -7,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use common::tensors::{max_abs_diff, read_tensor_map};
 use tch::{Device, Kind, Tensor};
-use vaebox::models::wan::keymap::{self, DecoderLayout};
+use vaebox::models::wan::keymap::{self, DecoderLayout, OriginalLayout};
 use vaebox::models::wan::{WanConfig, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
 use vaebox::models::ModelError;
 
@@ -94,8 +95,11 @@ fn decoder_output_matches_reference() {
 fn keymap_matches_reference_and_round_trips() {
     let pairs = reference_keymap();
     assert_eq!(pairs.len(), 194);
-    let layout = DecoderLayout::from_original_keys(pairs.iter().map(|(o, _)| o.as_str())).expect("original layout");
-    assert_eq!(DecoderLayout::from_diffusers_keys(pairs.iter().map(|(_, d)| d.as_str())), Some(layout));
+    let decoder = DecoderLayout::from_original_keys(pairs.iter().map(|(o, _)| o.as_str())).expect("original layout");
+    assert_eq!(DecoderLayout::from_diffusers_keys(pairs.iter().map(|(_, d)| d.as_str())), Some(decoder));
+    let keys: Vec<&str> = pairs.iter().map(|(o, _)| o.as_str()).collect();
+    let layout = OriginalLayout::detect(&keys).expect("original layout");
+    assert_eq!(layout, OriginalLayout::Flat(decoder));
     for (original, diffusers) in &pairs {
         assert_eq!(&keymap::original_to_diffusers(original, layout), diffusers, "original → diffusers of `{original}`");
         assert_eq!(&keymap::diffusers_to_original(diffusers, layout), original, "diffusers → original of `{diffusers}`");
@@ -177,7 +181,11 @@ fn streamed_decode_equals_whole_clip() {
 
 /// Writes the reference weights, edited, to a temporary file and returns the load error.
 fn load_error_after_edit(edit: impl FnOnce(&mut BTreeMap<String, Tensor>)) -> String {
-    let mut weights = reference_tensors("weights.safetensors");
+    load_error_after_editing(&reference_path("weights.safetensors"), edit)
+}
+
+fn load_error_after_editing(source: &Path, edit: impl FnOnce(&mut BTreeMap<String, Tensor>)) -> String {
+    let mut weights = read_tensor_map(source);
     edit(&mut weights);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("edited.safetensors");
@@ -237,40 +245,197 @@ fn not_a_wan_checkpoint_is_rejected() {
     assert!(message.contains("encoder.conv1.weight"), "{message}");
 }
 
-/// Wan 2.2 layout (residual levels, 2×2 patchify, decoder width ≠ encoder width) against diffusers
-/// `AutoencoderKLWan(is_residual=True, patch_size=2)` with small random weights, made by scripts/fixtures/make_wan22_case.py (diffusers) during `scripts/setup.sh --test`.
-const WAN22_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/fixtures/wan22_diffusers");
+/// Parity cases made by diffusers' `AutoencoderKLWan` with small random weights (scripts/fixtures/make_wan_cases.py,
+/// run by `scripts/setup.sh --test`): Wan 2.1 and Wan 2.2 layouts of several widths and depths, frame counts
+/// that are not 1 + 4k and sizes that are not multiples of 64 (one not even of 8). Each folder holds the
+/// diffusers weights, `meta.json` with diffusers' resolved config, and `sample` → `latent_mu` (encoder mean)
+/// → `decoded` (clamped) as diffusers computed them.
+const DIFFUSERS_CASES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/fixtures/wan_cases");
+
+struct DiffusersCase {
+    name: &'static str,
+    dir: PathBuf,
+    meta: serde_json::Value,
+    tensors: BTreeMap<String, Tensor>,
+}
+
+impl DiffusersCase {
+    fn open(name: &'static str) -> Self {
+        let dir = Path::new(DIFFUSERS_CASES_DIR).join(name);
+        let meta_path = dir.join("meta.json");
+        assert!(meta_path.exists(), "missing fixture {} (run scripts/setup.sh --test: it makes it with diffusers)", meta_path.display());
+        let meta = serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).expect("meta.json is JSON");
+        let tensors = read_tensor_map(&dir.join("case.safetensors"));
+        Self { name, dir, meta, tensors }
+    }
+
+    fn tensor(&self, name: &str) -> Tensor {
+        case_tensor(&self.tensors, name)
+    }
+
+    fn load(&self, file: &str) -> WanVae {
+        WanVae::load(&self.dir.join(file), &WanLoadOptions::default()).unwrap_or_else(|e| panic!("{}: {file} does not load: {e}", self.name))
+    }
+
+    /// The layout diffusers built, in our terms.
+    fn expected_config(&self) -> WanConfig {
+        let resolved = &self.meta["resolved"];
+        let int = |key: &str| resolved[key].as_i64().unwrap_or_else(|| panic!("meta.json: resolved.{key}"));
+        let list = |key: &str| resolved[key].as_array().unwrap_or_else(|| panic!("meta.json: resolved.{key}")).clone();
+        let patch_size = int("patch_size");
+        WanConfig {
+            image_channels: int("in_channels") / (patch_size * patch_size),
+            base_dim: int("base_dim"),
+            decoder_base_dim: int("decoder_base_dim"),
+            z_dim: int("z_dim"),
+            dim_mult: list("dim_mult").iter().map(|m| m.as_i64().unwrap()).collect(),
+            num_res_blocks: int("num_res_blocks") as usize,
+            temporal_downsample: list("temperal_downsample").iter().map(|t| t.as_bool().unwrap()).collect(),
+            is_residual: resolved["is_residual"].as_bool().unwrap(),
+            patch_size,
+        }
+    }
+}
+
+/// Max abs errors of the encoder mean and the decoded video against diffusers.
+#[derive(Debug, Clone, Copy)]
+struct ParityErrors {
+    mean: f64,
+    decoded: f64,
+}
+
+impl ParityErrors {
+    fn assert_within(&self, what: &str) {
+        assert!(self.mean <= REFERENCE_ATOL && self.decoded <= REFERENCE_ATOL, "{what}: {self:?} exceeds {REFERENCE_ATOL:e}");
+    }
+}
+
+/// Our whole-clip encode of diffusers' sample (trailing frames beyond 1 + 4k dropped, as diffusers does)
+/// and decode of diffusers' latent.
+fn whole_clip_errors(vae: &WanVae, case: &DiffusersCase) -> ParityErrors {
+    let mean = vae.encode(&case.tensor("sample")).expect("encode");
+    let decoded = vae.decode(&case.tensor("latent_mu")).expect("decode");
+    ParityErrors { mean: max_abs_diff(&mean, &case.tensor("latent_mu")), decoded: max_abs_diff(&decoded, &case.tensor("decoded")) }
+}
+
+/// Frames per encoder call after the first in diffusers' `_encode` (and the original Wan code).
+const DIFFUSERS_ENCODE_CHUNK: i64 = 4;
+
+/// The same through the streams with diffusers' own chunking: the first frame alone, then one group of 4
+/// frames (encoder) or one latent frame (decoder) per push.
+fn streamed_errors(vae: &WanVae, case: &DiffusersCase) -> ParityErrors {
+    let sample = case.tensor("sample");
+    let frames = sample.size()[2];
+    let mut encoder = vae.encoder_stream();
+    let mut means = Vec::new();
+    let mut start = 0;
+    while start < frames {
+        let len = if start == 0 { 1 } else { DIFFUSERS_ENCODE_CHUNK.min(frames - start) };
+        means.extend(encoder.push(&sample.narrow(2, start, len)).expect("encoder push"));
+        start += len;
+    }
+    assert_eq!(encoder.pending_frames(), (frames - 1) % DIFFUSERS_ENCODE_CHUNK, "{}: frames past 1 + 4k wait in the stream", case.name);
+
+    let latent = case.tensor("latent_mu");
+    let mut decoder = vae.decoder_stream();
+    let videos: Vec<Tensor> = (0..latent.size()[2]).map(|i| decoder.push(&latent.narrow(2, i, 1)).expect("decoder push")).collect();
+    ParityErrors {
+        mean: max_abs_diff(&Tensor::cat(&means, 2), &case.tensor("latent_mu")),
+        decoded: max_abs_diff(&Tensor::cat(&videos, 2), &case.tensor("decoded")),
+    }
+}
+
+/// Loads the case's diffusers weights with our loader, checks the detected layout against diffusers'
+/// config, and requires our encoder mean and decoder output, whole-clip and streamed, to match.
+fn check_diffusers_case(name: &'static str) {
+    let case = DiffusersCase::open(name);
+    let vae = case.load("weights.safetensors");
+    assert_eq!(vae.config(), &case.expected_config(), "{name}: detected config");
+    let whole = whole_clip_errors(&vae, &case);
+    let streamed = streamed_errors(&vae, &case);
+    println!("{name}: max abs error vs diffusers: encoder mean {:.2e}, decoded {:.2e}; streamed {:.2e}, {:.2e}", whole.mean, whole.decoded, streamed.mean, streamed.decoded);
+    whole.assert_within(name);
+    streamed.assert_within(&format!("{name} (streamed)"));
+}
 
 #[test]
-fn wan22_layout_matches_diffusers() {
-    let dir = Path::new(WAN22_DIR);
-    assert!(dir.is_dir(), "missing fixture {WAN22_DIR} (run scripts/setup.sh --test: it makes it with diffusers)");
-    let vae = WanVae::load(&dir.join("weights.safetensors"), &WanLoadOptions::default()).expect("wan 2.2 weights load");
-    let cfg = vae.config();
-    assert!(cfg.is_residual);
-    assert_eq!((cfg.patch_size, cfg.base_dim, cfg.decoder_base_dim, cfg.z_dim), (2, 8, 12, 8));
-    assert_eq!(cfg.temporal_downsample, vec![false, true, true]);
+fn diffusers_wan21_z4_r1_b2_t5_40x56() {
+    check_diffusers_case("wan21_z4_r1_b2_t5_40x56");
+}
 
-    let case: BTreeMap<String, Tensor> = Tensor::read_safetensors(dir.join("case.safetensors")).expect("case").into_iter().collect();
-    let mu = vae.encode(&case_tensor(&case, "sample")).expect("encode");
-    let error = max_abs_diff(&mu, &case_tensor(&case, "latent_mu"));
-    println!("wan 2.2: encode max abs error vs diffusers = {error:e}");
-    assert!(error <= REFERENCE_ATOL, "latent_mu max abs error {error:e}");
+#[test]
+fn diffusers_wan21_image_t1_56x40() {
+    check_diffusers_case("wan21_image_t1_56x40");
+}
 
-    let decoded = vae.decode(&case_tensor(&case, "latent_mu")).expect("decode");
-    let error = max_abs_diff(&decoded, &case_tensor(&case, "decoded"));
-    println!("wan 2.2: decode max abs error vs diffusers = {error:e}");
-    assert!(error <= REFERENCE_ATOL, "decoded max abs error {error:e}");
+#[test]
+fn diffusers_wan21_z16_r2_t7_72x88() {
+    check_diffusers_case("wan21_z16_r2_t7_72x88");
+}
 
-    // Streaming: a multi-frame first push and uneven later pushes equal the one-frame-per-call decode.
-    tch::manual_seed(3);
-    let latent = Tensor::randn([1, 8, 9, 2, 2], (Kind::Float, Device::Cpu));
-    let whole = vae.decode_unclamped(&latent).expect("whole decode");
-    let mut stream = vae.decoder_stream().unclamped();
-    let chunks: Vec<Tensor> = [(0, 3), (3, 2), (5, 4)].iter().map(|&(s, l)| stream.push(&latent.narrow(2, s, l)).expect("push")).collect();
-    let error = max_abs_diff(&Tensor::cat(&chunks, 2), &whole);
-    println!("wan 2.2: streamed vs whole decode max abs difference = {error:e}");
-    assert!(error <= STREAMING_ATOL, "streamed decode differs by {error:e}");
+#[test]
+fn diffusers_wan21_3lvl_dec12_t10_36x52() {
+    check_diffusers_case("wan21_3lvl_dec12_t10_36x52");
+}
+
+#[test]
+fn diffusers_wan21_odd_size_t13_42x61() {
+    check_diffusers_case("wan21_odd_size_t13_42x61");
+}
+
+#[test]
+fn diffusers_wan22_r2_t9_48x80() {
+    check_diffusers_case("wan22_r2_t9_48x80");
+}
+
+#[test]
+fn diffusers_wan22_r1_b2_t7_32x48() {
+    check_diffusers_case("wan22_r1_b2_t7_32x48");
+}
+
+#[test]
+fn diffusers_wan22_image_t1_32x64() {
+    check_diffusers_case("wan22_image_t1_32x64");
+}
+
+#[test]
+fn diffusers_wan22_3lvl_t12_40x24() {
+    check_diffusers_case("wan22_3lvl_t12_40x24");
+}
+
+/// The released-topology Wan 2.2 case once more, from a copy of its weights under the original Wan 2.2 /
+/// ComfyUI names. The fixture script renames with the inverse of diffusers' converter (`convert_vae_22`); our
+/// loader renames back with its own map, written from the original module definitions, so a mistake on
+/// either side fails here.
+#[test]
+fn wan22_original_naming_matches_diffusers() {
+    let case = DiffusersCase::open("wan22_r2_t9_48x80");
+    let file = case.meta["original_naming"].as_str().expect("meta.json: original_naming");
+    let names: Vec<String> = read_tensor_map(&case.dir.join(file)).into_keys().collect();
+    assert!(names.iter().any(|k| k == "encoder.conv1.weight") && !names.iter().any(|k| k.contains("down_blocks")), "{file} is not in original naming");
+
+    let vae = case.load(file);
+    assert_eq!(vae.config(), &case.expected_config());
+    let errors = whole_clip_errors(&vae, &case);
+    println!("wan 2.2 from original naming: max abs error vs diffusers: encoder mean {:.2e}, decoded {:.2e}", errors.mean, errors.decoded);
+    errors.assert_within("original naming");
+
+    // Errors name keys as the file spells them, resamplers included.
+    let key = "decoder.upsamples.1.upsamples.3.time_conv.weight";
+    let message = load_error_after_editing(&case.dir.join(file), |w| {
+        let _removed = w.remove(key).unwrap_or_else(|| panic!("{file} has no `{key}`"));
+    });
+    assert!(message.contains(key) && message.contains("missing"), "{message}");
+}
+
+/// diffusers rejects Wan 2.2 frames whose size is not a multiple of 16 (its average-down shortcuts cannot
+/// fold them); so do we, before any work, with the size in the message.
+#[test]
+fn wan22_rejects_sizes_that_are_not_multiples_of_16() {
+    let vae = DiffusersCase::open("wan22_r1_b2_t7_32x48").load("weights.safetensors");
+    let frames = Tensor::zeros([1, 3, 1, 40, 56], (Kind::Float, Device::Cpu));
+    let message = vae.encode(&frames).expect_err("a 40×56 frame encoded").to_string();
+    assert!(message.contains("16") && message.contains("40"), "{message}");
 }
 
 /// GGUF files written by the `gguf` package (llama.cpp's writer) from the reference weights, made by

@@ -79,6 +79,18 @@ impl WanConfig {
         (1 << self.temporal_downsample.len()) * self.patch_size
     }
 
+    /// H and W of encoder input must be multiples of this. Wan 2.1's downsamplers floor odd sizes (the
+    /// decoded video is then smaller), so any size goes; Wan 2.2's average-down shortcuts fold 2×2 pixels
+    /// at every level after the 2×2 patchify and cannot, so it needs whole latent pixels (diffusers rejects
+    /// the rest too).
+    pub fn size_multiple(&self) -> i64 {
+        if self.is_residual {
+            self.spatial_factor()
+        } else {
+            self.patch_size
+        }
+    }
+
     /// Pixel frames per latent frame after the first (4).
     pub fn temporal_factor(&self) -> i64 {
         1 << self.temporal_downsample.iter().filter(|t| **t).count()
@@ -220,5 +232,6 @@ mod tests {
         let cfg = WanConfig::wan22();
         assert_eq!((cfg.spatial_factor(), cfg.temporal_factor(), cfg.network_channels()), (16, 4, 12));
         assert_eq!(cfg.decoder_level_dims(), vec![1024, 1024, 512, 256]);
+        assert_eq!((WanConfig::wan21().size_multiple(), cfg.size_multiple()), (1, 16));
     }
 }

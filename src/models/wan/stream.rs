@@ -25,9 +25,9 @@ impl<'a> EncodeStream<'a> {
     pub fn push(&mut self, frames: &Tensor) -> Result<Option<Tensor>, ModelError> {
         let _guard = tch::no_grad_guard();
         let size = frames.size();
-        let p = self.vae.config().patch_size;
-        if size.len() != 5 || size[1] != self.vae.config().image_channels || size[3] % p != 0 || size[4] % p != 0 {
-            return Err(self.vae.bad_input(format!("frames of shape {size:?} (expected [B, {}, t, H, W], H and W multiples of {p})", self.vae.config().image_channels)));
+        let multiple = self.vae.config().size_multiple();
+        if size.len() != 5 || size[1] != self.vae.config().image_channels || size[3] % multiple != 0 || size[4] % multiple != 0 {
+            return Err(self.vae.bad_input(format!("frames of shape {size:?} (expected [B, {}, t, H, W], H and W multiples of {multiple})", self.vae.config().image_channels)));
         }
         let frames = frames.f_to_device(self.vae.device)?.f_to_kind(self.vae.kind)?;
         let mut available = match self.pending.take() {

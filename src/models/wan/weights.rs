@@ -7,15 +7,14 @@ use std::path::{Path, PathBuf};
 
 use tch::{Device, Kind, Tensor};
 
-use super::keymap::{self, DecoderLayout, Naming};
+use super::keymap::{self, Naming, OriginalLayout};
 use crate::models::ModelError;
 
 pub struct Weights {
     source: PathBuf,
     tensors: BTreeMap<String, Tensor>,
-    /// The file's own scheme, so errors name keys as the user's file spells them.
-    naming: Naming,
-    layout: Option<DecoderLayout>,
+    /// The file's own layout when it uses original names, so errors name keys as the user's file spells them.
+    original: Option<OriginalLayout>,
     /// Load-time bookkeeping only (which keys the modules asked for); never touched during inference.
     used: RefCell<BTreeSet<String>>,
     device: Device,
@@ -38,18 +37,15 @@ impl Weights {
         let naming = keymap::detect_naming(tensors.iter().map(|(k, _)| k.as_str())).ok_or_else(|| {
             format_error("no `encoder.conv1.weight` (original naming) or `encoder.conv_in.weight` (diffusers naming): not a Wan VAE checkpoint".into())
         })?;
-        let (renamed, layout): (BTreeMap<String, Tensor>, _) = match naming {
-            Naming::Diffusers => {
-                let layout = DecoderLayout::from_diffusers_keys(tensors.iter().map(|(k, _)| k.as_str()));
-                (tensors.into_iter().collect(), layout)
-            }
+        let (renamed, original): (BTreeMap<String, Tensor>, _) = match naming {
+            Naming::Diffusers => (tensors.into_iter().collect(), None),
             Naming::Original => {
-                let layout = DecoderLayout::from_original_keys(tensors.iter().map(|(k, _)| k.as_str()))
-                    .ok_or_else(|| format_error("no `decoder.upsamples.N.resample.1.weight`: cannot split the decoder into levels".into()))?;
+                let keys: Vec<&str> = tensors.iter().map(|(k, _)| k.as_str()).collect();
+                let layout = OriginalLayout::detect(&keys).map_err(|reason| format_error(reason.into()))?;
                 (tensors.into_iter().map(|(k, t)| (keymap::original_to_diffusers(&k, layout), t)).collect(), Some(layout))
             }
         };
-        Ok(Self { source: source.to_path_buf(), tensors: renamed, naming, layout, used: RefCell::default(), device, kind, conv_channels_last: false })
+        Ok(Self { source: source.to_path_buf(), tensors: renamed, original, used: RefCell::default(), device, kind, conv_channels_last: false })
     }
 
     pub fn kind(&self) -> Kind {
@@ -87,9 +83,9 @@ impl Weights {
 
     /// A (diffusers) key as the checkpoint file spells it.
     pub fn name_in_file(&self, key: &str) -> String {
-        match (self.naming, self.layout) {
-            (Naming::Original, Some(layout)) => keymap::diffusers_to_original(key, layout),
-            _ => key.to_string(),
+        match self.original {
+            Some(layout) => keymap::diffusers_to_original(key, layout),
+            None => key.to_string(),
         }
     }
 
