@@ -29,6 +29,7 @@ fn main() {
         return;
     };
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    build_cuda_shim(&lib);
     for cuda_lib in ["torch_cuda", "c10_cuda"] {
         if lib.join(format!("lib{cuda_lib}.so")).exists() {
             println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
@@ -37,4 +38,26 @@ fn main() {
             println!("cargo:rustc-link-arg=-Wl,--as-needed");
         }
     }
+}
+
+/// Compiles src/device/cuda_shim.cpp (device-generic libtorch headers only) when this libtorch has
+/// CUDA, and tells the crate with `cfg(cuda_shim)`; otherwise the Rust side reports no device statistics.
+fn build_cuda_shim(lib: &std::path::Path) {
+    println!("cargo::rustc-check-cfg=cfg(cuda_shim)");
+    println!("cargo:rerun-if-changed=src/device/cuda_shim.cpp");
+    let torch = lib.parent().expect("lib has a parent");
+    if !lib.join("libc10_cuda.so").exists() {
+        println!("cargo:warning=libtorch without CUDA: device memory statistics are off");
+        return;
+    }
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("src/device/cuda_shim.cpp")
+        .include(torch.join("include"))
+        .include(torch.join("include/torch/csrc/api/include"))
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .flag_if_supported("-w")
+        .compile("vaebox_cuda_shim");
+    println!("cargo:rustc-cfg=cuda_shim");
 }

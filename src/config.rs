@@ -47,6 +47,10 @@ pub struct Config {
     /// Working memory a VAE job may use, in MiB, beyond the loaded weights (0 = no budget: whole
     /// frames, `chunk_frames` at a time). The planner shortens the temporal chunk first, then tiles.
     pub memory_budget_mib: u64,
+    /// On CUDA with no budget set, the budget is the device's free memory minus this margin (MiB).
+    pub device_memory_margin_mib: u64,
+    /// TF32 for float32 convolutions and matmuls on CUDA (Ampere and newer): faster, ~1e-3 relative.
+    pub tf32: bool,
     /// x264 quality and speed for outputs.
     pub output_crf: u8,
     pub output_preset: String,
@@ -76,6 +80,8 @@ impl Default for Config {
             upscale_tile: 512,
             upscale_overlap: 0,
             memory_budget_mib: 0,
+            device_memory_margin_mib: 1024,
+            tf32: false,
             output_crf: 18,
             output_preset: "veryfast".into(),
         }

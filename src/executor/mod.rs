@@ -52,6 +52,8 @@ pub struct ExecutorConfig {
     pub upscale_tile: i64,
     pub upscale_overlap: i64,
     pub memory_budget_mib: u64,
+    pub device_memory_margin_mib: u64,
+    pub tf32: bool,
     pub output_crf: u8,
     pub output_preset: String,
 }
@@ -69,6 +71,8 @@ impl ExecutorConfig {
             upscale_tile: config.upscale_tile,
             upscale_overlap: config.upscale_overlap,
             memory_budget_mib: config.memory_budget_mib,
+            device_memory_margin_mib: config.device_memory_margin_mib,
+            tf32: config.tf32,
             output_crf: config.output_crf,
             output_preset: config.output_preset.clone(),
         }
@@ -113,6 +117,9 @@ impl ExecutorHandle {
             .name("vaebox-executor".into())
             .spawn(move || {
                 let device = crate::device::init(config.device, config.threads);
+                if crate::device::cuda::set_tf32(config.tf32) {
+                    tracing::info!(tf32 = config.tf32, "CUDA TF32 switch applied");
+                }
                 let _ = device_tx.send(device);
                 let mut executor = Executor { config, device, models: LoadedModels::default() };
                 for command in inbox {
@@ -155,6 +162,7 @@ impl Executor {
     fn run(&mut self, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
         let started = Instant::now();
         crate::device::reset_peak_host_bytes();
+        crate::device::cuda::reset_peak(self.device);
         timings.device = Some(crate::device::device_name(self.device));
         let result = match job.op {
             Op::Upscale => upscale::run(self, job, hooks, timings),
@@ -162,6 +170,11 @@ impl Executor {
         };
         timings.total = Some(started.elapsed().as_secs_f64());
         timings.peak_host_bytes = crate::device::peak_host_bytes();
+        timings.peak_device_bytes = crate::device::cuda::peak_allocated_bytes(self.device);
+        if result.as_ref().is_err_and(ExecError::is_out_of_memory) {
+            // What the failed attempt cached would shrink the next job's free-memory budget.
+            crate::device::cuda::empty_cache(self.device);
+        }
         result.map(|mut outcome: JobOutcome| {
             outcome.timings = timings.clone();
             outcome

@@ -118,6 +118,15 @@ fn latent_dims(exec: &Executor, job: &JobSpec, vae: &VideoVae, timings: &mut Tim
 fn plan_tiles(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timings: &mut Timings) -> Result<Plan, ExecError> {
     let max_latents = (exec.config.chunk_frames as i64 / vae.temporal_factor()).max(1);
     let budget_mib = job.params.memory_budget_mib.unwrap_or(exec.config.memory_budget_mib);
+    if budget_mib == 0 {
+        // Blocks the allocator caches from earlier jobs are free for this one but not to the driver.
+        crate::device::cuda::empty_cache(exec.device);
+    }
+    let budget_mib = match (budget_mib, crate::device::cuda::memory_info(exec.device)) {
+        // The loaded weights are already off the free memory, so what is left is working memory.
+        (0, Some((free, _))) => (free >> 20).saturating_sub(exec.config.device_memory_margin_mib).max(1),
+        (budget, _) => budget,
+    };
     let memory = MemoryModel::for_vae(vae, kind);
     let [latent_frames, latent_height, latent_width] = latent_dims(exec, job, vae, timings)?;
     let op = match job.op {

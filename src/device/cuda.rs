@@ -1,0 +1,102 @@
+//! Device memory facts from libtorch's CUDA caching allocator and the TF32 switches (through
+//! src/device/cuda_shim.cpp). All of it is `None`/no-op without a GPU or without the shim.
+use tch::Device;
+
+#[cfg(cuda_shim)]
+mod ffi {
+    extern "C" {
+        pub fn vaebox_cuda_peak_allocated_bytes(device: i32, out: *mut u64) -> i32;
+        pub fn vaebox_cuda_reset_peak(device: i32) -> i32;
+        pub fn vaebox_cuda_memory_info(device: i32, free_bytes: *mut u64, total_bytes: *mut u64) -> i32;
+        pub fn vaebox_cuda_empty_cache() -> i32;
+        pub fn vaebox_set_tf32(on: bool) -> i32;
+    }
+}
+
+/// Whether the statistics below can be read at all (a CUDA build of libtorch and a GPU present).
+fn available(device: Device) -> Option<i32> {
+    match device {
+        Device::Cuda(index) if cfg!(cuda_shim) && tch::Cuda::is_available() => Some(index as i32),
+        _ => None,
+    }
+}
+
+/// Peak bytes held by tensors on `device` since the last [`reset_peak`].
+pub fn peak_allocated_bytes(device: Device) -> Option<u64> {
+    let _index = available(device)?;
+    #[cfg(cuda_shim)]
+    {
+        let mut out = 0u64;
+        // SAFETY: plain C ABI; `out` outlives the call.
+        return (unsafe { ffi::vaebox_cuda_peak_allocated_bytes(_index, &mut out) } == 0).then_some(out);
+    }
+    #[allow(unreachable_code)]
+    None
+}
+
+pub fn reset_peak(device: Device) {
+    let Some(_index) = available(device) else { return };
+    #[cfg(cuda_shim)]
+    // SAFETY: plain C ABI.
+    unsafe {
+        ffi::vaebox_cuda_reset_peak(_index);
+    }
+}
+
+/// (free, total) bytes of `device` as the driver reports them.
+pub fn memory_info(device: Device) -> Option<(u64, u64)> {
+    let _index = available(device)?;
+    #[cfg(cuda_shim)]
+    {
+        let (mut free, mut total) = (0u64, 0u64);
+        // SAFETY: plain C ABI; both outputs outlive the call.
+        return (unsafe { ffi::vaebox_cuda_memory_info(_index, &mut free, &mut total) } == 0).then_some((free, total));
+    }
+    #[allow(unreachable_code)]
+    None
+}
+
+/// Returns cached blocks to the driver, so the next plan sees them as free.
+pub fn empty_cache(device: Device) {
+    if available(device).is_none() {
+        return;
+    }
+    #[cfg(cuda_shim)]
+    // SAFETY: plain C ABI.
+    unsafe {
+        ffi::vaebox_cuda_empty_cache();
+    }
+}
+
+/// TF32 for float32 matmuls and convolutions on Ampere and newer (faster, ~10 mantissa bits).
+/// Returns whether the switch was applied (false without CUDA).
+pub fn set_tf32(on: bool) -> bool {
+    if !cfg!(cuda_shim) || !tch::Cuda::is_available() {
+        return false;
+    }
+    #[cfg(cuda_shim)]
+    // SAFETY: plain C ABI.
+    return unsafe { ffi::vaebox_set_tf32(on) } == 0;
+    #[allow(unreachable_code)]
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On this CPU-only machine the shim is linked (a CUDA wheel) but there is no device: every
+    /// query answers "unknown" instead of crashing inside libtorch.
+    #[test]
+    fn without_a_gpu_everything_is_unknown() {
+        if tch::Cuda::is_available() {
+            return;
+        }
+        assert_eq!(peak_allocated_bytes(Device::Cuda(0)), None);
+        assert_eq!(memory_info(Device::Cuda(0)), None);
+        assert_eq!(peak_allocated_bytes(Device::Cpu), None);
+        reset_peak(Device::Cuda(0));
+        empty_cache(Device::Cuda(0));
+        assert!(!set_tf32(true));
+    }
+}

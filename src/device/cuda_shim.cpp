@@ -1,0 +1,70 @@
+// The few libtorch CUDA facilities tch does not expose, behind a C ABI for src/device/cuda.rs:
+// caching-allocator statistics (the peak a job really used), free device memory (the planner's
+// default budget) and the TF32 switches. Every entry point catches C++ exceptions and reports
+// failure through its return value; Rust only calls them after `tch::Cuda::is_available()`.
+#include <cstdint>
+
+#include <ATen/Context.h>
+#include <c10/core/CachingDeviceAllocator.h>
+
+// The device-generic interface of the CUDA caching allocator: no CUDA headers needed to build.
+static c10::DeviceAllocator* cuda_allocator() {
+  return c10::getDeviceAllocator(c10::DeviceType::CUDA);
+}
+
+extern "C" {
+
+// Peak bytes allocated by tensors on `device` since the last reset.
+int vaebox_cuda_peak_allocated_bytes(int device, uint64_t* out) {
+  try {
+    // Index 0 is StatType::AGGREGATE: small and large pools together.
+    const auto stats = cuda_allocator()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    *out = static_cast<uint64_t>(stats.allocated_bytes[0].peak);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+int vaebox_cuda_reset_peak(int device) {
+  try {
+    cuda_allocator()->resetPeakStats(static_cast<c10::DeviceIndex>(device));
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Free and total device memory as the driver sees them (other processes' use included).
+int vaebox_cuda_memory_info(int device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  try {
+    const auto info = cuda_allocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+    *free_bytes = info.first;
+    *total_bytes = info.second;
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Cached blocks go back to the driver (after an out-of-memory retry, or between jobs).
+int vaebox_cuda_empty_cache() {
+  try {
+    cuda_allocator()->emptyCache();
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+int vaebox_set_tf32(bool on) {
+  try {
+    at::globalContext().setAllowTF32CuBLAS(on);
+    at::globalContext().setAllowTF32CuDNN(on);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // extern "C"
