@@ -24,6 +24,12 @@ fn binary_keeps_libtorch_cuda_and_an_rpath_to_torch() {
     assert!(dynamic.contains("[libtorch_cpu.so]"), "{dynamic}");
     if torch_lib.join("libtorch_cuda.so").exists() {
         assert!(dynamic.contains("NEEDED") && dynamic.contains("[libtorch_cuda.so]"), "libtorch_cuda.so was dropped:\n{dynamic}");
+        // The CUDA allocator statistics (per-job peak, free-memory budget) are compiled in, not stubbed.
+        let symbols = Command::new("nm").arg(BIN).output().expect("nm (binutils) is needed");
+        let symbols = String::from_utf8_lossy(&symbols.stdout);
+        for name in ["vaebox_cuda_peak_allocated_bytes", "vaebox_cuda_memory_info", "vaebox_set_tf32"] {
+            assert!(symbols.contains(name), "{name} is not in the binary");
+        }
     }
 }
 
