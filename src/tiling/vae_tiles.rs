@@ -49,72 +49,136 @@ fn narrow_hw(x: &Tensor, rows: Span, cols: Span, scale: i64) -> Result<Tensor, M
     Ok(x.f_narrow(3, rows.start * scale, rows.len() * scale)?.f_narrow(4, cols.start * scale, cols.len() * scale)?)
 }
 
-/// Latent frames in, pixel frames out, tile by tile. Output is Float (blended tiles) or the model's
-/// own output (one tile).
-pub struct TiledDecoder<'a> {
-    vae: &'a VideoVae,
-    tiles: Option<SpatialTiles>,
-    layout: Option<Layout>,
-    streams: Vec<VaeDecoder<'a>>,
-    row_split: Option<RowSplit>,
+/// What a tiled stream needs of each tile's own stream.
+pub trait TileStream: Sized {
+    fn snapshot(&self) -> Self;
+    /// False where the family has no exact row split.
+    fn set_row_split(&mut self, split: Option<RowSplit>) -> bool;
+}
+
+impl TileStream for VaeDecoder<'_> {
+    fn snapshot(&self) -> Self {
+        VaeDecoder::snapshot(self)
+    }
+
+    fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
+        VaeDecoder::set_row_split(self, split)
+    }
+}
+
+impl TileStream for VaeEncoder<'_> {
+    fn snapshot(&self) -> Self {
+        VaeEncoder::snapshot(self)
+    }
+
+    fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
+        VaeEncoder::set_row_split(self, split)
+    }
 }
 
 /// The per-tile stream states of a tiled stream at one moment (empty before the first push).
 pub struct StreamCheckpoint<S>(Vec<S>);
 
-impl<'a> TiledDecoder<'a> {
-    /// `tiles: None` is the untiled stream.
-    pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledDecoder<'a> {
-        TiledDecoder { vae, tiles, layout: None, streams: Vec::new(), row_split: None }
+/// The state both tiled streams share: the layout (fixed by the first push), one stream per kept
+/// tile, and the row split every tile stream runs with.
+struct TileStreams<S> {
+    layout: Option<Layout>,
+    streams: Vec<S>,
+    row_split: Option<RowSplit>,
+}
+
+impl<S: TileStream> TileStreams<S> {
+    fn new() -> Self {
+        TileStreams { layout: None, streams: Vec::new(), row_split: None }
     }
 
-    pub fn checkpoint(&self) -> StreamCheckpoint<VaeDecoder<'a>> {
-        StreamCheckpoint(self.streams.iter().map(VaeDecoder::snapshot).collect())
+    /// The layout for frames of `h × w` latent cells, made (with a new stream per tile) on first use,
+    /// and the tile streams.
+    fn layout_for(&mut self, h: i64, w: i64, make: impl FnOnce(i64, i64) -> Layout, stream: impl Fn() -> S) -> Result<(&Layout, &mut [S]), ModelError> {
+        if self.layout.is_none() {
+            let layout = make(h, w);
+            self.streams = layout.tiles.iter().map(|_| stream()).collect();
+            let split = self.row_split;
+            self.streams.iter_mut().for_each(|s| {
+                s.set_row_split(split);
+            });
+            self.layout = Some(layout);
+        }
+        let layout = self.layout.as_ref().expect("set above");
+        layout.check(h, w)?;
+        Ok((layout, &mut self.streams))
     }
 
-    /// Back to `checkpoint` (a failed push may have advanced some tiles' caches).
-    pub fn restore(&mut self, checkpoint: StreamCheckpoint<VaeDecoder<'a>>) {
+    fn checkpoint(&self) -> StreamCheckpoint<S> {
+        StreamCheckpoint(self.streams.iter().map(S::snapshot).collect())
+    }
+
+    fn restore(&mut self, checkpoint: StreamCheckpoint<S>) {
         self.streams = checkpoint.0;
         if self.streams.is_empty() {
             self.layout = None;
         }
     }
 
+    fn set_row_split(&mut self, vae: &VideoVae, split: Option<RowSplit>) -> bool {
+        self.row_split = split;
+        vae.supports_row_split() && self.streams.iter_mut().all(|s| s.set_row_split(split))
+    }
+
+    fn tile_count(&self) -> usize {
+        self.layout.as_ref().map_or(0, |l| l.tiles.len())
+    }
+}
+
+/// Latent frames in, pixel frames out, tile by tile. Output is Float (blended tiles) or the model's
+/// own output (one tile).
+pub struct TiledDecoder<'a> {
+    vae: &'a VideoVae,
+    tiles: Option<SpatialTiles>,
+    state: TileStreams<VaeDecoder<'a>>,
+}
+
+impl<'a> TiledDecoder<'a> {
+    /// `tiles: None` is the untiled stream.
+    pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledDecoder<'a> {
+        TiledDecoder { vae, tiles, state: TileStreams::new() }
+    }
+
+    pub fn checkpoint(&self) -> StreamCheckpoint<VaeDecoder<'a>> {
+        self.state.checkpoint()
+    }
+
+    /// Back to `checkpoint` (a failed push may have advanced some tiles' caches).
+    pub fn restore(&mut self, checkpoint: StreamCheckpoint<VaeDecoder<'a>>) {
+        self.state.restore(checkpoint)
+    }
+
     /// Exact row-split convolutions in every tile's stream from the next push on; false where the
     /// family does not have them.
     pub fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
-        self.row_split = split;
-        self.vae.supports_row_split() && self.streams.iter_mut().all(|s| s.set_row_split(split))
+        self.state.set_row_split(self.vae, split)
     }
 
     pub fn row_split(&self) -> Option<RowSplit> {
-        self.row_split
+        self.state.row_split
     }
 
     /// Tiles actually run per push (known after the first push).
     pub fn tile_count(&self) -> usize {
-        self.layout.as_ref().map_or(0, |l| l.tiles.len())
+        self.state.tile_count()
     }
 
     /// `latent`: `[1, C, t, h, w]`; returns `[1, 3, n, s·h, s·w]` as the untiled decoder does.
     pub fn push(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
         let (_, _, _, h, w) = latent.size5()?;
-        let factor = self.vae.spatial_factor();
-        if self.layout.is_none() {
-            let layout = Layout::new(h, w, self.tiles.as_ref(), factor, latent.device());
-            self.streams = layout.tiles.iter().map(|_| self.vae.decoder()).collect();
-            self.streams.iter_mut().for_each(|s| {
-                s.set_row_split(self.row_split);
-            });
-            self.layout = Some(layout);
-        }
-        let layout = self.layout.as_ref().expect("set above");
-        layout.check(h, w)?;
-        if let [_single] = layout.tiles.as_slice() {
-            return self.streams[0].push(latent);
+        let (vae, tiles) = (self.vae, self.tiles);
+        let factor = vae.spatial_factor();
+        let (layout, streams) = self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, latent.device()), || vae.decoder())?;
+        if let [single] = streams {
+            return single.push(latent);
         }
         let mut sum: Option<BlendAccumulator> = None;
-        for ((index, rows, cols), stream) in layout.tiles.iter().zip(&mut self.streams) {
+        for ((index, rows, cols), stream) in layout.tiles.iter().zip(streams.iter_mut()) {
             let _span = tracing::trace_span!("decode_tile", row = rows.start, col = cols.start).entered();
             let pixels = stream.push(&narrow_hw(latent, *rows, *cols, 1)?)?;
             let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&pixels, h * factor, w * factor));
@@ -128,38 +192,32 @@ impl<'a> TiledDecoder<'a> {
 pub struct TiledEncoder<'a> {
     vae: &'a VideoVae,
     tiles: Option<SpatialTiles>,
-    layout: Option<Layout>,
-    streams: Vec<VaeEncoder<'a>>,
-    row_split: Option<RowSplit>,
+    state: TileStreams<VaeEncoder<'a>>,
 }
 
 impl<'a> TiledEncoder<'a> {
     pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledEncoder<'a> {
-        TiledEncoder { vae, tiles, layout: None, streams: Vec::new(), row_split: None }
+        TiledEncoder { vae, tiles, state: TileStreams::new() }
     }
 
     pub fn checkpoint(&self) -> StreamCheckpoint<VaeEncoder<'a>> {
-        StreamCheckpoint(self.streams.iter().map(VaeEncoder::snapshot).collect())
+        self.state.checkpoint()
     }
 
     pub fn restore(&mut self, checkpoint: StreamCheckpoint<VaeEncoder<'a>>) {
-        self.streams = checkpoint.0;
-        if self.streams.is_empty() {
-            self.layout = None;
-        }
+        self.state.restore(checkpoint)
     }
 
     pub fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
-        self.row_split = split;
-        self.vae.supports_row_split() && self.streams.iter_mut().all(|s| s.set_row_split(split))
+        self.state.set_row_split(self.vae, split)
     }
 
     pub fn row_split(&self) -> Option<RowSplit> {
-        self.row_split
+        self.state.row_split
     }
 
     pub fn tile_count(&self) -> usize {
-        self.layout.as_ref().map_or(0, |l| l.tiles.len())
+        self.state.tile_count()
     }
 
     /// `frames`: `[1, 3, n, H, W]` in [-1, 1], H and W multiples of the spatial factor.
@@ -173,21 +231,13 @@ impl<'a> TiledEncoder<'a> {
             });
         }
         let (h, w) = (height / factor, width / factor);
-        if self.layout.is_none() {
-            let layout = Layout::new(h, w, self.tiles.as_ref(), 1, frames.device());
-            self.streams = layout.tiles.iter().map(|_| self.vae.encoder()).collect();
-            self.streams.iter_mut().for_each(|s| {
-                s.set_row_split(self.row_split);
-            });
-            self.layout = Some(layout);
-        }
-        let layout = self.layout.as_ref().expect("set above");
-        layout.check(h, w)?;
-        if let [_single] = layout.tiles.as_slice() {
-            return self.streams[0].push(frames);
+        let (vae, tiles) = (self.vae, self.tiles);
+        let (layout, streams) = self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, frames.device()), || vae.encoder())?;
+        if let [single] = streams {
+            return single.push(frames);
         }
         let mut sum: Option<BlendAccumulator> = None;
-        for ((index, rows, cols), stream) in layout.tiles.iter().zip(&mut self.streams) {
+        for ((index, rows, cols), stream) in layout.tiles.iter().zip(streams.iter_mut()) {
             let _span = tracing::trace_span!("encode_tile", row = rows.start, col = cols.start).entered();
             // Every tile buffers the same frames, so they all complete latent frames on the same push.
             let Some(latent) = stream.push(&narrow_hw(frames, *rows, *cols, factor)?)? else { continue };
