@@ -1,6 +1,6 @@
 //! Convolutions of the Wan VAE. Everything runs as 3-D convolution on `[B, C, T, H, W]`; the
 //! checkpoint's per-frame 2-D convs get a time kernel of 1 so frames never need to be folded into the batch.
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
 use super::cache::{FeatureCache, SlotAllocator};
 use super::layout;
@@ -47,6 +47,19 @@ impl ConvSpec {
     }
 }
 
+/// libtorch's `conv3d`, except that on CPU float32 and bf16 go straight to oneDNN. `conv3d`'s own
+/// heuristic sends inputs with N·C·D·H ≤ 20480 (few channels, frames or rows: a stream's first frame,
+/// row bands, small models) to an im2col kernel that measured ~10× slower here and allocates a column
+/// buffer of 27× its input.
+pub(crate) fn conv3d(x: &Tensor, weight: &Tensor, bias: &Tensor, stride: [i64; 3], padding: [i64; 3]) -> Result<Tensor, ModelError> {
+    static HAS_ONEDNN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let cpu_onednn = x.device() == Device::Cpu && matches!(x.kind(), Kind::Float | Kind::BFloat16) && *HAS_ONEDNN.get_or_init(tch::utils::has_mkldnn);
+    if cpu_onednn {
+        return Ok(x.f_mkldnn_convolution(weight, Some(bias), padding, stride, [1, 1, 1], 1)?);
+    }
+    Ok(x.f_conv3d(weight, Some(bias), stride, padding, [1, 1, 1], 1)?)
+}
+
 /// A plain convolution with its padding applied inside the conv call.
 #[derive(Debug)]
 pub struct Conv3d {
@@ -79,11 +92,11 @@ impl Conv3d {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        Ok(x.f_conv3d(&self.weight, Some(&self.bias), self.stride, self.padding, [1, 1, 1], 1)?)
+        conv3d(x, &self.weight, &self.bias, self.stride, self.padding)
     }
 
     pub fn forward_with_padding(&self, x: &Tensor, padding: [i64; 3]) -> Result<Tensor, ModelError> {
-        Ok(x.f_conv3d(&self.weight, Some(&self.bias), self.stride, padding, [1, 1, 1], 1)?)
+        conv3d(x, &self.weight, &self.bias, self.stride, padding)
     }
 
     /// The conv of `x` preceded in time by `zero_frames` zero frames (stride 1 in time), without
@@ -100,7 +113,7 @@ impl Conv3d {
                 continue;
             }
             let weight = self.weight.f_narrow(2, skipped, taps)?;
-            outputs.push(x.f_narrow(2, 0, taps)?.f_conv3d(&weight, Some(&self.bias), self.stride, padding, [1, 1, 1], 1)?);
+            outputs.push(conv3d(&x.f_narrow(2, 0, taps)?, &weight, &self.bias, self.stride, padding)?);
         }
         if frames >= kernel_frames {
             outputs.push(self.forward_with_padding(x, padding)?);
@@ -179,27 +192,32 @@ impl CausalConv3d {
         Ok(Tensor::f_cat(&[&older, x], 2)?)
     }
 
-    /// Output rows in bands of `rows`: each band convolves its rows plus the halo the kernel reaches,
-    /// with zero rows only at the frame's top and bottom, and lands in its place in one output tensor.
+    /// Output rows in bands of `rows`: each band convolves its rows plus the halo rows the kernel
+    /// reaches (zero padded where the band ends), and keeps the rows whose windows lie in the real
+    /// input: its own. They land in their place in one output tensor.
     fn forward_in_bands(&self, x: &Tensor, history: Option<&Tensor>, zero_frames: i64, rows: i64) -> Result<Tensor, ModelError> {
-        let (batch, _, frames, height, width) = x.size5()?;
+        let (batch, in_channels, frames, height, width) = x.size5()?;
         let out_channels = self.conv.weight.size()[0];
         let out = layout::empty_5d([batch, out_channels, frames, height, width], x)?;
-        let [halo, side] = self.spatial_padding;
+        let history_frames = history.map_or(0, |h| h.size()[2]);
+        let padding = [0, self.spatial_padding[0], self.spatial_padding[1]];
+        let halo = self.spatial_padding[0];
         let mut top = 0;
         while top < height {
             let bottom = (top + rows).min(height);
             let first = (top - halo).max(0);
             let last = (bottom + halo).min(height);
-            let band = |t: &Tensor| t.f_narrow(3, first, last - first);
-            let input = match history {
-                Some(history) => Tensor::f_cat(&[band(history)?, band(x)?], 2)?,
-                None => band(x)?,
-            };
-            let (pad_top, pad_bottom) = (halo - (top - first), halo - (last - bottom));
-            let input = if pad_top + pad_bottom > 0 { input.f_constant_pad_nd([0, 0, pad_top, pad_bottom, 0, 0])? } else { input };
-            let y = self.conv.forward_after_zero_frames(&input, zero_frames, [0, 0, side])?;
-            out.f_narrow(3, top, bottom - top)?.f_copy_(&y)?;
+            // History and frames of the band in one buffer: the band's input is copied once. The
+            // conv keeps libtorch's own symmetric padding, which is what selects its fast kernels
+            // (a band padded by hand instead runs on a slower path with a default-layout output).
+            let input = layout::empty_5d([batch, in_channels, history_frames + frames, last - first, width], x)?;
+            let rows_of = |t: &Tensor| t.f_narrow(3, first, last - first);
+            if let Some(history) = history {
+                input.f_narrow(2, 0, history_frames)?.f_copy_(&rows_of(history)?)?;
+            }
+            input.f_narrow(2, history_frames, frames)?.f_copy_(&rows_of(x)?)?;
+            let y = self.conv.forward_after_zero_frames(&input, zero_frames, padding)?;
+            out.f_narrow(3, top, bottom - top)?.f_copy_(&y.f_narrow(3, top - first, bottom - top)?)?;
             top = bottom;
         }
         Ok(out)

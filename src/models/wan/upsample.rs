@@ -9,6 +9,7 @@
 use tch::{Kind, Tensor};
 
 use super::cache::RowSplit;
+use super::conv::conv3d;
 use super::layout;
 use crate::models::ModelError;
 
@@ -65,7 +66,7 @@ impl NearestUpConv {
             let band = x.f_narrow(3, first, last - first)?;
             let (pad_top, pad_bottom) = (1 - (top - first), 1 - (last - bottom));
             let band = if pad_top + pad_bottom > 0 { band.f_constant_pad_nd([0, 0, pad_top, pad_bottom, 0, 0])? } else { band };
-            let phases = band.f_conv3d(&self.weight, Some(&self.bias), [1, 1, 1], [0, 0, 1], [1, 1, 1], 1)?;
+            let phases = conv3d(&band, &self.weight, &self.bias, [1, 1, 1], [0, 0, 1])?;
             for a in 0..2 {
                 for c in 0..2 {
                     let phase = phases.f_narrow(1, (2 * a + c) * o, o)?.f_narrow(3, a, bottom - top)?.f_narrow(4, c, w)?;
