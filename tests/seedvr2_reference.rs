@@ -93,14 +93,14 @@ fn check_sliced_case(prefix: &str) {
     check(&name("posterior_logvar_sliced"), &sliced.logvar, &case_tensor(&case, &name("posterior_logvar_sliced")), LATENT_ATOL);
     for (what, ours_sliced, ours_whole) in [("posterior_mean", &sliced.mean, &whole.mean), ("posterior_logvar", &sliced.logvar, &whole.logvar)] {
         let reference_gap = max_abs_diff(&case_tensor(&case, &name(&format!("{what}_sliced"))), &case_tensor(&case, &name(what)));
-        check(&format!("{} sliced vs whole (reference's own gap {reference_gap:.2e})", name(what)), ours_sliced, ours_whole, reference_gap);
+        check(&format!("{} sliced vs whole (reference's own gap {reference_gap:.2e})", name(what)), ours_sliced, ours_whole, STREAMING_ATOL.max(reference_gap));
     }
 
     let whole = vae.decode(&reference_mean).expect("whole decode");
     let sliced = vae.decode_sliced(&reference_mean, 1).expect("sliced decode");
     check(&name("decoded_sliced"), &sliced, &case_tensor(&case, &name("decoded_sliced")), REFERENCE_ATOL);
     let reference_gap = max_abs_diff(&case_tensor(&case, &name("decoded_sliced")), &case_tensor(&case, &name("decoded")));
-    check(&format!("{} sliced vs whole (reference's own gap {reference_gap:.2e})", name("decoded")), &sliced, &whole, reference_gap);
+    check(&format!("{} sliced vs whole (reference's own gap {reference_gap:.2e})", name("decoded")), &sliced, &whole, STREAMING_ATOL.max(reference_gap));
 }
 
 #[test]
