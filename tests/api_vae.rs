@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::{json, Value};
+use vaebox::models::wan::{WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
 
 const WAN21_WEIGHTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original/weights.safetensors");
 const MODEL: &str = "wan21-tiny";
@@ -50,6 +51,19 @@ async fn run_job(client: &reqwest::Client, server: &Server, query: &str, body: V
     let job = wait_for_final(client, server, job["id"].as_str().unwrap(), Duration::from_secs(300)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
     job
+}
+
+/// The frames of an MP4 as packed RGB bytes, decoded by ffmpeg.
+fn rgb_frames(mp4: &[u8], path: &Path) -> Vec<u8> {
+    std::fs::write(path, mp4).unwrap();
+    let output = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-i"])
+        .arg(path)
+        .args(["-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        .output()
+        .expect("run ffmpeg");
+    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
+    output.stdout
 }
 
 async fn fetch(client: &reqwest::Client, server: &Server, job: &Value) -> Vec<u8> {
@@ -168,6 +182,77 @@ async fn normalised_latents_and_comfyui_latents_decode() {
     let probed = ffprobe(&path);
     assert_eq!((probed.width, probed.height, probed.frames), (48, 32, 5));
     assert_eq!(probed.fps, "16/1");
+}
+
+/// A Wan 2.2 checkpoint with the released latent width (48 channels) on a narrow network, made here by
+/// diffusers (tests/python/make_wan22_z48.py): the diffusers fixtures in .cache are narrower in z as well.
+fn make_wan22_z48(dir: &Path) -> PathBuf {
+    let python = std::env::var_os("VAEBOX_PYTHON").map(PathBuf::from).unwrap_or_else(|| Path::new(REPO).join(".venv/bin/python"));
+    let out = dir.join("wan22_z48");
+    let status = std::process::Command::new(python)
+        .arg(Path::new(REPO).join("tests/python/make_wan22_z48.py"))
+        .arg(&out)
+        .status()
+        .expect("python runs (set VAEBOX_PYTHON)");
+    assert!(status.success(), "make_wan22_z48.py failed");
+    out.join("weights.safetensors")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wan22_normalised_latents_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("vae")).unwrap();
+    std::fs::copy(make_wan22_z48(dir.path()), models.join("vae/wan22-z48.safetensors")).unwrap();
+    // A narrower latent has no published statistics: normalising with it must still fail, not borrow some.
+    let fixture = Path::new(REPO).join(".cache/fixtures/wan_cases/wan22_r2_t9_48x80/weights.safetensors");
+    std::fs::copy(fixture, models.join("vae/wan22-z8.safetensors")).unwrap();
+    // 176×144 is a whole number of Wan 2.2's 16-pixel latent cells.
+    let clip = dir.path().join("carphone5.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let (_, listed) = get_json(&client, &server.url("/v1/models")).await;
+    let model = listed["models"].as_array().unwrap().iter().find(|m| m["name"] == "wan22-z48").expect("listed").clone();
+    assert_eq!((model["family"].as_str(), model["latent_channels"].as_i64()), (Some("wan22"), Some(48)), "{model}");
+
+    let body = std::fs::read(&clip).unwrap();
+    let raw = fetch(&client, &server, &run_job(&client, &server, "op=vae_encode&model=wan22-z48&dtype=f32", body.clone()).await).await;
+    let normalized =
+        fetch(&client, &server, &run_job(&client, &server, "op=vae_encode&model=wan22-z48&dtype=f32&normalize=true", body.clone()).await).await;
+    let header = read_safetensors_header(&normalized);
+    assert_eq!(header["latent"]["shape"], json!([1, 48, 2, 9, 11]), "{header}");
+    assert_eq!(header["__metadata__"]["normalized"], "true");
+    // normalized = (raw − mean) / std per channel. The statistics are the crate's transcription of the original
+    // Wan 2.2 code, which the unit test in src/models/wan/config.rs holds against diffusers' copy.
+    let floats = |bytes: &[u8]| -> Vec<f32> {
+        let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        bytes[8 + len..].chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    let (raw_values, norm_values) = (floats(&raw), floats(&normalized));
+    assert_eq!(raw_values.len(), norm_values.len());
+    let per_channel = raw_values.len() / 48;
+    for (i, (r, n)) in raw_values.iter().zip(&norm_values).enumerate() {
+        let c = i / per_channel;
+        let (mean, std) = (WAN22_LATENTS_MEAN[c], WAN22_LATENTS_STD[c]);
+        assert!(((*r as f64 - mean) / std - *n as f64).abs() < 1e-5, "channel {c}: raw {r}, normalized {n}");
+    }
+    // The server undoes the normalisation it recorded, so both decode to the same video. Not to the same
+    // bytes: (raw − mean) / std · std + mean is raw only up to f32 rounding, which flips a few 8-bit pixels
+    // that x264 then spreads a little (measured: 174 of 380160 samples, by at most 5). Decoding without
+    // undoing it moves nearly every sample.
+    let a = run_job(&client, &server, "op=vae_decode&model=wan22-z48&dtype=f32", raw).await;
+    let b = run_job(&client, &server, "op=vae_decode&model=wan22-z48&dtype=f32", normalized).await;
+    let a = rgb_frames(&fetch(&client, &server, &a).await, &dir.path().join("from_raw.mp4"));
+    let b = rgb_frames(&fetch(&client, &server, &b).await, &dir.path().join("from_normalized.mp4"));
+    assert_eq!(a.len(), 176 * 144 * 3 * 5);
+    let differing: Vec<u8> = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).filter(|d| *d > 0).collect();
+    assert!(differing.len() * 1000 < a.len() && differing.iter().all(|d| *d <= 8), "{} samples differ, by up to {:?}", differing.len(), differing.iter().max());
+
+    let (status, job) = upload_raw(&client, &server, "op=vae_encode&model=wan22-z8&dtype=f32&normalize=true", body).await;
+    assert_eq!(status, 202, "{job}");
+    let job = wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(300)).await;
+    assert_eq!((job["status"].as_str(), job["error"]["code"].as_str()), (Some("failed"), Some("unsupported-model-op")), "{job}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -111,15 +111,16 @@ pub fn write_latent(path: &Path, latent: &Tensor, meta: &LatentMeta) -> std::io:
     writer.finish()
 }
 
-/// What an upload claims to be, checked without tensors: a latent's shape, finite values, metadata.
+/// What an upload claims to be, checked without tensors: a latent's shape and metadata.
 pub struct LatentSummary {
     pub shape: Vec<i64>,
     pub meta: LatentMeta,
     entry: TensorEntry,
 }
 
-/// Finds the latent tensor (ours: `latent`; ComfyUI: `latent_tensor`) and checks its rank and values.
-pub fn inspect_latent(path: &Path) -> Result<LatentSummary, LatentError> {
+/// Finds the latent tensor (ours: `latent`; ComfyUI: `latent_tensor`) and checks its dtype and rank from
+/// the header alone, without reading the data: enough for whoever needs only the shape.
+pub fn latent_header(path: &Path) -> Result<LatentSummary, LatentError> {
     let header = read_header(path).map_err(|e| match e {
         HeaderError::Io(e) => LatentError::Io(e),
         HeaderError::Format(why) => LatentError::NotALatent(why),
@@ -136,11 +137,17 @@ pub fn inspect_latent(path: &Path) -> Result<LatentSummary, LatentError> {
     if shape.len() != 5 || shape[0] != 1 || shape.iter().any(|d| *d <= 0) {
         return Err(LatentError::BadShape { shape });
     }
-    check_finite(path, &entry)?;
     Ok(LatentSummary { shape, meta: LatentMeta::from_strings(&header.metadata), entry })
 }
 
-/// Scans the data in bounded blocks: an exponent of all ones is NaN or infinity in every float format.
+/// `latent_header`, and every value finite: what an upload must pass before it is queued.
+pub fn inspect_latent(path: &Path) -> Result<LatentSummary, LatentError> {
+    let summary = latent_header(path)?;
+    check_finite(path, &summary.entry)?;
+    Ok(summary)
+}
+
+/// Scans the data in bounded blocks, so an upload of any size is checked in little memory.
 fn check_finite(path: &Path, entry: &TensorEntry) -> Result<(), LatentError> {
     let mut file = std::fs::File::open(path)?;
     file.seek(SeekFrom::Start(entry.start))?;
@@ -149,13 +156,7 @@ fn check_finite(path: &Path, entry: &TensorEntry) -> Result<(), LatentError> {
     while remaining > 0 {
         let n = remaining.min(block.len() as u64) as usize;
         file.read_exact(&mut block[..n])?;
-        let finite = match entry.dtype {
-            Dtype::F32 => block[..n].chunks_exact(4).all(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite()),
-            Dtype::F16 => block[..n].chunks_exact(2).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00),
-            Dtype::Bf16 => block[..n].chunks_exact(2).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7f80 != 0x7f80),
-            Dtype::U8 => true,
-        };
-        if !finite {
+        if !all_finite(&block[..n], entry.dtype) {
             return Err(LatentError::NotFinite);
         }
         remaining -= n as u64;
@@ -163,14 +164,29 @@ fn check_finite(path: &Path, entry: &TensorEntry) -> Result<(), LatentError> {
     Ok(())
 }
 
-/// Reads a latent for the executor: checked as in `inspect_latent`, then loaded as float32 on the CPU.
+/// An exponent of all ones is NaN or infinity in every float format.
+fn all_finite(bytes: &[u8], dtype: Dtype) -> bool {
+    match dtype {
+        Dtype::F32 => bytes.chunks_exact(4).all(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite()),
+        Dtype::F16 => bytes.chunks_exact(2).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00),
+        Dtype::Bf16 => bytes.chunks_exact(2).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7f80 != 0x7f80),
+        Dtype::U8 => true,
+    }
+}
+
+/// Reads a latent for the executor, loaded as float32 on the CPU, in one pass over the file. Its values
+/// are checked once more, in memory: jobs that never went through an upload (`vaebox run`) meet no other
+/// check, and a NaN would decode to a black or garbage video without an error.
 pub fn read_latent(path: &Path) -> Result<LatentFile, LatentError> {
-    let summary = inspect_latent(path)?;
+    let summary = latent_header(path)?;
     let entry = &summary.entry;
     let mut file = std::fs::File::open(path)?;
     file.seek(SeekFrom::Start(entry.start))?;
     let mut data = vec![0u8; (entry.end - entry.start) as usize];
     file.read_exact(&mut data)?;
+    if !all_finite(&data, entry.dtype) {
+        return Err(LatentError::NotFinite);
+    }
     let kind = match entry.dtype {
         Dtype::F16 => Kind::Half,
         Dtype::Bf16 => Kind::BFloat16,
@@ -216,5 +232,27 @@ mod tests {
         assert_eq!(read_latent(&path).err().unwrap().code(), "latent-bad-shape");
         std::fs::write(&path, b"hello, not a tensor file").unwrap();
         assert_eq!(read_latent(&path).err().unwrap().code(), "not-a-latent");
+    }
+
+    /// The planner takes the shape from the header alone; the upload check and the executor's read both
+    /// still refuse a NaN or infinity, in every float dtype a latent may come in.
+    #[test]
+    fn only_the_header_is_trusted_without_reading_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.safetensors");
+        for kind in [Kind::Float, Kind::Half, Kind::BFloat16] {
+            for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                let latent = Tensor::zeros([1, 4, 2, 3, 3], (Kind::Float, tch::Device::Cpu));
+                let _ = latent.get(0).get(3).get(1).get(2).get(0).fill_(bad);
+                Tensor::write_safetensors(&[("latent", latent.to_kind(kind))], &path).unwrap();
+                let what = format!("{bad} as {kind:?}");
+                assert_eq!(latent_header(&path).unwrap_or_else(|e| panic!("{what}: {e}")).shape, [1, 4, 2, 3, 3], "{what}");
+                assert_eq!(inspect_latent(&path).err().map(|e| e.code()), Some("latent-not-finite"), "{what}");
+                assert_eq!(read_latent(&path).err().map(|e| e.code()), Some("latent-not-finite"), "{what}");
+            }
+            let finite = Tensor::zeros([1, 4, 2, 3, 3], (Kind::Float, tch::Device::Cpu)).to_kind(kind);
+            Tensor::write_safetensors(&[("latent", finite)], &path).unwrap();
+            assert!(inspect_latent(&path).is_ok() && read_latent(&path).is_ok(), "{kind:?}");
+        }
     }
 }

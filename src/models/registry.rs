@@ -1,7 +1,10 @@
 //! The models this box knows: the Real-ESRGAN files it ships with, and every VAE checkpoint found in
 //! `models_dir/vae/` (named by its file stem, its family read from the checkpoint's key names).
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::SystemTime;
 
 use serde::Serialize;
 
@@ -68,8 +71,16 @@ const UPSCALERS: &[Upscaler] = &[
 
 const VAE_OPS: [Op; 3] = [Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct];
 
-/// Everything usable on this box now. Cheap: a directory listing and a few safetensors headers.
+/// Every job creation and every `GET /v1/models` scans; the headers behind it are read once per file version.
+static HEADERS: LazyLock<HeaderCache> = LazyLock::new(HeaderCache::default);
+
+/// Everything usable on this box now. Cheap: a directory listing, plus the header of each checkpoint
+/// that is new or changed since the last scan.
 pub fn scan(models_dir: &Path) -> Vec<ModelEntry> {
+    scan_with(models_dir, &HEADERS)
+}
+
+fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
     let mut entries: Vec<ModelEntry> = UPSCALERS
         .iter()
         .map(|u| ModelEntry {
@@ -86,10 +97,11 @@ pub fn scan(models_dir: &Path) -> Vec<ModelEntry> {
     let mut files: Vec<PathBuf> =
         dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "safetensors" || e == "gguf")).collect();
     files.sort();
+    headers.forget_missing(&models_dir.join(VAE_DIR), &files);
     for path in files {
         let Some(name) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
-        match detect_vae_family(&path) {
-            Some((family, latent_channels)) => entries.push(ModelEntry {
+        if let Some((family, latent_channels)) = headers.detect(&path) {
+            entries.push(ModelEntry {
                 latent_channels,
                 description: format!("{} video VAE from {}", family.as_str(), path.display()),
                 name,
@@ -97,11 +109,61 @@ pub fn scan(models_dir: &Path) -> Vec<ModelEntry> {
                 ops: VAE_OPS.to_vec(),
                 scales: vec![],
                 files: vec![path],
-            }),
-            None => tracing::warn!(path = %path.display(), "not a known VAE checkpoint; skipped"),
+            });
         }
     }
     entries
+}
+
+/// What a checkpoint's header says (`detect_vae_family`), remembered per file until its size or
+/// modification time changes. A file whose metadata cannot be read is read every time, never remembered.
+#[derive(Default)]
+struct HeaderCache {
+    files: Mutex<HashMap<PathBuf, (FileStamp, Option<(Family, Option<i64>)>)>>,
+    /// Headers actually read, so a test can tell a remembered answer from a fresh one.
+    reads: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: SystemTime,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileStamp { len: meta.len(), modified: meta.modified().ok()? })
+    }
+}
+
+impl HeaderCache {
+    fn detect(&self, path: &Path) -> Option<(Family, Option<i64>)> {
+        let stamp = FileStamp::of(path);
+        if let Some(stamp) = stamp {
+            if let Some((seen, detected)) = self.files.lock().unwrap().get(path) {
+                if *seen == stamp {
+                    return *detected;
+                }
+            }
+        }
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let detected = detect_vae_family(path);
+        if detected.is_none() {
+            // Once per file version, not on every scan.
+            tracing::warn!(path = %path.display(), "not a known VAE checkpoint; skipped");
+        }
+        // Stamped before the read: a file rewritten meanwhile gets a newer stamp and is read again.
+        if let Some(stamp) = stamp {
+            self.files.lock().unwrap().insert(path.to_path_buf(), (stamp, detected));
+        }
+        detected
+    }
+
+    /// Drops what was remembered of files in `dir` that are gone, so a long-running box does not collect them.
+    fn forget_missing(&self, dir: &Path, present: &[PathBuf]) {
+        self.files.lock().unwrap().retain(|path, _| path.parent() != Some(dir) || present.contains(path));
+    }
 }
 
 pub fn find(models_dir: &Path, name: &str) -> Option<ModelEntry> {
@@ -164,4 +226,60 @@ fn detect_vae_family(path: &Path) -> Option<(Family, Option<i64>)> {
         };
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Kind, Tensor};
+
+    /// The smallest file `detect_vae_family` takes for Wan 2.1: RMS-norm gammas, both halves, and a decoder
+    /// input convolution `[width, latent channels, ...]`.
+    fn write_wan21(path: &Path, width: i64, latent_channels: i64) {
+        let tensors = [
+            ("encoder.conv_in.weight", Tensor::zeros([4, 3, 1, 1, 1], (Kind::Float, tch::Device::Cpu))),
+            ("encoder.norm_out.gamma", Tensor::ones([4, 1, 1, 1], (Kind::Float, tch::Device::Cpu))),
+            ("decoder.conv_in.weight", Tensor::zeros([width, latent_channels, 1, 1, 1], (Kind::Float, tch::Device::Cpu))),
+        ];
+        Tensor::write_safetensors(&tensors, path).unwrap();
+    }
+
+    fn latent_channels(entries: &[ModelEntry], name: &str) -> Option<i64> {
+        entries.iter().find(|e| e.name == name).unwrap_or_else(|| panic!("{name} not listed")).latent_channels
+    }
+
+    #[test]
+    fn scans_read_only_new_and_changed_checkpoints() {
+        let root = tempfile::tempdir().unwrap();
+        let vae = root.path().join(VAE_DIR);
+        std::fs::create_dir_all(&vae).unwrap();
+        let (kept, changed) = (vae.join("kept.safetensors"), vae.join("changed.safetensors"));
+        write_wan21(&kept, 4, 16);
+        write_wan21(&changed, 4, 16);
+        let cache = HeaderCache::default();
+        let reads = || cache.reads.load(Ordering::Relaxed);
+
+        scan_with(root.path(), &cache);
+        assert_eq!(reads(), 2, "both files are new");
+        scan_with(root.path(), &cache);
+        assert_eq!(reads(), 2, "nothing changed, nothing read");
+
+        // The same size (the two dimensions swap): only the content and the modification time tell.
+        write_wan21(&changed, 16, 4);
+        assert_eq!(std::fs::metadata(&changed).unwrap().len(), std::fs::metadata(&kept).unwrap().len());
+        let later = std::fs::metadata(&kept).unwrap().modified().unwrap() + std::time::Duration::from_secs(5);
+        std::fs::File::options().write(true).open(&changed).unwrap().set_modified(later).unwrap();
+        let entries = scan_with(root.path(), &cache);
+        assert_eq!(reads(), 3, "only the changed file is read again");
+        assert_eq!((latent_channels(&entries, "kept"), latent_channels(&entries, "changed")), (Some(16), Some(4)));
+
+        // A new file is noticed, a removed one disappears (and is forgotten).
+        std::fs::remove_file(&kept).unwrap();
+        write_wan21(&vae.join("new.safetensors"), 4, 16);
+        let entries = scan_with(root.path(), &cache);
+        assert_eq!(reads(), 4);
+        let names: Vec<&str> = entries.iter().filter(|e| e.family.is_vae()).map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["changed", "new"]);
+        assert!(!cache.files.lock().unwrap().contains_key(&kept));
+    }
 }

@@ -4,7 +4,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::registry::{Family, ModelEntry};
 use super::seedvr2::{self, SeedVr2LoadOptions, SeedVr2Vae};
-use super::wan::{DecodeStream, EncodeStream, RowSplit, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
+use super::wan::{DecodeStream, EncodeStream, RowSplit, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
 use super::ModelError;
 
 pub struct LoadOptions {
@@ -89,8 +89,8 @@ impl VideoVae {
         }
     }
 
-    /// What pipelines apply before diffusion: Wan's published per-channel `(mu - mean) / std`,
-    /// SeedVR2's scaling factor 0.9152.
+    /// What pipelines apply before diffusion: Wan's published per-channel `(mu - mean) / std` (Wan 2.1's 16
+    /// channels, Wan 2.2's 48; other latent sizes have none), SeedVR2's scaling factor 0.9152.
     pub fn normalize(&self, raw: &Tensor) -> Result<Tensor, ModelError> {
         if let VideoVae::SeedVr2(_) = self {
             return seedvr2::scale_latent(raw);
@@ -112,6 +112,9 @@ impl VideoVae {
         match self {
             VideoVae::Wan { family: Family::Wan21, model } if model.config().z_dim == 16 => {
                 Ok((column(&WAN21_LATENTS_MEAN), column(&WAN21_LATENTS_STD)))
+            }
+            VideoVae::Wan { family: Family::Wan22, model } if model.config().z_dim == 48 => {
+                Ok((column(&WAN22_LATENTS_MEAN), column(&WAN22_LATENTS_STD)))
             }
             _ => Err(ModelError::Unsupported {
                 model: self.family().as_str().into(),

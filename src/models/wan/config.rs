@@ -12,6 +12,21 @@ pub const WAN21_LATENTS_STD: [f64; 16] = [
     2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743, 3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.916,
 ];
 
+/// Published per-channel latent statistics of the Wan 2.2 VAE (z_dim 48), used the same way as Wan 2.1's.
+/// Transcribed from the original code: github.com/Wan-Video/Wan2.2 `wan/modules/vae2_2.py`, class
+/// `Wan2_2_VAE` (`mean`, `std`), commit bf6922968e662f706fcbed74ee7d81e1a3c03f80. The unit test below holds a
+/// second transcription, from diffusers' own copy.
+pub const WAN22_LATENTS_MEAN: [f64; 48] = [
+    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557, -0.1382, 0.0542, 0.2813, 0.0891, 0.1570, -0.0098, 0.0375, -0.1825,
+    -0.2246, -0.1207, -0.0698, 0.5109, 0.2665, -0.2108, -0.2158, 0.2502, -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899, -0.2799, -0.1230,
+    -0.0313, -0.1649, 0.0117, 0.0723, -0.2839, -0.2083, -0.0520, 0.3748, 0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667,
+];
+pub const WAN22_LATENTS_STD: [f64; 48] = [
+    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013, 0.8158, 1.0344, 0.5894, 1.0901, 0.6885, 0.6165, 0.8454, 0.4978,
+    0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659, 0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093,
+    0.5709, 0.6065, 0.6415, 0.4944, 0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744,
+];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WanConfig {
     /// Pixel channels (3).
@@ -233,5 +248,33 @@ mod tests {
         assert_eq!((cfg.spatial_factor(), cfg.temporal_factor(), cfg.network_channels()), (16, 4, 12));
         assert_eq!(cfg.decoder_level_dims(), vec![1024, 1024, 512, 256]);
         assert_eq!((WanConfig::wan21().size_multiple(), cfg.size_multiple()), (1, 16));
+    }
+
+    /// A second, independent transcription: diffusers' `vae22_diffusers_config` (`latents_mean`,
+    /// `latents_std`) in github.com/huggingface/diffusers `scripts/convert_wan_to_diffusers.py`, commit
+    /// 7d5682739a1ee5b25bb9f5a81c573ea7e38d8e22, the config written to Wan-AI/Wan2.2-TI2V-5B-Diffusers
+    /// `vae/config.json`. A slip in either copy shows up as a mismatch at its channel.
+    const DIFFUSERS_WAN22_MEAN: [f64; 48] = [
+        -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557, -0.1382, 0.0542, 0.2813, 0.0891, //
+        0.1570, -0.0098, 0.0375, -0.1825, -0.2246, -0.1207, -0.0698, 0.5109, 0.2665, -0.2108, -0.2158, 0.2502, //
+        -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899, -0.2799, -0.1230, -0.0313, -0.1649, 0.0117, 0.0723, //
+        -0.2839, -0.2083, -0.0520, 0.3748, 0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667,
+    ];
+    const DIFFUSERS_WAN22_STD: [f64; 48] = [
+        0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013, 0.8158, 1.0344, 0.5894, 1.0901, //
+        0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659, //
+        0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944, //
+        0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744,
+    ];
+
+    #[test]
+    fn wan22_statistics_match_the_diffusers_config() {
+        for (channel, (ours, theirs)) in WAN22_LATENTS_MEAN.iter().zip(&DIFFUSERS_WAN22_MEAN).enumerate() {
+            assert_eq!(ours, theirs, "mean of channel {channel}");
+        }
+        for (channel, (ours, theirs)) in WAN22_LATENTS_STD.iter().zip(&DIFFUSERS_WAN22_STD).enumerate() {
+            assert_eq!(ours, theirs, "std of channel {channel}");
+        }
+        assert_eq!(WAN22_LATENTS_MEAN.len() as i64, WanConfig::wan22().z_dim);
     }
 }

@@ -17,7 +17,7 @@ mod vae;
 pub mod weights;
 
 pub use cache::{FeatureCache, RowSplit};
-pub use config::{WanConfig, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
+pub use config::{WanConfig, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
 pub use decoder::Decoder;
 pub use encoder::Encoder;
 pub use stream::{DecodeStream, EncodeStream};
