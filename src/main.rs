@@ -183,8 +183,19 @@ fn draw_progress_bar(p: &Progress) {
 async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     let Some(op) = Op::parse(&args.op) else { bail!("unknown op `{}`", args.op) };
     let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32, bf16 or f16") };
-    if registry::find(&config.models_dir, &args.model).is_none() {
-        bail!("unknown model `{}`", args.model);
+    let Some(entry) = registry::find(&config.models_dir, &args.model) else { bail!("unknown model `{}`", args.model) };
+    // Refused here as the server refuses it at submission, before a model is loaded.
+    let refusal = match op {
+        Op::VaeEncode if args.normalize => registry::check_normalization(&entry.name, entry.family, entry.latent_channels, false).err(),
+        Op::VaeDecode => match vaebox::media::latent::latent_header(&args.input) {
+            Ok(latent) if latent.meta.normalized => registry::check_normalization(&entry.name, entry.family, entry.latent_channels, true).err(),
+            // The decode pipeline reports an unreadable latent itself.
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(refusal) = refusal {
+        bail!("{refusal} ({})", refusal.code());
     }
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
     let params = JobParams { scale: (op == Op::Upscale).then_some(args.scale), tile: args.tile, normalize: Some(args.normalize), ..JobParams::new(dtype) };

@@ -24,22 +24,6 @@ fn models_dir(root: &Path) -> PathBuf {
     dir
 }
 
-/// A safetensors file written here, independently of the server's own writer.
-fn write_safetensors(path: &Path, name: &str, shape: &[usize], values: &[f32], metadata: Value) {
-    assert_eq!(shape.iter().product::<usize>(), values.len());
-    let mut header = json!({ name: { "dtype": "F32", "shape": shape, "data_offsets": [0, values.len() * 4] } });
-    if !metadata.is_null() {
-        header["__metadata__"] = metadata;
-    }
-    let header = serde_json::to_vec(&header).unwrap();
-    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-    bytes.extend(header);
-    for v in values {
-        bytes.extend(v.to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap();
-}
-
 fn read_safetensors_header(bytes: &[u8]) -> Value {
     let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     serde_json::from_slice(&bytes[8..8 + len]).unwrap()
@@ -204,9 +188,6 @@ async fn wan22_normalised_latents_round_trip() {
     let models = dir.path().join("models");
     std::fs::create_dir_all(models.join("vae")).unwrap();
     std::fs::copy(make_wan22_z48(dir.path()), models.join("vae/wan22-z48.safetensors")).unwrap();
-    // A narrower latent has no published statistics: normalising with it must still fail, not borrow some.
-    let fixture = Path::new(REPO).join(".cache/fixtures/wan_cases/wan22_r2_t9_48x80/weights.safetensors");
-    std::fs::copy(fixture, models.join("vae/wan22-z8.safetensors")).unwrap();
     // 176×144 is a whole number of Wan 2.2's 16-pixel latent cells.
     let clip = dir.path().join("carphone5.mp4");
     make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
@@ -248,11 +229,62 @@ async fn wan22_normalised_latents_round_trip() {
     assert_eq!(a.len(), 176 * 144 * 3 * 5);
     let differing: Vec<u8> = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).filter(|d| *d > 0).collect();
     assert!(differing.len() * 1000 < a.len() && differing.iter().all(|d| *d <= 8), "{} samples differ, by up to {:?}", differing.len(), differing.iter().max());
+}
 
-    let (status, job) = upload_raw(&client, &server, "op=vae_encode&model=wan22-z8&dtype=f32&normalize=true", body).await;
-    assert_eq!(status, 202, "{job}");
-    let job = wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(300)).await;
-    assert_eq!((job["status"].as_str(), job["error"]["code"].as_str()), (Some("failed"), Some("unsupported-model-op")), "{job}");
+/// Latent sizes without published statistics (a narrow Wan 2.2 and a narrow Wan 2.1, diffusers fixtures)
+/// cannot normalise: refused at submission, from the checkpoint's header, before anything is queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn normalisation_without_published_statistics_is_refused_at_submission() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("vae")).unwrap();
+    let fixture = |case: &str| Path::new(REPO).join(format!(".cache/fixtures/wan_cases/{case}/weights.safetensors"));
+    std::fs::copy(fixture("wan22_r2_t9_48x80"), models.join("vae/wan22-z8.safetensors")).unwrap();
+    std::fs::copy(fixture("wan21_z4_r1_b2_t5_40x56"), models.join("vae/wan21-z4.safetensors")).unwrap();
+    let clip = dir.path().join("carphone5.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let body = std::fs::read(&clip).unwrap();
+    let refused = |status: u16, body: &Value, want: (u16, &str), names: &[&str]| {
+        assert_eq!((status, body["error"]["code"].as_str()), (want.0, Some(want.1)), "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(names.iter().all(|n| message.contains(n)), "the message should name {names:?}: {message}");
+    };
+
+    let (s, b) = upload_raw(&client, &server, "op=vae_encode&model=wan22-z8&normalize=true", body.clone()).await;
+    refused(s, &b, (400, "normalize-unsupported"), &["wan22-z8", "8 latent channels"]);
+    let (s, b) = upload_raw(&client, &server, "op=vae_encode&model=wan21-z4&normalize=1", body.clone()).await;
+    refused(s, &b, (400, "normalize-unsupported"), &["wan21-z4", "4 latent channels"]);
+    let form = reqwest::multipart::Form::new()
+        .text("op", "vae_encode")
+        .text("model", "wan22-z8")
+        .text("normalize", "true")
+        .part("file", reqwest::multipart::Part::bytes(body.clone()).file_name("clip.mp4"));
+    let response = client.post(server.url("/v1/jobs")).multipart(form).send().await.unwrap();
+    let status = response.status().as_u16();
+    refused(status, &response.json().await.unwrap(), (400, "normalize-unsupported"), &["wan22-z8"]);
+
+    // A latent of the right size marked `normalized` cannot be undone; the same latent unmarked decodes.
+    let latent = dir.path().join("z8.safetensors");
+    let values: Vec<f32> = (0..8 * 2 * 3 * 5).map(|i| ((i % 7) as f32 - 3.0) / 3.0).collect();
+    write_safetensors(&latent, "latent", &[1, 8, 2, 3, 5], &values, json!({"family": "wan22", "normalized": "true"}));
+    let (s, b) = upload_raw(&client, &server, "op=vae_decode&model=wan22-z8", std::fs::read(&latent).unwrap()).await;
+    refused(s, &b, (422, "latent-normalize-unsupported"), &["wan22-z8", "normalized"]);
+    write_safetensors(&latent, "latent", &[1, 8, 2, 3, 5], &values, json!({"family": "wan22", "normalized": "false"}));
+    let decoded = run_job(&client, &server, "op=vae_decode&model=wan22-z8&dtype=f32", std::fs::read(&latent).unwrap()).await;
+    // Without normalize the same model encodes.
+    let encoded = run_job(&client, &server, "op=vae_encode&model=wan21-z4&dtype=f32", body).await;
+
+    let (_, list) = get_json(&client, &server.url("/v1/jobs")).await;
+    let mut ids: Vec<&str> = list["jobs"].as_array().unwrap().iter().filter_map(|j| j["id"].as_str()).collect();
+    let mut accepted = vec![decoded["id"].as_str().unwrap(), encoded["id"].as_str().unwrap()];
+    ids.sort();
+    accepted.sort();
+    assert_eq!(ids, accepted, "refused requests must not become jobs: {list}");
+    let uploads = files_under(&server.data_dir.join("data/uploads"));
+    assert!(uploads.is_empty(), "refused uploads left files behind: {uploads:?}");
+    assert_eq!(std::fs::read_dir(server.data_dir.join("data/jobs")).unwrap().count(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

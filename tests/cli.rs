@@ -55,6 +55,36 @@ fn run_upscales_a_clip_without_a_server() {
     assert_eq!((probed.width, probed.height, probed.frames), (352, 288, 3));
 }
 
+/// As the server does at submission: a Wan 2.2 checkpoint with 8 latent channels has no published
+/// statistics, so `run` refuses to normalise with it, or to undo a normalisation, and writes nothing.
+#[test]
+fn run_refuses_normalisation_without_published_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("vae")).unwrap();
+    let fixture = Path::new(REPO).join(".cache/fixtures/wan_cases/wan22_r2_t9_48x80/weights.safetensors");
+    std::fs::copy(fixture, models.join("vae/wan22-z8.safetensors")).unwrap();
+    let clip = dir.path().join("in.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
+    let latent = dir.path().join("in.safetensors");
+    write_safetensors(&latent, "latent", &[1, 8, 2, 3, 5], &[0.25; 8 * 2 * 3 * 5], serde_json::json!({"normalized": "true"}));
+    let output = dir.path().join("out");
+    for (op, input, normalize, code) in
+        [("vae_encode", &clip, true, "normalize-unsupported"), ("vae_decode", &latent, false, "latent-normalize-unsupported")]
+    {
+        let mut command = Command::new(BIN);
+        command.current_dir(dir.path()).env("VAEBOX_MODELS_DIR", &models).args(["run", "--op", op, "--model", "wan22-z8", "--input"]);
+        command.arg(input).arg("--output").arg(&output);
+        if normalize {
+            command.arg("--normalize");
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(code) && stderr.contains("8 latent channels"), "{op}: {stderr}");
+        assert!(!output.exists());
+    }
+}
+
 #[test]
 fn invalid_configuration_stops_start_up_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();

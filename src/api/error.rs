@@ -7,6 +7,7 @@ use serde_json::json;
 use crate::jobs::StoreError;
 use crate::media::latent::LatentError;
 use crate::media::MediaError;
+use crate::models::registry::NormalizeRefusal;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -24,6 +25,8 @@ pub enum ApiError {
     Media(#[from] MediaError),
     #[error(transparent)]
     Latent(#[from] LatentError),
+    #[error(transparent)]
+    Normalize(#[from] NormalizeRefusal),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -47,6 +50,9 @@ impl ApiError {
             ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
             ApiError::Latent(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Latent(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
+            // A request parameter, or the content of the uploaded latent.
+            ApiError::Normalize(e @ NormalizeRefusal::Encode { .. }) => (StatusCode::BAD_REQUEST, e.code()),
+            ApiError::Normalize(e) => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "store-error"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal-error"),
         }

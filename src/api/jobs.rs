@@ -94,6 +94,9 @@ impl JobRequest {
             Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Some(false),
             Some(v) => return Err(ApiError::bad_request("invalid-normalize", format!("normalize `{v}` is not true or false"))),
         };
+        if op == Op::VaeEncode && normalize == Some(true) {
+            registry::check_normalization(&entry.name, entry.family, entry.latent_channels, false)?;
+        }
         let memory_budget_mib = match fields.get("memory_budget_mib") {
             None => None,
             Some(raw) => Some(raw.trim().parse::<u64>().map_err(|_| {
@@ -123,6 +126,9 @@ pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobReq
             model_family: request.family.as_str().into(),
         }
         .into());
+    }
+    if meta.normalized {
+        registry::check_normalization(&request.model, request.family, request.latent_channels, true)?;
     }
     Ok(())
 }

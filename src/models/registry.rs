@@ -190,6 +190,36 @@ impl ModelEntry {
     }
 }
 
+/// A normalisation that a checkpoint's header already shows its VAE cannot do.
+#[derive(Debug, thiserror::Error)]
+pub enum NormalizeRefusal {
+    #[error("model `{model}` ({family}, {channels} latent channels) has no published latent statistics, so it cannot normalise the latents it encodes; submit without normalize=true")]
+    Encode { model: String, family: &'static str, channels: i64 },
+    #[error("the latent is marked normalized, but model `{model}` ({family}, {channels} latent channels) has no published latent statistics to undo that with")]
+    Decode { model: String, family: &'static str, channels: i64 },
+}
+
+impl NormalizeRefusal {
+    pub fn code(&self) -> &'static str {
+        match self {
+            NormalizeRefusal::Encode { .. } => "normalize-unsupported",
+            NormalizeRefusal::Decode { .. } => "latent-normalize-unsupported",
+        }
+    }
+}
+
+/// Whether a VAE can apply (or undo) `normalize`: SeedVR2 always (a scaling factor), Wan only at the latent
+/// sizes with published statistics. `decoding`: undoing it on a latent marked `normalized`. A header that
+/// did not show the latent size refuses nothing; the loaded model decides then.
+pub fn check_normalization(model: &str, family: Family, latent_channels: Option<i64>, decoding: bool) -> Result<(), NormalizeRefusal> {
+    let Some(channels) = latent_channels else { return Ok(()) };
+    if !matches!(family, Family::Wan21 | Family::Wan22) || crate::models::vae::published_latent_stats(family, channels).is_some() {
+        return Ok(());
+    }
+    let (model, family) = (model.to_string(), family.as_str());
+    Err(if decoding { NormalizeRefusal::Decode { model, family, channels } } else { NormalizeRefusal::Encode { model, family, channels } })
+}
+
 #[derive(Debug, Serialize)]
 pub struct ModelInfo {
     pub name: String,
@@ -246,6 +276,19 @@ mod tests {
 
     fn latent_channels(entries: &[ModelEntry], name: &str) -> Option<i64> {
         entries.iter().find(|e| e.name == name).unwrap_or_else(|| panic!("{name} not listed")).latent_channels
+    }
+
+    #[test]
+    fn normalisation_is_refused_only_where_no_statistics_are_published() {
+        let refused = |family, channels, decoding| check_normalization("m", family, channels, decoding).err().map(|e| e.code());
+        assert_eq!(refused(Family::Wan21, Some(16), false), None);
+        assert_eq!(refused(Family::Wan22, Some(48), true), None);
+        assert_eq!(refused(Family::Seedvr2, Some(16), false), None, "SeedVR2 scales by a constant, at any size");
+        assert_eq!(refused(Family::Wan21, None, false), None, "an unknown size is left to the loaded model");
+        // Each family's statistics are its own: Wan 2.1's 16 channels do not lend theirs to a 16-channel Wan 2.2.
+        assert_eq!(refused(Family::Wan22, Some(16), false), Some("normalize-unsupported"));
+        assert_eq!(refused(Family::Wan21, Some(48), false), Some("normalize-unsupported"));
+        assert_eq!(refused(Family::Wan21, Some(4), true), Some("latent-normalize-unsupported"));
     }
 
     #[test]

@@ -109,18 +109,23 @@ impl VideoVae {
 
     fn latent_stats(&self) -> Result<(Tensor, Tensor), ModelError> {
         let column = |values: &[f64]| Tensor::from_slice(values).to_kind(Kind::Float).view([1, -1, 1, 1, 1]);
-        match self {
-            VideoVae::Wan { family: Family::Wan21, model } if model.config().z_dim == 16 => {
-                Ok((column(&WAN21_LATENTS_MEAN), column(&WAN21_LATENTS_STD)))
-            }
-            VideoVae::Wan { family: Family::Wan22, model } if model.config().z_dim == 48 => {
-                Ok((column(&WAN22_LATENTS_MEAN), column(&WAN22_LATENTS_STD)))
-            }
-            _ => Err(ModelError::Unsupported {
-                model: self.family().as_str().into(),
-                what: "latent normalisation (no published statistics for this latent size)".into(),
-            }),
-        }
+        let (family, z_dim) = (self.family(), self.latent_channels());
+        let (mean, std) = published_latent_stats(family, z_dim).ok_or_else(|| ModelError::Unsupported {
+            model: family.as_str().into(),
+            what: "latent normalisation (no published statistics for this latent size)".into(),
+        })?;
+        Ok((column(mean), column(std)))
+    }
+}
+
+/// Wan's published per-channel `(mean, std)`, which exist for the released latent sizes only. The registry
+/// asks the same question of a checkpoint's header, so a job that would need missing ones is refused
+/// before it is queued rather than after its model is loaded.
+pub fn published_latent_stats(family: Family, latent_channels: i64) -> Option<(&'static [f64], &'static [f64])> {
+    match (family, latent_channels) {
+        (Family::Wan21, 16) => Some((&WAN21_LATENTS_MEAN, &WAN21_LATENTS_STD)),
+        (Family::Wan22, 48) => Some((&WAN22_LATENTS_MEAN, &WAN22_LATENTS_STD)),
+        _ => None,
     }
 }
 
