@@ -208,6 +208,13 @@ async fn health_models_metrics_openapi_and_page_are_served() {
     let (status, openapi) = get_json(&client, &server.url("/openapi.json")).await;
     assert_eq!(status, 200);
     assert!(openapi["paths"]["/v1/jobs"]["post"].is_object());
+    // Every key of a real upscale job, its plan and timings is described (tests/api_vae.rs does the VAE ops).
+    let clip = dir.path().join("carphone2.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 2, false, &clip);
+    let (_, job) = upload_raw(&client, &server, "op=upscale&scale=2", std::fs::read(&clip).unwrap()).await;
+    let job = wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(120)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(undescribed_keys(&openapi, &job), Vec::<String>::new());
     let page = client.get(server.url("/")).send().await.unwrap();
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     let html = page.text().await.unwrap();

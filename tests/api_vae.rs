@@ -119,6 +119,20 @@ async fn encode_decode_and_reconstruct_a_real_clip() {
     for stage in ["load_model", "read", "compute", "write", "total"] {
         assert!(rebuilt["timings"][stage].as_f64().is_some(), "{}", rebuilt["timings"]);
     }
+    // Without an out-of-memory retry: no fallbacks, whole-row convolutions (a reconstruct has two halves).
+    assert_eq!((encoded["plan"]["fallbacks"].clone(), encoded["plan"]["row_split"].clone()), (json!([]), Value::Null));
+    assert_eq!(rebuilt["plan"]["row_split"], json!({"encoder": null, "decoder": null}), "{}", rebuilt["plan"]);
+    assert!(rebuilt["timings"].get("peak_device_bytes").is_some_and(Value::is_null), "no CUDA here: {}", rebuilt["timings"]);
+
+    // What these jobs carry is what /openapi.json describes, down to the reconstruct's row split halves.
+    let (_, openapi) = get_json(&client, &server.url("/openapi.json")).await;
+    for job in [&encoded, &decoded, &tiled, &rebuilt] {
+        assert_eq!(undescribed_keys(&openapi, job), Vec::<String>::new(), "{}", job["op"]);
+    }
+    let row_split = &openapi["components"]["schemas"]["Plan"]["properties"]["row_split"];
+    let halves = row_split["oneOf"].as_array().unwrap().iter().find(|s| s["properties"].is_object()).expect("the {encoder, decoder} form");
+    assert!(["encoder", "decoder"].iter().all(|k| halves["properties"][k].is_object()), "{row_split}");
+    assert_eq!(openapi["components"]["schemas"]["RowSplit"]["required"], json!(["max_band_bytes"]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

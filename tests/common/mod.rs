@@ -194,3 +194,42 @@ pub fn write_safetensors(path: &Path, name: &str, shape: &[usize], values: &[f32
     }
     std::fs::write(path, bytes).unwrap();
 }
+
+/// Keys of a real job (and of its plan and timings) that /openapi.json does not describe, as `Schema.key`.
+pub fn undescribed_keys(openapi: &Value, job: &Value) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (schema, part) in [("Job", job), ("Plan", &job["plan"]), ("Timings", &job["timings"])] {
+        let described = &openapi["components"]["schemas"][schema]["properties"];
+        assert!(described.is_object(), "/openapi.json has no {schema} schema");
+        for key in part.as_object().map(|o| o.keys().collect()).unwrap_or_else(Vec::new) {
+            if described.get(key).is_none() {
+                missing.push(format!("{schema}.{key}"));
+            }
+        }
+    }
+    missing
+}
+
+/// The page at `url` after its scripts ran, as headless Chromium serialises it.
+pub fn rendered_dom(url: &str, profile: &Path) -> String {
+    // The flags keep Chromium off the (closed) network and out of first-run work.
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=8000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .output()
+        .expect("chromium is installed by scripts/setup.sh --test");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
