@@ -614,10 +614,11 @@
     return String(v);
   }
 
+  // Values are text or nodes.
   function kvTable(caption, rows) {
     return h("table", { class: "kv" },
       h("caption", { class: "visually-hidden", text: caption }),
-      h("tbody", null, rows.map(([k, v]) => h("tr", null, h("th", { scope: "row", text: k }), h("td", { text: v })))));
+      h("tbody", null, rows.map(([k, v]) => h("tr", null, h("th", { scope: "row", text: k }), h("td", null, v)))));
   }
 
   // A card is a list of sections; each section is rebuilt only when its own data changes,
@@ -720,19 +721,43 @@
     return { key: "timings", summary: `Timings${bits.length ? ` — ${bits.join(" · ")}` : ""}`, table };
   }
 
+  // `row_split` is `{max_band_bytes}` or, for a reconstruct, `{encoder, decoder}` of those; null parts ran unsplit.
+  function rowSplitText(rs) {
+    const band = (v) => (v && isNum(v.max_band_bytes) ? `row bands of ≤ ${fmtBytes(v.max_band_bytes)}` : null);
+    if (!rs || typeof rs !== "object") return null;
+    if ("max_band_bytes" in rs) return band(rs);
+    const parts = ["encoder", "decoder"].filter((k) => band(rs[k])).map((k) => `${k}: ${band(rs[k])}`);
+    return parts.length ? parts.join(" · ") : null;
+  }
+
   function planBlock(job) {
     const pl = job.plan;
     if (!pl || typeof pl !== "object") return null;
     const order = ["tile", "overlap", "chunk_frames", "notes"];
     const labels = { tile: "Tile", overlap: "Overlap", chunk_frames: "Chunk frames", notes: "Notes" };
-    const keys = [...order.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !order.includes(k))];
-    const rows = keys.map((k) => {
+    // Out-of-memory retries change how the job ran, so they come first and are counted in the summary;
+    // when there were none they are left out rather than shown as an empty list.
+    const special = ["fallbacks", "row_split"];
+    const fallbacks = Array.isArray(pl.fallbacks) ? pl.fallbacks : [];
+    const rowSplit = rowSplitText(pl.row_split);
+    const rows = [];
+    if (fallbacks.length) {
+      rows.push(["Out-of-memory fallbacks", h("ol", { class: "fallbacks" }, fallbacks.map((f) => h("li", { text: String(f) })))]);
+    }
+    if (rowSplit) rows.push(["Row split", `convolutions in ${rowSplit}`]);
+    const keys = [...order.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !order.includes(k) && !special.includes(k))];
+    rows.push(...keys.map((k) => {
       const v = pl[k];
       let s = v === null || v === undefined ? DASH : typeof v === "object" ? JSON.stringify(v) : String(v);
       if ((k === "tile" || k === "overlap") && isNum(v)) s = `${v} px`;
       return [labels[k] || k, s];
-    });
-    const summary = isNum(pl.tile) ? `Tile plan — ${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : "Tile plan";
+    }));
+    const bits = [
+      isNum(pl.tile) ? `${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : null,
+      fallbacks.length ? `${fallbacks.length} out-of-memory fallback${fallbacks.length === 1 ? "" : "s"}` : null,
+      rowSplit ? "row-split convolutions" : null,
+    ].filter(Boolean);
+    const summary = `Tile plan${bits.length ? ` — ${bits.join(" · ")}` : ""}`;
     return { key: "plan", summary, table: kvTable("Tile plan", rows) };
   }
 

@@ -113,4 +113,18 @@ async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
     let max_abs = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
     println!("retried vs uncapped decode: max abs {max_abs:e}");
     assert!(max_abs <= 1e-5, "{max_abs}");
+
+    // The web page shows the retries and the row split, if one was needed, without opening the plan.
+    let url = server.url("/");
+    let profile = dir.path().join("chromium-profile");
+    let dom = tokio::task::spawn_blocking(move || rendered_dom(&url, &profile)).await.unwrap();
+    let n = fallbacks.len();
+    let summary = format!("{n} out-of-memory fallback{}", if n == 1 { "" } else { "s" });
+    assert!(dom.contains(&summary), "the plan's summary does not count the fallbacks ({summary}):\n{dom}");
+    for fallback in fallbacks {
+        assert!(dom.contains(&format!("<li>{}</li>", fallback.as_str().unwrap())), "{fallback} not listed:\n{dom}");
+    }
+    if !job["plan"]["row_split"].is_null() {
+        assert!(dom.contains("row-split convolutions") && dom.contains("convolutions in row bands of ≤ "), "row split not shown:\n{dom}");
+    }
 }

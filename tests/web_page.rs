@@ -2,33 +2,9 @@
 //! list from /v1/models, the header from /healthz and the job list from /v1/jobs.
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-
-fn rendered_dom(url: &str, profile: &std::path::Path) -> String {
-    // The flags keep Chromium off the (closed) network and out of first-run work.
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=8000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(url)
-        .output()
-        .expect("chromium is installed by scripts/setup.sh --test");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_shows_models_health_and_jobs_from_the_server() {
@@ -48,4 +24,7 @@ async fn page_shows_models_health_and_jobs_from_the_server() {
     assert!(dom.contains("<strong>cpu</strong>"), "device not shown from /healthz:\n{dom}");
     assert!(dom.contains("page-check.mp4"), "the job is not listed:\n{dom}");
     assert!(dom.contains(&format!("/v1/jobs/{}/result", job["id"].as_str().unwrap())), "no download link:\n{dom}");
+    assert!(dom.contains("Peak device memory"), "timings miss the device peak:\n{dom}");
+    // No out-of-memory retry happened (tests/out_of_memory.rs renders one that did): nothing to show.
+    assert!(!dom.contains("Out-of-memory fallbacks") && !dom.contains("Row split"), "an empty fallback list is shown:\n{dom}");
 }
