@@ -69,10 +69,14 @@ pub fn device_name(device: Device) -> String {
     }
 }
 
-fn cpu_has_native_bf16() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .map(|info| info.lines().any(|l| l.starts_with("flags") && (l.contains(" avx512_bf16") || l.contains(" amx_bf16"))))
-        .unwrap_or(false)
+/// Read once: the flags do not change while we run.
+pub(crate) fn cpu_has_native_bf16() -> bool {
+    static NATIVE_BF16: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *NATIVE_BF16.get_or_init(|| {
+        std::fs::read_to_string("/proc/cpuinfo")
+            .map(|info| info.lines().any(|l| l.starts_with("flags") && (l.contains(" avx512_bf16") || l.contains(" amx_bf16"))))
+            .unwrap_or(false)
+    })
 }
 
 /// Picks the device and applies the backend switches; CUDA paths are skipped on machines without a GPU.

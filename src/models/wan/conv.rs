@@ -52,12 +52,22 @@ impl ConvSpec {
 /// row bands, small models) to an im2col kernel that measured ~10× slower here and allocates a column
 /// buffer of 27× its input.
 pub(crate) fn conv3d(x: &Tensor, weight: &Tensor, bias: &Tensor, stride: [i64; 3], padding: [i64; 3]) -> Result<Tensor, ModelError> {
-    static HAS_ONEDNN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let cpu_onednn = x.device() == Device::Cpu && matches!(x.kind(), Kind::Float | Kind::BFloat16) && *HAS_ONEDNN.get_or_init(tch::utils::has_mkldnn);
-    if cpu_onednn {
+    if x.device() == Device::Cpu && onednn_takes(x.kind()) {
         return Ok(x.f_mkldnn_convolution(weight, Some(bias), padding, stride, [1, 1, 1], 1)?);
     }
     Ok(x.f_conv3d(weight, Some(bias), stride, padding, [1, 1, 1], 1)?)
+}
+
+/// Whether oneDNN runs `kind` convolutions on this CPU: float32 on x86-64 builds with oneDNN, bf16
+/// only where the CPU has bf16 dot products (elsewhere oneDNN refuses bf16 and `conv3d` copes).
+fn onednn_takes(kind: Kind) -> bool {
+    static HAS_ONEDNN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let available = cfg!(target_arch = "x86_64") && *HAS_ONEDNN.get_or_init(tch::utils::has_mkldnn);
+    match kind {
+        Kind::Float => available,
+        Kind::BFloat16 => available && crate::device::cpu_has_native_bf16(),
+        _ => false,
+    }
 }
 
 /// A plain convolution with its padding applied inside the conv call.
