@@ -11,7 +11,7 @@ use vaebox::models::vae::VideoVae;
 use vaebox::models::wan::{WanLoadOptions, WanVae};
 use vaebox::tiling::bench::{decode_spec, synthetic_video};
 use vaebox::tiling::grid::SpatialTiles;
-use vaebox::tiling::measure::{ChildRunner, ModelSpec};
+use vaebox::tiling::measure::{ChildRunner, ModelSpec, RunSpec};
 use vaebox::tiling::planner::{plan, MemoryModel, PlanRequest, TiledOp};
 use vaebox::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
@@ -257,3 +257,77 @@ fn tiled_decode_honours_the_budget() {
     }
 }
 
+/// diffusers' `AutoencoderKLWan.decode` peak memory on a random latent of this shape, measured as our
+/// child runs measure theirs (scripts/bench/diffusers_decode_memory.py).
+fn diffusers_decode_peak(latent_shape: [i64; 3]) -> serde_json::Value {
+    let keymap = Path::new(REFERENCE_DIR).join("keymap_original_to_diffusers.json");
+    let [frames, height, width] = latent_shape.map(|n| n.to_string());
+    let output = Command::new(python())
+        .arg(Path::new(REPO).join("scripts/bench/diffusers_decode_memory.py"))
+        .args(["--weights", weights_path().to_str().unwrap(), "--keymap", keymap.to_str().unwrap()])
+        .args(["--config-json", r#"{"base_dim": 12}"#, "--latent-frames", &frames, "--latent-height", &height, "--latent-width", &width])
+        .output()
+        .expect("python runs (set VAEBOX_PYTHON)");
+    assert!(output.status.success(), "diffusers memory script failed: {}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON line")
+}
+
+/// Decoding a clip 4× longer at the same resolution raises our peak memory by at most 10%: the
+/// causal caches are a fixed number of frames, and the executor hands every chunk on. diffusers'
+/// own decode of the same shapes is measured the same way and reported (not asserted).
+#[test]
+fn decode_memory_is_flat_in_clip_length() {
+    let _serial = serial();
+    let vae = load_vae();
+    let memory = MemoryModel::for_vae(&vae, Kind::Float).expect("a calibrated row for Wan 2.1 f32");
+    let (short, long) = ([3, HEIGHT / 8, WIDTH / 8], [12, HEIGHT / 8, WIDTH / 8]);
+    let measure = |[latent_frames, latent_height, latent_width]: [i64; 3]| {
+        // The executor's default: one latent frame (4 pixel frames) per push, no budget.
+        let request = PlanRequest {
+            op: TiledOp::Decode,
+            latent_frames,
+            latent_height,
+            latent_width,
+            spatial_factor: 8,
+            temporal_factor: 4,
+            budget_bytes: u64::MAX / 4,
+            max_latent_frames_per_chunk: 1,
+            memory,
+        };
+        let chosen = plan(&request);
+        let spec = RunSpec {
+            model: model_spec(),
+            op: TiledOp::Decode,
+            latent_frames,
+            latent_height,
+            latent_width,
+            latent_frames_per_push: chosen.latent_frames_per_chunk,
+            tiles: chosen.spatial,
+            input: None,
+            output: None,
+        };
+        runner().run(&spec).expect("decode run").peak_bytes
+    };
+    let (ours_short, ours_long) = (measure(short), measure(long));
+    let theirs_short = diffusers_decode_peak(short);
+    let theirs_long = diffusers_decode_peak(long);
+    let peak = |v: &serde_json::Value| v["peak_bytes"].as_f64().expect("peak_bytes");
+    let growth = ours_long / ours_short - 1.0;
+    println!(
+        "decode peak, {} → {} latent frames of {}×{}: ours {:.1} → {:.1} MiB ({:+.1}%) | diffusers {:.1} → {:.1} MiB ({:+.1}%; its output {:.1} → {:.1} MiB)",
+        short[0],
+        long[0],
+        short[1],
+        short[2],
+        mib(ours_short),
+        mib(ours_long),
+        growth * 100.0,
+        mib(peak(&theirs_short)),
+        mib(peak(&theirs_long)),
+        (peak(&theirs_long) / peak(&theirs_short) - 1.0) * 100.0,
+        mib(theirs_short["output_bytes"].as_f64().unwrap_or(0.0)),
+        mib(theirs_long["output_bytes"].as_f64().unwrap_or(0.0)),
+    );
+    assert!(growth <= 0.10, "ours grows {:.1}% for a 4× longer clip", growth * 100.0);
+}
