@@ -38,6 +38,14 @@ enum Command {
     },
     /// Re-measure a VAE's working memory per chunk and tile (the planner's memory model).
     Calibrate(vaebox::tiling::calibrate::CalibrateArgs),
+    /// One measured encode/decode run, reported as a JSON line (the child process of `calibrate` and
+    /// `bench tiling`, so every memory reading starts from a fresh process).
+    #[command(hide = true)]
+    MeasureRun {
+        /// A `tiling::measure::RunSpec` as JSON.
+        #[arg(long)]
+        spec: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -114,6 +122,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::tiling::bench::run(&args),
         Command::Calibrate(args) => vaebox::tiling::calibrate::run(&args),
+        Command::MeasureRun { spec } => vaebox::tiling::measure::child_main(&spec),
     }
 }
 

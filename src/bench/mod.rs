@@ -4,4 +4,4 @@ mod script;
 pub mod seedvr2;
 pub mod vae;
 
-pub use script::PythonScript;
+pub use script::{run_json, PythonScript};

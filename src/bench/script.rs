@@ -1,6 +1,7 @@
-//! Runs a reference Python script as a subprocess with a hard timeout: either one call that prints
-//! one JSON line, or a session that answers one JSON line per command line (so its runs can be
-//! interleaved with ours). The script's stderr (progress) is echoed live and its tail kept for errors.
+//! Runs a reference Python script (or any child that answers in JSON lines) as a subprocess with a
+//! hard timeout: either one call that prints one JSON line, or a session that answers one JSON line
+//! per command line (so its runs can be interleaved with ours). The child's stderr is echoed live and
+//! its tail kept for errors.
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -31,20 +32,7 @@ impl PythonScript {
     /// Runs `python script args…` to the end; returns the last stdout line that is a JSON object.
     /// The timeout applies to each stdout line; these modes print a single line when done.
     pub fn run_json(&self, args: &[String]) -> anyhow::Result<Value> {
-        let mut process = self.spawn(args)?;
-        drop(process.stdin.take());
-        let mut last_json = None;
-        loop {
-            match process.next_line(self.timeout)? {
-                Some(line) => last_json = parse_object(&line).or(last_json),
-                None => break,
-            }
-        }
-        let status = process.child.wait()?;
-        if !status.success() {
-            bail!("{} failed ({status}); stderr tail:\n{}", process.label, process.stderr_tail());
-        }
-        last_json.with_context(|| format!("{} printed no JSON line", process.label))
+        run_json(self.command(args), self.label(args), self.timeout)
     }
 
     /// Starts `python script args…` as a command server and waits for its first JSON line (readiness).
@@ -56,18 +44,58 @@ impl PythonScript {
     }
 
     fn spawn(&self, args: &[String]) -> anyhow::Result<ScriptProcess> {
-        let label = format!("{} {}", self.script.display(), args.join(" "));
+        ScriptProcess::spawn(self.command(args), self.label(args))
+    }
+
+    fn command(&self, args: &[String]) -> Command {
         let threads = self.threads.to_string();
-        let mut child = Command::new(&self.python)
-            .arg(&self.script)
-            .args(args)
-            .env("OMP_NUM_THREADS", &threads)
-            .env("MKL_NUM_THREADS", &threads)
+        let mut command = Command::new(&self.python);
+        command.arg(&self.script).args(args).env("OMP_NUM_THREADS", &threads).env("MKL_NUM_THREADS", &threads);
+        command
+    }
+
+    fn label(&self, args: &[String]) -> String {
+        format!("{} {}", self.script.display(), args.join(" "))
+    }
+}
+
+/// Runs `command` to the end and returns the last stdout line that is a JSON object. `timeout` bounds
+/// the wait for each stdout line (for a child that prints one line when done: its whole run); on
+/// timeout or error the child is killed.
+pub fn run_json(command: Command, label: String, timeout: Duration) -> anyhow::Result<Value> {
+    let mut process = ScriptProcess::spawn(command, label)?;
+    drop(process.stdin.take());
+    let mut last_json = None;
+    loop {
+        match process.next_line(timeout)? {
+            Some(line) => last_json = parse_object(&line).or(last_json),
+            None => break,
+        }
+    }
+    let status = process.child.wait()?;
+    if !status.success() {
+        bail!("{} failed ({status}); stderr tail:\n{}", process.label, process.stderr_tail());
+    }
+    last_json.with_context(|| format!("{} printed no JSON line", process.label))
+}
+
+/// A running script; killed when dropped, so an error or timeout on our side never leaves it behind.
+struct ScriptProcess {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    label: String,
+}
+
+impl ScriptProcess {
+    fn spawn(mut command: Command, label: String) -> anyhow::Result<ScriptProcess> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .with_context(|| format!("cannot start {} {label}", self.python.display()))?;
+            .with_context(|| format!("cannot start {label}"))?;
 
         let stdout = child.stdout.take().expect("stdout is piped");
         let (line_sender, lines) = mpsc::channel();
@@ -94,18 +122,7 @@ impl PythonScript {
         let stdin = child.stdin.take();
         Ok(ScriptProcess { child, stdin, lines, tail, label })
     }
-}
 
-/// A running script; killed when dropped, so an error or timeout on our side never leaves it behind.
-struct ScriptProcess {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    tail: Arc<Mutex<VecDeque<String>>>,
-    label: String,
-}
-
-impl ScriptProcess {
     /// The next stdout line, or `None` once stdout has closed (the script ended).
     fn next_line(&mut self, timeout: Duration) -> anyhow::Result<Option<String>> {
         match self.lines.recv_timeout(timeout) {

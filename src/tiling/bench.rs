@@ -1,18 +1,16 @@
 //! `vaebox bench tiling`: for a few memory budgets, the plan the planner picks, then the decode run
-//! with that plan: peak working memory (RSS growth), time, and error against the untiled decode.
-use std::path::PathBuf;
-use std::time::Instant;
+//! with that plan, each in a fresh child process: peak working memory (RSS growth), time, and error
+//! against the untiled decode. Rounds interleave the plans so machine load hits them alike.
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use tch::{Device, Kind, Tensor};
 
-use super::calibrate::{load_vae, measure_peak, parse_family};
+use super::calibrate::{load_vae, parse_family};
+use super::measure::{ChildRunner, ModelSpec, RunReport, RunSpec};
 use super::memory::{MemoryModel, TiledOp};
 use super::planner::{plan, Plan, PlanRequest};
-use super::vae_tiles::TiledDecoder;
-use crate::device::DtypeChoice;
-use crate::models::vae::VideoVae;
-use crate::models::ModelError;
+use crate::device::{kind_name, DtypeChoice};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TilingBenchArgs {
@@ -24,48 +22,23 @@ pub struct TilingBenchArgs {
     #[arg(long, default_value = "f32")]
     pub dtype: String,
     /// Pixel frames (1 + 4k) and size of the synthetic clip.
-    #[arg(long, default_value_t = 9)]
+    #[arg(long, default_value_t = 17)]
     pub frames: i64,
     #[arg(long, default_value_t = 128)]
     pub height: i64,
     #[arg(long, default_value_t = 176)]
     pub width: i64,
-    /// Comma list of working-memory budgets in MiB (the defaults suit the small model at 128×176:
-    /// whole clip, shorter chunks, tiles).
-    #[arg(long, default_value = "1024,200,110")]
-    pub budgets_mib: String,
-    /// Longest push the planner may choose, in latent frames.
+    /// Comma list of working-memory budgets: `N%` of the untiled plan's estimate, or MiB.
+    #[arg(long, default_value = "75%,50%,35%")]
+    pub budgets: String,
+    /// Longest push the planner may choose, in latent frames (also the untiled run's push).
     #[arg(long, default_value_t = 2)]
     pub max_latent_frames_per_chunk: i64,
+    /// Rounds over all plans; times and peaks are medians over rounds.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
     #[arg(long, default_value_t = 2)]
     pub threads: i32,
-}
-
-/// What one decode run cost.
-pub struct RunCost {
-    pub output: Tensor,
-    pub seconds: f64,
-    pub peak_bytes: f64,
-}
-
-/// Decodes `latent` with the plan's chunks and tiles (first push one latent frame, as the stream needs).
-pub fn decode_with_plan(vae: &VideoVae, latent: &Tensor, plan: &Plan) -> Result<RunCost, ModelError> {
-    let started = Instant::now();
-    let (output, peak_bytes) = measure_peak(|| {
-        tch::no_grad(|| -> Result<Tensor, ModelError> {
-            let mut decoder = TiledDecoder::new(vae, plan.spatial);
-            let total = latent.size()[2];
-            let mut chunks = vec![decoder.push(&latent.narrow(2, 0, 1))?];
-            let mut start = 1;
-            while start < total {
-                let count = plan.latent_frames_per_chunk.min(total - start);
-                chunks.push(decoder.push(&latent.narrow(2, start, count))?.to_kind(Kind::Float));
-                start += count;
-            }
-            Ok(Tensor::f_cat(&chunks, 2)?)
-        })
-    });
-    Ok(RunCost { output: output?, seconds: started.elapsed().as_secs_f64(), peak_bytes })
 }
 
 /// A smooth moving pattern in [-1, 1], `[1, 3, frames, height, width]`.
@@ -79,55 +52,153 @@ pub fn synthetic_video(frames: i64, height: i64, width: i64) -> Tensor {
     wave.clamp(-1.0, 1.0)
 }
 
+/// A decode of the latent in `input` with `plan`'s pushes and tiles, as a child-process run spec.
+pub fn decode_spec(model: &ModelSpec, input: &Path, latent_shape: [i64; 3], plan: &Plan, output: Option<PathBuf>) -> RunSpec {
+    let [latent_frames, latent_height, latent_width] = latent_shape;
+    RunSpec {
+        model: model.clone(),
+        op: TiledOp::Decode,
+        latent_frames,
+        latent_height,
+        latent_width,
+        latent_frames_per_push: plan.latent_frames_per_chunk,
+        tiles: plan.spatial,
+        input: Some(input.to_path_buf()),
+        output,
+    }
+}
+
+enum Budget {
+    Share(f64),
+    Mib(f64),
+}
+
+fn parse_budgets(text: &str) -> anyhow::Result<Vec<Budget>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.strip_suffix('%') {
+            Some(share) => share.trim().parse::<f64>().map(|p| Budget::Share(p / 100.0)),
+            None => s.parse::<f64>().map(Budget::Mib),
+        })
+        .map(|parsed| parsed.context("a budget is `N%` or a number of MiB"))
+        .collect()
+}
+
+struct Row {
+    label: String,
+    budget_bytes: Option<u64>,
+    plan: Plan,
+    output: PathBuf,
+    runs: Vec<RunReport>,
+}
+
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+}
+
+/// The 1-minute load average, so a reader can tell a quiet machine from a busy one.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
 pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
     crate::device::init(crate::device::DeviceChoice::Cpu, args.threads);
     let family = parse_family(&args.family)?;
     let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
-    let vae = load_vae(&args.weights, family, kind)?;
-    let memory = MemoryModel::for_vae(&vae, kind).context("no calibrated memory model for this family (run `vaebox calibrate`)")?;
-    let video = synthetic_video(args.frames, args.height, args.width);
-    let latent = tch::no_grad(|| vae.encoder().push(&video))?.context("the clip completes no latent frame")?;
-    let (_, _, latent_frames, latent_h, latent_w) = latent.size5()?;
-    let request = |budget_bytes: u64| PlanRequest {
-        op: TiledOp::Decode,
-        latent_frames,
-        latent_height: latent_h,
-        latent_width: latent_w,
-        spatial_factor: vae.spatial_factor(),
-        temporal_factor: vae.temporal_factor(),
-        budget_bytes,
-        max_latent_frames_per_chunk: args.max_latent_frames_per_chunk,
-        memory,
+    let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads };
+    let dir = tempfile::tempdir()?;
+    let input = dir.path().join("latent.safetensors");
+    let (latent_shape, request) = {
+        let vae = load_vae(&args.weights, family, kind)?;
+        let memory = MemoryModel::for_vae(&vae, kind).context("no calibrated memory model for this family (run `vaebox calibrate`)")?;
+        let video = synthetic_video(args.frames, args.height, args.width);
+        let latent = tch::no_grad(|| vae.encoder().push(&video))?.context("the clip completes no latent frame")?;
+        Tensor::write_safetensors(&[("input", latent.to_kind(Kind::Float))], &input)?;
+        let (_, _, frames, height, width) = latent.size5()?;
+        let request = PlanRequest {
+            op: TiledOp::Decode,
+            latent_frames: frames,
+            latent_height: height,
+            latent_width: width,
+            spatial_factor: vae.spatial_factor(),
+            temporal_factor: vae.temporal_factor(),
+            budget_bytes: u64::MAX / 4,
+            max_latent_frames_per_chunk: args.max_latent_frames_per_chunk,
+            memory,
+        };
+        ([frames, height, width], request)
     };
-    let untiled_plan = plan(&request(u64::MAX / 4));
-    let untiled = decode_with_plan(&vae, &latent, &untiled_plan)?;
+    let untiled = plan(&request);
+    let mut rows = vec![Row { label: "untiled".into(), budget_bytes: None, plan: untiled.clone(), output: dir.path().join("out-untiled.safetensors"), runs: Vec::new() }];
+    for (i, budget) in parse_budgets(&args.budgets)?.into_iter().enumerate() {
+        let (label, bytes) = match budget {
+            Budget::Share(share) => (format!("{:.0}%", share * 100.0), (untiled.estimated_peak_bytes as f64 * share) as u64),
+            Budget::Mib(mib) => (format!("{mib:.0} MiB"), (mib * 1048576.0) as u64),
+        };
+        let chosen = plan(&PlanRequest { budget_bytes: bytes, ..request.clone() });
+        rows.push(Row { label, budget_bytes: Some(bytes), plan: chosen, output: dir.path().join(format!("out-{i}.safetensors")), runs: Vec::new() });
+    }
+
+    let runner = ChildRunner::current()?;
+    let load_before = load_average();
+    for round in 0..args.repeats.max(1) {
+        for row in &mut rows {
+            // Outputs are compared once; later rounds only time and measure.
+            let output = (round == 0).then(|| row.output.clone());
+            row.runs.push(runner.run(&decode_spec(&model, &input, latent_shape, &row.plan, output))?);
+        }
+    }
+    let load_after = load_average();
+    print_table(args, latent_shape, &rows, (load_before, load_after))
+}
+
+fn print_table(args: &TilingBenchArgs, [frames, height, width]: [i64; 3], rows: &[Row], load: (Option<f64>, Option<f64>)) -> anyhow::Result<()> {
+    let read = |path: &Path| -> anyhow::Result<Tensor> {
+        let tensors = Tensor::read_safetensors(path)?;
+        Ok(tensors.into_iter().next().context("empty output file")?.1)
+    };
+    let reference = read(&rows[0].output)?;
+    let untiled_seconds: Vec<f64> = rows[0].runs.iter().map(|r| r.seconds).collect();
+    let show = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
     println!(
-        "decode {}×{}×{} px ({} latent frames of {latent_h}×{latent_w}), {}:",
-        args.frames, args.height, args.width, latent_frames, args.dtype
+        "bench tiling: decode {} frames {}×{} ({frames} latent frames of {height}×{width}), {} {}, {} threads, {} rounds (medians), load {} → {}",
+        args.frames,
+        args.height,
+        args.width,
+        args.family,
+        args.dtype,
+        args.threads,
+        args.repeats.max(1),
+        show(load.0),
+        show(load.1)
     );
-    println!(
-        "  untiled, {} latent frames/push: est {:.0} MiB, peak {:.0} MiB, {:.2} s",
-        untiled_plan.latent_frames_per_chunk,
-        untiled_plan.estimated_peak_bytes as f64 / 1048576.0,
-        untiled.peak_bytes / 1048576.0,
-        untiled.seconds
-    );
-    for budget_mib in args.budgets_mib.split(',').filter(|s| !s.trim().is_empty()) {
-        let budget_mib: f64 = budget_mib.trim().parse().with_context(|| format!("budget `{budget_mib}`"))?;
-        let budget = (budget_mib * 1048576.0) as u64;
-        let chosen = plan(&request(budget));
-        let run = decode_with_plan(&vae, &latent, &chosen)?;
-        let error = (&run.output - &untiled.output).abs();
-        let tiles = chosen.spatial.map_or("none".to_string(), |t| format!("{} overlap {} latent", t.tile_latent, t.overlap_latent));
+    println!();
+    println!("| budget | latent frames/push | tiles (latent, overlap) | estimate MiB | peak MiB (min–max) | peak / budget | time s | time vs untiled | error max | error mean |");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for row in rows {
+        let mut peaks: Vec<f64> = row.runs.iter().map(|r| r.peak_bytes / 1048576.0).collect();
+        let (low, high) = (peaks.iter().copied().fold(f64::INFINITY, f64::min), peaks.iter().copied().fold(0.0, f64::max));
+        let peak = median(&mut peaks);
+        let mut seconds: Vec<f64> = row.runs.iter().map(|r| r.seconds).collect();
+        // Paired per round, so a load spike during one round does not read as a cost of tiling.
+        let mut ratios: Vec<f64> = row.runs.iter().zip(&untiled_seconds).map(|(r, u)| r.seconds / u - 1.0).collect();
+        let error = (read(&row.output)? - &reference).abs();
+        let tiles = row.plan.spatial.map_or("none".to_string(), |t| format!("{}, {} ({} tiles)", t.tile_latent, t.overlap_latent, row.runs[0].tile_count));
+        let budget = row.budget_bytes.map_or("—".to_string(), |b| format!("{} = {:.0} MiB", row.label, b as f64 / 1048576.0));
+        let over = row.budget_bytes.map_or("—".to_string(), |b| format!("{:.2}", peak * 1048576.0 / b as f64));
         println!(
-            "  budget {budget_mib:6.0} MiB: {} latent frames/push, tiles {tiles:24} est {:6.0} MiB{} | peak {:6.0} MiB ({:+.0}% of budget) | {:6.2} s ({:+.0}% vs untiled) | error max {:.3e} mean {:.3e}",
-            chosen.latent_frames_per_chunk,
-            chosen.estimated_peak_bytes as f64 / 1048576.0,
-            if chosen.fits { "" } else { " (does not fit)" },
-            run.peak_bytes / 1048576.0,
-            (run.peak_bytes / budget as f64 - 1.0) * 100.0,
-            run.seconds,
-            (run.seconds / untiled.seconds - 1.0) * 100.0,
+            "| {budget} | {} | {tiles} | {:.0}{} | {peak:.1} ({low:.1}–{high:.1}) | {over} | {:.3} | {:+.1}% | {:.2e} | {:.2e} |",
+            row.plan.latent_frames_per_chunk,
+            row.plan.estimated_peak_bytes as f64 / 1048576.0,
+            if row.plan.fits { "" } else { " (does not fit)" },
+            median(&mut seconds),
+            median(&mut ratios) * 100.0,
             error.max().double_value(&[]),
             error.mean(Kind::Double).double_value(&[]),
         );

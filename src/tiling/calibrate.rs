@@ -1,14 +1,15 @@
 //! `vaebox calibrate`: measures the peak working memory of the encoder and decoder streams for a few
-//! chunk and frame sizes (peak RSS growth on CPU) and fits the [`MemoryModel`] constants to them.
+//! chunk and frame sizes (peak RSS growth on CPU, one child process per run) and fits the
+//! [`MemoryModel`] constants to them.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Kind};
 
-use super::grid::{SpatialTiles, TileGrid};
-use super::memory::{model_width, MemoryModel, StreamCost};
-use super::vae_tiles::{TiledDecoder, TiledEncoder};
-use crate::device::{kind_name, peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
+use super::grid::SpatialTiles;
+use super::measure::{ChildRunner, ModelSpec, RunReport, RunSpec};
+use super::memory::{model_width, MemoryModel, StreamCost, TiledOp};
+use crate::device::{kind_name, DtypeChoice};
 use crate::models::registry::Family;
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 use crate::models::vae::VideoVae;
@@ -46,134 +47,102 @@ pub struct Measurement {
 }
 
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
-    crate::device::init(crate::device::DeviceChoice::Cpu, args.threads);
     let family = parse_family(&args.family)?;
     let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
-    let vae = load_vae(&args.weights, family, kind)?;
     let sizes = parse_list(&args.sizes, |s| {
         let (h, w) = s.split_once('x')?;
         Some((h.trim().parse().ok()?, w.trim().parse().ok()?))
     })?;
     let chunks = parse_list(&args.chunks, |s| s.trim().parse().ok())?;
-    let model = calibrate(&vae, &sizes, &chunks, |op, m| {
-        println!("{op:6} {:3} frames × {:7} px (covering {:7} px): peak {:8.1} MiB", m.pixel_frames, m.pixels, m.covered_pixels, m.peak_bytes / 1048576.0);
-    })?;
-    println!("\nRow for CALIBRATED in src/tiling/memory.rs:");
-    println!(
-        "CalibratedRow {{ family: \"{}\", dtype: \"{}\", width: {}, model: {model:?} }}",
-        family.as_str(),
-        kind_name(kind),
+    let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads };
+    let width = {
+        let vae = load_vae(&args.weights, family, kind)?;
         model_width(&vae)
-    );
-    println!("{}", serde_json::to_string(&model)?);
+    };
+    let mut measured = Vec::new();
+    let fitted = calibrate(&ChildRunner::current()?, &model, &sizes, &chunks, |op, m| {
+        println!("{op:6} {:3} frames × {:7} px (covering {:7} px): peak {:8.1} MiB", m.pixel_frames, m.pixels, m.covered_pixels, m.peak_bytes / 1048576.0);
+        measured.push((op.to_string(), *m));
+    })?;
+    println!("\nFit (model − measured):");
+    for (op, m) in &measured {
+        let cost = if op == "encode" { fitted.encode } else { fitted.decode };
+        let estimate = cost.working_bytes(m.pixel_frames, m.pixels, m.covered_pixels);
+        println!(
+            "{op:6} {:3} frames × {:7} px (covering {:7} px): model {:8.1} MiB, {:+5.1}%",
+            m.pixel_frames,
+            m.pixels,
+            m.covered_pixels,
+            estimate / 1048576.0,
+            (estimate / m.peak_bytes - 1.0) * 100.0
+        );
+    }
+    println!("\nRow for CALIBRATED in src/tiling/memory.rs:");
+    println!("CalibratedRow {{ family: \"{}\", dtype: \"{}\", width: {width}, model: {fitted:?} }}", family.as_str(), kind_name(kind));
+    println!("{}", serde_json::to_string(&fitted)?);
     Ok(())
 }
 
-/// Measures both streams at every (size, chunk) and fits each; `report` sees every measurement.
+/// Measures both streams at every (size, chunk), each run in its own child process, and fits each;
+/// `report` sees every measurement.
 pub fn calibrate(
-    vae: &VideoVae,
+    runner: &ChildRunner,
+    model: &ModelSpec,
     latent_sizes: &[(i64, i64)],
     latent_chunks: &[i64],
     mut report: impl FnMut(&str, &Measurement),
 ) -> anyhow::Result<MemoryModel> {
     let (mut encode, mut decode) = (Vec::new(), Vec::new());
-    // The first runs also pay one-time costs (kernel caches, thread pools) that are no chunk's.
-    let &(h, w) = latent_sizes.first().context("no sizes to measure")?;
-    measure_decode(vae, h, w, 1, None)?;
-    measure_encode(vae, h, w, 1, None)?;
     let runs = latent_sizes.iter().flat_map(|&(h, w)| latent_chunks.iter().map(move |&k| (h, w, k, None)));
     // Tiled runs of the largest size tell the caches (all tiles hold one) from the working set.
-    let &(h, w) = latent_sizes.last().expect("checked above");
-    let tiled = [2, 3].map(|parts| (h, w, 1, Some(SpatialTiles { tile_latent: h.max(w) / parts + 2, overlap_latent: 2 })));
+    let &(h, w) = latent_sizes.last().context("no sizes to measure")?;
+    let tiled = [2, 3, 4].map(|parts| (h, w, 1, Some(SpatialTiles { tile_latent: h.max(w) / parts + 2, overlap_latent: 2 })));
     for (h, w, k, tiles) in runs.chain(tiled) {
-        let m = measure_decode(vae, h, w, k, tiles)?;
-        report("decode", &m);
-        decode.push(m);
-        let m = measure_encode(vae, h, w, k, tiles)?;
-        report("encode", &m);
-        encode.push(m);
+        for (op, name, into) in [(TiledOp::Decode, "decode", &mut decode), (TiledOp::Encode, "encode", &mut encode)] {
+            let spec = RunSpec {
+                model: model.clone(),
+                op,
+                latent_frames: 1 + k,
+                latent_height: h,
+                latent_width: w,
+                latent_frames_per_push: k,
+                tiles,
+                input: None,
+                output: None,
+            };
+            let m = Measurement::from(&runner.run(&spec)?);
+            report(name, &m);
+            into.push(m);
+        }
     }
     Ok(MemoryModel { encode: fit(&encode)?, decode: fit(&decode)? })
 }
 
-/// Tensors of 1 MiB and more get their own mappings, returned to the system when freed, so RSS
-/// follows live tensors (glibc's default threshold adapts upwards to 32 MiB and keeps freed tensors
-/// in its heap, where peak RSS sees them only once and in no useful order). Process-wide, once.
-pub fn track_allocations_in_rss() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-    });
-}
-
-/// Runs `work` and returns its result with the growth of peak RSS over the RSS it started from.
-pub fn measure_peak<T>(work: impl FnOnce() -> T) -> (T, f64) {
-    track_allocations_in_rss();
-    // Freed heap pages that glibc keeps would be reused unseen and hide part of the peak.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-    reset_peak_host_bytes();
-    let baseline = peak_host_bytes().unwrap_or(0);
-    let out = work();
-    let peak = peak_host_bytes().unwrap_or(0);
-    (out, peak.saturating_sub(baseline) as f64)
-}
-
-/// `tiles: None` measures the untiled stream.
-pub fn measure_decode(vae: &VideoVae, latent_h: i64, latent_w: i64, latent_frames: i64, tiles: Option<SpatialTiles>) -> anyhow::Result<Measurement> {
-    let latent = Tensor::randn([1, vae.latent_channels(), 1 + latent_frames, latent_h, latent_w], (Kind::Float, Device::Cpu));
-    let (result, peak_bytes) = measure_peak(|| {
-        tch::no_grad(|| -> anyhow::Result<()> {
-            let mut stream = TiledDecoder::new(vae, tiles);
-            let _ = stream.push(&latent.narrow(2, 0, 1))?;
-            let _ = stream.push(&latent.narrow(2, 1, latent_frames))?;
-            Ok(())
-        })
-    });
-    result?;
-    Ok(measurement(vae, latent_h, latent_w, latent_frames, tiles.as_ref(), peak_bytes))
-}
-
-pub fn measure_encode(vae: &VideoVae, latent_h: i64, latent_w: i64, latent_frames: i64, tiles: Option<SpatialTiles>) -> anyhow::Result<Measurement> {
-    let f = vae.spatial_factor();
-    let frames = latent_frames * vae.temporal_factor();
-    let video = Tensor::rand([1, 3, 1 + frames, latent_h * f, latent_w * f], (Kind::Float, Device::Cpu)) * 2.0 - 1.0;
-    let (result, peak_bytes) = measure_peak(|| {
-        tch::no_grad(|| -> anyhow::Result<()> {
-            let mut stream = TiledEncoder::new(vae, tiles);
-            let _ = stream.push(&video.narrow(2, 0, 1))?;
-            let _ = stream.push(&video.narrow(2, 1, frames))?;
-            Ok(())
-        })
-    });
-    result?;
-    Ok(measurement(vae, latent_h, latent_w, latent_frames, tiles.as_ref(), peak_bytes))
-}
-
-fn measurement(vae: &VideoVae, latent_h: i64, latent_w: i64, latent_frames: i64, tiles: Option<&SpatialTiles>, peak_bytes: f64) -> Measurement {
-    let f = vae.spatial_factor();
-    let grid = TileGrid::new(latent_h, latent_w, tiles);
-    Measurement {
-        pixel_frames: latent_frames * vae.temporal_factor(),
-        pixels: grid.rows[0].len() * grid.cols[0].len() * f * f,
-        covered_pixels: grid.tiles().map(|(r, c)| r.len() * c.len() * f * f).sum(),
-        peak_bytes,
+impl From<&RunReport> for Measurement {
+    fn from(run: &RunReport) -> Measurement {
+        Measurement {
+            pixel_frames: run.pixel_frames,
+            pixels: run.tile_pixels,
+            covered_pixels: run.covered_pixels,
+            peak_bytes: run.peak_bytes,
+        }
     }
 }
 
-/// Least squares of `peak = fixed + a · frames · pixels + b · covered_pixels`. Negative terms are
-/// noise and clamp to 0.
+/// Least squares of `peak = fixed + a · frames · pixels + b · covered_pixels` in relative terms (a
+/// budget is missed by a share, not by bytes, so small runs count as much as large ones). Negative
+/// terms are noise and clamp to 0.
 pub fn fit(measurements: &[Measurement]) -> anyhow::Result<StreamCost> {
     if measurements.len() < 3 {
         bail!("need at least 3 measurements to fit 3 constants, got {}", measurements.len());
     }
-    let rows: Vec<[f64; 3]> = measurements.iter().map(|m| [1.0, (m.pixel_frames * m.pixels) as f64, m.covered_pixels as f64]).collect();
     let mut normal = [[0.0f64; 3]; 3];
     let mut rhs = [0.0f64; 3];
-    for (row, m) in rows.iter().zip(measurements) {
+    for m in measurements {
+        let weight = 1.0 / m.peak_bytes.max(1.0);
+        let row = [1.0, (m.pixel_frames * m.pixels) as f64, m.covered_pixels as f64].map(|x| x * weight);
         for i in 0..3 {
-            rhs[i] += row[i] * m.peak_bytes;
+            rhs[i] += row[i] * m.peak_bytes * weight;
             for j in 0..3 {
                 normal[i][j] += row[i] * row[j];
             }
@@ -244,9 +213,10 @@ mod tests {
     #[test]
     fn fit_recovers_exact_constants() {
         let truth = StreamCost { fixed_bytes: 5e6, bytes_per_voxel: 1200.0, bytes_per_pixel: 300.0 };
-        let measurements: Vec<Measurement> = [(4, 4096), (8, 4096), (4, 16384), (8, 24576)]
+        let runs = [(4, 4096, 4096), (8, 4096, 4096), (4, 16384, 16384), (8, 24576, 24576), (4, 10816, 43264)];
+        let measurements: Vec<Measurement> = runs
             .iter()
-            .map(|&(f, p)| Measurement { pixel_frames: f, pixels: p, covered_pixels: p, peak_bytes: truth.working_bytes(f, p, p) })
+            .map(|&(f, p, c)| Measurement { pixel_frames: f, pixels: p, covered_pixels: c, peak_bytes: truth.working_bytes(f, p, c) })
             .collect();
         let fitted = fit(&measurements).unwrap();
         assert!((fitted.fixed_bytes - truth.fixed_bytes).abs() < 1.0, "{fitted:?}");

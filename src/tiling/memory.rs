@@ -100,19 +100,21 @@ pub struct CalibratedRow {
     pub model: MemoryModel,
 }
 
-/// Measured on this CPU box (2 cores, libtorch 2.13, channels-last) by `calibrate::calibrate`: peak RSS
-/// growth with tensors ≥ 1 MiB mapped on their own, sizes 8×8, 12×16, 16×22 latent cells × 1 and 2
-/// latent frames per push plus 2×2 and 3×3 tilings (tests/tiling.rs `tiled_decode_honours_the_budget`).
-/// Only the small random Wan 2.1 (width 12) is measured so far; the released width 96 is scaled from
-/// it until `vaebox calibrate --weights <Wan2.1_VAE>` adds its own row.
+/// Measured on this CPU box (2 cores, libtorch 2.13, channels-last) by `vaebox calibrate`: peak RSS
+/// growth of a fresh child process per run, tensors ≥ 64 KiB mapped on their own (`device::init`),
+/// sizes 8×8, 12×16, 16×22 latent cells × 1 and 2 latent frames per push plus 2×2, 2×3 and 3×4
+/// tilings of 16×22; every run within 1.2% of its row. Only the small random Wan 2.1 (width 12) is
+/// measured so far; the released width 96 is scaled from it until `vaebox calibrate --weights
+/// <Wan2.1_VAE>` adds its own row.
 pub const CALIBRATED: &[CalibratedRow] = &[
+    // vaebox calibrate --weights ../shared/reference/wan21_original/weights.safetensors --sizes 8x8,12x16,16x22
     CalibratedRow {
         family: "wan21",
         dtype: "f32",
         width: 12,
         model: MemoryModel {
-            encode: StreamCost { fixed_bytes: 3_358_095.0, bytes_per_voxel: 1482.5, bytes_per_pixel: 1250.8 },
-            decode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1559.7, bytes_per_pixel: 1889.9 },
+            encode: StreamCost { fixed_bytes: 643_508.0, bytes_per_voxel: 1547.3, bytes_per_pixel: 812.5 },
+            decode: StreamCost { fixed_bytes: 454_858.0, bytes_per_voxel: 1574.3, bytes_per_pixel: 1355.9 },
         },
     },
 ];

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod blend;
 pub mod calibrate;
 pub mod grid;
+pub mod measure;
 pub mod memory;
 pub mod planner;
 pub mod spatial;

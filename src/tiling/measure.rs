@@ -1,0 +1,261 @@
+//! One measured encode or decode run in a fresh child process (`vaebox measure-run`, hidden). The child
+//! loads the model, warms up, and reports the growth of its peak RSS over the RSS it had just before
+//! the run, as one JSON line. In one long-lived process the allocator state left by earlier runs moved
+//! the readings by ±7% from run to run; a fresh process per run starts from the same state every time.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use super::calibrate::{load_vae, parse_family};
+use super::grid::{SpatialTiles, TileGrid};
+use super::memory::TiledOp;
+use super::vae_tiles::{TiledDecoder, TiledEncoder};
+use crate::device::{peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
+use crate::models::vae::VideoVae;
+
+/// A whole-model run on the full-size layout takes minutes on 2 cores; a stuck child must not hang a
+/// calibration or a test forever.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Which checkpoint the child loads, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    pub weights: PathBuf,
+    /// wan21, wan22 or seedvr2.
+    pub family: String,
+    /// f32 or bf16.
+    pub dtype: String,
+    pub threads: i32,
+}
+
+/// One stream run: a first push of one latent frame (one pixel frame for encode), then pushes of
+/// `latent_frames_per_push` latent frames until `latent_frames` are done, on `tiles`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    pub model: ModelSpec,
+    /// Encode or Decode (a reconstruction is measured as its two streams).
+    pub op: TiledOp,
+    pub latent_frames: i64,
+    pub latent_height: i64,
+    pub latent_width: i64,
+    pub latent_frames_per_push: i64,
+    pub tiles: Option<SpatialTiles>,
+    /// safetensors file whose `input` tensor is the latent (decode) or the video (encode); without
+    /// it a seeded random latent or a synthetic video of the given size.
+    pub input: Option<PathBuf>,
+    /// Where to save the output (`output`, float32). It is held in a buffer filled before the baseline,
+    /// as the executor hands every chunk on to the writer instead of keeping it.
+    pub output: Option<PathBuf>,
+}
+
+/// What the child reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Growth of peak RSS during the measured run, over the RSS just before it.
+    pub peak_bytes: f64,
+    /// RSS before the measured run (weights, input, output buffer, warm-up leftovers).
+    pub baseline_bytes: u64,
+    /// Wall time of the measured run.
+    pub seconds: f64,
+    pub tile_count: usize,
+    /// Pixel frames of one push after the first (the memory model's frame count).
+    pub pixel_frames: i64,
+    /// Pixels of one tile, and of all tiles together.
+    pub tile_pixels: i64,
+    pub covered_pixels: i64,
+}
+
+/// Starts measured runs as children of `exe` (a `vaebox` binary).
+#[derive(Debug, Clone)]
+pub struct ChildRunner {
+    pub exe: PathBuf,
+    pub timeout: Duration,
+}
+
+impl ChildRunner {
+    /// This very binary (for `vaebox calibrate` and `vaebox bench tiling`).
+    pub fn current() -> anyhow::Result<ChildRunner> {
+        let exe = std::env::current_exe().context("cannot locate the running vaebox binary")?;
+        Ok(ChildRunner { exe, timeout: DEFAULT_TIMEOUT })
+    }
+
+    pub fn new(exe: impl AsRef<Path>) -> ChildRunner {
+        ChildRunner { exe: exe.as_ref().to_path_buf(), timeout: DEFAULT_TIMEOUT }
+    }
+
+    pub fn run(&self, spec: &RunSpec) -> anyhow::Result<RunReport> {
+        let spec_json = serde_json::to_string(spec)?;
+        let mut command = Command::new(&self.exe);
+        // Logs go to stderr, which the runner echoes; the run itself has nothing to say below warn.
+        command.args(["measure-run", "--spec", &spec_json]).env("VAEBOX_LOG", "warn");
+        let label = format!("{} measure-run ({:?} {}×{}×{} latent)", self.exe.display(), spec.op, spec.latent_frames, spec.latent_height, spec.latent_width);
+        let reply = crate::bench::run_json(command, label, self.timeout)?;
+        serde_json::from_value(reply).context("the measured run's report")
+    }
+}
+
+/// The child's side: `vaebox measure-run --spec <json>`.
+pub fn child_main(spec_json: &str) -> anyhow::Result<()> {
+    let spec: RunSpec = serde_json::from_str(spec_json).context("measure-run spec")?;
+    let report = run_measured(&spec)?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+fn run_measured(spec: &RunSpec) -> anyhow::Result<RunReport> {
+    if spec.op == TiledOp::Reconstruct {
+        bail!("measure a reconstruction as its encode and decode streams");
+    }
+    // First: it sets the allocation policy the executor runs with (see `device::init`).
+    crate::device::init(crate::device::DeviceChoice::Cpu, spec.model.threads);
+    let family = parse_family(&spec.model.family)?;
+    let kind = DtypeChoice::parse(&spec.model.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
+    let vae = load_vae(&spec.model.weights, family, kind)?;
+    let input = match &spec.input {
+        Some(path) => read_input(path)?,
+        None => synthetic_input(&vae, spec),
+    };
+    // The first run in a process also pays one-time costs (kernel caches, thread pools) that belong to
+    // no job; its output sizes the buffer the measured run writes into.
+    let mut warmup = if spec.output.is_some() { Sink::Collect(Vec::new()) } else { Sink::Drop };
+    tch::no_grad(|| run_stream(&vae, spec, &input, &mut warmup))?;
+    let mut buffer = warmup.into_buffer();
+    let mut sink = match &mut buffer {
+        Some(buffer) => Sink::Fill { buffer, offset: 0 },
+        None => Sink::Drop,
+    };
+    let started = Instant::now();
+    let (result, peak_bytes, baseline_bytes) = measure_peak_with_baseline(|| tch::no_grad(|| run_stream(&vae, spec, &input, &mut sink)));
+    let seconds = started.elapsed().as_secs_f64();
+    let tile_count = result?;
+    if let (Some(path), Some(buffer)) = (&spec.output, &buffer) {
+        Tensor::write_safetensors(&[("output", buffer)], path).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let f = vae.spatial_factor();
+    let grid = TileGrid::new(spec.latent_height, spec.latent_width, spec.tiles.as_ref());
+    Ok(RunReport {
+        peak_bytes,
+        baseline_bytes,
+        seconds,
+        tile_count,
+        pixel_frames: spec.latent_frames_per_push * vae.temporal_factor(),
+        tile_pixels: grid.rows[0].len() * grid.cols[0].len() * f * f,
+        covered_pixels: grid.tiles().map(|(r, c)| r.len() * c.len() * f * f).sum(),
+    })
+}
+
+/// Where a run's output chunks go.
+enum Sink<'a> {
+    Collect(Vec<Tensor>),
+    Fill { buffer: &'a mut Tensor, offset: i64 },
+    Drop,
+}
+
+impl Sink<'_> {
+    fn take(&mut self, chunk: Tensor) {
+        match self {
+            Sink::Collect(chunks) => chunks.push(chunk.to_kind(Kind::Float)),
+            Sink::Fill { buffer, offset } => {
+                let frames = chunk.size()[2];
+                buffer.narrow(2, *offset, frames).copy_(&chunk);
+                *offset += frames;
+            }
+            Sink::Drop => {}
+        }
+    }
+
+    fn into_buffer(self) -> Option<Tensor> {
+        match self {
+            Sink::Collect(chunks) => Some(Tensor::cat(&chunks, 2)),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the stream over `input` with the spec's pushes and tiles; returns the tile count.
+fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -> anyhow::Result<usize> {
+    let total = input.size()[2];
+    let (first, per_push) = match spec.op {
+        TiledOp::Decode => (1, spec.latent_frames_per_push),
+        _ => (1, spec.latent_frames_per_push * vae.temporal_factor()),
+    };
+    let pushes = std::iter::once((0, first.min(total))).chain((first..total).step_by(per_push.max(1) as usize).map(|start| (start, per_push.min(total - start))));
+    match spec.op {
+        TiledOp::Decode => {
+            let mut stream = TiledDecoder::new(vae, spec.tiles);
+            for (start, count) in pushes {
+                sink.take(stream.push(&input.narrow(2, start, count))?);
+            }
+            Ok(stream.tile_count())
+        }
+        _ => {
+            let mut stream = TiledEncoder::new(vae, spec.tiles);
+            for (start, count) in pushes {
+                if let Some(latent) = stream.push(&input.narrow(2, start, count))? {
+                    sink.take(latent);
+                }
+            }
+            Ok(stream.tile_count())
+        }
+    }
+}
+
+fn read_input(path: &Path) -> anyhow::Result<Tensor> {
+    let tensors = Tensor::read_safetensors(path).with_context(|| format!("reading {}", path.display()))?;
+    let (_, input) = tensors.into_iter().find(|(name, _)| name == "input").with_context(|| format!("{} has no `input` tensor", path.display()))?;
+    Ok(input.to_kind(Kind::Float).contiguous())
+}
+
+fn synthetic_input(vae: &VideoVae, spec: &RunSpec) -> Tensor {
+    match spec.op {
+        TiledOp::Decode => {
+            tch::manual_seed(0);
+            Tensor::randn([1, vae.latent_channels(), spec.latent_frames, spec.latent_height, spec.latent_width], (Kind::Float, Device::Cpu))
+        }
+        _ => {
+            let f = vae.spatial_factor();
+            let frames = 1 + (spec.latent_frames - 1) * vae.temporal_factor();
+            super::bench::synthetic_video(frames, spec.latent_height * f, spec.latent_width * f)
+        }
+    }
+}
+
+/// Runs `work` and returns its result, the growth of peak RSS over the RSS it started from, and that RSS.
+/// The process must have been set up by `device::init` (CPU), so RSS follows live tensors.
+pub fn measure_peak_with_baseline<T>(work: impl FnOnce() -> T) -> (T, f64, u64) {
+    // Freed heap pages that glibc keeps would be reused unseen and hide part of the peak.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    reset_peak_host_bytes();
+    let baseline = peak_host_bytes().unwrap_or(0);
+    let out = work();
+    let peak = peak_host_bytes().unwrap_or(0);
+    (out, peak.saturating_sub(baseline) as f64, baseline)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_round_trips_through_json() {
+        let spec = RunSpec {
+            model: ModelSpec { weights: "w.safetensors".into(), family: "wan21".into(), dtype: "f32".into(), threads: 2 },
+            op: TiledOp::Decode,
+            latent_frames: 3,
+            latent_height: 16,
+            latent_width: 22,
+            latent_frames_per_push: 2,
+            tiles: Some(SpatialTiles { tile_latent: 10, overlap_latent: 4 }),
+            input: None,
+            output: Some("out.safetensors".into()),
+        };
+        let back: RunSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(back, spec);
+    }
+}
