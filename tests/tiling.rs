@@ -304,6 +304,7 @@ fn decode_memory_is_flat_in_clip_length() {
             latent_width,
             latent_frames_per_push: chosen.latent_frames_per_chunk,
             tiles: chosen.spatial,
+            row_split: None,
             input: None,
             output: None,
         };

@@ -107,6 +107,7 @@ pub fn calibrate(
                 latent_width: w,
                 latent_frames_per_push: k,
                 tiles,
+                row_split: None,
                 input: None,
                 output: None,
             };

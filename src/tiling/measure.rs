@@ -16,6 +16,7 @@ use super::memory::TiledOp;
 use super::vae_tiles::{TiledDecoder, TiledEncoder};
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
 use crate::models::vae::VideoVae;
+use crate::models::wan::RowSplit;
 
 /// A whole-model run on the full-size layout takes minutes on 2 cores; a stuck child must not hang a
 /// calibration or a test forever.
@@ -44,6 +45,9 @@ pub struct RunSpec {
     pub latent_width: i64,
     pub latent_frames_per_push: i64,
     pub tiles: Option<SpatialTiles>,
+    /// Exact row-split convolutions (Wan), instead of or on top of tiles.
+    #[serde(default)]
+    pub row_split: Option<RowSplit>,
     /// safetensors file whose `input` tensor is the latent (decode) or the video (encode); without
     /// it a seeded random latent or a synthetic video of the given size.
     pub input: Option<PathBuf>,
@@ -187,6 +191,9 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
     match spec.op {
         TiledOp::Decode => {
             let mut stream = TiledDecoder::new(vae, spec.tiles);
+            if spec.row_split.is_some() && !stream.set_row_split(spec.row_split) {
+                bail!("this model has no exact row split");
+            }
             for (start, count) in pushes {
                 sink.take(stream.push(&input.narrow(2, start, count))?);
             }
@@ -194,6 +201,9 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
         }
         _ => {
             let mut stream = TiledEncoder::new(vae, spec.tiles);
+            if spec.row_split.is_some() && !stream.set_row_split(spec.row_split) {
+                bail!("this model has no exact row split");
+            }
             for (start, count) in pushes {
                 if let Some(latent) = stream.push(&input.narrow(2, start, count))? {
                     sink.take(latent);
@@ -252,6 +262,7 @@ mod tests {
             latent_width: 22,
             latent_frames_per_push: 2,
             tiles: Some(SpatialTiles { tile_latent: 10, overlap_latent: 4 }),
+            row_split: None,
             input: None,
             output: Some("out.safetensors".into()),
         };
