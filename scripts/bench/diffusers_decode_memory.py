@@ -24,7 +24,7 @@ LIBC = ctypes.CDLL("libc.so.6")
 LIBC.mallopt(M_MMAP_THRESHOLD, 1 << 20)
 
 import torch  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
+from diffusers_tiled_decode import load_model  # noqa: E402  (same folder: one way to build the model)
 
 
 def parse_args():
@@ -37,19 +37,6 @@ def parse_args():
     p.add_argument("--latent-width", type=int, required=True)
     p.add_argument("--threads", type=int, default=2)
     return p.parse_args()
-
-
-def load_model(args):
-    from diffusers import AutoencoderKLWan
-
-    model = AutoencoderKLWan(**json.loads(args.config_json)).eval()
-    state = load_file(args.weights)
-    if args.keymap:
-        with open(args.keymap) as f:
-            keymap = json.load(f)
-        state = {keymap[name]: tensor for name, tensor in state.items()}
-    model.load_state_dict(state, strict=True)
-    return model
 
 
 def peak_rss_bytes() -> int:
