@@ -94,7 +94,7 @@ struct Row {
     runs: Vec<RunReport>,
 }
 
-pub fn median(values: &mut [f64]) -> f64 {
+fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     if n == 0 {
@@ -103,8 +103,12 @@ pub fn median(values: &mut [f64]) -> f64 {
     if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
 }
 
+fn range(values: &[f64]) -> (f64, f64) {
+    values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), &v| (low.min(v), high.max(v)))
+}
+
 /// The 1-minute load average, so a reader can tell a quiet machine from a busy one.
-pub fn load_average() -> Option<f64> {
+fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
@@ -152,7 +156,9 @@ pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
         for row in &mut rows {
             // Outputs are compared once; later rounds only time and measure.
             let output = (round == 0).then(|| row.output.clone());
-            row.runs.push(runner.run(&decode_spec(&model, &input, latent_shape, &row.plan, output))?);
+            let run = runner.run(&decode_spec(&model, &input, latent_shape, &row.plan, output))?;
+            eprintln!("round {}: {} ({} tiles): peak {:.1} MiB, {:.2} s", round + 1, row.label, run.tile_count, run.peak_bytes / 1048576.0, run.seconds);
+            row.runs.push(run);
         }
     }
     let load_after = load_average();
@@ -180,13 +186,14 @@ fn print_table(args: &TilingBenchArgs, [frames, height, width]: [i64; 3], rows: 
         show(load.1)
     );
     println!();
-    println!("| budget | latent frames/push | tiles (latent, overlap) | estimate MiB | peak MiB (min–max) | peak / budget | time s | time vs untiled | error max | error mean |");
+    println!("| budget | latent frames/push | tiles (latent, overlap) | estimate MiB | peak MiB (min–max) | peak / budget | time s (min–max) | time vs untiled | error max | error mean |");
     println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         let mut peaks: Vec<f64> = row.runs.iter().map(|r| r.peak_bytes / 1048576.0).collect();
-        let (low, high) = (peaks.iter().copied().fold(f64::INFINITY, f64::min), peaks.iter().copied().fold(0.0, f64::max));
+        let (low, high) = range(&peaks);
         let peak = median(&mut peaks);
         let mut seconds: Vec<f64> = row.runs.iter().map(|r| r.seconds).collect();
+        let (fastest, slowest) = range(&seconds);
         // Paired per round, so a load spike during one round does not read as a cost of tiling.
         let mut ratios: Vec<f64> = row.runs.iter().zip(&untiled_seconds).map(|(r, u)| r.seconds / u - 1.0).collect();
         let error = (read(&row.output)? - &reference).abs();
@@ -194,7 +201,7 @@ fn print_table(args: &TilingBenchArgs, [frames, height, width]: [i64; 3], rows: 
         let budget = row.budget_bytes.map_or("—".to_string(), |b| format!("{} = {:.0} MiB", row.label, b as f64 / 1048576.0));
         let over = row.budget_bytes.map_or("—".to_string(), |b| format!("{:.2}", peak * 1048576.0 / b as f64));
         println!(
-            "| {budget} | {} | {tiles} | {:.0}{} | {peak:.1} ({low:.1}–{high:.1}) | {over} | {:.3} | {:+.1}% | {:.2e} | {:.2e} |",
+            "| {budget} | {} | {tiles} | {:.0}{} | {peak:.1} ({low:.1}–{high:.1}) | {over} | {:.2} ({fastest:.2}–{slowest:.2}) | {:+.1}% | {:.2e} | {:.2e} |",
             row.plan.latent_frames_per_chunk,
             row.plan.estimated_peak_bytes as f64 / 1048576.0,
             if row.plan.fits { "" } else { " (does not fit)" },

@@ -105,6 +105,10 @@ impl ChildRunner {
 /// The child's side: `vaebox measure-run --spec <json>`.
 pub fn child_main(spec_json: &str) -> anyhow::Result<()> {
     let spec: RunSpec = serde_json::from_str(spec_json).context("measure-run spec")?;
+    // A parent that dies without dropping its runner (killed) must not leave a whole-model run behind.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
     let report = run_measured(&spec)?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

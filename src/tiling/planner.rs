@@ -67,7 +67,9 @@ pub fn tiles_for(tile_latent: i64) -> SpatialTiles {
 }
 
 /// Whole frames with the longest chunk that fits; else the largest square tiles that fit one latent
-/// frame per push, then the longest chunk for those tiles; else the smallest tiles, marked unfit.
+/// frame per push, then the longest chunk for those tiles; else, marked unfit, the cheapest plan of
+/// one latent frame per push (smaller tiles are not always cheaper: every tile also keeps a causal
+/// cache over its overlap, and on the full-size Wan 2.1 the caches weigh as much as a push).
 pub fn plan(request: &PlanRequest) -> Plan {
     if let Some(chunk) = request.longest_chunk(None) {
         return request.plan(chunk, None, true);
@@ -80,7 +82,9 @@ pub fn plan(request: &PlanRequest) -> Plan {
             return request.plan(chunk, Some(tiles), true);
         }
     }
-    request.plan(1, (largest >= 1).then(|| tiles_for(smallest)), false)
+    let candidates = std::iter::once(None).chain((smallest..=largest).map(|tile| Some(tiles_for(tile))));
+    let cheapest = candidates.min_by(|a, b| request.estimate(1, a.as_ref()).total_cmp(&request.estimate(1, b.as_ref())));
+    request.plan(1, cheapest.flatten(), false)
 }
 
 #[cfg(test)]
@@ -136,11 +140,28 @@ mod tests {
     }
 
     #[test]
-    fn hopeless_budget_gives_the_smallest_plan_marked_unfit() {
-        let plan = plan(&request(1000));
+    fn hopeless_budget_gives_the_cheapest_plan_marked_unfit() {
+        let hopeless = request(1000);
+        let plan = plan(&hopeless);
         assert!(!plan.fits);
         assert_eq!(plan.latent_frames_per_chunk, 1);
-        assert_eq!(plan.spatial.map(|t| t.tile_latent), Some(MIN_TILE_LATENT));
+        // With these constants the push dominates: tiles, but not the smallest (their 2-cell overlap
+        // is half of a 4-cell tile).
+        let tile = plan.spatial.expect("tiled").tile_latent;
+        assert!(tile > MIN_TILE_LATENT, "{plan:?}");
+        let estimate = |tiles: Option<SpatialTiles>| hopeless.estimate(1, tiles.as_ref());
+        assert!((MIN_TILE_LATENT..104).all(|t| estimate(Some(tiles_for(t))) >= estimate(plan.spatial)));
+        assert!(estimate(None) > estimate(plan.spatial));
+    }
+
+    #[test]
+    fn when_caches_dominate_tiles_that_do_not_fit_are_not_chosen() {
+        // Caches cost more than a push: every tiling covers more area than the frame, so costs more.
+        let mut heavy_caches = request(1000);
+        heavy_caches.memory.decode = StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 100.0, bytes_per_pixel: 10_000.0 };
+        let plan = plan(&heavy_caches);
+        assert_eq!((plan.fits, plan.latent_frames_per_chunk, plan.spatial), (false, 1, None));
+        assert_eq!(plan.estimated_peak_bytes as f64, heavy_caches.estimate(1, None));
     }
 
     #[test]
