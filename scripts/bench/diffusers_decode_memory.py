@@ -2,7 +2,7 @@
 """Peak memory of diffusers' own `AutoencoderKLWan.decode` (its frame-by-frame decode, no tiling),
 measured as vaebox measures its runs (src/tiling/measure.rs), so the two can be compared:
 
-- tensors of 1 MiB and more get their own mappings (`mallopt(M_MMAP_THRESHOLD, 1 MiB)`, set before torch
+- tensors of 64 KiB and more get their own mappings (`mallopt(M_MMAP_THRESHOLD, 64 KiB)`, set before torch
   loads), so RSS follows live tensors;
 - one warm-up decode of the same latent pays the one-time costs;
 - then `malloc_trim(0)`, `VmHWM` reset through /proc/self/clear_refs, the measured decode, and the
@@ -21,7 +21,7 @@ import time
 M_MMAP_THRESHOLD = -3
 LIBC = ctypes.CDLL("libc.so.6")
 # Before torch is imported, as vaebox sets it before libtorch allocates anything.
-LIBC.mallopt(M_MMAP_THRESHOLD, 1 << 20)
+LIBC.mallopt(M_MMAP_THRESHOLD, 64 << 10)
 
 import torch  # noqa: E402
 from diffusers_tiled_decode import load_model  # noqa: E402  (same folder: one way to build the model)
