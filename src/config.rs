@@ -51,6 +51,9 @@ pub struct Config {
     pub device_memory_margin_mib: u64,
     /// TF32 for float32 convolutions and matmuls on CUDA (Ampere and newer): faster, ~1e-3 relative.
     pub tf32: bool,
+    /// Host memory on CPU: `bounded` (RSS follows live tensors, budgets hold) or `fast` (glibc's heap
+    /// reuses freed tensors: 10–25% faster, 1.5–2.3× the working memory, budgets do not hold).
+    pub cpu_allocator: String,
     /// x264 quality and speed for outputs.
     pub output_crf: u8,
     pub output_preset: String,
@@ -82,6 +85,7 @@ impl Default for Config {
             memory_budget_mib: 0,
             device_memory_margin_mib: 1024,
             tf32: false,
+            cpu_allocator: "bounded".into(),
             output_crf: 18,
             output_preset: "veryfast".into(),
         }
@@ -134,6 +138,9 @@ impl Config {
         }
         if crate::device::DtypeChoice::parse(&self.dtype).is_none() {
             return invalid("dtype", "expected auto, f32, bf16 or f16");
+        }
+        if crate::device::HostAllocator::parse(&self.cpu_allocator).is_none() {
+            return invalid("cpu_allocator", "expected bounded or fast");
         }
         if self.max_upload_bytes == 0 || self.max_width == 0 || self.max_height == 0 || self.max_frames == 0 {
             return invalid("max_*", "input limits must be positive");

@@ -26,6 +26,8 @@ pub struct PythonScript {
     /// Pins the reference to the same thread count as our side (also via OMP/MKL env variables, which
     /// torch reads before `set_num_threads` runs).
     pub threads: usize,
+    /// Extra environment of the child (e.g. the allocator settings our side runs with).
+    pub env: Vec<(String, String)>,
 }
 
 impl PythonScript {
@@ -51,6 +53,7 @@ impl PythonScript {
         let threads = self.threads.to_string();
         let mut command = Command::new(&self.python);
         command.arg(&self.script).args(args).env("OMP_NUM_THREADS", &threads).env("MKL_NUM_THREADS", &threads);
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         command
     }
 

@@ -11,6 +11,7 @@ use anyhow::{bail, Context};
 use tch::{Device, Kind, Tensor};
 
 use super::script::PythonScript;
+use crate::device::HostAllocator;
 use crate::models::wan::{WanLoadOptions, WanTuning, WanVae};
 
 /// Model families the bench knows: Wan against diffusers; SeedVR2 alone (no diffusers port exists).
@@ -62,6 +63,11 @@ pub struct VaeBenchArgs {
     /// Our Wan model with channels-last-3d weights and activations (`false` to measure without).
     #[arg(long, default_value_t = WanTuning::default().channels_last, action = clap::ArgAction::Set)]
     pub channels_last: bool,
+    /// Host allocator of both sides: `bounded` (the server's default `cpu_allocator`: tensors of
+    /// 64 KiB and more in their own mappings; diffusers gets the same through MALLOC_MMAP_THRESHOLD_)
+    /// or `fast` (glibc's default on both sides).
+    #[arg(long, default_value = "bounded", value_parser = parse_allocator)]
+    pub allocator: HostAllocator,
     /// SeedVR2: the released checkpoint's key list (default: ../shared/reference/seedvr2/full_keys.txt).
     #[arg(long)]
     pub seedvr2_keys: Option<PathBuf>,
@@ -192,6 +198,10 @@ struct Setup<'a> {
     tuning: WanTuning,
 }
 
+fn parse_allocator(s: &str) -> Result<HostAllocator, String> {
+    HostAllocator::parse(s).ok_or_else(|| "expected bounded or fast".to_string())
+}
+
 pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     if args.family == VaeFamily::Seedvr2 {
         return super::seedvr2::run(args);
@@ -215,6 +225,11 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         script: args.script.clone(),
         timeout: Duration::from_secs(args.timeout_secs),
         threads: args.threads,
+        env: match args.allocator {
+            // glibc reads it at start-up; the fixed threshold is what `HostAllocator::Bounded` sets.
+            HostAllocator::Bounded => vec![("MALLOC_MMAP_THRESHOLD_".into(), (64 << 10).to_string())],
+            HostAllocator::Fast => Vec::new(),
+        },
     };
     let paths = CachePaths::new(args);
     std::fs::create_dir_all(&paths.dir).with_context(|| format!("cannot create {}", paths.dir.display()))?;
@@ -224,6 +239,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     let inputs = Tensor::read_safetensors(&paths.input)?;
 
     tch::set_num_threads(args.threads as i32);
+    args.allocator.apply();
     let peak_before = measure_matmul_peak(&script, args)?;
 
     let setup = Setup { args, script, paths, shape_args, inputs, ops, tuning: WanTuning { channels_last: args.channels_last } };
@@ -371,7 +387,15 @@ fn print_report(setup: &Setup, peak: &MatmulPeak, rows: &[Row], load: (Option<f6
         "VAE bench: {:?} preset {} | input {} frames {}×{} | {} threads | {} interleaved rounds after 1 warm-up each",
         args.family, args.preset, args.frames, args.height, args.width, args.threads, args.repeats
     );
-    println!("ours: {tuning:?} | weights {} | input {}", paths.weights.display(), paths.input.display());
+    println!(
+        "ours: {tuning:?} | host allocator (both sides): {} | weights {} | input {}",
+        match args.allocator {
+            HostAllocator::Bounded => "bounded (64 KiB mmap threshold)",
+            HostAllocator::Fast => "fast (glibc default)",
+        },
+        paths.weights.display(),
+        paths.input.display()
+    );
     println!(
         "matmul peak (best {}×{} run, before and after): f32 {:.0} GFLOP/s, bf16 {:.0} GFLOP/s | load average (1 min) before {}, after {}",
         peak.size,

@@ -79,8 +79,45 @@ pub(crate) fn cpu_has_native_bf16() -> bool {
     })
 }
 
+/// How host (CPU) memory is handed out; only CPU jobs feel the difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostAllocator {
+    /// Tensors of 64 KiB and more in their own mappings, returned when freed: RSS follows live
+    /// tensors, so a memory budget (RSS growth) holds. Every large tensor is faulted in afresh.
+    Bounded,
+    /// glibc's default: freed tensors stay in the heap for reuse. Wan 2.1 full-size decode, 3 latent
+    /// frames 128×128, fresh processes: f32 5.8–6.2 s at 737–790 MiB against 6.7 s at 491 MiB
+    /// bounded; bf16 2.8–3.0 s at 533–606 MiB against 3.5–3.7 s at 246 MiB. Budgets do not hold.
+    Fast,
+}
+
+impl HostAllocator {
+    pub fn parse(s: &str) -> Option<HostAllocator> {
+        match s {
+            "bounded" => Some(HostAllocator::Bounded),
+            "fast" => Some(HostAllocator::Fast),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HostAllocator::Bounded => "bounded",
+            HostAllocator::Fast => "fast",
+        }
+    }
+
+    /// Process-wide and once: the first call decides.
+    pub fn apply(self) {
+        if self == HostAllocator::Bounded {
+            track_allocations_in_rss();
+        }
+    }
+}
+
 /// Picks the device and applies the backend switches; CUDA paths are skipped on machines without a GPU.
-pub fn init(choice: DeviceChoice, threads: i32) -> Device {
+/// `host` applies on CPU only (on CUDA the budget is device memory).
+pub fn init(choice: DeviceChoice, threads: i32, host: HostAllocator) -> Device {
     if threads > 0 {
         tch::set_num_threads(threads);
     }
@@ -91,7 +128,7 @@ pub fn init(choice: DeviceChoice, threads: i32) -> Device {
         DeviceChoice::Auto => Device::Cpu,
     };
     if !device.is_cuda() {
-        track_allocations_in_rss();
+        host.apply();
     }
     if device.is_cuda() {
         // Convolution shapes repeat chunk after chunk, so cuDNN's autotuning is paid once per job shape.
@@ -106,11 +143,17 @@ pub fn init(choice: DeviceChoice, threads: i32) -> Device {
 /// 32 MiB: the peak then depends on what ran before and how the heap fragmented (Wan 2.1 full size,
 /// 3 latent frames 128×128 decoded in fresh processes: 447–523 MiB against 305 MiB here). A 1 MiB
 /// threshold still left cache tensors of small tiles in the heap: 12 tiles peaked at 85–133 MiB
-/// between identical runs, against 67.4–68.3 MiB at 64 KiB. Process-wide, once.
+/// between identical runs, against 67.4–68.3 MiB at 64 KiB. Process-wide, once. The price is time
+/// (see [`HostAllocator::Fast`]).
+/// An explicit `MALLOC_MMAP_THRESHOLD_` in the environment wins (glibc has applied it already).
 pub fn track_allocations_in_rss() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 10);
+    ONCE.call_once(|| {
+        if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 10);
+            }
+        }
     });
 }
 

@@ -54,6 +54,7 @@ pub struct ExecutorConfig {
     pub memory_budget_mib: u64,
     pub device_memory_margin_mib: u64,
     pub tf32: bool,
+    pub cpu_allocator: crate::device::HostAllocator,
     pub output_crf: u8,
     pub output_preset: String,
 }
@@ -73,6 +74,7 @@ impl ExecutorConfig {
             memory_budget_mib: config.memory_budget_mib,
             device_memory_margin_mib: config.device_memory_margin_mib,
             tf32: config.tf32,
+            cpu_allocator: crate::device::HostAllocator::parse(&config.cpu_allocator).expect("validated"),
             output_crf: config.output_crf,
             output_preset: config.output_preset.clone(),
         }
@@ -116,9 +118,12 @@ impl ExecutorHandle {
         std::thread::Builder::new()
             .name("vaebox-executor".into())
             .spawn(move || {
-                let device = crate::device::init(config.device, config.threads);
+                let device = crate::device::init(config.device, config.threads, config.cpu_allocator);
                 if crate::device::cuda::set_tf32(config.tf32) {
                     tracing::info!(tf32 = config.tf32, "CUDA TF32 switch applied");
+                }
+                if !device.is_cuda() && config.cpu_allocator == crate::device::HostAllocator::Fast && config.memory_budget_mib > 0 {
+                    tracing::warn!("cpu_allocator = \"fast\": glibc keeps freed tensors, so memory_budget_mib is not held on CPU");
                 }
                 let _ = device_tx.send(device);
                 let mut executor = Executor { config, device, models: LoadedModels::default() };

@@ -113,7 +113,7 @@ fn load_average() -> Option<f64> {
 }
 
 pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
-    crate::device::init(crate::device::DeviceChoice::Cpu, args.threads);
+    crate::device::init(crate::device::DeviceChoice::Cpu, args.threads, crate::device::HostAllocator::Bounded);
     let family = parse_family(&args.family)?;
     let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
     let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads };

@@ -40,9 +40,11 @@ impl TileGrid {
     }
 }
 
-/// The fewest tiles of length `tile` that cover `[0, len)` with at least `overlap` shared cells between
-/// neighbours, spread evenly so the first starts at 0 and the last ends at `len` (every tile is full
-/// size, so every tile costs the same and none is a sliver that adds only a few edge cells).
+/// The fewest tiles of at most `tile` cells that cover `[0, len)` with at least `overlap` shared cells
+/// between neighbours, all of one length and spread evenly from 0 to `len`. Tiles are shrunk to the
+/// shortest length that still covers the axis: a full-size tile on a short axis would only add overlap
+/// (16 cells, tile 12, overlap 3: 2 tiles of 10 sharing 4 cells, not 2 of 12 sharing 8 — a fifth less
+/// area to compute and hold).
 pub fn axis_spans(len: i64, tile: i64, overlap: i64) -> Vec<Span> {
     if len <= 0 {
         return Vec::new();
@@ -54,6 +56,7 @@ pub fn axis_spans(len: i64, tile: i64, overlap: i64) -> Vec<Span> {
     let overlap = overlap.clamp(0, tile / 2);
     let step = tile - overlap;
     let count = (len - overlap + step - 1) / step;
+    let tile = (len + (count - 1) * overlap + count - 1) / count;
     (0..count)
         .map(|i| {
             let start = i * (len - tile) / (count - 1);
@@ -89,7 +92,11 @@ mod tests {
                     assert!(shared >= overlap.min(tile / 2), "{len} {tile} {overlap}: {spans:?}");
                     assert!(pair[1].start > pair[0].start);
                 }
-                assert!(spans.iter().all(|s| s.len() == tile));
+                let shrunk = spans[0].len();
+                assert!(shrunk <= tile && spans.iter().all(|s| s.len() == shrunk), "{len} {tile} {overlap}: {spans:?}");
+                // One cell shorter and the same count would no longer share `overlap` cells.
+                let n = spans.len() as i64;
+                assert!(n * (shrunk - 1) - (n - 1) * overlap.min(tile / 2) < len, "{len} {tile} {overlap}: {spans:?}");
                 // One tile fewer could not cover the axis with that overlap.
                 let fewer = spans.len() as i64 - 1;
                 assert!(fewer * tile - (fewer - 1).max(0) * overlap.min(tile / 2) < len, "{len} {tile} {overlap}: {spans:?}");
@@ -101,7 +108,9 @@ mod tests {
     fn example_layout() {
         let grid = TileGrid::new(16, 24, Some(&SpatialTiles { tile_latent: 10, overlap_latent: 4 }));
         assert_eq!(grid.rows, vec![Span { start: 0, end: 10 }, Span { start: 6, end: 16 }]);
-        assert_eq!(grid.cols.iter().map(|s| s.start).collect::<Vec<_>>(), vec![0, 4, 9, 14]);
+        // 24 cells in 4 tiles sharing 4: 9 cells each, not 10.
+        assert_eq!(grid.cols, vec![Span { start: 0, end: 9 }, Span { start: 5, end: 14 }, Span { start: 10, end: 19 }, Span { start: 15, end: 24 }]);
         assert_eq!(grid.count(), 8);
+        assert_eq!(axis_spans(16, 12, 3), vec![Span { start: 0, end: 10 }, Span { start: 6, end: 16 }]);
     }
 }

@@ -119,7 +119,7 @@ fn run_measured(spec: &RunSpec) -> anyhow::Result<RunReport> {
         bail!("measure a reconstruction as its encode and decode streams");
     }
     // First: it sets the allocation policy the executor runs with (see `device::init`).
-    crate::device::init(crate::device::DeviceChoice::Cpu, spec.model.threads);
+    crate::device::init(crate::device::DeviceChoice::Cpu, spec.model.threads, crate::device::HostAllocator::Bounded);
     let family = parse_family(&spec.model.family)?;
     let kind = DtypeChoice::parse(&spec.model.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
     let vae = load_vae(&spec.model.weights, family, kind)?;

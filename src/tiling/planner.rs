@@ -9,6 +9,10 @@ pub use super::memory::{MemoryModel, TiledOp};
 
 /// Overlap as a share of the tile side (diffusers' Wan default: 64 of 256 pixels).
 const OVERLAP_SHARE: f64 = 0.25;
+/// The blend width diffusers uses at its default tile (64 px on Wan 2.1). A share alone would make
+/// every tiling cost 1/(1 − share)² ≈ 1.8× the frame's work however large the tiles; capped, large
+/// tiles cost little more than the frame.
+const MAX_OVERLAP_LATENT: i64 = 8;
 /// Below this overlap (latent cells) seams show; diffusers' smallest default is 8.
 const MIN_OVERLAP_LATENT: i64 = 2;
 /// Tiles smaller than this (latent cells) are mostly overlap.
@@ -49,6 +53,11 @@ impl PlanRequest {
         self.memory.peak_bytes(self.op, latent_frames_per_chunk * self.temporal_factor, tile_pixels, covered)
     }
 
+    /// Latent cells computed per frame with these tiles (the frame's own cells when untiled).
+    fn covered_cells(&self, tiles: &SpatialTiles) -> i64 {
+        TileGrid::new(self.latent_height, self.latent_width, Some(tiles)).tiles().map(|(r, c)| r.len() * c.len()).sum()
+    }
+
     fn plan(&self, latent_frames_per_chunk: i64, spatial: Option<SpatialTiles>, fits: bool) -> Plan {
         let estimate = self.estimate(latent_frames_per_chunk, spatial.as_ref());
         Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes: estimate.max(0.0).ceil() as u64, fits }
@@ -62,12 +71,13 @@ impl PlanRequest {
 }
 
 pub fn tiles_for(tile_latent: i64) -> SpatialTiles {
-    let overlap = ((tile_latent as f64 * OVERLAP_SHARE).round() as i64).max(MIN_OVERLAP_LATENT);
+    let overlap = ((tile_latent as f64 * OVERLAP_SHARE).round() as i64).clamp(MIN_OVERLAP_LATENT, MAX_OVERLAP_LATENT);
     SpatialTiles { tile_latent, overlap_latent: overlap }
 }
 
-/// Whole frames with the longest chunk that fits; else the largest square tiles that fit one latent
-/// frame per push, then the longest chunk for those tiles; else, marked unfit, the cheapest plan of
+/// Whole frames with the longest chunk that fits; else, of the tilings that fit one latent frame per
+/// push, the one that computes the fewest cells (then the longest chunk, then the largest tiles), with
+/// the longest chunk for it; else, marked unfit, the cheapest plan of
 /// one latent frame per push (smaller tiles are not always cheaper: every tile also keeps a causal
 /// cache over its overlap, and on the full-size Wan 2.1 the caches weigh as much as a push).
 pub fn plan(request: &PlanRequest) -> Plan {
@@ -76,11 +86,13 @@ pub fn plan(request: &PlanRequest) -> Plan {
     }
     let largest = request.latent_height.max(request.latent_width) - 1;
     let smallest = MIN_TILE_LATENT.min(largest).max(1);
-    for tile in (smallest..=largest).rev() {
+    let fitting = (smallest..=largest).rev().filter_map(|tile| {
         let tiles = tiles_for(tile);
-        if let Some(chunk) = request.longest_chunk(Some(&tiles)) {
-            return request.plan(chunk, Some(tiles), true);
-        }
+        request.longest_chunk(Some(&tiles)).map(|chunk| (tiles, chunk))
+    });
+    // `min_by_key` keeps the first of equals: the largest tile.
+    if let Some((tiles, chunk)) = fitting.min_by_key(|(tiles, chunk)| (request.covered_cells(tiles), -chunk)) {
+        return request.plan(chunk, Some(tiles), true);
     }
     let candidates = std::iter::once(None).chain((smallest..=largest).map(|tile| Some(tiles_for(tile))));
     let cheapest = candidates.min_by(|a, b| request.estimate(1, a.as_ref()).total_cmp(&request.estimate(1, b.as_ref())));
@@ -133,10 +145,19 @@ mod tests {
         let tiles = plan.spatial.expect("tiled");
         assert!(plan.fits && plan.estimated_peak_bytes as f64 <= whole_one_chunk * 0.6);
         assert_eq!(plan.latent_frames_per_chunk, 1);
-        // The next larger tile would not have fitted.
-        let bigger = tiles_for(tiles.tile_latent + 1);
-        assert!(request(0).estimate(1, Some(&bigger)) > whole_one_chunk * 0.6, "{tiles:?}");
-        assert_eq!(tiles.overlap_latent, (tiles.tile_latent as f64 / 4.0).round() as i64);
+        // No tiling that fits computes fewer cells.
+        let fits = |t: &SpatialTiles| request(0).estimate(1, Some(t)) <= whole_one_chunk * 0.6;
+        let least = (MIN_TILE_LATENT..104).map(tiles_for).filter(fits).map(|t| request(0).covered_cells(&t)).min().unwrap();
+        assert_eq!(request(0).covered_cells(&tiles), least, "{tiles:?}");
+        assert_eq!(tiles.overlap_latent, ((tiles.tile_latent as f64 / 4.0).round() as i64).clamp(2, 8));
+    }
+
+    #[test]
+    fn overlap_is_a_quarter_of_the_tile_within_limits() {
+        assert_eq!(tiles_for(4).overlap_latent, 2);
+        assert_eq!(tiles_for(20).overlap_latent, 5);
+        assert_eq!(tiles_for(32).overlap_latent, 8);
+        assert_eq!(tiles_for(90).overlap_latent, 8);
     }
 
     #[test]
