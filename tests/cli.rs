@@ -109,4 +109,28 @@ fn invalid_configuration_stops_start_up_with_a_clear_message() {
     check(&[], Some("max_frames = -3\n"), "max_frames");
     check(&[], Some("no_such_key = 1\n"), "no_such_key");
     check(&[("VAEBOX_DEVICE", "tpu")], None, "device");
+    check(&[("VAEBOX_CPU_ALLOCATOR", "greedy")], None, "cpu_allocator");
+}
+
+/// A measured run (what `vaebox calibrate --device cuda` does per size) reads the CUDA allocator's
+/// peak where there is a GPU, and without one says so instead of measuring RSS under a CUDA label.
+#[test]
+fn a_measured_run_on_cuda_uses_the_allocator_statistics_or_refuses() {
+    let weights = Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors");
+    let spec = serde_json::json!({
+        "model": {"weights": weights, "family": "wan21", "dtype": "f32", "threads": 2, "device": "cuda"},
+        "op": "decode", "latent_frames": 2, "latent_height": 4, "latent_width": 6,
+        "latent_frames_per_push": 1, "tiles": null, "input": null, "output": null
+    });
+    let out = Command::new(BIN).args(["measure-run", "--spec", &spec.to_string()]).env("VAEBOX_LOG", "warn").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if tch::Cuda::is_available() {
+        assert!(out.status.success(), "{stderr}");
+        let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert!(report["peak_bytes"].as_f64().unwrap() > 0.0, "{report}");
+    } else {
+        assert!(!out.status.success(), "measured on a CUDA device this machine does not have: {stdout}");
+        assert!(stderr.contains("no CUDA allocator statistics"), "{stderr}");
+    }
 }

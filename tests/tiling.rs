@@ -200,7 +200,7 @@ fn runner() -> ChildRunner {
 }
 
 fn model_spec() -> ModelSpec {
-    ModelSpec { weights: weights_path(), family: "wan21".into(), dtype: "f32".into(), threads: 2 }
+    ModelSpec { weights: weights_path(), family: "wan21".into(), dtype: "f32".into(), threads: 2, device: "cpu".into() }
 }
 
 fn mib(bytes: f64) -> f64 {
@@ -209,14 +209,15 @@ fn mib(bytes: f64) -> f64 {
 
 /// The planner with the calibrated memory model of src/tiling/memory.rs keeps the measured peak of
 /// each decode (RSS growth of a fresh child process, as `vaebox calibrate` measures) within the
-/// budget + 10%: at 60% of the untiled plan's estimate (the chunk shortens) and at 35% (one latent
-/// frame per push no longer fits whole frames: spatial tiles).
+/// budget + 10%: at 75% of the untiled plan's estimate (the chunk shortens) and at 60% (one latent
+/// frame per push no longer fits whole frames: spatial tiles). At 35% nothing fits — the causal
+/// caches of the whole frame alone are about a third of it — and the plan says so.
 #[test]
 fn tiled_decode_honours_the_budget() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let vae = load_vae();
-    let memory = MemoryModel::for_vae(&vae, Kind::Float).expect("a calibrated row for Wan 2.1 f32");
+    let memory = MemoryModel::for_vae(&vae, Kind::Float, tch::Device::Cpu).expect("a calibrated row for Wan 2.1 f32");
     let latent = untiled_latent(&vae, &test_video());
     let input = dir.path().join("latent.safetensors");
     Tensor::write_safetensors(&[("input", &latent)], &input).unwrap();
@@ -235,7 +236,9 @@ fn tiled_decode_honours_the_budget() {
     let whole = plan(&request(u64::MAX / 4));
     let untiled = runner().run(&decode_spec(&model_spec(), &input, shape, &whole, None)).expect("untiled run");
     println!("untiled: {whole:?}, measured peak {:.1} MiB", mib(untiled.peak_bytes));
-    for (share, must_tile) in [(0.6, false), (0.35, true)] {
+    let hopeless = plan(&request((whole.estimated_peak_bytes as f64 * 0.35) as u64));
+    assert!(!hopeless.fits, "{hopeless:?}");
+    for (share, must_tile) in [(0.75, false), (0.6, true)] {
         let budget = (whole.estimated_peak_bytes as f64 * share) as u64;
         let chosen = plan(&request(budget));
         assert!(chosen.fits, "{share}: {chosen:?}");
@@ -280,7 +283,7 @@ fn diffusers_decode_peak(latent_shape: [i64; 3]) -> serde_json::Value {
 fn decode_memory_is_flat_in_clip_length() {
     let _serial = serial();
     let vae = load_vae();
-    let memory = MemoryModel::for_vae(&vae, Kind::Float).expect("a calibrated row for Wan 2.1 f32");
+    let memory = MemoryModel::for_vae(&vae, Kind::Float, tch::Device::Cpu).expect("a calibrated row for Wan 2.1 f32");
     let (short, long) = ([3, HEIGHT / 8, WIDTH / 8], [12, HEIGHT / 8, WIDTH / 8]);
     let measure = |[latent_frames, latent_height, latent_width]: [i64; 3]| {
         // The executor's default: one latent frame (4 pixel frames) per push, no budget.

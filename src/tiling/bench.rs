@@ -116,12 +116,12 @@ pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
     crate::device::init(crate::device::DeviceChoice::Cpu, args.threads, crate::device::HostAllocator::Bounded);
     let family = parse_family(&args.family)?;
     let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
-    let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads };
+    let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads, device: "cpu".into() };
     let dir = tempfile::tempdir()?;
     let input = dir.path().join("latent.safetensors");
     let (latent_shape, request) = {
-        let vae = load_vae(&args.weights, family, kind)?;
-        let memory = MemoryModel::for_vae(&vae, kind).context("no calibrated memory model for this family (run `vaebox calibrate`)")?;
+        let vae = load_vae(&args.weights, family, kind, Device::Cpu)?;
+        let memory = MemoryModel::for_vae(&vae, kind, Device::Cpu).context("no calibrated memory model for this family (run `vaebox calibrate`)")?;
         let video = synthetic_video(args.frames, args.height, args.width);
         let latent = tch::no_grad(|| vae.encoder().push(&video))?.context("the clip completes no latent frame")?;
         Tensor::write_safetensors(&[("input", latent.to_kind(Kind::Float))], &input)?;

@@ -34,6 +34,10 @@ pub struct CalibrateArgs {
     pub chunks: String,
     #[arg(long, default_value_t = 2)]
     pub threads: i32,
+    /// `cpu` measures peak RSS growth; `cuda`/`cuda:N` the CUDA caching allocator's peak allocated
+    /// bytes (needs a CUDA libtorch and a GPU).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
 }
 
 /// One run: a stream's first push (one frame) then one push of `pixel_frames`, on tiles of `pixels`
@@ -48,15 +52,27 @@ pub struct Measurement {
 
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     let family = parse_family(&args.family)?;
-    let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
+    let device = match crate::device::parse_device(&args.device).context("device must be cpu, cuda or cuda:N")? {
+        crate::device::DeviceChoice::Cuda(index) => Device::Cuda(index),
+        crate::device::DeviceChoice::Cpu => Device::Cpu,
+        crate::device::DeviceChoice::Auto => bail!("calibrate on an explicit device: cpu, cuda or cuda:N"),
+    };
+    let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(device);
     let sizes = parse_list(&args.sizes, |s| {
         let (h, w) = s.split_once('x')?;
         Some((h.trim().parse().ok()?, w.trim().parse().ok()?))
     })?;
     let chunks = parse_list(&args.chunks, |s| s.trim().parse().ok())?;
-    let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads };
+    let model = ModelSpec {
+        weights: args.weights.clone(),
+        family: family.as_str().into(),
+        dtype: kind_name(kind).into(),
+        threads: args.threads,
+        device: args.device.clone(),
+    };
     let width = {
-        let vae = load_vae(&args.weights, family, kind)?;
+        // The width is a property of the checkpoint: read on the CPU whatever the measured device.
+        let vae = load_vae(&args.weights, family, kind, Device::Cpu)?;
         model_width(&vae)
     };
     let mut measured = Vec::new();
@@ -78,7 +94,12 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
         );
     }
     println!("\nRow for CALIBRATED in src/tiling/memory.rs:");
-    println!("CalibratedRow {{ family: \"{}\", dtype: \"{}\", width: {width}, model: {fitted:?} }}", family.as_str(), kind_name(kind));
+    println!(
+        "CalibratedRow {{ device: \"{}\", family: \"{}\", dtype: \"{}\", width: {width}, model: {fitted:?} }}",
+        crate::tiling::memory::device_class(device),
+        family.as_str(),
+        kind_name(kind)
+    );
     println!("{}", serde_json::to_string(&fitted)?);
     Ok(())
 }
@@ -195,8 +216,7 @@ pub fn parse_family(name: &str) -> anyhow::Result<Family> {
     }
 }
 
-pub fn load_vae(weights: &Path, family: Family, kind: Kind) -> anyhow::Result<VideoVae> {
-    let device = Device::Cpu;
+pub fn load_vae(weights: &Path, family: Family, kind: Kind, device: Device) -> anyhow::Result<VideoVae> {
     Ok(match family {
         Family::Seedvr2 => VideoVae::SeedVr2(SeedVr2Vae::load(weights, &SeedVr2LoadOptions { device, kind })?),
         _ => VideoVae::Wan { family, model: WanVae::load(weights, &WanLoadOptions { device, kind })? },

@@ -31,6 +31,13 @@ pub struct ModelSpec {
     /// f32 or bf16.
     pub dtype: String,
     pub threads: i32,
+    /// `cpu` (peak RSS growth) or `cuda`/`cuda:N` (the caching allocator's peak allocated bytes).
+    #[serde(default = "cpu")]
+    pub device: String,
+}
+
+fn cpu() -> String {
+    "cpu".into()
 }
 
 /// One stream run: a first push of one latent frame (one pixel frame for encode), then pushes of
@@ -59,9 +66,11 @@ pub struct RunSpec {
 /// What the child reports.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
-    /// Growth of peak RSS during the measured run, over the RSS just before it.
+    /// Growth of peak RSS (CPU) or of peak allocated device bytes (CUDA) during the measured run,
+    /// over the amount just before it.
     pub peak_bytes: f64,
-    /// RSS before the measured run (weights, input, output buffer, warm-up leftovers).
+    /// RSS (CPU) or allocated device bytes (CUDA) before the measured run (weights, input, output
+    /// buffer, warm-up leftovers).
     pub baseline_bytes: u64,
     /// Wall time of the measured run.
     pub seconds: f64,
@@ -118,30 +127,46 @@ fn run_measured(spec: &RunSpec) -> anyhow::Result<RunReport> {
     if spec.op == TiledOp::Reconstruct {
         bail!("measure a reconstruction as its encode and decode streams");
     }
-    // First: it sets the allocation policy the executor runs with (see `device::init`).
-    crate::device::init(crate::device::DeviceChoice::Cpu, spec.model.threads, crate::device::HostAllocator::Bounded);
+    let choice = crate::device::parse_device(&spec.model.device).context("device must be cpu, cuda or cuda:N")?;
+    // First: it sets the allocation policy the executor runs with by default (see `device::init`).
+    let device = crate::device::init(choice, spec.model.threads, crate::device::HostAllocator::Bounded);
+    if device.is_cuda() && crate::device::cuda::peak_allocated_bytes(device).is_none() {
+        bail!("no CUDA allocator statistics on {device:?} (libtorch without CUDA, or built without the shim)");
+    }
     let family = parse_family(&spec.model.family)?;
-    let kind = DtypeChoice::parse(&spec.model.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
-    let vae = load_vae(&spec.model.weights, family, kind)?;
+    let kind = DtypeChoice::parse(&spec.model.dtype).context("dtype must be f32 or bf16")?.resolve(device);
+    let vae = load_vae(&spec.model.weights, family, kind, device)?;
     let input = match &spec.input {
         Some(path) => read_input(path)?,
         None => synthetic_input(&vae, spec),
-    };
+    }
+    .to_device(device);
     // The first run in a process also pays one-time costs (kernel caches, thread pools) that belong to
     // no job; its output sizes the buffer the measured run writes into.
     let mut warmup = if spec.output.is_some() { Sink::Collect(Vec::new()) } else { Sink::Drop };
     tch::no_grad(|| run_stream(&vae, spec, &input, &mut warmup))?;
-    let mut buffer = warmup.into_buffer();
+    let mut buffer = warmup.into_buffer(device);
     let mut sink = match &mut buffer {
         Some(buffer) => Sink::Fill { buffer, offset: 0 },
         None => Sink::Drop,
     };
     let started = Instant::now();
-    let (result, peak_bytes, baseline_bytes) = measure_peak_with_baseline(|| tch::no_grad(|| run_stream(&vae, spec, &input, &mut sink)));
+    let run = || {
+        let tiles = tch::no_grad(|| run_stream(&vae, spec, &input, &mut sink));
+        if let Device::Cuda(index) = device {
+            // Kernels run asynchronously; the time is the device's.
+            tch::Cuda::synchronize(index as i64);
+        }
+        tiles
+    };
+    let (result, peak_bytes, baseline_bytes) = match device {
+        Device::Cuda(_) => measure_device_peak_with_baseline(device, run),
+        _ => measure_peak_with_baseline(run),
+    };
     let seconds = started.elapsed().as_secs_f64();
     let tile_count = result?;
     if let (Some(path), Some(buffer)) = (&spec.output, &buffer) {
-        Tensor::write_safetensors(&[("output", buffer)], path).with_context(|| format!("writing {}", path.display()))?;
+        Tensor::write_safetensors(&[("output", buffer.to_device(Device::Cpu))], path).with_context(|| format!("writing {}", path.display()))?;
     }
     let f = vae.spatial_factor();
     let grid = TileGrid::new(spec.latent_height, spec.latent_width, spec.tiles.as_ref());
@@ -166,7 +191,7 @@ enum Sink<'a> {
 impl Sink<'_> {
     fn take(&mut self, chunk: Tensor) {
         match self {
-            Sink::Collect(chunks) => chunks.push(chunk.to_kind(Kind::Float)),
+            Sink::Collect(chunks) => chunks.push(chunk.to_kind(Kind::Float).to_device(Device::Cpu)),
             Sink::Fill { buffer, offset } => {
                 let frames = chunk.size()[2];
                 buffer.narrow(2, *offset, frames).copy_(&chunk);
@@ -176,9 +201,10 @@ impl Sink<'_> {
         }
     }
 
-    fn into_buffer(self) -> Option<Tensor> {
+    /// The buffer stays on the device the run computes on, so filling it moves nothing to the host.
+    fn into_buffer(self, device: Device) -> Option<Tensor> {
         match self {
-            Sink::Collect(chunks) => Some(Tensor::cat(&chunks, 2)),
+            Sink::Collect(chunks) => Some(Tensor::cat(&chunks, 2).to_device(device)),
             _ => None,
         }
     }
@@ -252,6 +278,17 @@ pub fn measure_peak_with_baseline<T>(work: impl FnOnce() -> T) -> (T, f64, u64) 
     (out, peak.saturating_sub(baseline) as f64, baseline)
 }
 
+/// The CUDA side of [`measure_peak_with_baseline`]: the caching allocator's peak allocated bytes
+/// (what tensors hold, not what the allocator has reserved around them).
+fn measure_device_peak_with_baseline<T>(device: Device, work: impl FnOnce() -> T) -> (T, f64, u64) {
+    crate::device::cuda::empty_cache(device);
+    crate::device::cuda::reset_peak(device);
+    let baseline = crate::device::cuda::peak_allocated_bytes(device).unwrap_or(0);
+    let out = work();
+    let peak = crate::device::cuda::peak_allocated_bytes(device).unwrap_or(0);
+    (out, peak.saturating_sub(baseline) as f64, baseline)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,7 +296,7 @@ mod tests {
     #[test]
     fn spec_round_trips_through_json() {
         let spec = RunSpec {
-            model: ModelSpec { weights: "w.safetensors".into(), family: "wan21".into(), dtype: "f32".into(), threads: 2 },
+            model: ModelSpec { weights: "w.safetensors".into(), family: "wan21".into(), dtype: "f32".into(), threads: 2, device: "cpu".into() },
             op: TiledOp::Decode,
             latent_frames: 3,
             latent_height: 16,
@@ -272,5 +309,8 @@ mod tests {
         };
         let back: RunSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
         assert_eq!(back, spec);
+        // Specs written before the device key run on the CPU.
+        let old = serde_json::to_string(&spec).unwrap().replace(r#","device":"cpu""#, "");
+        assert_eq!(serde_json::from_str::<RunSpec>(&old).unwrap(), spec);
     }
 }

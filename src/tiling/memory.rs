@@ -1,7 +1,7 @@
 //! Peak working memory of a VAE stream as a function of chunk frames and tile pixels, with the
 //! constants measured by `vaebox calibrate` kept here as data (one row per family, dtype and width).
 use serde::{Deserialize, Serialize};
-use tch::Kind;
+use tch::{Device, Kind};
 
 use crate::device::kind_name;
 use crate::models::registry::Family;
@@ -64,14 +64,17 @@ impl MemoryModel {
         }
     }
 
-    /// The calibrated row of the nearest width for this family (of this dtype when there is one),
-    /// scaled linearly to the model's width and element size: a rough guess between measured widths.
-    pub fn lookup(family: Family, kind: Kind, width: i64) -> Option<MemoryModel> {
+    /// The calibrated row of the nearest width for this family (of this device and dtype when there
+    /// is one), scaled linearly to the model's width and element size: a rough guess between measured
+    /// widths. Without a row for the device, CPU rows stand in (cuDNN's workspaces are not in them:
+    /// `device_memory_margin_mib` and the out-of-memory retry cover the difference).
+    pub fn lookup(device: Device, family: Family, kind: Kind, width: i64) -> Option<MemoryModel> {
         let dtype = kind_name(kind);
+        let device = device_class(device);
         let row = CALIBRATED
             .iter()
             .filter(|row| row.family == family.as_str())
-            .min_by_key(|row| ((row.width - width).abs(), row.dtype != dtype))?;
+            .min_by_key(|row| (row.device != device, (row.width - width).abs(), row.dtype != dtype))?;
         // Width matters more than the element size (activations do not scale with the width; bf16 is
         // half of f32 at the measured width), so a row of another dtype scales with the element size.
         let element = |name: &str| if name == "f32" { 4.0 } else { 2.0 };
@@ -79,8 +82,17 @@ impl MemoryModel {
         Some(MemoryModel { encode: row.model.encode.scaled(factor), decode: row.model.decode.scaled(factor) })
     }
 
-    pub fn for_vae(vae: &VideoVae, kind: Kind) -> Option<MemoryModel> {
-        Self::lookup(vae.family(), kind, model_width(vae))
+    pub fn for_vae(vae: &VideoVae, kind: Kind, device: Device) -> Option<MemoryModel> {
+        Self::lookup(device, vae.family(), kind, model_width(vae))
+    }
+}
+
+/// The `device` key of calibration rows.
+pub fn device_class(device: Device) -> &'static str {
+    if device.is_cuda() {
+        "cuda"
+    } else {
+        "cpu"
     }
 }
 
@@ -95,6 +107,8 @@ pub fn model_width(vae: &VideoVae) -> i64 {
 /// One measured row (`vaebox calibrate` prints rows in this form).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CalibratedRow {
+    /// `cpu` (peak RSS growth) or `cuda` (the caching allocator's peak allocated bytes).
+    pub device: &'static str,
     pub family: &'static str,
     pub dtype: &'static str,
     pub width: i64,
@@ -105,41 +119,46 @@ pub struct CalibratedRow {
 /// calibrate`: peak RSS growth of a fresh child process per run, tensors ≥ 64 KiB mapped on their own
 /// (`device::init`), 3 frame sizes × 1 and 2 latent frames per push plus 2×2, 2×3 and 3×4 tilings of
 /// the largest size. Widths: 12 is the small random Wan 2.1 of the reference data, 96 the released
-/// layout (random weights: memory does not depend on the values). Activations do not scale with the
-/// width (96 costs 1.5× the voxel bytes of 12, 7× the cache bytes), so only a calibrated width is
-/// trustworthy; bf16 costs half of f32 at width 96 (within 2%).
+/// layout (random weights: memory does not depend on the values). Activations do not scale linearly
+/// with the width (96 costs 8.3× the voxel bytes of 12 and 7.5× the cache bytes, not 8×), so only a
+/// calibrated width is trustworthy; bf16 costs half of f32 at width 96 (within 3%). Re-measured in
+/// session 3: the rows before it predated the direct oneDNN convolutions (the width-12 row then
+/// overstated the voxel bytes 4.7×).
 pub const CALIBRATED: &[CalibratedRow] = &[
     // vaebox calibrate --weights ../shared/reference/wan21_original/weights.safetensors --sizes 8x8,12x16,16x22
-    // (every run within 1.2% of the row)
+    // (session 3, after the direct oneDNN convolutions; every run within 1.9% of the row)
     CalibratedRow {
+        device: "cpu",
         family: "wan21",
         dtype: "f32",
         width: 12,
         model: MemoryModel {
-            encode: StreamCost { fixed_bytes: 643_508.0, bytes_per_voxel: 1547.3, bytes_per_pixel: 812.5 },
-            decode: StreamCost { fixed_bytes: 454_858.0, bytes_per_voxel: 1574.3, bytes_per_pixel: 1355.9 },
+            encode: StreamCost { fixed_bytes: 124_164.0, bytes_per_voxel: 286.5, bytes_per_pixel: 752.9 },
+            decode: StreamCost { fixed_bytes: 331_887.0, bytes_per_voxel: 331.5, bytes_per_pixel: 1275.7 },
         },
     },
     // vaebox calibrate --weights .cache/bench/wan2.1/weights-seed0.safetensors --dtype f32
-    // (sizes 8×8, 12×16, 16×24; every run within 3.8% of the row)
+    // (session 3; sizes 8×8, 12×16, 16×24; every run within 1.2% of the row)
     CalibratedRow {
+        device: "cpu",
         family: "wan21",
         dtype: "f32",
         width: 96,
         model: MemoryModel {
-            encode: StreamCost { fixed_bytes: 21_979_935.0, bytes_per_voxel: 1973.0, bytes_per_pixel: 5560.5 },
-            decode: StreamCost { fixed_bytes: 15_449_920.0, bytes_per_voxel: 2333.5, bytes_per_pixel: 9356.3 },
+            encode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 2247.8, bytes_per_pixel: 5605.0 },
+            decode: StreamCost { fixed_bytes: 386_697.0, bytes_per_voxel: 2739.6, bytes_per_pixel: 9529.4 },
         },
     },
     // vaebox calibrate --weights .cache/bench/wan2.1/weights-seed0.safetensors --dtype bf16
-    // (every run within 1.7% of the row)
+    // (session 3; every run within 2.0% of the row)
     CalibratedRow {
+        device: "cpu",
         family: "wan21",
         dtype: "bf16",
         width: 96,
         model: MemoryModel {
-            encode: StreamCost { fixed_bytes: 1_377_365.0, bytes_per_voxel: 1012.7, bytes_per_pixel: 2873.5 },
-            decode: StreamCost { fixed_bytes: 1_281_332.0, bytes_per_voxel: 1192.7, bytes_per_pixel: 4829.9 },
+            encode: StreamCost { fixed_bytes: 16_793.0, bytes_per_voxel: 1123.2, bytes_per_pixel: 2841.6 },
+            decode: StreamCost { fixed_bytes: 514_428.0, bytes_per_voxel: 1357.4, bytes_per_pixel: 4832.2 },
         },
     },
 ];
@@ -154,16 +173,18 @@ mod tests {
 
     #[test]
     fn lookup_prefers_the_calibrated_width_then_scales() {
-        assert_eq!(MemoryModel::lookup(Family::Wan21, Kind::Float, 96), Some(row(96, "f32")));
-        assert_eq!(MemoryModel::lookup(Family::Wan21, Kind::BFloat16, 96), Some(row(96, "bf16")));
+        assert_eq!(MemoryModel::lookup(Device::Cpu, Family::Wan21, Kind::Float, 96), Some(row(96, "f32")));
+        assert_eq!(MemoryModel::lookup(Device::Cpu, Family::Wan21, Kind::BFloat16, 96), Some(row(96, "bf16")));
         // No bf16 row at width 12: the f32 row of that width at half the element size, not the
         // bf16 row of another width.
-        let half = MemoryModel::lookup(Family::Wan21, Kind::BFloat16, 12).unwrap();
+        let half = MemoryModel::lookup(Device::Cpu, Family::Wan21, Kind::BFloat16, 12).unwrap();
         assert!((half.decode.bytes_per_voxel * 2.0 - row(12, "f32").decode.bytes_per_voxel).abs() < 1e-9);
         // Between rows, the nearest width scales linearly.
-        let between = MemoryModel::lookup(Family::Wan21, Kind::Float, 48).unwrap();
+        let between = MemoryModel::lookup(Device::Cpu, Family::Wan21, Kind::Float, 48).unwrap();
         assert!((between.decode.bytes_per_pixel - row(12, "f32").decode.bytes_per_pixel * 4.0).abs() < 1e-6);
-        assert!(MemoryModel::lookup(Family::Realesrgan, Kind::Float, 64).is_none());
+        assert!(MemoryModel::lookup(Device::Cpu, Family::Realesrgan, Kind::Float, 64).is_none());
+        // No CUDA rows yet: the CPU rows stand in.
+        assert_eq!(MemoryModel::lookup(Device::Cuda(0), Family::Wan21, Kind::Float, 96), Some(row(96, "f32")));
     }
     #[test]
     fn reconstruct_holds_both_caches() {

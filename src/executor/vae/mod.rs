@@ -128,7 +128,7 @@ fn plan_tiles(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timing
         (0, Some((free, _))) => (free >> 20).saturating_sub(exec.config.device_memory_margin_mib).max(1),
         (budget, _) => budget,
     };
-    let memory = MemoryModel::for_vae(vae, kind);
+    let memory = MemoryModel::for_vae(vae, kind, exec.device);
     let [latent_frames, latent_height, latent_width] = latent_dims(exec, job, vae, timings)?;
     let op = match job.op {
         Op::VaeEncode => TiledOp::Encode,
