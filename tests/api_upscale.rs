@@ -215,6 +215,16 @@ async fn health_models_metrics_openapi_and_page_are_served() {
     let job = wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(120)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(undescribed_keys(&openapi, &job), Vec::<String>::new());
+    // RRDB's receptive radius (349 px) rules out exact tiles: the job blends them.
+    let frame = dir.path().join("carphone1.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 1, false, &frame);
+    let (_, job) = upload_raw(&client, &server, "op=upscale&model=realesrgan-x4plus&scale=4&dtype=bf16&tile=96", std::fs::read(&frame).unwrap()).await;
+    let job = wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let plan = &job["plan"];
+    assert_eq!((plan["exact"].as_bool(), plan["blend"].as_bool(), plan["tiles_per_frame"].as_u64()), (Some(false), Some(true), Some(4)), "{plan}");
+    let probed = ffprobe(&download(&client, &server, &job, dir.path()).await);
+    assert_eq!((probed.width, probed.height, probed.frames), (704, 576, 1));
     let page = client.get(server.url("/")).send().await.unwrap();
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     let html = page.text().await.unwrap();

@@ -4,6 +4,7 @@
 //! every kept pixel saw the same input as in a whole-frame run, so no blending is needed.
 use tch::{Kind, Tensor};
 
+use super::blend::{BlendAccumulator, TileBlender};
 use crate::models::realesrgan::RealEsrgan;
 use crate::models::ModelError;
 
@@ -14,6 +15,9 @@ pub struct SpatialTiling {
     pub tile: i64,
     /// Context pixels per side around each core.
     pub overlap: i64,
+    /// Raised-cosine blend of the tiles' whole outputs across their shared context, instead of
+    /// keeping each core only. For overlaps below the receptive radius (inexact tiles).
+    pub blend: bool,
 }
 
 /// Half-open pixel range `[start, end)` along one axis.
@@ -88,6 +92,9 @@ pub fn upscale_tiled(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &Spatia
     if let [_single] = tiles.as_slice() {
         return model.upscale(x, scale);
     }
+    if tiling.blend {
+        return upscale_blended(model, x, scale, tiling);
+    }
     let output = Tensor::empty([batch, channels, height * scale, width * scale], (Kind::Float, x.device()));
     for tile in &tiles {
         let _span = tracing::trace_span!("upscale_tile", row = tile.core_rows.start, col = tile.core_cols.start).entered();
@@ -106,6 +113,22 @@ pub fn upscale_tiled(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &Spatia
     Ok(output)
 }
 
+/// Every tile's whole output (core and context), blended where contexts overlap.
+fn upscale_blended(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
+    let size = x.size();
+    let scaled = |spans: Vec<(Span, Span)>| spans.into_iter().map(|(_, c)| Span { start: c.start * scale, end: c.end * scale }).collect::<Vec<_>>();
+    let rows = scaled(plan_axis(size[2], tiling));
+    let cols = scaled(plan_axis(size[3], tiling));
+    let blender = TileBlender::new(&rows, &cols, x.device());
+    let mut sum = BlendAccumulator::new(&x.unsqueeze(2), size[2] * scale, size[3] * scale);
+    for (index, (r, c)) in rows.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))).enumerate() {
+        let Some(tile) = blender.tile(index) else { continue };
+        let input = x.narrow(2, r.start / scale, r.len() / scale).narrow(3, c.start / scale, c.len() / scale);
+        sum.add(&model.upscale(&input, scale)?.unsqueeze(2), tile)?;
+    }
+    Ok(sum.finish().squeeze_dim(2))
+}
+
 fn unsupported(what: String) -> ModelError {
     ModelError::Unsupported { model: "realesrgan (tiled)".into(), what }
 }
@@ -115,7 +138,7 @@ mod tests {
     use super::*;
 
     fn tiling(tile: i64, overlap: i64) -> SpatialTiling {
-        SpatialTiling { tile, overlap }
+        SpatialTiling { tile, overlap, blend: false }
     }
 
     #[test]
