@@ -50,7 +50,14 @@ impl PlanRequest {
         let f = self.spatial_factor;
         let tile_pixels = grid.rows[0].len() * grid.cols[0].len() * f * f;
         let covered: i64 = grid.tiles().map(|(r, c)| r.len() * c.len() * f * f).sum();
-        self.memory.peak_bytes(self.op, latent_frames_per_chunk * self.temporal_factor, tile_pixels, covered)
+        self.memory.peak_bytes(self.op, self.push_pixel_frames(latent_frames_per_chunk), tile_pixels, covered)
+    }
+
+    /// Pixel frames of the largest push: a whole chunk, unless the clip is shorter than one (its
+    /// first latent frame stands for one pixel frame, not `temporal_factor`).
+    fn push_pixel_frames(&self, latent_frames_per_chunk: i64) -> i64 {
+        let clip = 1 + (self.latent_frames - 1).max(0) * self.temporal_factor;
+        (latent_frames_per_chunk * self.temporal_factor).min(clip)
     }
 
     /// Latent cells computed per frame with these tiles (the frame's own cells when untiled).
@@ -183,6 +190,17 @@ mod tests {
         let plan = plan(&heavy_caches);
         assert_eq!((plan.fits, plan.latent_frames_per_chunk, plan.spatial), (false, 1, None));
         assert_eq!(plan.estimated_peak_bytes as f64, heavy_caches.estimate(1, None));
+    }
+
+    #[test]
+    fn a_clip_shorter_than_a_chunk_is_estimated_at_its_own_length() {
+        let mut short = request(8 << 30);
+        short.latent_frames = 2;
+        // One push of 2 latent frames decodes 1 + 4 = 5 pixel frames, not 8.
+        let pixels: i64 = 480 * 832;
+        assert_eq!(short.estimate(2, None), (5 * pixels * 1000 + pixels * 100) as f64);
+        short.latent_frames = 21;
+        assert_eq!(short.estimate(2, None), (8 * pixels * 1000 + pixels * 100) as f64);
     }
 
     #[test]
