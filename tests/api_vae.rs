@@ -90,7 +90,7 @@ async fn encode_decode_and_reconstruct_a_real_clip() {
     let decoded = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&filename=phone.safetensors"), latent.clone()).await;
     assert!(decoded["plan"]["spatial_tiles"].is_null(), "no budget, no tiles: {}", decoded["plan"]);
     // A budget too small for whole frames makes the planner tile; the job still succeeds, same shape.
-    let tiled = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&memory_budget_mib=40"), latent).await;
+    let tiled = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&memory_budget_mib=40"), latent.clone()).await;
     let plan = &tiled["plan"];
     assert!(plan["spatial_tiles"]["tile_latent"].as_i64().is_some(), "{plan}");
     assert_eq!(plan["latent_frames_per_chunk"], 1, "{plan}");
@@ -98,6 +98,15 @@ async fn encode_decode_and_reconstruct_a_real_clip() {
     std::fs::write(&path, fetch(&client, &server, &tiled).await).unwrap();
     let probed = ffprobe(&path);
     assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 10));
+    // Below one frame of causal caches (≈ 31 MiB here) only tile-major decoding fits.
+    let tile_major = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&memory_budget_mib=24"), latent.clone()).await;
+    let plan = &tile_major["plan"];
+    assert_eq!((plan["tile_major"].as_bool(), plan["fits_budget"].as_bool()), (Some(true), Some(true)), "{plan}");
+    let path = dir.path().join("tile_major.mp4");
+    std::fs::write(&path, fetch(&client, &server, &tile_major).await).unwrap();
+    let probed = ffprobe(&path);
+    assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 10));
+    assert_eq!(tile_major["progress"]["done"], 10);
     let path = dir.path().join("decoded.mp4");
     std::fs::write(&path, fetch(&client, &server, &decoded).await).unwrap();
     let probed = ffprobe(&path);

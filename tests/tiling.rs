@@ -13,6 +13,8 @@ use vaebox::tiling::bench::{decode_spec, synthetic_video};
 use vaebox::tiling::grid::SpatialTiles;
 use vaebox::tiling::measure::{ChildRunner, ModelSpec, RunSpec};
 use vaebox::tiling::planner::{plan, MemoryModel, PlanRequest, TiledOp};
+use vaebox::models::ModelError;
+use vaebox::tiling::tile_major::TileMajorDecode;
 use vaebox::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
@@ -203,6 +205,24 @@ fn model_spec() -> ModelSpec {
     ModelSpec { weights: weights_path(), family: "wan21".into(), dtype: "f32".into(), threads: 2, device: "cpu".into() }
 }
 
+/// The test clip's latent: frames, height, width.
+const LATENT_SHAPE: [i64; 3] = [3, HEIGHT / 8, WIDTH / 8];
+
+/// A decode of the test clip's latent under `budget_bytes`, at most 2 latent frames per push.
+fn decode_request(memory: MemoryModel, budget_bytes: u64) -> PlanRequest {
+    PlanRequest {
+        op: TiledOp::Decode,
+        latent_frames: LATENT_SHAPE[0],
+        latent_height: LATENT_SHAPE[1],
+        latent_width: LATENT_SHAPE[2],
+        spatial_factor: 8,
+        temporal_factor: 4,
+        budget_bytes,
+        max_latent_frames_per_chunk: 2,
+        memory,
+    }
+}
+
 fn mib(bytes: f64) -> f64 {
     bytes / 1048576.0
 }
@@ -221,18 +241,8 @@ fn tiled_decode_honours_the_budget() {
     let latent = untiled_latent(&vae, &test_video());
     let input = dir.path().join("latent.safetensors");
     Tensor::write_safetensors(&[("input", &latent)], &input).unwrap();
-    let shape = [3, HEIGHT / 8, WIDTH / 8];
-    let request = |budget_bytes: u64| PlanRequest {
-        op: TiledOp::Decode,
-        latent_frames: shape[0],
-        latent_height: shape[1],
-        latent_width: shape[2],
-        spatial_factor: 8,
-        temporal_factor: 4,
-        budget_bytes,
-        max_latent_frames_per_chunk: 2,
-        memory,
-    };
+    let shape = LATENT_SHAPE;
+    let request = |budget_bytes: u64| decode_request(memory, budget_bytes);
     let whole = plan(&request(u64::MAX / 4));
     let untiled = runner().run(&decode_spec(&model_spec(), &input, shape, &whole, None)).expect("untiled run");
     println!("untiled: {whole:?}, measured peak {:.1} MiB", mib(untiled.peak_bytes));
@@ -258,6 +268,54 @@ fn tiled_decode_honours_the_budget() {
         let estimate = chosen.estimated_peak_bytes as f64;
         assert!(run.peak_bytes <= estimate * 1.1, "{share}: peak {:.1} MiB > estimate {:.1} MiB + 10%", mib(run.peak_bytes), mib(estimate));
     }
+}
+
+/// Below one frame of causal caches no time-major plan fits (see above); tile-major decoding — one
+/// tile's cache alive at a time, tiles spooled to disk — does: it equals the time-major tiled decode
+/// of the same tiles and pushes, and its measured peak stays within the budget + 10%.
+#[test]
+fn tile_major_decode_goes_below_the_cache_floor() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let vae = load_vae();
+    let memory = MemoryModel::for_vae(&vae, Kind::Float, Device::Cpu).expect("a calibrated row for Wan 2.1 f32");
+    let latent = untiled_latent(&vae, &test_video());
+    let whole = plan(&decode_request(memory, u64::MAX / 4));
+    let budget = (whole.estimated_peak_bytes as f64 * 0.35) as u64;
+    let chosen = plan(&decode_request(memory, budget));
+    assert!(chosen.fits && chosen.tile_major, "{chosen:?}");
+    let tiles = chosen.spatial.expect("tiles");
+
+    let spool = tempfile::tempdir_in(dir.path()).unwrap();
+    let decode = TileMajorDecode { vae: &vae, tiles, latent_frames_per_push: chosen.latent_frames_per_chunk, spool_dir: spool.path() };
+    let mut chunks = Vec::new();
+    let tile_count = tch::no_grad(|| {
+        decode.run::<ModelError>(&latent, &mut |_, _| Ok(()), &mut |chunk| {
+            chunks.push(chunk);
+            Ok(())
+        })
+    })
+    .expect("tile-major decode");
+    assert!(tile_count >= 2, "{tile_count} tiles");
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0, "spool files left behind");
+    let k = chosen.latent_frames_per_chunk;
+    let pushes: Vec<i64> = (0..LATENT_SHAPE[0]).step_by(k as usize).map(|start| k.min(LATENT_SHAPE[0] - start)).collect();
+    let time_major = decode_all(&mut TiledDecoder::new(&vae, Some(tiles)), &latent, &pushes);
+    let error = difference(&Tensor::cat(&chunks, 2), &time_major.to_kind(Kind::Float)).max_abs;
+    println!("tile-major vs time-major, {tile_count} tiles {tiles:?}, {k} latent frames per push: max abs {error:e}");
+    assert!(error <= 1e-6, "{error:e}");
+
+    let input = dir.path().join("latent.safetensors");
+    Tensor::write_safetensors(&[("input", &latent)], &input).unwrap();
+    let run = runner().run(&decode_spec(&model_spec(), &input, LATENT_SHAPE, &chosen, None)).expect("tile-major run");
+    println!(
+        "budget 35% = {:.1} MiB: {chosen:?}, estimate {:.1} MiB, measured peak {:.1} MiB ({:+.1}% of the budget)",
+        mib(budget as f64),
+        mib(chosen.estimated_peak_bytes as f64),
+        mib(run.peak_bytes),
+        (run.peak_bytes / budget as f64 - 1.0) * 100.0
+    );
+    assert!(run.peak_bytes <= budget as f64 * 1.1, "peak {:.1} MiB > budget {:.1} MiB + 10%", mib(run.peak_bytes), mib(budget as f64));
 }
 
 /// diffusers' `AutoencoderKLWan.decode` peak memory on a random latent of this shape, measured as our
@@ -308,6 +366,7 @@ fn decode_memory_is_flat_in_clip_length() {
             latent_frames_per_push: chosen.latent_frames_per_chunk,
             tiles: chosen.spatial,
             row_split: None,
+            tile_major: false,
             input: None,
             output: None,
         };

@@ -64,6 +64,7 @@ pub fn decode_spec(model: &ModelSpec, input: &Path, latent_shape: [i64; 3], plan
         latent_frames_per_push: plan.latent_frames_per_chunk,
         tiles: plan.spatial,
         row_split: None,
+        tile_major: plan.tile_major,
         input: Some(input.to_path_buf()),
         output,
     }

@@ -129,6 +129,7 @@ pub fn calibrate(
                 latent_frames_per_push: k,
                 tiles,
                 row_split: None,
+                tile_major: false,
                 input: None,
                 output: None,
             };

@@ -13,6 +13,7 @@ use tch::{Device, Kind, Tensor};
 use super::calibrate::{load_vae, parse_family};
 use super::grid::{SpatialTiles, TileGrid};
 use super::memory::TiledOp;
+use super::tile_major::TileMajorDecode;
 use super::vae_tiles::{TiledDecoder, TiledEncoder};
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
 use crate::models::vae::VideoVae;
@@ -55,6 +56,9 @@ pub struct RunSpec {
     /// Exact row-split convolutions (Wan), instead of or on top of tiles.
     #[serde(default)]
     pub row_split: Option<RowSplit>,
+    /// Decode tile-major (`tiles` required): one tile over the whole clip at a time, spooled to disk.
+    #[serde(default)]
+    pub tile_major: bool,
     /// safetensors file whose `input` tensor is the latent (decode) or the video (encode); without
     /// it a seeded random latent or a synthetic video of the given size.
     pub input: Option<PathBuf>,
@@ -219,6 +223,16 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
     };
     let pushes = std::iter::once((0, first.min(total))).chain((first..total).step_by(per_push.max(1) as usize).map(|start| (start, per_push.min(total - start))));
     match spec.op {
+        TiledOp::Decode if spec.tile_major => {
+            let tiles = spec.tiles.context("a tile-major run needs tiles")?;
+            let spool = tempfile::tempdir().context("spool directory")?;
+            let decode = TileMajorDecode { vae, tiles, latent_frames_per_push: spec.latent_frames_per_push, spool_dir: spool.path() };
+            // The executor's pushes: the first one starts at latent frame 0 and is a whole chunk.
+            Ok(decode.run::<anyhow::Error>(input, &mut |_, _| Ok(()), &mut |chunk| {
+                sink.take(chunk);
+                Ok(())
+            })?)
+        }
         TiledOp::Decode => {
             let mut stream = TiledDecoder::new(vae, spec.tiles);
             if spec.row_split.is_some() && !stream.set_row_split(spec.row_split) {
@@ -304,6 +318,7 @@ mod tests {
             latent_frames_per_push: 2,
             tiles: Some(SpatialTiles { tile_latent: 10, overlap_latent: 4 }),
             row_split: None,
+            tile_major: false,
             input: None,
             output: Some("out.safetensors".into()),
         };

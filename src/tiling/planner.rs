@@ -42,6 +42,10 @@ pub struct Plan {
     /// False when even the smallest tiles of one latent frame exceed the budget: the plan is then the
     /// smallest one, and the executor's out-of-memory retry is the last word.
     pub fits: bool,
+    /// Decode tile by tile over the whole clip (one tile's causal cache alive at a time, tiles
+    /// spooled to disk and blended afterwards): for budgets below the caches of one whole frame.
+    #[serde(default)]
+    pub tile_major: bool,
 }
 
 impl PlanRequest {
@@ -67,7 +71,26 @@ impl PlanRequest {
 
     fn plan(&self, latent_frames_per_chunk: i64, spatial: Option<SpatialTiles>, fits: bool) -> Plan {
         let estimate = self.estimate(latent_frames_per_chunk, spatial.as_ref());
-        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes: estimate.max(0.0).ceil() as u64, fits }
+        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes: estimate.max(0.0).ceil() as u64, fits, tile_major: false }
+    }
+
+    /// Tile-major decode: one tile's stream (its activations and its own cache) while decoding, then
+    /// the blend of one push: the Float output chunk plus a tile chunk read back and its weighted copy.
+    fn estimate_tile_major(&self, latent_frames_per_chunk: i64, tiles: &SpatialTiles) -> f64 {
+        let grid = TileGrid::new(self.latent_height, self.latent_width, Some(tiles));
+        let f = self.spatial_factor;
+        let tile_pixels = grid.rows[0].len() * grid.cols[0].len() * f * f;
+        let frame_pixels = self.latent_height * self.latent_width * f * f;
+        let frames = self.push_pixel_frames(latent_frames_per_chunk);
+        let float_rgb = 12.0 * frames as f64;
+        let decoding = self.memory.peak_bytes(TiledOp::Decode, frames, tile_pixels, tile_pixels) + 2.0 * float_rgb * tile_pixels as f64;
+        let blending = float_rgb * (frame_pixels + 3 * tile_pixels) as f64;
+        decoding.max(blending)
+    }
+
+    fn longest_tile_major_chunk(&self, tiles: &SpatialTiles) -> Option<i64> {
+        let longest = self.max_latent_frames_per_chunk.min(self.latent_frames).max(1);
+        (1..=longest).rev().find(|&k| self.estimate_tile_major(k, tiles) <= self.budget_bytes as f64)
     }
 
     /// The longest chunk (at most the cap and the clip) that fits with these tiles.
@@ -84,7 +107,8 @@ pub fn tiles_for(tile_latent: i64) -> SpatialTiles {
 
 /// Whole frames with the longest chunk that fits; else, of the tilings that fit one latent frame per
 /// push, the one that computes the fewest cells (then the longest chunk, then the largest tiles), with
-/// the longest chunk for it; else, marked unfit, the cheapest plan of
+/// the longest chunk for it; else (decode) the same choice among tile-major plans, which hold one
+/// tile's cache instead of every tile's; else, marked unfit, the cheapest plan of
 /// one latent frame per push (smaller tiles are not always cheaper: every tile also keeps a causal
 /// cache over its overlap, and on the full-size Wan 2.1 the caches weigh as much as a push).
 pub fn plan(request: &PlanRequest) -> Plan {
@@ -100,6 +124,16 @@ pub fn plan(request: &PlanRequest) -> Plan {
     // `min_by_key` keeps the first of equals: the largest tile.
     if let Some((tiles, chunk)) = fitting.min_by_key(|(tiles, chunk)| (request.covered_cells(tiles), -chunk)) {
         return request.plan(chunk, Some(tiles), true);
+    }
+    if request.op == TiledOp::Decode {
+        let fitting = (smallest..=largest).rev().filter_map(|tile| {
+            let tiles = tiles_for(tile);
+            request.longest_tile_major_chunk(&tiles).map(|chunk| (tiles, chunk))
+        });
+        if let Some((tiles, chunk)) = fitting.min_by_key(|(tiles, chunk)| (request.covered_cells(tiles), -chunk)) {
+            let estimate = request.estimate_tile_major(chunk, &tiles);
+            return Plan { latent_frames_per_chunk: chunk, spatial: Some(tiles), estimated_peak_bytes: estimate.ceil() as u64, fits: true, tile_major: true };
+        }
     }
     let candidates = std::iter::once(None).chain((smallest..=largest).map(|tile| Some(tiles_for(tile))));
     let cheapest = candidates.min_by(|a, b| request.estimate(1, a.as_ref()).total_cmp(&request.estimate(1, b.as_ref())));
@@ -133,7 +167,7 @@ mod tests {
     fn ample_budget_takes_whole_frames_and_the_longest_chunk() {
         // 480×832 px = 399,360 px: 4 latent frames = 16 px frames → 6.4 GB + 40 MB of caches.
         let plan = plan(&request(8 << 30));
-        assert_eq!(plan, Plan { latent_frames_per_chunk: 4, spatial: None, estimated_peak_bytes: 6_429_696_000, fits: true });
+        assert_eq!(plan, Plan { latent_frames_per_chunk: 4, spatial: None, estimated_peak_bytes: 6_429_696_000, fits: true, tile_major: false });
     }
 
     #[test]
@@ -180,6 +214,22 @@ mod tests {
         let estimate = |tiles: Option<SpatialTiles>| hopeless.estimate(1, tiles.as_ref());
         assert!((MIN_TILE_LATENT..104).all(|t| estimate(Some(tiles_for(t))) >= estimate(plan.spatial)));
         assert!(estimate(None) > estimate(plan.spatial));
+    }
+
+    #[test]
+    fn below_one_frame_of_caches_decode_goes_tile_major() {
+        let mut heavy_caches = request(0);
+        heavy_caches.memory.decode = StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 100.0, bytes_per_pixel: 10_000.0 };
+        heavy_caches.budget_bytes = (heavy_caches.estimate(1, None) * 0.5) as u64;
+        let plan = plan(&heavy_caches);
+        assert!(plan.fits && plan.tile_major, "{plan:?}");
+        let tiles = plan.spatial.expect("tiled");
+        assert!(plan.estimated_peak_bytes <= heavy_caches.budget_bytes);
+        assert_eq!(plan.estimated_peak_bytes, heavy_caches.estimate_tile_major(plan.latent_frames_per_chunk, &tiles).ceil() as u64);
+        // Encode streams are not spooled: the same budget leaves an encode unfit.
+        heavy_caches.op = TiledOp::Encode;
+        heavy_caches.memory.encode = heavy_caches.memory.decode;
+        assert!(!super::plan(&heavy_caches).fits);
     }
 
     #[test]

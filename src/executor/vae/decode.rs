@@ -1,4 +1,5 @@
 //! `vae_decode`: a latent file → an MP4 (or a float tensor for `/v1/decode`).
+use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
@@ -11,6 +12,9 @@ use crate::executor::ExecError;
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
 use crate::media::{self, FrameWriter};
+use crate::models::ModelError;
+use crate::tiling::grid::SpatialTiles;
+use crate::tiling::tile_major::TileMajorDecode;
 
 /// Where decoded frames go: an MP4 through ffmpeg, or a float32 `sample` tensor for `/v1/decode`.
 enum DecodeSink {
@@ -61,27 +65,36 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let total = file.meta.source_frames.map(|n| (n as i64).min(produced)).unwrap_or(produced) as u64;
     let fps = file.meta.fps_rational.clone().unwrap_or_else(|| DEFAULT_LATENT_FPS.into());
     let mut sink = DecodeSink::open(ctx, total, height, width, &fps)?;
-    let mut decoder = ctx.decoder();
-    let mut fallbacks = OomFallbacks::default();
     let latents_per_push = (ctx.chunk_frames as i64 / ctx.vae.temporal_factor()).max(1);
     let mut done = 0u64;
-    let mut start = 0;
-    while start < latent_frames && done < total {
-        ctx.hooks.check_cancelled()?;
-        let count = latents_per_push.min(latent_frames - start);
-        let slice = latent.narrow(2, start, count).to_device(ctx.exec.device);
-        start += count;
-        let frames = StageClock::time(&mut clock.compute, || -> Result<Tensor, ExecError> {
-            let size = ctx.push_size(count * ctx.vae.temporal_factor(), full.0, full.1);
-            let decoded = resilient::decode(&mut decoder, &slice, &size, &mut fallbacks)?;
-            let frames = VaeJob::crop_output(&decoded, height, width);
-            let keep = (frames.size()[0] as u64).min(total - done) as i64;
-            Ok(frames.narrow(0, 0, keep))
-        })?;
-        StageClock::time(&mut clock.write, || sink.write(&frames))?;
-        done += frames.size()[0] as u64;
-        ctx.progress(done, total, started);
-    }
+    let (fallback_log, row_split) = match (ctx.tile_plan.tile_major, ctx.tiles) {
+        (true, Some(tiles)) => {
+            done = decode_tile_major(ctx, &latent, tiles, &mut sink, &mut clock, (height, width, total, started))?;
+            (Vec::new(), None)
+        }
+        _ => {
+            let mut decoder = ctx.decoder();
+            let mut fallbacks = OomFallbacks::default();
+            let mut start = 0;
+            while start < latent_frames && done < total {
+                ctx.hooks.check_cancelled()?;
+                let count = latents_per_push.min(latent_frames - start);
+                let slice = latent.narrow(2, start, count).to_device(ctx.exec.device);
+                start += count;
+                let frames = StageClock::time(&mut clock.compute, || -> Result<Tensor, ExecError> {
+                    let size = ctx.push_size(count * ctx.vae.temporal_factor(), full.0, full.1);
+                    let decoded = resilient::decode(&mut decoder, &slice, &size, &mut fallbacks)?;
+                    let frames = VaeJob::crop_output(&decoded, height, width);
+                    let keep = (frames.size()[0] as u64).min(total - done) as i64;
+                    Ok(frames.narrow(0, 0, keep))
+                })?;
+                StageClock::time(&mut clock.write, || sink.write(&frames))?;
+                done += frames.size()[0] as u64;
+                ctx.progress(done, total, started);
+            }
+            (fallbacks.log, decoder.row_split())
+        }
+    };
     ctx.hooks.check_cancelled()?;
     let is_video = matches!(sink, DecodeSink::Video(_));
     StageClock::time(&mut clock.write, || sink.finish())?;
@@ -93,10 +106,48 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         "latent_shape": latent.size(),
         "latent_frames_per_push": latents_per_push,
         "frames": done,
-        "fallbacks": fallbacks.log,
-        "row_split": decoder.row_split(),
+        "fallbacks": fallback_log,
+        "row_split": row_split,
     }));
     Ok(ctx.outcome(output_media, timings, plan, None))
+}
+
+/// The tile-major path (`plan.tile_major`): tiles over the whole clip, spooled next to the output,
+/// blended per push and handed to the sink as they come. Returns the frames written.
+fn decode_tile_major(
+    ctx: &VaeJob,
+    latent: &Tensor,
+    tiles: SpatialTiles,
+    sink: &mut DecodeSink,
+    clock: &mut StageClock,
+    (height, width, total, started): (i64, i64, u64, Instant),
+) -> Result<u64, ExecError> {
+    let beside_output = ctx.job.output_path.parent().unwrap_or(Path::new("."));
+    let spool = tempfile::tempdir_in(beside_output).map_err(|source| ModelError::Io { path: beside_output.to_path_buf(), source })?;
+    let decode = TileMajorDecode {
+        vae: ctx.vae,
+        tiles,
+        latent_frames_per_push: ctx.tile_plan.latent_frames_per_chunk,
+        spool_dir: spool.path(),
+    };
+    let (mut done, mut write_s) = (0u64, 0.0);
+    let run_started = Instant::now();
+    // Progress in frame units over all the work: every tile's pushes, then the blends.
+    let mut step = |steps_done: usize, steps: usize| {
+        ctx.progress(total * steps_done as u64 / steps.max(1) as u64, total, started);
+        ctx.hooks.check_cancelled()
+    };
+    decode.run::<ExecError>(&latent.to_device(ctx.exec.device), &mut step, &mut |chunk| {
+        let frames = VaeJob::crop_output(&chunk, height, width);
+        let keep = (frames.size()[0] as u64).min(total - done) as i64;
+        StageClock::time(&mut write_s, || sink.write(&frames.narrow(0, 0, keep)))?;
+        done += keep as u64;
+        Ok(())
+    })?;
+    ctx.progress(done, total, started);
+    clock.compute += run_started.elapsed().as_secs_f64() - write_s;
+    clock.write += write_s;
+    Ok(done)
 }
 
 fn check_latent_fits(ctx: &VaeJob, latent: &Tensor, meta: &LatentMeta) -> Result<(), ExecError> {

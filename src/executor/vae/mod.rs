@@ -136,7 +136,7 @@ fn plan_tiles(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timing
         _ => TiledOp::Reconstruct,
     };
     let (Some(memory), true) = (memory, budget_mib > 0) else {
-        return Ok(Plan { latent_frames_per_chunk: max_latents, spatial: None, estimated_peak_bytes: 0, fits: true });
+        return Ok(Plan { latent_frames_per_chunk: max_latents, spatial: None, estimated_peak_bytes: 0, fits: true, tile_major: false });
     };
     Ok(planner::plan(&PlanRequest {
         op,
@@ -271,6 +271,7 @@ impl VaeJob<'_> {
             "blending": self.tiles.map(|_| "raised cosine over the overlap"),
             "estimated_peak_bytes": (self.tile_plan.estimated_peak_bytes > 0).then_some(self.tile_plan.estimated_peak_bytes),
             "fits_budget": self.tile_plan.fits,
+            "tile_major": self.tile_plan.tile_major,
             "spatial_factor": self.vae.spatial_factor(),
             "temporal_factor": self.vae.temporal_factor(),
         });

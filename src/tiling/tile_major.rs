@@ -1,0 +1,117 @@
+//! Tile-major decoding: each spatial tile runs over the whole clip before the next one starts, so
+//! only one tile's causal cache is alive at a time. Time-major tiling ([`super::vae_tiles`]) keeps
+//! every tile's cache, which puts the caches of one whole frame under any plan; this order removes
+//! that floor. The tiles' decoded frames are spooled to disk (next to the job's output, not in a
+//! tmpfs) and blended chunk by chunk afterwards, so nothing holds the whole output video. Each tile
+//! computes exactly what it computes in time-major order, so the result is the same.
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use tch::{Kind, Tensor};
+
+use super::blend::{BlendAccumulator, TileBlender};
+use super::grid::{SpatialTiles, TileGrid};
+use super::spatial::Span;
+use crate::models::vae::VideoVae;
+use crate::models::ModelError;
+
+pub struct TileMajorDecode<'a> {
+    pub vae: &'a VideoVae,
+    pub tiles: SpatialTiles,
+    pub latent_frames_per_push: i64,
+    /// A directory on disk for the spool files (one per tile, removed when done).
+    pub spool_dir: &'a Path,
+}
+
+/// One tile's spooled output: Float `[1, 3, n, h, w]` chunks written one after another.
+struct Spool {
+    path: PathBuf,
+    rows: Span,
+    cols: Span,
+    index: usize,
+}
+
+impl TileMajorDecode<'_> {
+    /// Decodes `latent` (`[1, C, T, h, w]`); `emit` receives the blended Float `[1, 3, n, H, W]` chunks
+    /// in order, one per push. `step(done, steps)` runs before every push of every tile and every
+    /// blend (progress, cancellation). Returns the number of tiles run.
+    pub fn run<E: From<ModelError>>(
+        &self,
+        latent: &Tensor,
+        step: &mut dyn FnMut(usize, usize) -> Result<(), E>,
+        emit: &mut dyn FnMut(Tensor) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        let (_, _, frames, h, w) = latent.size5().map_err(ModelError::from)?;
+        let factor = self.vae.spatial_factor();
+        let grid = TileGrid::new(h, w, Some(&self.tiles));
+        let scale = |spans: &[Span]| spans.iter().map(|s| Span { start: s.start * factor, end: s.end * factor }).collect::<Vec<_>>();
+        let blender = TileBlender::new(&scale(&grid.rows), &scale(&grid.cols), latent.device());
+        let pushes: Vec<(i64, i64)> = (0..frames)
+            .step_by(self.latent_frames_per_push.max(1) as usize)
+            .map(|start| (start, self.latent_frames_per_push.max(1).min(frames - start)))
+            .collect();
+
+        let kept = (0..grid.count()).filter(|&i| blender.tile(i).is_some()).count();
+        let steps = (kept + 1) * pushes.len();
+        let mut steps_done = 0;
+        let mut spools = Vec::new();
+        // Pixel frames of each push, as the first tile's stream produced them (every tile produces the same).
+        let mut push_frames: Vec<i64> = Vec::new();
+        for (index, (rows, cols)) in grid.tiles().enumerate() {
+            if blender.tile(index).is_none() {
+                continue;
+            }
+            let path = self.spool_dir.join(format!("tile-{index}.f32"));
+            let mut out = BufWriter::new(File::create(&path).map_err(|e| io_error(&path, e))?);
+            let mut stream = self.vae.decoder();
+            for &(start, count) in &pushes {
+                step(steps_done, steps)?;
+                steps_done += 1;
+                let _span = tracing::trace_span!("decode_tile_major", row = rows.start, col = cols.start, start).entered();
+                let input = latent.narrow(2, start, count).narrow(3, rows.start, rows.len()).narrow(4, cols.start, cols.len());
+                let pixels = stream.push(&input)?.to_kind(Kind::Float).to_device(tch::Device::Cpu).contiguous();
+                if spools.is_empty() {
+                    push_frames.push(pixels.size()[2]);
+                }
+                out.write_all(&float_bytes(&pixels)?).map_err(|e| io_error(&path, e))?;
+            }
+            out.flush().map_err(|e| io_error(&path, e))?;
+            spools.push(Spool { path, rows: scale(&[rows])[0], cols: scale(&[cols])[0], index });
+        }
+
+        let mut readers = spools
+            .iter()
+            .map(|s| File::open(&s.path).map(BufReader::new).map_err(|e| io_error(&s.path, e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        for &pixel_frames in &push_frames {
+            step(steps_done, steps)?;
+            steps_done += 1;
+            let mut sum: Option<BlendAccumulator> = None;
+            for (spool, reader) in spools.iter().zip(readers.iter_mut()) {
+                let shape = [1, 3, pixel_frames, spool.rows.len(), spool.cols.len()];
+                let mut bytes = vec![0u8; (shape.iter().product::<i64>() * 4) as usize];
+                reader.read_exact(&mut bytes).map_err(|e| io_error(&spool.path, e))?;
+                let tile = Tensor::from_data_size(&bytes, &shape, Kind::Float).to_device(latent.device());
+                let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&tile, h * factor, w * factor));
+                sum.add(&tile, blender.tile(spool.index).expect("kept tile"))?;
+            }
+            emit(sum.expect("at least one tile").finish())?;
+        }
+        for spool in &spools {
+            let _ = std::fs::remove_file(&spool.path);
+        }
+        Ok(spools.len())
+    }
+}
+
+fn float_bytes(t: &Tensor) -> Result<Vec<u8>, ModelError> {
+    let n = t.numel();
+    let mut bytes = vec![0u8; n * 4];
+    t.f_copy_data_u8(&mut bytes, n)?;
+    Ok(bytes)
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> ModelError {
+    ModelError::Io { path: path.to_path_buf(), source }
+}
