@@ -198,7 +198,8 @@ fn print_table(args: &TilingBenchArgs, [frames, height, width]: [i64; 3], rows: 
         // Paired per round, so a load spike during one round does not read as a cost of tiling.
         let mut ratios: Vec<f64> = row.runs.iter().zip(&untiled_seconds).map(|(r, u)| r.seconds / u - 1.0).collect();
         let error = (read(&row.output)? - &reference).abs();
-        let tiles = row.plan.spatial.map_or("none".to_string(), |t| format!("{}, {} ({} tiles)", t.tile_latent, t.overlap_latent, row.runs[0].tile_count));
+        let order = if row.plan.tile_major { ", tile-major" } else { "" };
+        let tiles = row.plan.spatial.map_or("none".to_string(), |t| format!("{}, {} ({} tiles{order})", t.tile_latent, t.overlap_latent, row.runs[0].tile_count));
         let budget = row.budget_bytes.map_or("—".to_string(), |b| format!("{} = {:.0} MiB", row.label, b as f64 / 1048576.0));
         let over = row.budget_bytes.map_or("—".to_string(), |b| format!("{:.2}", peak * 1048576.0 / b as f64));
         println!(

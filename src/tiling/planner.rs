@@ -105,10 +105,10 @@ pub fn tiles_for(tile_latent: i64) -> SpatialTiles {
     SpatialTiles { tile_latent, overlap_latent: overlap }
 }
 
-/// Whole frames with the longest chunk that fits; else, of the tilings that fit one latent frame per
-/// push, the one that computes the fewest cells (then the longest chunk, then the largest tiles), with
-/// the longest chunk for it; else (decode) the same choice among tile-major plans, which hold one
-/// tile's cache instead of every tile's; else, marked unfit, the cheapest plan of
+/// Whole frames with the longest chunk that fits; else, of the tilings that fit — time-major, and for
+/// decode tile-major, which holds one tile's cache instead of every tile's — the one that computes
+/// the fewest cells (then time-major, the longest chunk, the largest tiles), with the longest chunk
+/// for it; else, marked unfit, the cheapest plan of
 /// one latent frame per push (smaller tiles are not always cheaper: every tile also keeps a causal
 /// cache over its overlap, and on the full-size Wan 2.1 the caches weigh as much as a push).
 pub fn plan(request: &PlanRequest) -> Plan {
@@ -117,23 +117,26 @@ pub fn plan(request: &PlanRequest) -> Plan {
     }
     let largest = request.latent_height.max(request.latent_width) - 1;
     let smallest = MIN_TILE_LATENT.min(largest).max(1);
-    let fitting = (smallest..=largest).rev().filter_map(|tile| {
+    // Every fitting tiling, time-major (each tile keeps its cache) and, for decode, tile-major (one
+    // tile's cache at a time, which lets larger tiles fit). Fewest computed cells first (time), then
+    // time-major (no spool), then the longest chunk; `min_by_key` keeps the first of equals: the
+    // largest tile.
+    let time_major = (smallest..=largest).rev().filter_map(|tile| {
         let tiles = tiles_for(tile);
-        request.longest_chunk(Some(&tiles)).map(|chunk| (tiles, chunk))
+        request.longest_chunk(Some(&tiles)).map(|chunk| (tiles, chunk, false))
     });
-    // `min_by_key` keeps the first of equals: the largest tile.
-    if let Some((tiles, chunk)) = fitting.min_by_key(|(tiles, chunk)| (request.covered_cells(tiles), -chunk)) {
-        return request.plan(chunk, Some(tiles), true);
-    }
-    if request.op == TiledOp::Decode {
-        let fitting = (smallest..=largest).rev().filter_map(|tile| {
-            let tiles = tiles_for(tile);
-            request.longest_tile_major_chunk(&tiles).map(|chunk| (tiles, chunk))
-        });
-        if let Some((tiles, chunk)) = fitting.min_by_key(|(tiles, chunk)| (request.covered_cells(tiles), -chunk)) {
+    let tile_major = (smallest..=largest).rev().filter(|_| request.op == TiledOp::Decode).filter_map(|tile| {
+        let tiles = tiles_for(tile);
+        request.longest_tile_major_chunk(&tiles).map(|chunk| (tiles, chunk, true))
+    });
+    let best = time_major.chain(tile_major).min_by_key(|(tiles, chunk, spooled)| (request.covered_cells(tiles), *spooled, -chunk));
+    match best {
+        Some((tiles, chunk, false)) => return request.plan(chunk, Some(tiles), true),
+        Some((tiles, chunk, true)) => {
             let estimate = request.estimate_tile_major(chunk, &tiles);
             return Plan { latent_frames_per_chunk: chunk, spatial: Some(tiles), estimated_peak_bytes: estimate.ceil() as u64, fits: true, tile_major: true };
         }
+        None => {}
     }
     let candidates = std::iter::once(None).chain((smallest..=largest).map(|tile| Some(tiles_for(tile))));
     let cheapest = candidates.min_by(|a, b| request.estimate(1, a.as_ref()).total_cmp(&request.estimate(1, b.as_ref())));
