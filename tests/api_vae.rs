@@ -50,6 +50,11 @@ fn rgb_frames(mp4: &[u8], path: &Path) -> Vec<u8> {
     output.stdout
 }
 
+fn dirs_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let children: Vec<_> = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    children.iter().flat_map(|d| dirs_under(d)).chain(children.clone()).collect()
+}
+
 async fn fetch(client: &reqwest::Client, server: &Server, job: &Value) -> Vec<u8> {
     let url = server.url(job["output"]["url"].as_str().unwrap());
     client.get(url).send().await.unwrap().bytes().await.unwrap().to_vec()
@@ -107,6 +112,8 @@ async fn encode_decode_and_reconstruct_a_real_clip() {
     let probed = ffprobe(&path);
     assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 10));
     assert_eq!(tile_major["progress"]["done"], 10);
+    let spools = dirs_under(&server.data_dir).into_iter().filter(|d| d.file_name().unwrap().to_string_lossy().starts_with(".spool-")).collect::<Vec<_>>();
+    assert!(spools.is_empty(), "tile-major spool left behind: {spools:?}");
     let path = dir.path().join("decoded.mp4");
     std::fs::write(&path, fetch(&client, &server, &decoded).await).unwrap();
     let probed = ffprobe(&path);

@@ -112,6 +112,9 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     Ok(ctx.outcome(output_media, timings, plan, None))
 }
 
+/// Tile-major spool directories, beside the job's output.
+const SPOOL_PREFIX: &str = ".spool-";
+
 /// The tile-major path (`plan.tile_major`): tiles over the whole clip, spooled next to the output,
 /// blended per push and handed to the sink as they come. Returns the frames written.
 fn decode_tile_major(
@@ -123,7 +126,16 @@ fn decode_tile_major(
     (height, width, total, started): (i64, i64, u64, Instant),
 ) -> Result<u64, ExecError> {
     let beside_output = ctx.job.output_path.parent().unwrap_or(Path::new("."));
-    let spool = tempfile::tempdir_in(beside_output).map_err(|source| ModelError::Io { path: beside_output.to_path_buf(), source })?;
+    // The job's directory is its own: a spool found there is a run of this job that was killed.
+    for stale in std::fs::read_dir(beside_output).into_iter().flatten().flatten() {
+        if stale.file_name().to_string_lossy().starts_with(SPOOL_PREFIX) {
+            let _ = std::fs::remove_dir_all(stale.path());
+        }
+    }
+    let spool = tempfile::Builder::new()
+        .prefix(SPOOL_PREFIX)
+        .tempdir_in(beside_output)
+        .map_err(|source| ModelError::Io { path: beside_output.to_path_buf(), source })?;
     let decode = TileMajorDecode {
         vae: ctx.vae,
         tiles,
