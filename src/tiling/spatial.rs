@@ -35,6 +35,11 @@ impl Span {
     pub fn is_empty(&self) -> bool {
         self.end <= self.start
     }
+
+    /// The same range in units `factor` times smaller (latent cells to pixels, input to output).
+    pub fn scaled(self, factor: i64) -> Span {
+        Span { start: self.start * factor, end: self.end * factor }
+    }
 }
 
 /// One tile in input pixels: the core it is responsible for and the larger region fed to the model.
@@ -116,7 +121,7 @@ pub fn upscale_tiled(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &Spatia
 /// Every tile's whole output (core and context), blended where contexts overlap.
 fn upscale_blended(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
     let size = x.size();
-    let scaled = |spans: Vec<(Span, Span)>| spans.into_iter().map(|(_, c)| Span { start: c.start * scale, end: c.end * scale }).collect::<Vec<_>>();
+    let scaled = |spans: Vec<(Span, Span)>| spans.into_iter().map(|(_, context)| context.scaled(scale)).collect::<Vec<_>>();
     let rows = scaled(plan_axis(size[2], tiling));
     let cols = scaled(plan_axis(size[3], tiling));
     let blender = TileBlender::new(&rows, &cols, x.device());

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use tch::{Kind, Tensor};
 
-use super::blend::{BlendAccumulator, TileBlender};
-use super::grid::{SpatialTiles, TileGrid};
-use super::spatial::Span;
+use super::blend::BlendAccumulator;
+use super::grid::SpatialTiles;
+use super::vae_tiles::Layout;
 use crate::models::vae::VideoVae;
 use crate::models::ModelError;
 
@@ -27,8 +27,7 @@ pub struct TileMajorDecode<'a> {
 /// One tile's spooled output: Float `[1, 3, n, h, w]` chunks written one after another.
 struct Spool {
     path: PathBuf,
-    rows: Span,
-    cols: Span,
+    /// The tile's entry in the layout's blender (its output spans and weights).
     index: usize,
 }
 
@@ -44,24 +43,18 @@ impl TileMajorDecode<'_> {
     ) -> Result<usize, E> {
         let (_, _, frames, h, w) = latent.size5().map_err(ModelError::from)?;
         let factor = self.vae.spatial_factor();
-        let grid = TileGrid::new(h, w, Some(&self.tiles));
-        let scale = |spans: &[Span]| spans.iter().map(|s| Span { start: s.start * factor, end: s.end * factor }).collect::<Vec<_>>();
-        let blender = TileBlender::new(&scale(&grid.rows), &scale(&grid.cols), latent.device());
+        let layout = Layout::new(h, w, Some(&self.tiles), factor, latent.device());
         let pushes: Vec<(i64, i64)> = (0..frames)
             .step_by(self.latent_frames_per_push.max(1) as usize)
             .map(|start| (start, self.latent_frames_per_push.max(1).min(frames - start)))
             .collect();
 
-        let kept = (0..grid.count()).filter(|&i| blender.tile(i).is_some()).count();
-        let steps = (kept + 1) * pushes.len();
+        let steps = (layout.tiles.len() + 1) * pushes.len();
         let mut steps_done = 0;
         let mut spools = Vec::new();
         // Pixel frames of each push, as the first tile's stream produced them (every tile produces the same).
         let mut push_frames: Vec<i64> = Vec::new();
-        for (index, (rows, cols)) in grid.tiles().enumerate() {
-            if blender.tile(index).is_none() {
-                continue;
-            }
+        for &(index, rows, cols) in &layout.tiles {
             let path = self.spool_dir.join(format!("tile-{index}.f32"));
             let mut out = BufWriter::new(File::create(&path).map_err(|e| io_error(&path, e))?);
             let mut stream = self.vae.decoder();
@@ -77,7 +70,7 @@ impl TileMajorDecode<'_> {
                 out.write_all(&float_bytes(&pixels)?).map_err(|e| io_error(&path, e))?;
             }
             out.flush().map_err(|e| io_error(&path, e))?;
-            spools.push(Spool { path, rows: scale(&[rows])[0], cols: scale(&[cols])[0], index });
+            spools.push(Spool { path, index });
         }
 
         let mut readers = spools
@@ -89,12 +82,13 @@ impl TileMajorDecode<'_> {
             steps_done += 1;
             let mut sum: Option<BlendAccumulator> = None;
             for (spool, reader) in spools.iter().zip(readers.iter_mut()) {
-                let shape = [1, 3, pixel_frames, spool.rows.len(), spool.cols.len()];
+                let weights = layout.blender.tile(spool.index).expect("kept tile");
+                let shape = [1, 3, pixel_frames, weights.rows.len(), weights.cols.len()];
                 let mut bytes = vec![0u8; (shape.iter().product::<i64>() * 4) as usize];
                 reader.read_exact(&mut bytes).map_err(|e| io_error(&spool.path, e))?;
                 let tile = Tensor::from_data_size(&bytes, &shape, Kind::Float).to_device(latent.device());
                 let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&tile, h * factor, w * factor));
-                sum.add(&tile, blender.tile(spool.index).expect("kept tile"))?;
+                sum.add(&tile, weights)?;
             }
             emit(sum.expect("at least one tile").finish())?;
         }

@@ -11,20 +11,21 @@ use crate::models::vae::{VaeDecoder, VaeEncoder, VideoVae};
 use crate::models::wan::RowSplit;
 use crate::models::ModelError;
 
-/// The layout is fixed by the first push: the frame size of a stream does not change.
-struct Layout {
+/// Where the tiles of one frame size sit and how they blend. A stream's layout is fixed by its first
+/// push: the frame size of a stream does not change.
+pub(super) struct Layout {
     latent_height: i64,
     latent_width: i64,
     /// Latent spans of each kept tile, row-major, matching the blender's kept entries.
-    tiles: Vec<(usize, Span, Span)>,
-    blender: TileBlender,
+    pub(super) tiles: Vec<(usize, Span, Span)>,
+    pub(super) blender: TileBlender,
 }
 
 impl Layout {
     /// `output_scale`: output cells per latent cell (the spatial factor for decode, 1 for encode).
-    fn new(latent_height: i64, latent_width: i64, tiles: Option<&SpatialTiles>, output_scale: i64, device: tch::Device) -> Layout {
+    pub(super) fn new(latent_height: i64, latent_width: i64, tiles: Option<&SpatialTiles>, output_scale: i64, device: tch::Device) -> Layout {
         let grid = TileGrid::new(latent_height, latent_width, tiles);
-        let scale = |spans: &[Span]| spans.iter().map(|s| Span { start: s.start * output_scale, end: s.end * output_scale }).collect::<Vec<_>>();
+        let scale = |spans: &[Span]| spans.iter().map(|s| s.scaled(output_scale)).collect::<Vec<_>>();
         let blender = TileBlender::new(&scale(&grid.rows), &scale(&grid.cols), device);
         let kept = blender.kept();
         let tiles = grid.tiles().enumerate().filter(|(i, _)| kept[*i]).map(|(i, (r, c))| (i, r, c)).collect();
