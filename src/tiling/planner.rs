@@ -52,9 +52,13 @@ impl PlanRequest {
     fn estimate(&self, latent_frames_per_chunk: i64, tiles: Option<&SpatialTiles>) -> f64 {
         let grid = TileGrid::new(self.latent_height, self.latent_width, tiles);
         let f = self.spatial_factor;
-        let tile_pixels = grid.rows[0].len() * grid.cols[0].len() * f * f;
         let covered: i64 = grid.tiles().map(|(r, c)| r.len() * c.len() * f * f).sum();
-        self.memory.peak_bytes(self.op, self.push_pixel_frames(latent_frames_per_chunk), tile_pixels, covered)
+        self.memory.peak_bytes(self.op, self.push_pixel_frames(latent_frames_per_chunk), self.tile_pixels(&grid), covered)
+    }
+
+    /// Pixels of one tile (all tiles of a grid are the same size).
+    fn tile_pixels(&self, grid: &TileGrid) -> i64 {
+        grid.rows[0].len() * grid.cols[0].len() * self.spatial_factor * self.spatial_factor
     }
 
     /// Pixel frames of the largest push: a whole chunk, unless the clip is shorter than one (its
@@ -69,18 +73,19 @@ impl PlanRequest {
         TileGrid::new(self.latent_height, self.latent_width, Some(tiles)).tiles().map(|(r, c)| r.len() * c.len()).sum()
     }
 
-    fn plan(&self, latent_frames_per_chunk: i64, spatial: Option<SpatialTiles>, fits: bool) -> Plan {
-        let estimate = self.estimate(latent_frames_per_chunk, spatial.as_ref());
-        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes: estimate.max(0.0).ceil() as u64, fits, tile_major: false }
+    fn plan(&self, latent_frames_per_chunk: i64, spatial: Option<SpatialTiles>, fits: bool, tile_major: bool) -> Plan {
+        let estimate = match (tile_major, &spatial) {
+            (true, Some(tiles)) => self.estimate_tile_major(latent_frames_per_chunk, tiles),
+            _ => self.estimate(latent_frames_per_chunk, spatial.as_ref()),
+        };
+        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes: estimate.max(0.0).ceil() as u64, fits, tile_major }
     }
 
     /// Tile-major decode: one tile's stream (its activations and its own cache) while decoding, then
     /// the blend of one push: the Float output chunk plus a tile chunk read back and its weighted copy.
     fn estimate_tile_major(&self, latent_frames_per_chunk: i64, tiles: &SpatialTiles) -> f64 {
-        let grid = TileGrid::new(self.latent_height, self.latent_width, Some(tiles));
-        let f = self.spatial_factor;
-        let tile_pixels = grid.rows[0].len() * grid.cols[0].len() * f * f;
-        let frame_pixels = self.latent_height * self.latent_width * f * f;
+        let tile_pixels = self.tile_pixels(&TileGrid::new(self.latent_height, self.latent_width, Some(tiles)));
+        let frame_pixels = self.latent_height * self.latent_width * self.spatial_factor * self.spatial_factor;
         let frames = self.push_pixel_frames(latent_frames_per_chunk);
         let float_rgb = 12.0 * frames as f64;
         let decoding = self.memory.peak_bytes(TiledOp::Decode, frames, tile_pixels, tile_pixels) + 2.0 * float_rgb * tile_pixels as f64;
@@ -88,15 +93,15 @@ impl PlanRequest {
         decoding.max(blending)
     }
 
-    fn longest_tile_major_chunk(&self, tiles: &SpatialTiles) -> Option<i64> {
+    /// The longest chunk (at most the cap and the clip) whose estimate fits the budget.
+    fn longest_chunk_where(&self, estimate: impl Fn(i64) -> f64) -> Option<i64> {
         let longest = self.max_latent_frames_per_chunk.min(self.latent_frames).max(1);
-        (1..=longest).rev().find(|&k| self.estimate_tile_major(k, tiles) <= self.budget_bytes as f64)
+        (1..=longest).rev().find(|&k| estimate(k) <= self.budget_bytes as f64)
     }
 
-    /// The longest chunk (at most the cap and the clip) that fits with these tiles.
+    /// The longest chunk that fits with these tiles, time-major.
     fn longest_chunk(&self, tiles: Option<&SpatialTiles>) -> Option<i64> {
-        let longest = self.max_latent_frames_per_chunk.min(self.latent_frames).max(1);
-        (1..=longest).rev().find(|&k| self.estimate(k, tiles) <= self.budget_bytes as f64)
+        self.longest_chunk_where(|k| self.estimate(k, tiles))
     }
 }
 
@@ -113,7 +118,7 @@ pub fn tiles_for(tile_latent: i64) -> SpatialTiles {
 /// cache over its overlap, and on the full-size Wan 2.1 the caches weigh as much as a push).
 pub fn plan(request: &PlanRequest) -> Plan {
     if let Some(chunk) = request.longest_chunk(None) {
-        return request.plan(chunk, None, true);
+        return request.plan(chunk, None, true, false);
     }
     let largest = request.latent_height.max(request.latent_width) - 1;
     let smallest = MIN_TILE_LATENT.min(largest).max(1);
@@ -127,20 +132,15 @@ pub fn plan(request: &PlanRequest) -> Plan {
     });
     let tile_major = (smallest..=largest).rev().filter(|_| request.op == TiledOp::Decode).filter_map(|tile| {
         let tiles = tiles_for(tile);
-        request.longest_tile_major_chunk(&tiles).map(|chunk| (tiles, chunk, true))
+        request.longest_chunk_where(|k| request.estimate_tile_major(k, &tiles)).map(|chunk| (tiles, chunk, true))
     });
     let best = time_major.chain(tile_major).min_by_key(|(tiles, chunk, spooled)| (request.covered_cells(tiles), *spooled, -chunk));
-    match best {
-        Some((tiles, chunk, false)) => return request.plan(chunk, Some(tiles), true),
-        Some((tiles, chunk, true)) => {
-            let estimate = request.estimate_tile_major(chunk, &tiles);
-            return Plan { latent_frames_per_chunk: chunk, spatial: Some(tiles), estimated_peak_bytes: estimate.ceil() as u64, fits: true, tile_major: true };
-        }
-        None => {}
+    if let Some((tiles, chunk, tile_major)) = best {
+        return request.plan(chunk, Some(tiles), true, tile_major);
     }
     let candidates = std::iter::once(None).chain((smallest..=largest).map(|tile| Some(tiles_for(tile))));
     let cheapest = candidates.min_by(|a, b| request.estimate(1, a.as_ref()).total_cmp(&request.estimate(1, b.as_ref())));
-    request.plan(1, cheapest.flatten(), false)
+    request.plan(1, cheapest.flatten(), false, false)
 }
 
 #[cfg(test)]

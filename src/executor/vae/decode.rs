@@ -84,9 +84,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
                 let frames = StageClock::time(&mut clock.compute, || -> Result<Tensor, ExecError> {
                     let size = ctx.push_size(count * ctx.vae.temporal_factor(), full.0, full.1);
                     let decoded = resilient::decode(&mut decoder, &slice, &size, &mut fallbacks)?;
-                    let frames = VaeJob::crop_output(&decoded, height, width);
-                    let keep = (frames.size()[0] as u64).min(total - done) as i64;
-                    Ok(frames.narrow(0, 0, keep))
+                    Ok(frames_to_write(&decoded, height, width, total - done))
                 })?;
                 StageClock::time(&mut clock.write, || sink.write(&frames))?;
                 done += frames.size()[0] as u64;
@@ -110,6 +108,14 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         "row_split": row_split,
     }));
     Ok(ctx.outcome(output_media, timings, plan, None))
+}
+
+/// A decoded push as `[n, 3, height, width]` frames, at most `remaining` of them (a latent made from a
+/// clip that was not 1 + 4k frames long decodes a few frames past the source's end).
+fn frames_to_write(decoded: &Tensor, height: i64, width: i64, remaining: u64) -> Tensor {
+    let frames = VaeJob::crop_output(decoded, height, width);
+    let keep = (frames.size()[0] as u64).min(remaining) as i64;
+    frames.narrow(0, 0, keep)
 }
 
 /// Tile-major spool directories, beside the job's output.
@@ -150,10 +156,9 @@ fn decode_tile_major(
         ctx.hooks.check_cancelled()
     };
     decode.run::<ExecError>(&latent.to_device(ctx.exec.device), &mut step, &mut |chunk| {
-        let frames = VaeJob::crop_output(&chunk, height, width);
-        let keep = (frames.size()[0] as u64).min(total - done) as i64;
-        StageClock::time(&mut write_s, || sink.write(&frames.narrow(0, 0, keep)))?;
-        done += keep as u64;
+        let frames = frames_to_write(&chunk, height, width, total - done);
+        StageClock::time(&mut write_s, || sink.write(&frames))?;
+        done += frames.size()[0] as u64;
         Ok(())
     })?;
     ctx.progress(done, total, started);
