@@ -1,7 +1,8 @@
 //! Exact spatial tiling for the upscaler: the frame is cut into cores that cover it exactly
 //! once; each tile is run with `overlap` extra input pixels of context per side (clipped at the
 //! frame edge) and only its core's output is kept. With `overlap >= model.receptive_radius()`
-//! every kept pixel saw the same input as in a whole-frame run, so no blending is needed.
+//! every kept pixel saw the same input as in a whole-frame run, so no blending is needed; below it
+//! (RRDB's 349 px) the tiles' whole outputs can be blended instead (`SpatialTiling::blend`).
 use tch::{Kind, Tensor};
 
 use super::blend::{BlendAccumulator, TileBlender};
@@ -15,9 +16,21 @@ pub struct SpatialTiling {
     pub tile: i64,
     /// Context pixels per side around each core.
     pub overlap: i64,
-    /// Raised-cosine blend of the tiles' whole outputs across their shared context, instead of
-    /// keeping each core only. For overlaps below the receptive radius (inexact tiles).
+    /// Where the tiles cannot be exact (overlap below the model's receptive radius), blend their whole
+    /// outputs with raised-cosine weights across the shared context instead of keeping each core.
     pub blend: bool,
+}
+
+impl SpatialTiling {
+    /// Every kept output pixel saw the input a whole-frame run sees.
+    pub fn is_exact(&self, receptive_radius: i64) -> bool {
+        self.tile == 0 || self.overlap >= receptive_radius
+    }
+
+    /// Whether a run with a model of this receptive radius blends its tiles.
+    pub fn blends(&self, receptive_radius: i64) -> bool {
+        self.blend && !self.is_exact(receptive_radius)
+    }
 }
 
 /// Half-open pixel range `[start, end)` along one axis.
@@ -97,7 +110,7 @@ pub fn upscale_tiled(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &Spatia
     if let [_single] = tiles.as_slice() {
         return model.upscale(x, scale);
     }
-    if tiling.blend {
+    if tiling.blends(model.receptive_radius()) {
         return upscale_blended(model, x, scale, tiling);
     }
     let output = Tensor::empty([batch, channels, height * scale, width * scale], (Kind::Float, x.device()));
