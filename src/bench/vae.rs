@@ -227,7 +227,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         threads: args.threads,
         env: match args.allocator {
             // glibc reads it at start-up; the fixed threshold is what `HostAllocator::Bounded` sets.
-            HostAllocator::Bounded => vec![("MALLOC_MMAP_THRESHOLD_".into(), (64 << 10).to_string())],
+            HostAllocator::Bounded => vec![("MALLOC_MMAP_THRESHOLD_".into(), crate::device::BOUNDED_MMAP_THRESHOLD.to_string())],
             HostAllocator::Fast => Vec::new(),
         },
     };

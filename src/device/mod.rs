@@ -79,6 +79,9 @@ pub(crate) fn cpu_has_native_bf16() -> bool {
     })
 }
 
+/// Host allocations of this many bytes and more get their own mappings under [`HostAllocator::Bounded`].
+pub const BOUNDED_MMAP_THRESHOLD: usize = 64 << 10;
+
 /// How host (CPU) memory is handed out; only CPU jobs feel the difference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostAllocator {
@@ -97,13 +100,6 @@ impl HostAllocator {
             "bounded" => Some(HostAllocator::Bounded),
             "fast" => Some(HostAllocator::Fast),
             _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            HostAllocator::Bounded => "bounded",
-            HostAllocator::Fast => "fast",
         }
     }
 
@@ -151,7 +147,7 @@ pub fn track_allocations_in_rss() {
     ONCE.call_once(|| {
         if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
             unsafe {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 10);
+                libc::mallopt(libc::M_MMAP_THRESHOLD, BOUNDED_MMAP_THRESHOLD as libc::c_int);
             }
         }
     });
