@@ -50,11 +50,6 @@ fn rgb_frames(mp4: &[u8], path: &Path) -> Vec<u8> {
     output.stdout
 }
 
-fn dirs_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let children: Vec<_> = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-    children.iter().flat_map(|d| dirs_under(d)).chain(children.clone()).collect()
-}
-
 async fn fetch(client: &reqwest::Client, server: &Server, job: &Value) -> Vec<u8> {
     let url = server.url(job["output"]["url"].as_str().unwrap());
     client.get(url).send().await.unwrap().bytes().await.unwrap().to_vec()

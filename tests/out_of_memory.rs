@@ -12,6 +12,8 @@ use common::*;
 /// working memory the same decode took uncapped: the four-latent-frame push cannot fit, one latent
 /// frame (about a quarter of it) can.
 const CAP_SHARE_OF_WORKING_SET: f64 = 0.6;
+/// A budget below one frame of the small model's causal caches at 256×256, so the decode is tile-major.
+const TILE_MAJOR_BUDGET_MIB: u64 = 50;
 
 fn status_bytes(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -145,4 +147,56 @@ async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
     if !job["plan"]["row_split"].is_null() {
         assert!(dom.contains("row-split convolutions") && dom.contains("convolutions in row bands of ≤ "), "row split not shown:\n{dom}");
     }
+}
+
+/// The same retry inside a tile-major decode (a budget below one frame's causal caches): the tile's
+/// push that does not fit under the cap is undone and retried, the fallback is in the plan, and the
+/// result equals the uncapped tile-major decode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("vae")).unwrap();
+    std::fs::copy(Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors"), models.join("vae/wan21-small.safetensors")).unwrap();
+    let server = Server::start(
+        dir.path(),
+        &[
+            ("VAEBOX_MODELS_DIR", models.to_str().unwrap()),
+            ("VAEBOX_CHUNK_FRAMES", "16"),
+            ("MALLOC_ARENA_MAX", "2"),
+            ("MALLOC_MMAP_THRESHOLD_", "1048576"),
+        ],
+    );
+    let client = client();
+    let query = format!("model=wan21-small&shape=1&shape=16&shape=9&shape=32&shape=32&dtype=float32&output_type=pt&memory_budget_mib={TILE_MAJOR_BUDGET_MIB}");
+    let latent = latent_bytes(16 * 9 * 32 * 32);
+    // A first run pays the one-time costs (thread pools, kernel caches), so the second measures the job.
+    remote_decode(&client, &server, &query, latent.clone()).await;
+    let resident_before = status_bytes(server.pid(), "VmRSS:");
+    let (uncapped, uncapped_job) = remote_decode(&client, &server, &query, latent.clone()).await;
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{uncapped_job}"))).await;
+    let plan = &job["plan"];
+    assert_eq!((plan["tile_major"].as_bool(), plan["fits_budget"].as_bool()), (Some(true), Some(true)), "{plan}");
+    assert!(plan["latent_frames_per_chunk"].as_i64().unwrap() >= 2, "a push the retry can halve: {plan}");
+    assert_eq!(plan["fallbacks"].as_array().map(Vec::len), Some(0), "{plan}");
+    let working_set = job["timings"]["peak_host_bytes"].as_u64().unwrap().saturating_sub(resident_before);
+    let headroom = (working_set as f64 * CAP_SHARE_OF_WORKING_SET) as u64;
+    println!("uncapped tile-major decode: plan {plan}, working set {} MiB, cap at +{} MiB", working_set >> 20, headroom >> 20);
+
+    let limit = virtual_size_bytes(server.pid()) + headroom;
+    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={limit}:{limit}")).status().unwrap();
+    assert!(capped.success(), "prlimit failed");
+    let (retried, job_id) = remote_decode(&client, &server, &query, latent).await;
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{job_id}"))).await;
+    assert_eq!(job["plan"]["tile_major"].as_bool(), Some(true), "{job}");
+    let fallbacks = job["plan"]["fallbacks"].as_array().unwrap();
+    println!("fallbacks under the cap: {fallbacks:?}");
+    assert!(!fallbacks.is_empty(), "no out-of-memory fallback happened, so the cap did not bite: {job}");
+    let (a, b) = (as_floats(&uncapped), as_floats(&retried));
+    assert_eq!(a.len(), 3 * 33 * 256 * 256);
+    let max_abs = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    println!("retried vs uncapped tile-major decode: max abs {max_abs:e}");
+    assert!(max_abs <= 1e-5, "{max_abs}");
+    let spools = dirs_under(&server.data_dir).into_iter().filter(|d| d.file_name().unwrap().to_string_lossy().starts_with(".spool-")).collect::<Vec<_>>();
+    assert!(spools.is_empty(), "tile-major spool left behind: {spools:?}");
 }

@@ -14,7 +14,7 @@ use vaebox::tiling::grid::SpatialTiles;
 use vaebox::tiling::measure::{ChildRunner, ModelSpec, RunSpec};
 use vaebox::tiling::planner::{plan, MemoryModel, PlanRequest, TiledOp};
 use vaebox::models::ModelError;
-use vaebox::tiling::tile_major::TileMajorDecode;
+use vaebox::tiling::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
 use vaebox::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
@@ -291,12 +291,18 @@ fn tile_major_decode_goes_below_the_cache_floor() {
     let decode = TileMajorDecode { vae: &vae, tiles, latent_frames_per_push: chosen.latent_frames_per_chunk, spool_dir: spool.path() };
     let mut chunks = Vec::new();
     let tile_count = tch::no_grad(|| {
-        decode.run::<ModelError>(&latent, &mut |_, _| Ok(()), &mut |chunk| {
-            chunks.push(chunk);
-            Ok(())
-        })
+        let hooks = TileMajorHooks {
+            step: &mut |_, _| Ok(()),
+            push: &mut plain_push::<ModelError>,
+            emit: &mut |chunk| {
+                chunks.push(chunk);
+                Ok(())
+            },
+        };
+        decode.run(&latent, hooks)
     })
-    .expect("tile-major decode");
+    .expect("tile-major decode")
+    .0;
     assert!(tile_count >= 2, "{tile_count} tiles");
     assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0, "spool files left behind");
     let k = chosen.latent_frames_per_chunk;

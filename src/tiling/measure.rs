@@ -13,7 +13,7 @@ use tch::{Device, Kind, Tensor};
 use super::calibrate::{load_vae, parse_family};
 use super::grid::{SpatialTiles, TileGrid};
 use super::memory::TiledOp;
-use super::tile_major::TileMajorDecode;
+use super::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
 use super::vae_tiles::{TiledDecoder, TiledEncoder};
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
 use crate::models::vae::VideoVae;
@@ -228,10 +228,15 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
             let spool = tempfile::tempdir().context("spool directory")?;
             let decode = TileMajorDecode { vae, tiles, latent_frames_per_push: spec.latent_frames_per_push, spool_dir: spool.path() };
             // The executor's pushes: the first one starts at latent frame 0 and is a whole chunk.
-            Ok(decode.run::<anyhow::Error>(input, &mut |_, _| Ok(()), &mut |chunk| {
-                sink.take(chunk);
-                Ok(())
-            })?)
+            let hooks = TileMajorHooks {
+                step: &mut |_, _| Ok(()),
+                push: &mut plain_push::<anyhow::Error>,
+                emit: &mut |chunk| {
+                    sink.take(chunk);
+                    Ok(())
+                },
+            };
+            Ok(decode.run(input, hooks)?.0)
         }
         TiledOp::Decode => {
             let mut stream = TiledDecoder::new(vae, spec.tiles);

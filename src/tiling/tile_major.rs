@@ -4,6 +4,10 @@
 //! that floor. The tiles' decoded frames are spooled to disk (next to the job's output, not in a
 //! tmpfs) and blended chunk by chunk afterwards, so nothing holds the whole output video. Each tile
 //! computes exactly what it computes in time-major order, so the result is the same.
+//!
+//! Each tile's stream is an untiled [`TiledDecoder`] and its pushes go through the caller's `push`, so
+//! the executor's out-of-memory retry (undo, halve the push, then row-split convolutions) works per
+//! tile here as it does time-major; a row split one tile needed is kept for the tiles after it.
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -12,8 +16,9 @@ use tch::{Kind, Tensor};
 
 use super::blend::BlendAccumulator;
 use super::grid::SpatialTiles;
-use super::vae_tiles::Layout;
+use super::vae_tiles::{Layout, TiledDecoder};
 use crate::models::vae::VideoVae;
+use crate::models::wan::RowSplit;
 use crate::models::ModelError;
 
 pub struct TileMajorDecode<'a> {
@@ -31,16 +36,27 @@ struct Spool {
     index: usize,
 }
 
-impl TileMajorDecode<'_> {
-    /// Decodes `latent` (`[1, C, T, h, w]`); `emit` receives the blended Float `[1, 3, n, H, W]` chunks
-    /// in order, one per push. `step(done, steps)` runs before every push of every tile and every
-    /// blend (progress, cancellation). Returns the number of tiles run.
-    pub fn run<E: From<ModelError>>(
-        &self,
-        latent: &Tensor,
-        step: &mut dyn FnMut(usize, usize) -> Result<(), E>,
-        emit: &mut dyn FnMut(Tensor) -> Result<(), E>,
-    ) -> Result<usize, E> {
+/// What a tile-major decode calls back into.
+pub struct TileMajorHooks<'h, 'a, E> {
+    /// Runs before every push of every tile and every blend with `(done, steps)`: progress and
+    /// cancellation.
+    pub step: &'h mut dyn FnMut(usize, usize) -> Result<(), E>,
+    /// Decodes one push of one tile on that tile's stream (`decoder.push`, or a retrying wrapper).
+    pub push: &'h mut dyn FnMut(&mut TiledDecoder<'a>, &Tensor) -> Result<Tensor, E>,
+    /// Receives the blended Float `[1, 3, n, H, W]` chunks in order, one per push.
+    pub emit: &'h mut dyn FnMut(Tensor) -> Result<(), E>,
+}
+
+/// `decoder.push` as a hook.
+pub fn plain_push<E: From<ModelError>>(decoder: &mut TiledDecoder<'_>, latent: &Tensor) -> Result<Tensor, E> {
+    Ok(decoder.push(latent)?)
+}
+
+impl<'a> TileMajorDecode<'a> {
+    /// Decodes `latent` (`[1, C, T, h, w]`) through `hooks`. Returns the number of tiles run and the
+    /// row split the last tile ended with (an out-of-memory retry's, if one was needed).
+    pub fn run<E: From<ModelError>>(&self, latent: &Tensor, hooks: TileMajorHooks<'_, 'a, E>) -> Result<(usize, Option<RowSplit>), E> {
+        let TileMajorHooks { step, push, emit } = hooks;
         let (_, _, frames, h, w) = latent.size5().map_err(ModelError::from)?;
         let factor = self.vae.spatial_factor();
         let layout = Layout::new(h, w, Some(&self.tiles), factor, latent.device());
@@ -54,22 +70,25 @@ impl TileMajorDecode<'_> {
         let mut spools = Vec::new();
         // Pixel frames of each push, as the first tile's stream produced them (every tile produces the same).
         let mut push_frames: Vec<i64> = Vec::new();
+        let mut row_split = None;
         for &(index, rows, cols) in &layout.tiles {
             let path = self.spool_dir.join(format!("tile-{index}.f32"));
             let mut out = BufWriter::new(File::create(&path).map_err(|e| io_error(&path, e))?);
-            let mut stream = self.vae.decoder();
+            let mut stream = TiledDecoder::new(self.vae, None);
+            stream.set_row_split(row_split);
             for &(start, count) in &pushes {
                 step(steps_done, steps)?;
                 steps_done += 1;
                 let _span = tracing::trace_span!("decode_tile_major", row = rows.start, col = cols.start, start).entered();
                 let input = latent.narrow(2, start, count).narrow(3, rows.start, rows.len()).narrow(4, cols.start, cols.len());
-                let pixels = stream.push(&input)?.to_kind(Kind::Float).to_device(tch::Device::Cpu).contiguous();
+                let pixels = push(&mut stream, &input)?.to_kind(Kind::Float).to_device(tch::Device::Cpu).contiguous();
                 if spools.is_empty() {
                     push_frames.push(pixels.size()[2]);
                 }
                 out.write_all(&float_bytes(&pixels)?).map_err(|e| io_error(&path, e))?;
             }
             out.flush().map_err(|e| io_error(&path, e))?;
+            row_split = stream.row_split();
             spools.push(Spool { path, index });
         }
 
@@ -95,7 +114,7 @@ impl TileMajorDecode<'_> {
         for spool in &spools {
             let _ = std::fs::remove_file(&spool.path);
         }
-        Ok(spools.len())
+        Ok((spools.len(), row_split))
     }
 }
 

@@ -233,3 +233,9 @@ pub fn rendered_dom(url: &str, profile: &Path) -> String {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Every directory below `dir`, deepest first.
+pub fn dirs_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let children: Vec<_> = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    children.iter().flat_map(|d| dirs_under(d)).chain(children.clone()).collect()
+}

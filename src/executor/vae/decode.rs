@@ -14,7 +14,8 @@ use crate::media::latent::{read_latent, LatentError, LatentMeta};
 use crate::media::{self, FrameWriter};
 use crate::models::ModelError;
 use crate::tiling::grid::SpatialTiles;
-use crate::tiling::tile_major::TileMajorDecode;
+use crate::models::wan::RowSplit;
+use crate::tiling::tile_major::{TileMajorDecode, TileMajorHooks};
 
 /// Where decoded frames go: an MP4 through ffmpeg, or a float32 `sample` tensor for `/v1/decode`.
 enum DecodeSink {
@@ -69,8 +70,11 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let mut done = 0u64;
     let (fallback_log, row_split) = match (ctx.tile_plan.tile_major, ctx.tiles) {
         (true, Some(tiles)) => {
-            done = decode_tile_major(ctx, &latent, tiles, &mut sink, &mut clock, (height, width, total, started))?;
-            (Vec::new(), None)
+            let mut fallbacks = OomFallbacks::default();
+            let job = TileMajorJob { tiles, height, width, total, started, full_height: full.0, full_width: full.1 };
+            let (written, row_split) = decode_tile_major(ctx, &latent, &job, &mut sink, &mut clock, &mut fallbacks)?;
+            done = written;
+            (fallbacks.log, row_split)
         }
         _ => {
             let mut decoder = ctx.decoder();
@@ -121,16 +125,31 @@ fn frames_to_write(decoded: &Tensor, height: i64, width: i64, remaining: u64) ->
 /// Tile-major spool directories, beside the job's output.
 const SPOOL_PREFIX: &str = ".spool-";
 
+/// What the tile-major path needs to know of the decode.
+struct TileMajorJob {
+    tiles: SpatialTiles,
+    /// The output's size and frame count (the decode is cropped and trimmed to them).
+    height: i64,
+    width: i64,
+    total: u64,
+    /// The decode's full size before cropping (sizes an out-of-memory retry's row split).
+    full_height: i64,
+    full_width: i64,
+    started: Instant,
+}
+
 /// The tile-major path (`plan.tile_major`): tiles over the whole clip, spooled next to the output,
-/// blended per push and handed to the sink as they come. Returns the frames written.
+/// blended per push and handed to the sink as they come; a push that runs out of memory is retried
+/// like a time-major one (`fallbacks`). Returns the frames written and the row split the last tile
+/// ended with.
 fn decode_tile_major(
     ctx: &VaeJob,
     latent: &Tensor,
-    tiles: SpatialTiles,
+    job: &TileMajorJob,
     sink: &mut DecodeSink,
     clock: &mut StageClock,
-    (height, width, total, started): (i64, i64, u64, Instant),
-) -> Result<u64, ExecError> {
+    fallbacks: &mut OomFallbacks,
+) -> Result<(u64, Option<RowSplit>), ExecError> {
     let beside_output = ctx.job.output_path.parent().unwrap_or(Path::new("."));
     // The job's directory is its own: a spool found there is a run of this job that was killed.
     for stale in std::fs::read_dir(beside_output).into_iter().flatten().flatten() {
@@ -144,27 +163,35 @@ fn decode_tile_major(
         .map_err(|source| ModelError::Io { path: beside_output.to_path_buf(), source })?;
     let decode = TileMajorDecode {
         vae: ctx.vae,
-        tiles,
+        tiles: job.tiles,
         latent_frames_per_push: ctx.tile_plan.latent_frames_per_chunk,
         spool_dir: spool.path(),
     };
     let (mut done, mut write_s) = (0u64, 0.0);
     let run_started = Instant::now();
-    // Progress in frame units over all the work: every tile's pushes, then the blends.
-    let mut step = |steps_done: usize, steps: usize| {
-        ctx.progress(total * steps_done as u64 / steps.max(1) as u64, total, started);
-        ctx.hooks.check_cancelled()
+    let total = job.total;
+    let hooks = TileMajorHooks {
+        // Progress in frame units over all the work: every tile's pushes, then the blends.
+        step: &mut |steps_done: usize, steps: usize| {
+            ctx.progress(total * steps_done as u64 / steps.max(1) as u64, total, job.started);
+            ctx.hooks.check_cancelled()
+        },
+        push: &mut |decoder, slice| {
+            let size = ctx.push_size(slice.size()[2] * ctx.vae.temporal_factor(), job.full_height, job.full_width);
+            resilient::decode(decoder, slice, &size, fallbacks)
+        },
+        emit: &mut |chunk| {
+            let frames = frames_to_write(&chunk, job.height, job.width, total - done);
+            StageClock::time(&mut write_s, || sink.write(&frames))?;
+            done += frames.size()[0] as u64;
+            Ok(())
+        },
     };
-    decode.run::<ExecError>(&latent.to_device(ctx.exec.device), &mut step, &mut |chunk| {
-        let frames = frames_to_write(&chunk, height, width, total - done);
-        StageClock::time(&mut write_s, || sink.write(&frames))?;
-        done += frames.size()[0] as u64;
-        Ok(())
-    })?;
-    ctx.progress(done, total, started);
+    let (_, row_split) = decode.run::<ExecError>(&latent.to_device(ctx.exec.device), hooks)?;
+    ctx.progress(done, total, job.started);
     clock.compute += run_started.elapsed().as_secs_f64() - write_s;
     clock.write += write_s;
-    Ok(done)
+    Ok((done, row_split))
 }
 
 fn check_latent_fits(ctx: &VaeJob, latent: &Tensor, meta: &LatentMeta) -> Result<(), ExecError> {

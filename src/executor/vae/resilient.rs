@@ -2,7 +2,8 @@
 //! undone (the streams go back to their checkpoint, so the causal caches stay exact) and retried in
 //! halves along time; a push that cannot be shortened further is retried with the model's
 //! convolutions split into row bands (exact), the band halved on each further failure. Whatever was
-//! needed stays for the rest of the job, and every step is logged in the job's plan.
+//! needed stays for the rest of the job (later pushes are cut to the length that fitted before they
+//! are tried, and keep the row split), and every step is logged in the job's plan once.
 use tch::Tensor;
 
 use crate::executor::ExecError;
@@ -16,6 +17,10 @@ const MIN_BAND_BYTES: i64 = 256 << 10;
 #[derive(Debug, Default)]
 pub struct OomFallbacks {
     pub log: Vec<String>,
+    /// The longest decode push (latent frames) known to fit, once a longer one did not.
+    decode_push_limit: Option<i64>,
+    /// The longest encode push (pixel frames) known to fit, once a longer one did not.
+    encode_push_limit: Option<i64>,
 }
 
 impl OomFallbacks {
@@ -55,6 +60,18 @@ pub struct PushSize {
 
 /// Decodes `latent` (`[1, C, t, h, w]`) like `decoder.push`, surviving out-of-memory as described above.
 pub fn decode(decoder: &mut TiledDecoder, latent: &Tensor, size: &PushSize, fallbacks: &mut OomFallbacks) -> Result<Tensor, ExecError> {
+    let count = latent.size()[2];
+    if let Some(limit) = fallbacks.decode_push_limit.filter(|&limit| count > limit) {
+        let part = |len: i64| PushSize { largest_conv_bytes: size.largest_conv_bytes * len / count };
+        let pieces = (0..count)
+            .step_by(limit as usize)
+            .map(|start| {
+                let len = limit.min(count - start);
+                decode(decoder, &latent.narrow(2, start, len), &part(len), fallbacks)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(Tensor::cat(&pieces, 2));
+    }
     let checkpoint = decoder.checkpoint();
     let error = match attempt(|| decoder.push(latent)) {
         Ok(frames) => return Ok(frames),
@@ -62,10 +79,10 @@ pub fn decode(decoder: &mut TiledDecoder, latent: &Tensor, size: &PushSize, fall
         Err(error) => return Err(error),
     };
     decoder.restore(checkpoint);
-    let count = latent.size()[2];
     if count > 1 {
         let half = count / 2;
-        fallbacks.log.push(format!("out of memory on {count} latent frames: split into {half} + {}", count - half));
+        fallbacks.log.push(format!("out of memory on {count} latent frames: split into {half} + {}, and later pushes likewise", count - half));
+        fallbacks.decode_push_limit = Some(count - half);
         let part = |len: i64| PushSize { largest_conv_bytes: size.largest_conv_bytes * len / count };
         let first = decode(decoder, &latent.narrow(2, 0, half), &part(half), fallbacks)?;
         let second = decode(decoder, &latent.narrow(2, half, count - half), &part(count - half), fallbacks)?;
@@ -83,16 +100,26 @@ pub fn decode(decoder: &mut TiledDecoder, latent: &Tensor, size: &PushSize, fall
 /// buffers frames until a group is complete, so halves would not shorten its chunks reliably, while
 /// pushes of one group each run exactly one group.
 pub fn encode(encoder: &mut TiledEncoder, frames: &Tensor, group: i64, size: &PushSize, fallbacks: &mut OomFallbacks) -> Result<Option<Tensor>, ExecError> {
-    let checkpoint = encoder.checkpoint();
-    let error = match attempt(|| encoder.push(frames)) {
-        Ok(latent) => return Ok(latent),
-        Err(error) if error.is_out_of_memory() => error,
-        Err(error) => return Err(error),
-    };
-    encoder.restore(checkpoint);
     let count = frames.size()[2];
+    let known_too_long = fallbacks.encode_push_limit.is_some_and(|limit| count > limit);
+    let error = if known_too_long {
+        None
+    } else {
+        let checkpoint = encoder.checkpoint();
+        match attempt(|| encoder.push(frames)) {
+            Ok(latent) => return Ok(latent),
+            Err(error) if error.is_out_of_memory() => {
+                encoder.restore(checkpoint);
+                Some(error)
+            }
+            Err(error) => return Err(error),
+        }
+    };
     if count > group {
-        fallbacks.log.push(format!("out of memory on {count} frames: pushed {group} at a time"));
+        if error.is_some() {
+            fallbacks.log.push(format!("out of memory on {count} frames: pushed {group} at a time, and later pushes likewise"));
+            fallbacks.encode_push_limit = Some(group);
+        }
         let part = PushSize { largest_conv_bytes: size.largest_conv_bytes * group / count };
         let mut latents = Vec::new();
         for start in (0..count).step_by(group as usize) {
@@ -101,6 +128,7 @@ pub fn encode(encoder: &mut TiledEncoder, frames: &Tensor, group: i64, size: &Pu
         }
         return Ok((!latents.is_empty()).then(|| Tensor::cat(&latents, 2)));
     }
+    let error = error.expect("a push of one group is always tried");
     let Some(split) = fallbacks.next_split(encoder.row_split(), size.largest_conv_bytes, &format!("{count} frames")) else { return Err(error) };
     if !encoder.set_row_split(Some(split)) {
         return Err(error);
