@@ -92,7 +92,7 @@ async fn encode_decode_and_reconstruct_a_real_clip() {
     // A budget too small for whole frames makes the planner tile; the job still succeeds, same shape.
     let tiled = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&memory_budget_mib=40"), latent.clone()).await;
     let plan = &tiled["plan"];
-    assert!(plan["spatial_tiles"]["tile_latent"].as_i64().is_some(), "{plan}");
+    assert!(plan["spatial_tiles"]["tile_width_latent"].as_i64().is_some(), "{plan}");
     assert_eq!(plan["latent_frames_per_chunk"], 1, "{plan}");
     let path = dir.path().join("tiled.mp4");
     std::fs::write(&path, fetch(&client, &server, &tiled).await).unwrap();

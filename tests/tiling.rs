@@ -30,7 +30,7 @@ const SAME_MODEL_ATOL: f64 = 1e-3;
 const FRAMES: i64 = 9;
 const HEIGHT: i64 = 128;
 const WIDTH: i64 = 176;
-const TILES: SpatialTiles = SpatialTiles { tile_latent: 10, overlap_latent: 4 };
+const TILES: SpatialTiles = SpatialTiles::square(10, 4);
 
 /// Tests here measure whole-model runs on 2 cores; one at a time keeps timings and memory readings clean.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -81,8 +81,8 @@ fn diffusers_tiled(op: &str, input: &Tensor, dir: &Path) -> (Tensor, Tensor) {
     let input_path = dir.join(format!("{op}_input.safetensors"));
     let out_path = dir.join(format!("{op}_diffusers.safetensors"));
     Tensor::write_safetensors(&[("input", input.contiguous())], &input_path).expect("write input");
-    let tile_px = (TILES.tile_latent * 8).to_string();
-    let stride_px = ((TILES.tile_latent - TILES.overlap_latent) * 8).to_string();
+    let tile_px = (TILES.tile_height_latent * 8).to_string();
+    let stride_px = ((TILES.tile_height_latent - TILES.overlap_latent) * 8).to_string();
     let keymap = Path::new(REFERENCE_DIR).join("keymap_original_to_diffusers.json");
     let output = Command::new(python())
         .arg(Path::new(REPO).join("scripts/bench/diffusers_tiled_decode.py"))
@@ -127,7 +127,7 @@ fn compare_with_diffusers(op: &str, input: &Tensor, ours: Ours, dir: &Path) {
     let theirs = difference(&diffusers_tiled, &diffusers_untiled);
     println!(
         "{op} {}x{} px, tile {} overlap {} latent ({} tiles): ours mean {:.4e} rms {:.4e} max {:.4e} | diffusers mean {:.4e} rms {:.4e} max {:.4e} | untiled vs diffusers max {:.2e}",
-        HEIGHT, WIDTH, TILES.tile_latent, TILES.overlap_latent, ours.tiles, mine.mean_abs, mine.rms, mine.max_abs, theirs.mean_abs, theirs.rms, theirs.max_abs, same_model.max_abs
+        HEIGHT, WIDTH, TILES.tile_height_latent, TILES.overlap_latent, ours.tiles, mine.mean_abs, mine.rms, mine.max_abs, theirs.mean_abs, theirs.rms, theirs.max_abs, same_model.max_abs
     );
     assert!(same_model.max_abs <= SAME_MODEL_ATOL, "untiled outputs differ by {:e}", same_model.max_abs);
     assert!(mine.mean_abs <= theirs.mean_abs, "mean error {:e} > diffusers' {:e}", mine.mean_abs, theirs.mean_abs);
@@ -176,7 +176,7 @@ fn decode_that_fits_is_not_tiled() {
         let mut decoder = vae.decoder();
         Tensor::cat(&[decoder.push(&latent.narrow(2, 0, 1)).unwrap(), decoder.push(&latent.narrow(2, 1, 2)).unwrap()], 2)
     });
-    for tiles in [None, Some(SpatialTiles { tile_latent: 22, overlap_latent: 4 }), Some(SpatialTiles { tile_latent: 64, overlap_latent: 8 })] {
+    for tiles in [None, Some(SpatialTiles::square(22, 4)), Some(SpatialTiles::square(64, 8))] {
         let mut decoder = TiledDecoder::new(&vae, tiles);
         let out = decode_all(&mut decoder, &latent, &[1, 2]);
         assert_eq!(decoder.tile_count(), 1, "{tiles:?}");

@@ -187,8 +187,10 @@ fn print_table(args: &TilingBenchArgs, [frames, height, width]: [i64; 3], rows: 
         show(load.1)
     );
     println!();
-    println!("| budget | latent frames/push | tiles (latent, overlap) | estimate MiB | peak MiB (min–max) | peak / budget | time s (min–max) | time vs untiled | error max | error mean |");
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| budget | latent frames/push | tiles (latent h×w, overlap) | estimate MiB | peak MiB (min–max) | peak / budget | time s (min–max) | cells computed vs untiled | time vs untiled | error max | error mean |");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // The untiled run computes each cell of the frame once; overlapping tiles compute shared cells twice.
+    let frame_pixels = rows[0].runs[0].covered_pixels as f64;
     for row in rows {
         let mut peaks: Vec<f64> = row.runs.iter().map(|r| r.peak_bytes / 1048576.0).collect();
         let (low, high) = range(&peaks);
@@ -199,15 +201,16 @@ fn print_table(args: &TilingBenchArgs, [frames, height, width]: [i64; 3], rows: 
         let mut ratios: Vec<f64> = row.runs.iter().zip(&untiled_seconds).map(|(r, u)| r.seconds / u - 1.0).collect();
         let error = (read(&row.output)? - &reference).abs();
         let order = if row.plan.tile_major { ", tile-major" } else { "" };
-        let tiles = row.plan.spatial.map_or("none".to_string(), |t| format!("{}, {} ({} tiles{order})", t.tile_latent, t.overlap_latent, row.runs[0].tile_count));
+        let tiles = row.plan.spatial.map_or("none".to_string(), |t| format!("{}×{}, {} ({} tiles{order})", t.tile_height_latent, t.tile_width_latent, t.overlap_latent, row.runs[0].tile_count));
         let budget = row.budget_bytes.map_or("—".to_string(), |b| format!("{} = {:.0} MiB", row.label, b as f64 / 1048576.0));
         let over = row.budget_bytes.map_or("—".to_string(), |b| format!("{:.2}", peak * 1048576.0 / b as f64));
         println!(
-            "| {budget} | {} | {tiles} | {:.0}{} | {peak:.1} ({low:.1}–{high:.1}) | {over} | {:.2} ({fastest:.2}–{slowest:.2}) | {:+.1}% | {:.2e} | {:.2e} |",
+            "| {budget} | {} | {tiles} | {:.0}{} | {peak:.1} ({low:.1}–{high:.1}) | {over} | {:.2} ({fastest:.2}–{slowest:.2}) | {:+.1}% | {:+.1}% | {:.2e} | {:.2e} |",
             row.plan.latent_frames_per_chunk,
             row.plan.estimated_peak_bytes as f64 / 1048576.0,
             if row.plan.fits { "" } else { " (does not fit)" },
             median(&mut seconds),
+            (row.runs[0].covered_pixels as f64 / frame_pixels - 1.0) * 100.0,
             median(&mut ratios) * 100.0,
             error.max().double_value(&[]),
             error.mean(Kind::Double).double_value(&[]),

@@ -117,7 +117,7 @@ pub fn calibrate(
     let runs = latent_sizes.iter().flat_map(|&(h, w)| latent_chunks.iter().map(move |&k| (h, w, k, None)));
     // Tiled runs of the largest size tell the caches (all tiles hold one) from the working set.
     let &(h, w) = latent_sizes.last().context("no sizes to measure")?;
-    let tiled = [2, 3, 4].map(|parts| (h, w, 1, Some(SpatialTiles { tile_latent: h.max(w) / parts + 2, overlap_latent: 2 })));
+    let tiled = [2, 3, 4].map(|parts| (h, w, 1, Some(SpatialTiles::square(h.max(w) / parts + 2, 2))));
     for (h, w, k, tiles) in runs.chain(tiled) {
         for (op, name, into) in [(TiledOp::Decode, "decode", &mut decode), (TiledOp::Encode, "encode", &mut encode)] {
             let spec = RunSpec {

@@ -4,12 +4,20 @@ use serde::{Deserialize, Serialize};
 
 use super::spatial::Span;
 
-/// A spatial tiling of the latent grid: square tiles of `tile_latent` cells that overlap their
-/// neighbours by at least `overlap_latent` cells.
+/// A spatial tiling of the latent grid: tiles of at most `tile_height_latent × tile_width_latent`
+/// cells that overlap their neighbours by at least `overlap_latent` cells. A side at least as long as
+/// its axis leaves that axis whole (strips).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpatialTiles {
-    pub tile_latent: i64,
+    pub tile_height_latent: i64,
+    pub tile_width_latent: i64,
     pub overlap_latent: i64,
+}
+
+impl SpatialTiles {
+    pub const fn square(tile_latent: i64, overlap_latent: i64) -> SpatialTiles {
+        SpatialTiles { tile_height_latent: tile_latent, tile_width_latent: tile_latent, overlap_latent }
+    }
 }
 
 /// Tile spans along both axes; tile `(r, c)` covers `rows[r] × cols[c]`.
@@ -22,8 +30,8 @@ pub struct TileGrid {
 impl TileGrid {
     /// `None` (or tiles at least as large as the grid) gives one tile covering everything.
     pub fn new(latent_height: i64, latent_width: i64, tiles: Option<&SpatialTiles>) -> TileGrid {
-        let (tile, overlap) = tiles.map_or((0, 0), |t| (t.tile_latent, t.overlap_latent));
-        TileGrid { rows: axis_spans(latent_height, tile, overlap), cols: axis_spans(latent_width, tile, overlap) }
+        let (height, width, overlap) = tiles.map_or((0, 0, 0), |t| (t.tile_height_latent, t.tile_width_latent, t.overlap_latent));
+        TileGrid { rows: axis_spans(latent_height, height, overlap), cols: axis_spans(latent_width, width, overlap) }
     }
 
     pub fn is_single(&self) -> bool {
@@ -73,7 +81,7 @@ mod tests {
     fn one_tile_when_it_fits() {
         assert_eq!(axis_spans(16, 16, 4), vec![Span { start: 0, end: 16 }]);
         assert_eq!(axis_spans(16, 0, 4), vec![Span { start: 0, end: 16 }]);
-        assert!(TileGrid::new(16, 24, Some(&SpatialTiles { tile_latent: 32, overlap_latent: 8 })).is_single());
+        assert!(TileGrid::new(16, 24, Some(&SpatialTiles::square(32, 8))).is_single());
         assert!(TileGrid::new(16, 24, None).is_single());
     }
 
@@ -106,11 +114,19 @@ mod tests {
 
     #[test]
     fn example_layout() {
-        let grid = TileGrid::new(16, 24, Some(&SpatialTiles { tile_latent: 10, overlap_latent: 4 }));
+        let grid = TileGrid::new(16, 24, Some(&SpatialTiles::square(10, 4)));
         assert_eq!(grid.rows, vec![Span { start: 0, end: 10 }, Span { start: 6, end: 16 }]);
         // 24 cells in 4 tiles sharing 4: 9 cells each, not 10.
         assert_eq!(grid.cols, vec![Span { start: 0, end: 9 }, Span { start: 5, end: 14 }, Span { start: 10, end: 19 }, Span { start: 15, end: 24 }]);
         assert_eq!(grid.count(), 8);
         assert_eq!(axis_spans(16, 12, 3), vec![Span { start: 0, end: 10 }, Span { start: 6, end: 16 }]);
+    }
+
+    #[test]
+    fn strips_leave_one_axis_whole() {
+        let strips = SpatialTiles { tile_height_latent: 16, tile_width_latent: 13, overlap_latent: 4 };
+        let grid = TileGrid::new(16, 24, Some(&strips));
+        assert_eq!(grid.rows, vec![Span { start: 0, end: 16 }]);
+        assert_eq!(grid.cols, vec![Span { start: 0, end: 13 }, Span { start: 11, end: 24 }]);
     }
 }

@@ -321,7 +321,7 @@ mod tests {
             latent_height: 16,
             latent_width: 22,
             latent_frames_per_push: 2,
-            tiles: Some(SpatialTiles { tile_latent: 10, overlap_latent: 4 }),
+            tiles: Some(SpatialTiles::square(10, 4)),
             row_split: None,
             tile_major: false,
             input: None,

@@ -93,6 +93,19 @@ impl PlanRequest {
         decoding.max(blending)
     }
 
+    /// Every tiling worth considering: each count of tiles along each axis (tiles at least
+    /// `MIN_TILE_LATENT` cells), square grids and strips alike, whole frames excluded.
+    fn tilings(&self) -> Vec<SpatialTiles> {
+        let most = |len: i64| (len / MIN_TILE_LATENT).max(1);
+        let mut tilings: Vec<SpatialTiles> = (1..=most(self.latent_height))
+            .flat_map(|rows| (1..=most(self.latent_width)).map(move |cols| (rows, cols)))
+            .filter(|&counts| counts != (1, 1))
+            .map(|(rows, cols)| tiles_for_counts(self.latent_height, self.latent_width, rows, cols))
+            .collect();
+        tilings.dedup();
+        tilings
+    }
+
     /// The longest chunk (at most the cap and the clip) whose estimate fits the budget.
     fn longest_chunk_where(&self, estimate: impl Fn(i64) -> f64) -> Option<i64> {
         let longest = self.max_latent_frames_per_chunk.min(self.latent_frames).max(1);
@@ -105,40 +118,44 @@ impl PlanRequest {
     }
 }
 
-pub fn tiles_for(tile_latent: i64) -> SpatialTiles {
-    let overlap = ((tile_latent as f64 * OVERLAP_SHARE).round() as i64).clamp(MIN_OVERLAP_LATENT, MAX_OVERLAP_LATENT);
-    SpatialTiles { tile_latent, overlap_latent: overlap }
+/// `rows × cols` tiles over a `latent_height × latent_width` grid: the overlap is a quarter of the
+/// shorter tiled side (within limits), and each side just long enough to cover its axis with it; an
+/// axis cut into one piece stays whole (strips).
+pub fn tiles_for_counts(latent_height: i64, latent_width: i64, rows: i64, cols: i64) -> SpatialTiles {
+    let base = |len: i64, parts: i64| (len + parts - 1) / parts;
+    let shorter = [(latent_height, rows), (latent_width, cols)].iter().filter(|(_, parts)| *parts > 1).map(|&(len, parts)| base(len, parts)).min();
+    let overlap = shorter.map_or(0, |side| ((side as f64 * OVERLAP_SHARE).round() as i64).clamp(MIN_OVERLAP_LATENT, MAX_OVERLAP_LATENT));
+    let side = |len: i64, parts: i64| if parts > 1 { base(len + (parts - 1) * overlap, parts) } else { len };
+    SpatialTiles { tile_height_latent: side(latent_height, rows), tile_width_latent: side(latent_width, cols), overlap_latent: overlap }
 }
 
 /// Whole frames with the longest chunk that fits; else, of the tilings that fit — time-major, and for
 /// decode tile-major, which holds one tile's cache instead of every tile's — the one that computes
-/// the fewest cells (then time-major, the longest chunk, the largest tiles), with the longest chunk
-/// for it; else, marked unfit, the cheapest plan of
-/// one latent frame per push (smaller tiles are not always cheaper: every tile also keeps a causal
-/// cache over its overlap, and on the full-size Wan 2.1 the caches weigh as much as a push).
+/// the fewest cells (then time-major, the longest chunk, the fewest tiles), with the longest chunk
+/// for it; else, marked unfit, the cheapest plan of one latent frame per push (smaller tiles are not
+/// always cheaper: every tile also keeps a causal cache over its overlap, and on the full-size Wan 2.1
+/// the caches weigh as much as a push). Tilings are any count of tiles per axis, so a wide frame can
+/// be cut into strips, which share fewer overlap cells than a grid of squares of the same size.
 pub fn plan(request: &PlanRequest) -> Plan {
     if let Some(chunk) = request.longest_chunk(None) {
         return request.plan(chunk, None, true, false);
     }
-    let largest = request.latent_height.max(request.latent_width) - 1;
-    let smallest = MIN_TILE_LATENT.min(largest).max(1);
+    let tilings = request.tilings();
     // Every fitting tiling, time-major (each tile keeps its cache) and, for decode, tile-major (one
     // tile's cache at a time, which lets larger tiles fit). Fewest computed cells first (time), then
-    // time-major (no spool), then the longest chunk; `min_by_key` keeps the first of equals: the
-    // largest tile.
-    let time_major = (smallest..=largest).rev().filter_map(|tile| {
-        let tiles = tiles_for(tile);
-        request.longest_chunk(Some(&tiles)).map(|chunk| (tiles, chunk, false))
-    });
-    let tile_major = (smallest..=largest).rev().filter(|_| request.op == TiledOp::Decode).filter_map(|tile| {
-        let tiles = tiles_for(tile);
+    // time-major (no spool), then the longest chunk, then the fewest tiles.
+    let time_major = tilings.iter().filter_map(|&tiles| request.longest_chunk(Some(&tiles)).map(|chunk| (tiles, chunk, false)));
+    let tile_major = tilings.iter().filter(|_| request.op == TiledOp::Decode).filter_map(|&tiles| {
         request.longest_chunk_where(|k| request.estimate_tile_major(k, &tiles)).map(|chunk| (tiles, chunk, true))
     });
-    let best = time_major.chain(tile_major).min_by_key(|(tiles, chunk, spooled)| (request.covered_cells(tiles), *spooled, -chunk));
+    let tile_count = |tiles: &SpatialTiles| TileGrid::new(request.latent_height, request.latent_width, Some(tiles)).count();
+    let best = time_major
+        .chain(tile_major)
+        .min_by_key(|(tiles, chunk, spooled)| (request.covered_cells(tiles), *spooled, -chunk, tile_count(tiles)));
     if let Some((tiles, chunk, tile_major)) = best {
         return request.plan(chunk, Some(tiles), true, tile_major);
     }
-    let candidates = std::iter::once(None).chain((smallest..=largest).map(|tile| Some(tiles_for(tile))));
+    let candidates = std::iter::once(None).chain(tilings.into_iter().map(Some));
     let cheapest = candidates.min_by(|a, b| request.estimate(1, a.as_ref()).total_cmp(&request.estimate(1, b.as_ref())));
     request.plan(1, cheapest.flatten(), false, false)
 }
@@ -182,26 +199,54 @@ mod tests {
         assert_eq!((plan.latent_frames_per_chunk, plan.spatial), (1, None));
     }
 
-    #[test]
-    fn tiles_only_when_one_frame_group_does_not_fit() {
-        let whole_one_chunk = request(0).estimate(1, None);
-        let plan = plan(&request((whole_one_chunk * 0.6) as u64));
-        let tiles = plan.spatial.expect("tiled");
-        assert!(plan.fits && plan.estimated_peak_bytes as f64 <= whole_one_chunk * 0.6);
-        assert_eq!(plan.latent_frames_per_chunk, 1);
-        // No tiling that fits computes fewer cells.
-        let fits = |t: &SpatialTiles| request(0).estimate(1, Some(t)) <= whole_one_chunk * 0.6;
-        let least = (MIN_TILE_LATENT..104).map(tiles_for).filter(fits).map(|t| request(0).covered_cells(&t)).min().unwrap();
-        assert_eq!(request(0).covered_cells(&tiles), least, "{tiles:?}");
-        assert_eq!(tiles.overlap_latent, ((tiles.tile_latent as f64 / 4.0).round() as i64).clamp(2, 8));
+    /// Whether `tiles` fit `budget` with one latent frame per push, time-major or tile-major.
+    fn fits_one_frame(budget: f64, tiles: &SpatialTiles) -> bool {
+        let r = request(0);
+        r.estimate(1, Some(tiles)) <= budget || r.estimate_tile_major(1, tiles) <= budget
+    }
+
+    fn counts(tiles: &SpatialTiles) -> (i64, i64) {
+        let grid = TileGrid::new(60, 104, Some(tiles));
+        (grid.rows.len() as i64, grid.cols.len() as i64)
     }
 
     #[test]
-    fn overlap_is_a_quarter_of_the_tile_within_limits() {
-        assert_eq!(tiles_for(4).overlap_latent, 2);
-        assert_eq!(tiles_for(20).overlap_latent, 5);
-        assert_eq!(tiles_for(32).overlap_latent, 8);
-        assert_eq!(tiles_for(90).overlap_latent, 8);
+    fn tiles_only_when_one_frame_group_does_not_fit() {
+        let whole_one_chunk = request(0).estimate(1, None);
+        let budget = whole_one_chunk * 0.6;
+        let plan = plan(&request(budget as u64));
+        let tiles = plan.spatial.expect("tiled");
+        assert!(plan.fits && plan.estimated_peak_bytes as f64 <= budget);
+        assert_eq!(plan.latent_frames_per_chunk, 1);
+        // No tiling that fits computes fewer cells.
+        let least = request(0).tilings().iter().filter(|t| fits_one_frame(budget, t)).map(|t| request(0).covered_cells(t)).min().unwrap();
+        assert_eq!(request(0).covered_cells(&tiles), least, "{tiles:?}");
+        let (rows, cols) = counts(&tiles);
+        assert_eq!(tiles, tiles_for_counts(60, 104, rows, cols));
+    }
+
+    #[test]
+    fn a_wide_frame_is_cut_into_strips_when_they_compute_less_than_squares() {
+        let whole_one_chunk = request(0).estimate(1, None);
+        let budget = whole_one_chunk * 0.45;
+        let chosen = plan(&request(budget as u64)).spatial.expect("tiled");
+        let squares = (4..104).map(|side| SpatialTiles::square(side, ((side as f64 / 4.0).round() as i64).clamp(2, 8)));
+        let best_square = squares.filter(|t| fits_one_frame(budget, t)).map(|t| request(0).covered_cells(&t)).min().unwrap();
+        assert_eq!(counts(&chosen).0, 1, "strips across the height: {chosen:?}");
+        assert!(request(0).covered_cells(&chosen) < best_square, "{chosen:?}: {} cells, squares {best_square}", request(0).covered_cells(&chosen));
+    }
+
+    #[test]
+    fn overlap_is_a_quarter_of_the_shorter_tiled_side_within_limits() {
+        assert_eq!(tiles_for_counts(16, 16, 4, 1), SpatialTiles { tile_height_latent: 6, tile_width_latent: 16, overlap_latent: 2 });
+        assert_eq!(tiles_for_counts(60, 104, 3, 1).overlap_latent, 5);
+        assert_eq!(tiles_for_counts(128, 128, 4, 4).overlap_latent, 8);
+        assert_eq!(tiles_for_counts(360, 360, 4, 4).overlap_latent, 8);
+        // Strips: only the width is cut; 104 + 8 shared cells in two tiles of 56.
+        assert_eq!(tiles_for_counts(60, 104, 1, 2), SpatialTiles { tile_height_latent: 60, tile_width_latent: 56, overlap_latent: 8 });
+        for (rows, cols) in [(2, 2), (3, 5), (1, 7), (6, 1)] {
+            assert_eq!(counts(&tiles_for_counts(60, 104, rows, cols)), (rows, cols));
+        }
     }
 
     #[test]
@@ -212,10 +257,10 @@ mod tests {
         assert_eq!(plan.latent_frames_per_chunk, 1);
         // With these constants the push dominates: tiles, but not the smallest (their 2-cell overlap
         // is half of a 4-cell tile).
-        let tile = plan.spatial.expect("tiled").tile_latent;
-        assert!(tile > MIN_TILE_LATENT, "{plan:?}");
+        let tiles = plan.spatial.expect("tiled");
+        assert!(tiles.tile_height_latent.min(tiles.tile_width_latent) > MIN_TILE_LATENT, "{plan:?}");
         let estimate = |tiles: Option<SpatialTiles>| hopeless.estimate(1, tiles.as_ref());
-        assert!((MIN_TILE_LATENT..104).all(|t| estimate(Some(tiles_for(t))) >= estimate(plan.spatial)));
+        assert!(hopeless.tilings().into_iter().all(|t| estimate(Some(t)) >= estimate(plan.spatial)));
         assert!(estimate(None) > estimate(plan.spatial));
     }
 

@@ -165,8 +165,8 @@ impl VaeJob<'_> {
     fn push_size(&self, pixel_frames: i64, height: i64, width: i64) -> resilient::PushSize {
         let (height, width) = match self.tiles {
             Some(tiles) => {
-                let side = tiles.tile_latent * self.vae.spatial_factor();
-                (height.min(side), width.min(side))
+                let factor = self.vae.spatial_factor();
+                (height.min(tiles.tile_height_latent * factor), width.min(tiles.tile_width_latent * factor))
             }
             None => (height, width),
         };
