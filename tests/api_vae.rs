@@ -347,6 +347,8 @@ async fn latents_that_cannot_be_decoded_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seedvr2_runs_the_same_ops() {
+    // Below one whole frame of this small model's estimated working memory at 144×176 (≈ 270 MiB).
+    const SEEDVR2_TILED_BUDGET_MIB: u64 = 120;
     let dir = tempfile::tempdir().unwrap();
     let models = dir.path().join("models");
     std::fs::create_dir_all(models.join("vae")).unwrap();
@@ -370,6 +372,15 @@ async fn seedvr2_runs_the_same_ops() {
     let path = dir.path().join("decoded.mp4");
     std::fs::write(&path, fetch(&client, &server, &decoded).await).unwrap();
     assert_eq!(ffprobe(&path).frames, 5);
+    // SeedVR2 has its own measured memory rows, so a budget tiles its decode too.
+    let tiled = run_job(&client, &server, &format!("op=vae_decode&model=seedvr2-small&dtype=f32&memory_budget_mib={SEEDVR2_TILED_BUDGET_MIB}"), latent.clone()).await;
+    let plan = &tiled["plan"];
+    println!("seedvr2 decode at {SEEDVR2_TILED_BUDGET_MIB} MiB: {plan}");
+    assert!(plan["spatial_tiles"]["tile_width_latent"].as_i64().is_some() && plan["fits_budget"] == true, "{plan}");
+    let path = dir.path().join("tiled.mp4");
+    std::fs::write(&path, fetch(&client, &server, &tiled).await).unwrap();
+    let probed = ffprobe(&path);
+    assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 5));
     let rebuilt = run_job(&client, &server, "op=vae_reconstruct&model=seedvr2-small&dtype=bf16", body).await;
     assert_eq!(rebuilt["metrics"]["frames_compared"], 5, "{}", rebuilt["metrics"]);
     assert_eq!(rebuilt["timings"]["dtype"], "bf16");

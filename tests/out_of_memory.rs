@@ -45,9 +45,7 @@ async fn a_chunk_that_does_not_fit_is_split_and_the_job_succeeds() {
     let job = wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(120)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
 
-    let limit = virtual_size_bytes(server.pid()) + (400 << 20);
-    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={limit}:{limit}")).status().unwrap();
-    assert!(capped.success(), "prlimit failed");
+    cap_address_space(&server, 400 << 20);
 
     let (status, job) = upload_raw(&client, &server, query, std::fs::read(&big).unwrap()).await;
     assert_eq!(status, 202, "{job}");
@@ -87,27 +85,40 @@ async fn remote_decode(client: &reqwest::Client, server: &Server, query: &str, b
     (bytes, job)
 }
 
-/// The VAE streams' retry: a decode whose chunk does not fit under the cap is undone and retried in
-/// shorter pushes (then with row-split convolutions), and because the causal caches are restored
-/// before each retry, the result equals the uncapped decode.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
-    let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models");
+/// A server with the small reference Wan 2.1 as `wan21-small` and up to four latent frames per push
+/// (16 output frames at once). Tensors of 1 MiB and more are mapped on their own and unmapped when
+/// freed: the address space after an uncapped decode is back near the baseline, so a cap measures
+/// from there.
+fn small_wan_server(dir: &Path) -> Server {
+    let models = dir.join("models");
     std::fs::create_dir_all(models.join("vae")).unwrap();
     std::fs::copy(Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors"), models.join("vae/wan21-small.safetensors")).unwrap();
-    // Four latent frames per push: 16 output frames of 256×256 at once.
-    let server = Server::start(
-        dir.path(),
-        // Tensors of 1 MiB and more mapped on their own and unmapped when freed: the address space
-        // after the uncapped decode is back near the baseline, so the cap measures from there.
+    Server::start(
+        dir,
         &[
             ("VAEBOX_MODELS_DIR", models.to_str().unwrap()),
             ("VAEBOX_CHUNK_FRAMES", "16"),
             ("MALLOC_ARENA_MAX", "2"),
             ("MALLOC_MMAP_THRESHOLD_", "1048576"),
         ],
-    );
+    )
+}
+
+/// Caps the server's address space at its present size plus `headroom` bytes (a real allocation
+/// failure inside libtorch once a job needs more).
+fn cap_address_space(server: &Server, headroom: u64) {
+    let limit = virtual_size_bytes(server.pid()) + headroom;
+    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={limit}:{limit}")).status().unwrap();
+    assert!(capped.success(), "prlimit failed");
+}
+
+/// The VAE streams' retry: a decode whose chunk does not fit under the cap is undone and retried in
+/// shorter pushes (then with row-split convolutions), and because the causal caches are restored
+/// before each retry, the result equals the uncapped decode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = small_wan_server(dir.path());
     let client = client();
     let query = "model=wan21-small&shape=1&shape=16&shape=5&shape=32&shape=32&dtype=float32&output_type=pt";
     let latent = latent_bytes(16 * 5 * 32 * 32);
@@ -120,9 +131,7 @@ async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
     println!("uncapped decode: working set {} MiB, cap at +{} MiB", working_set >> 20, headroom >> 20);
     assert!(working_set > 100 << 20, "the uncapped decode should need well over 100 MiB: {working_set}");
 
-    let limit = virtual_size_bytes(server.pid()) + headroom;
-    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={limit}:{limit}")).status().unwrap();
-    assert!(capped.success(), "prlimit failed");
+    cap_address_space(&server, headroom);
     let (retried, job_id) = remote_decode(&client, &server, query, latent).await;
     let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{job_id}"))).await;
     let fallbacks = job["plan"]["fallbacks"].as_array().unwrap();
@@ -155,18 +164,7 @@ async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models");
-    std::fs::create_dir_all(models.join("vae")).unwrap();
-    std::fs::copy(Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors"), models.join("vae/wan21-small.safetensors")).unwrap();
-    let server = Server::start(
-        dir.path(),
-        &[
-            ("VAEBOX_MODELS_DIR", models.to_str().unwrap()),
-            ("VAEBOX_CHUNK_FRAMES", "16"),
-            ("MALLOC_ARENA_MAX", "2"),
-            ("MALLOC_MMAP_THRESHOLD_", "1048576"),
-        ],
-    );
+    let server = small_wan_server(dir.path());
     let client = client();
     let query = format!("model=wan21-small&shape=1&shape=16&shape=9&shape=32&shape=32&dtype=float32&output_type=pt&memory_budget_mib={TILE_MAJOR_BUDGET_MIB}");
     let latent = latent_bytes(16 * 9 * 32 * 32);
@@ -183,9 +181,7 @@ async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
     let headroom = (working_set as f64 * CAP_SHARE_OF_WORKING_SET) as u64;
     println!("uncapped tile-major decode: plan {plan}, working set {} MiB, cap at +{} MiB", working_set >> 20, headroom >> 20);
 
-    let limit = virtual_size_bytes(server.pid()) + headroom;
-    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={limit}:{limit}")).status().unwrap();
-    assert!(capped.success(), "prlimit failed");
+    cap_address_space(&server, headroom);
     let (retried, job_id) = remote_decode(&client, &server, &query, latent).await;
     let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{job_id}"))).await;
     assert_eq!(job["plan"]["tile_major"].as_bool(), Some(true), "{job}");

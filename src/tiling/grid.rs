@@ -124,9 +124,9 @@ mod tests {
 
     #[test]
     fn strips_leave_one_axis_whole() {
-        let strips = SpatialTiles { tile_height_latent: 16, tile_width_latent: 13, overlap_latent: 4 };
+        let strips = SpatialTiles { tile_height_latent: 16, tile_width_latent: 14, overlap_latent: 4 };
         let grid = TileGrid::new(16, 24, Some(&strips));
         assert_eq!(grid.rows, vec![Span { start: 0, end: 16 }]);
-        assert_eq!(grid.cols, vec![Span { start: 0, end: 13 }, Span { start: 11, end: 24 }]);
+        assert_eq!(grid.cols, vec![Span { start: 0, end: 14 }, Span { start: 10, end: 24 }]);
     }
 }

@@ -1,6 +1,7 @@
 //! Picks, per job, the temporal chunk and (only when one chunk of whole frames does not fit) the
 //! spatial tiles, from a memory budget and the model's [`MemoryModel`]. Temporal chunking is exact,
-//! spatial tiling is not, so tiles are the last resort and as large as the budget allows.
+//! spatial tiling is not, so tiles are the last resort; of the tilings that fit, the one that computes
+//! the fewest cells (overlap is computed twice) wins, since that is what tiling costs in time.
 use serde::{Deserialize, Serialize};
 
 pub use super::grid::SpatialTiles;
