@@ -42,6 +42,12 @@ impl TileGrid {
         self.rows.len() * self.cols.len()
     }
 
+    /// Latent cells computed per frame over all tiles (shared cells counted once per tile): every row
+    /// span meets every column span, so it is the product of the two axes' summed lengths.
+    pub fn covered_cells(&self) -> i64 {
+        self.rows.iter().map(Span::len).sum::<i64>() * self.cols.iter().map(Span::len).sum::<i64>()
+    }
+
     /// Row-major `(rows, cols)` of every tile.
     pub fn tiles(&self) -> impl Iterator<Item = (Span, Span)> + '_ {
         self.rows.iter().flat_map(move |&r| self.cols.iter().map(move |&c| (r, c)))
@@ -119,6 +125,7 @@ mod tests {
         // 24 cells in 4 tiles sharing 4: 9 cells each, not 10.
         assert_eq!(grid.cols, vec![Span { start: 0, end: 9 }, Span { start: 5, end: 14 }, Span { start: 10, end: 19 }, Span { start: 15, end: 24 }]);
         assert_eq!(grid.count(), 8);
+        assert_eq!(grid.covered_cells(), grid.tiles().map(|(r, c)| r.len() * c.len()).sum::<i64>());
         assert_eq!(axis_spans(16, 12, 3), vec![Span { start: 0, end: 10 }, Span { start: 6, end: 16 }]);
     }
 

@@ -181,7 +181,7 @@ fn run_measured(spec: &RunSpec) -> anyhow::Result<RunReport> {
         tile_count,
         pixel_frames: spec.latent_frames_per_push * vae.temporal_factor(),
         tile_pixels: grid.rows[0].len() * grid.cols[0].len() * f * f,
-        covered_pixels: grid.tiles().map(|(r, c)| r.len() * c.len() * f * f).sum(),
+        covered_pixels: grid.covered_cells() * f * f,
     })
 }
 

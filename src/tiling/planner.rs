@@ -53,7 +53,7 @@ impl PlanRequest {
     fn estimate(&self, latent_frames_per_chunk: i64, tiles: Option<&SpatialTiles>) -> f64 {
         let grid = TileGrid::new(self.latent_height, self.latent_width, tiles);
         let f = self.spatial_factor;
-        let covered: i64 = grid.tiles().map(|(r, c)| r.len() * c.len() * f * f).sum();
+        let covered = grid.covered_cells() * f * f;
         self.memory.peak_bytes(self.op, self.push_pixel_frames(latent_frames_per_chunk), self.tile_pixels(&grid), covered)
     }
 
@@ -71,7 +71,7 @@ impl PlanRequest {
 
     /// Latent cells computed per frame with these tiles (the frame's own cells when untiled).
     fn covered_cells(&self, tiles: &SpatialTiles) -> i64 {
-        TileGrid::new(self.latent_height, self.latent_width, Some(tiles)).tiles().map(|(r, c)| r.len() * c.len()).sum()
+        TileGrid::new(self.latent_height, self.latent_width, Some(tiles)).covered_cells()
     }
 
     fn plan(&self, latent_frames_per_chunk: i64, spatial: Option<SpatialTiles>, fits: bool, tile_major: bool) -> Plan {
@@ -300,6 +300,19 @@ mod tests {
         assert_eq!(short.estimate(2, None), (5 * pixels * 1000 + pixels * 100) as f64);
         short.latent_frames = 21;
         assert_eq!(short.estimate(2, None), (8 * pixels * 1000 + pixels * 100) as f64);
+    }
+
+    #[test]
+    fn a_4k_frame_is_cut_under_a_tight_budget() {
+        // 2160×3840 px: 270×480 latent cells, 8,040 counts of tiles per axis to weigh.
+        let mut uhd = request(0);
+        (uhd.latent_height, uhd.latent_width) = (270, 480);
+        uhd.budget_bytes = (uhd.estimate(1, None) * 0.2) as u64;
+        let plan = plan(&uhd);
+        assert!(plan.fits && plan.estimated_peak_bytes <= uhd.budget_bytes, "{plan:?}");
+        let grid = TileGrid::new(270, 480, plan.spatial.as_ref());
+        assert!(grid.count() >= 2, "{plan:?}");
+        assert_eq!(plan.spatial.unwrap().overlap_latent, MAX_OVERLAP_LATENT);
     }
 
     #[test]
