@@ -12,8 +12,14 @@ use common::*;
 /// working memory the same decode took uncapped: the four-latent-frame push cannot fit, one latent
 /// frame (about a quarter of it) can.
 const CAP_SHARE_OF_WORKING_SET: f64 = 0.6;
-/// A budget below one frame of the small model's causal caches at 256×256, so the decode is tile-major.
-const TILE_MAJOR_BUDGET_MIB: u64 = 50;
+/// The tile-major test's caps, tried in turn until one bites: the push must not fit, one latent frame
+/// must, and the output a push leaves (the halves joined, the spool's read-back and blend) must fit
+/// beside the tile's caches, since that memory is outside the retried push (at 60% it sometimes did not).
+const TILE_MAJOR_CAP_SHARES: [f64; 2] = [0.75, 0.68];
+/// A budget below one frame of the small model's causal caches at 512×512, so the decode is tile-major
+/// (8 strips of 64×10 latent cells, 2 latent frames per push: tensors large enough to be mapped on their
+/// own, so the address-space cap measures the job and not heap arenas kept from earlier jobs).
+const TILE_MAJOR_BUDGET_MIB: u64 = 180;
 
 fn status_bytes(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -166,8 +172,8 @@ async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let server = small_wan_server(dir.path());
     let client = client();
-    let query = format!("model=wan21-small&shape=1&shape=16&shape=9&shape=32&shape=32&dtype=float32&output_type=pt&memory_budget_mib={TILE_MAJOR_BUDGET_MIB}");
-    let latent = latent_bytes(16 * 9 * 32 * 32);
+    let query = format!("model=wan21-small&shape=1&shape=16&shape=5&shape=64&shape=64&dtype=float32&output_type=pt&memory_budget_mib={TILE_MAJOR_BUDGET_MIB}");
+    let latent = latent_bytes(16 * 5 * 64 * 64);
     // A first run pays the one-time costs (thread pools, kernel caches), so the second measures the job.
     remote_decode(&client, &server, &query, latent.clone()).await;
     let resident_before = status_bytes(server.pid(), "VmRSS:");
@@ -178,18 +184,26 @@ async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
     assert!(plan["latent_frames_per_chunk"].as_i64().unwrap() >= 2, "a push the retry can halve: {plan}");
     assert_eq!(plan["fallbacks"].as_array().map(Vec::len), Some(0), "{plan}");
     let working_set = job["timings"]["peak_host_bytes"].as_u64().unwrap().saturating_sub(resident_before);
-    let headroom = (working_set as f64 * CAP_SHARE_OF_WORKING_SET) as u64;
-    println!("uncapped tile-major decode: plan {plan}, working set {} MiB, cap at +{} MiB", working_set >> 20, headroom >> 20);
+    println!("uncapped tile-major decode: plan {plan}, working set {} MiB", working_set >> 20);
 
-    cap_address_space(&server, headroom);
-    let (retried, job_id) = remote_decode(&client, &server, &query, latent).await;
-    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{job_id}"))).await;
-    assert_eq!(job["plan"]["tile_major"].as_bool(), Some(true), "{job}");
-    let fallbacks = job["plan"]["fallbacks"].as_array().unwrap();
-    println!("fallbacks under the cap: {fallbacks:?}");
-    assert!(!fallbacks.is_empty(), "no out-of-memory fallback happened, so the cap did not bite: {job}");
+    // The working set moves by a few MiB between runs, and a cap that leaves the push just enough room
+    // does not bite; the next, lower one does (the job must succeed under either).
+    let mut capped = None;
+    for share in TILE_MAJOR_CAP_SHARES {
+        let headroom = (working_set as f64 * share) as u64;
+        cap_address_space(&server, headroom);
+        let (retried, job_id) = remote_decode(&client, &server, &query, latent.clone()).await;
+        let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{job_id}"))).await;
+        assert_eq!(job["plan"]["tile_major"].as_bool(), Some(true), "{job}");
+        println!("cap at +{} MiB: fallbacks {}", headroom >> 20, job["plan"]["fallbacks"]);
+        if !job["plan"]["fallbacks"].as_array().unwrap().is_empty() {
+            capped = Some(retried);
+            break;
+        }
+    }
+    let retried = capped.expect("no out-of-memory fallback happened under any cap, so the caps did not bite");
     let (a, b) = (as_floats(&uncapped), as_floats(&retried));
-    assert_eq!(a.len(), 3 * 33 * 256 * 256);
+    assert_eq!(a.len(), 3 * 17 * 512 * 512);
     let max_abs = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
     println!("retried vs uncapped tile-major decode: max abs {max_abs:e}");
     assert!(max_abs <= 1e-5, "{max_abs}");
