@@ -112,8 +112,17 @@ async fn a_full_queue_answers_429() {
     let client = client();
     let body = std::fs::read(&clip).unwrap();
     let query = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";
-    let mut codes = Vec::new();
-    for _ in 0..4 {
+    let (status, first) = upload_raw(&client, &server, query, body.clone()).await;
+    assert_eq!(status, 202, "{first}");
+    // The queue counts jobs not yet started: once the first one runs, one more fits.
+    let url = server.url(&format!("/v1/jobs/{}", first["id"].as_str().unwrap()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while get_json(&client, &url).await.1["status"] == "queued" {
+        assert!(std::time::Instant::now() < deadline, "the first job never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut codes = vec![(status, first["error"]["code"].clone())];
+    for _ in 0..3 {
         let (status, body) = upload_raw(&client, &server, query, body.clone()).await;
         codes.push((status, body["error"]["code"].clone()));
     }
