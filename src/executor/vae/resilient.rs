@@ -80,13 +80,11 @@ pub fn decode(decoder: &mut TiledDecoder, latent: &Tensor, size: &PushSize, fall
     };
     decoder.restore(checkpoint);
     if count > 1 {
-        let half = count / 2;
-        fallbacks.log.push(format!("out of memory on {count} latent frames: split into {half} + {}, and later pushes likewise", count - half));
-        fallbacks.decode_push_limit = Some(count - half);
-        let part = |len: i64| PushSize { largest_conv_bytes: size.largest_conv_bytes * len / count };
-        let first = decode(decoder, &latent.narrow(2, 0, half), &part(half), fallbacks)?;
-        let second = decode(decoder, &latent.narrow(2, half, count - half), &part(count - half), fallbacks)?;
-        return Ok(Tensor::cat(&[first, second], 2));
+        // Halves from here on: the push is cut by the limit above, this one as every later one.
+        let limit = count - count / 2;
+        fallbacks.log.push(format!("out of memory on {count} latent frames: split into {limit} + {}, and later pushes likewise", count - limit));
+        fallbacks.decode_push_limit = Some(limit);
+        return decode(decoder, latent, size, fallbacks);
     }
     let Some(split) = fallbacks.next_split(decoder.row_split(), size.largest_conv_bytes, "one latent frame") else { return Err(error) };
     if !decoder.set_row_split(Some(split)) {
@@ -101,25 +99,7 @@ pub fn decode(decoder: &mut TiledDecoder, latent: &Tensor, size: &PushSize, fall
 /// pushes of one group each run exactly one group.
 pub fn encode(encoder: &mut TiledEncoder, frames: &Tensor, group: i64, size: &PushSize, fallbacks: &mut OomFallbacks) -> Result<Option<Tensor>, ExecError> {
     let count = frames.size()[2];
-    let known_too_long = fallbacks.encode_push_limit.is_some_and(|limit| count > limit);
-    let error = if known_too_long {
-        None
-    } else {
-        let checkpoint = encoder.checkpoint();
-        match attempt(|| encoder.push(frames)) {
-            Ok(latent) => return Ok(latent),
-            Err(error) if error.is_out_of_memory() => {
-                encoder.restore(checkpoint);
-                Some(error)
-            }
-            Err(error) => return Err(error),
-        }
-    };
-    if count > group {
-        if error.is_some() {
-            fallbacks.log.push(format!("out of memory on {count} frames: pushed {group} at a time, and later pushes likewise"));
-            fallbacks.encode_push_limit = Some(group);
-        }
+    if fallbacks.encode_push_limit.is_some_and(|limit| count > limit) {
         let part = PushSize { largest_conv_bytes: size.largest_conv_bytes * group / count };
         let mut latents = Vec::new();
         for start in (0..count).step_by(group as usize) {
@@ -128,7 +108,19 @@ pub fn encode(encoder: &mut TiledEncoder, frames: &Tensor, group: i64, size: &Pu
         }
         return Ok((!latents.is_empty()).then(|| Tensor::cat(&latents, 2)));
     }
-    let error = error.expect("a push of one group is always tried");
+    let checkpoint = encoder.checkpoint();
+    let error = match attempt(|| encoder.push(frames)) {
+        Ok(latent) => return Ok(latent),
+        Err(error) if error.is_out_of_memory() => error,
+        Err(error) => return Err(error),
+    };
+    encoder.restore(checkpoint);
+    if count > group {
+        // One group at a time from here on: the push is cut by the limit above, this one as every later one.
+        fallbacks.log.push(format!("out of memory on {count} frames: pushed {group} at a time, and later pushes likewise"));
+        fallbacks.encode_push_limit = Some(group);
+        return encode(encoder, frames, group, size, fallbacks);
+    }
     let Some(split) = fallbacks.next_split(encoder.row_split(), size.largest_conv_bytes, &format!("{count} frames")) else { return Err(error) };
     if !encoder.set_row_split(Some(split)) {
         return Err(error);
