@@ -11,11 +11,17 @@ use common::*;
 /// The VAE retry test caps the server's address space at its current size plus this share of the
 /// working memory the same decode took uncapped: the four-latent-frame push cannot fit, one latent
 /// frame (about a quarter of it) can.
-const CAP_SHARE_OF_WORKING_SET: f64 = 0.6;
+const CAP_SHARE_OF_WORKING_SET: f64 = 0.65;
 /// The tile-major test's caps, tried in turn until one bites: the push must not fit, one latent frame
 /// must, and the output a push leaves (the halves joined, the spool's read-back and blend) must fit
 /// beside the tile's caches, since that memory is outside the retried push (at 60% it sometimes did not).
 const TILE_MAJOR_CAP_SHARES: [f64; 2] = [0.75, 0.68];
+/// The re-plan test's caps (shares of the working set measured after a warm-up run), tried in turn
+/// until one makes the job re-plan: below what one latent frame of whole frames needs even with
+/// row-split convolutions, above what the re-planned tiles need plus what the failed attempt leaves
+/// in the capped address space (at 45–52% that was sometimes too much: every later attempt failed at
+/// once with oneDNN's "could not create a primitive").
+const REPLAN_CAP_SHARES: [f64; 2] = [0.58, 0.55];
 /// A budget below one frame of the small model's causal caches at 512×512, so the decode is tile-major
 /// (8 strips of 64×10 latent cells, 2 latent frames per push: tensors large enough to be mapped on their
 /// own, so the address-space cap measures the job and not heap arenas kept from earlier jobs).
@@ -67,28 +73,39 @@ async fn a_chunk_that_does_not_fit_is_split_and_the_job_succeeds() {
     assert_eq!((probed.width, probed.height, probed.frames), (2560, 1088, 4));
 }
 
-/// Deterministic latent values in about [-2, 2] (a small LCG: no dependency, same on every run).
-fn latent_bytes(count: usize) -> Vec<u8> {
+/// Deterministic f32 values in about [-amplitude, amplitude] (a small LCG: no dependency, same on
+/// every run).
+fn random_f32_bytes(count: usize, amplitude: f32) -> Vec<u8> {
     let mut state = 0x2545_f491_u64;
     (0..count)
         .flat_map(|_| {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0).to_le_bytes()
+            (((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 * amplitude - amplitude).to_le_bytes()
         })
         .collect()
+}
+
+/// A latent of `count` values in about [-2, 2].
+fn latent_bytes(count: usize) -> Vec<u8> {
+    random_f32_bytes(count, 2.0)
 }
 
 fn as_floats(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
 
-async fn remote_decode(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> (Vec<u8>, String) {
-    let response = client.post(server.url(&format!("/v1/decode?{query}"))).body(body).send().await.unwrap();
+/// A call to `/v1/{op}`: the result's bytes and the job id.
+async fn remote_call(client: &reqwest::Client, server: &Server, op: &str, query: &str, body: Vec<u8>) -> (Vec<u8>, String) {
+    let response = client.post(server.url(&format!("/v1/{op}?{query}"))).body(body).send().await.unwrap();
     let status = response.status();
     let job = response.headers().get("x-vaebox-job").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
     let bytes = response.bytes().await.unwrap().to_vec();
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes[..bytes.len().min(400)]));
     (bytes, job)
+}
+
+async fn remote_decode(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> (Vec<u8>, String) {
+    remote_call(client, server, "decode", query, body).await
 }
 
 /// A server with the small reference Wan 2.1 as `wan21-small` and up to four latent frames per push
@@ -143,9 +160,8 @@ async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
     let fallbacks = job["plan"]["fallbacks"].as_array().unwrap();
     println!("fallbacks under the cap: {fallbacks:?}");
     assert!(!fallbacks.is_empty(), "no out-of-memory fallback happened, so the cap did not bite: {job}");
-    let (a, b) = (as_floats(&uncapped), as_floats(&retried));
-    assert_eq!(a.len(), 3 * 17 * 256 * 256);
-    let max_abs = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    assert_eq!(uncapped.len(), 4 * 3 * 17 * 256 * 256);
+    let max_abs = max_abs_difference(&uncapped, &retried);
     println!("retried vs uncapped decode: max abs {max_abs:e}");
     assert!(max_abs <= 1e-5, "{max_abs}");
 
@@ -202,11 +218,101 @@ async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
         }
     }
     let retried = capped.expect("no out-of-memory fallback happened under any cap, so the caps did not bite");
-    let (a, b) = (as_floats(&uncapped), as_floats(&retried));
-    assert_eq!(a.len(), 3 * 17 * 512 * 512);
-    let max_abs = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    assert_eq!(uncapped.len(), 4 * 3 * 17 * 512 * 512);
+    let max_abs = max_abs_difference(&uncapped, &retried);
     println!("retried vs uncapped tile-major decode: max abs {max_abs:e}");
     assert!(max_abs <= 1e-5, "{max_abs}");
     let spools = dirs_under(&server.data_dir).into_iter().filter(|d| d.file_name().unwrap().to_string_lossy().starts_with(".spool-")).collect::<Vec<_>>();
     assert!(spools.is_empty(), "tile-major spool left behind: {spools:?}");
+}
+
+/// The encoder's retry: a 16-frame push that does not fit under the cap is undone and pushed one latent
+/// group (4 frames) at a time, then with row-split convolutions if need be; the causal caches are
+/// restored before each retry, so the latent equals the uncapped encode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vae_encode_that_does_not_fit_is_retried_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = small_wan_server(dir.path());
+    let client = client();
+    let query = "model=wan21-small&shape=1&shape=3&shape=17&shape=256&shape=256&dtype=float32";
+    let video = random_f32_bytes(3 * 17 * 256 * 256, 1.0);
+    // A first run pays the one-time costs (thread pools, kernel caches), so the second measures the job.
+    remote_call(&client, &server, "encode", query, video.clone()).await;
+    let resident_before = status_bytes(server.pid(), "VmRSS:");
+    let (uncapped, uncapped_job) = remote_call(&client, &server, "encode", query, video.clone()).await;
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{uncapped_job}"))).await;
+    assert_eq!(job["plan"]["fallbacks"].as_array().map(Vec::len), Some(0), "{job}");
+    let working_set = job["timings"]["peak_host_bytes"].as_u64().unwrap().saturating_sub(resident_before);
+    let headroom = (working_set as f64 * CAP_SHARE_OF_WORKING_SET) as u64;
+    println!("uncapped encode: working set {} MiB, cap at +{} MiB", working_set >> 20, headroom >> 20);
+    assert!(working_set > 100 << 20, "the uncapped encode should need well over 100 MiB: {working_set}");
+
+    cap_address_space(&server, headroom);
+    let (retried, job_id) = remote_call(&client, &server, "encode", query, video).await;
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{job_id}"))).await;
+    let fallbacks = job["plan"]["fallbacks"].as_array().unwrap();
+    println!("fallbacks under the cap: {fallbacks:?}");
+    assert!(!fallbacks.is_empty(), "no out-of-memory fallback happened, so the cap did not bite: {job}");
+    assert_eq!(uncapped.len(), 4 * 16 * 5 * 32 * 32);
+    let max_abs = max_abs_difference(&uncapped, &retried);
+    println!("retried vs uncapped encode: max abs {max_abs:e}");
+    assert!(max_abs <= 1e-5, "{max_abs}");
+}
+
+fn max_abs_difference(a: &[u8], b: &[u8]) -> f32 {
+    let (a, b) = (as_floats(a), as_floats(b));
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max)
+}
+
+/// When even one latent frame of whole frames does not fit with row-split convolutions, the job is
+/// re-planned for a smaller budget (tiles, here tile-major) and started again; the plan says so, and
+/// the result equals an uncapped job given that budget from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vae_decode_that_still_does_not_fit_is_replanned_into_tiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = small_wan_server(&dir.path().join("capped"));
+    let client = client();
+    let query = "model=wan21-small&shape=1&shape=16&shape=5&shape=32&shape=32&dtype=float32&output_type=pt";
+    let latent = latent_bytes(16 * 5 * 32 * 32);
+    remote_decode(&client, &server, query, latent.clone()).await;
+    let resident_before = status_bytes(server.pid(), "VmRSS:");
+    let (_, uncapped_job) = remote_decode(&client, &server, query, latent.clone()).await;
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{uncapped_job}"))).await;
+    assert!(job["plan"]["spatial_tiles"].is_null(), "{job}");
+    let working_set = job["timings"]["peak_host_bytes"].as_u64().unwrap().saturating_sub(resident_before);
+    println!("uncapped decode: working set {} MiB", working_set >> 20);
+
+    // A cap that leaves one latent frame of whole frames just enough room does not make the job
+    // re-plan (the piece-level retry is enough); the next, lower one does. The job must succeed either way.
+    let mut replanned = None;
+    for share in REPLAN_CAP_SHARES {
+        let headroom = (working_set as f64 * share) as u64;
+        cap_address_space(&server, headroom);
+        let (output, job_id) = remote_decode(&client, &server, query, latent.clone()).await;
+        let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{job_id}"))).await;
+        println!("cap at +{} MiB: plan {}", headroom >> 20, job["plan"]);
+        let fallbacks = job["plan"]["fallbacks"].as_array().unwrap();
+        if fallbacks.iter().any(|f| f.as_str().is_some_and(|f| f.contains("re-planned"))) {
+            replanned = Some((output, job["plan"].clone()));
+            break;
+        }
+    }
+    let (replanned, plan) = replanned.expect("no cap made the job re-plan");
+    let first = plan["fallbacks"][0].as_str().unwrap();
+    assert!(first.starts_with("out of memory with whole frames, 4 latent frames per push: re-planned for a budget of "), "{plan}");
+    assert!(!plan["spatial_tiles"].is_null(), "the re-plan should have cut the frame into tiles: {plan}");
+    let budget = plan["memory_budget_mib"].as_u64().expect("the re-planned budget is in the plan");
+
+    // The same job on an uncapped server, planned for that budget from the start.
+    let reference_server = small_wan_server(&dir.path().join("reference"));
+    let budget_query = format!("{query}&memory_budget_mib={budget}");
+    let (reference, reference_job) = remote_decode(&client, &reference_server, &budget_query, latent).await;
+    let (_, reference_job) = get_json(&client, &reference_server.url(&format!("/v1/jobs/{reference_job}"))).await;
+    for key in ["spatial_tiles", "tile_major", "latent_frames_per_chunk"] {
+        assert_eq!(reference_job["plan"][key], plan[key], "{key}: {reference_job}");
+    }
+    let max_abs = max_abs_difference(&reference, &replanned);
+    println!("re-planned vs planned for {budget} MiB from the start: max abs {max_abs:e}");
+    assert!(max_abs <= 1e-5, "{max_abs}");
 }

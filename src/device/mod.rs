@@ -153,6 +153,15 @@ pub fn track_allocations_in_rss() {
     });
 }
 
+/// Hands memory that freed tensors left cached back to the system: the CUDA caching allocator's
+/// blocks, and on the host glibc's free heap pages. For a retry after running out of memory.
+pub fn release_cached_memory(device: Device) {
+    cuda::empty_cache(device);
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Peak resident set of this process since the last reset, in bytes (Linux `VmHWM`).
 pub fn peak_host_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

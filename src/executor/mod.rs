@@ -178,7 +178,7 @@ impl Executor {
         timings.peak_device_bytes = crate::device::cuda::peak_allocated_bytes(self.device);
         if result.as_ref().is_err_and(ExecError::is_out_of_memory) {
             // What the failed attempt cached would shrink the next job's free-memory budget.
-            crate::device::cuda::empty_cache(self.device);
+            crate::device::release_cached_memory(self.device);
         }
         result.map(|mut outcome: JobOutcome| {
             outcome.timings = timings.clone();

@@ -46,6 +46,10 @@ pub fn is_out_of_memory(e: &tch::TchError) -> bool {
     is_out_of_memory_message(&e.to_string())
 }
 
+/// What libtorch says when memory runs out. oneDNN turns its own failed allocations (a convolution's
+/// scratchpad, under an address-space cap) into "could not create a primitive" with no status text;
+/// a primitive that cannot be created for any other reason fails the same way on every retry, so
+/// treating it as out of memory costs a few quick retries and then the original error.
 pub fn is_out_of_memory_message(message: &str) -> bool {
-    message.contains("out of memory") || message.contains("DefaultCPUAllocator: can't allocate")
+    ["out of memory", "DefaultCPUAllocator: can't allocate", "could not create a primitive", "std::bad_alloc"].iter().any(|sign| message.contains(sign))
 }

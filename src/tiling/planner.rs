@@ -75,11 +75,17 @@ impl PlanRequest {
     }
 
     fn plan(&self, latent_frames_per_chunk: i64, spatial: Option<SpatialTiles>, fits: bool, tile_major: bool) -> Plan {
-        let estimate = match (tile_major, &spatial) {
+        let estimated_peak_bytes = self.estimated_peak_bytes(latent_frames_per_chunk, spatial.as_ref(), tile_major);
+        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes, fits, tile_major }
+    }
+
+    /// The estimated peak of pushes of `latent_frames_per_chunk` on `spatial` tiles (tile-major or not).
+    pub fn estimated_peak_bytes(&self, latent_frames_per_chunk: i64, spatial: Option<&SpatialTiles>, tile_major: bool) -> u64 {
+        let estimate = match (tile_major, spatial) {
             (true, Some(tiles)) => self.estimate_tile_major(latent_frames_per_chunk, tiles),
-            _ => self.estimate(latent_frames_per_chunk, spatial.as_ref()),
+            _ => self.estimate(latent_frames_per_chunk, spatial),
         };
-        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes: estimate.max(0.0).ceil() as u64, fits, tile_major }
+        estimate.max(0.0).ceil() as u64
     }
 
     /// Tile-major decode: one tile's stream (its activations and its own cache) while decoding, then

@@ -4,6 +4,7 @@
 mod decode;
 mod encode;
 mod reconstruct;
+mod replan;
 mod resilient;
 
 use std::time::Instant;
@@ -19,7 +20,8 @@ use crate::media::latent;
 use crate::models::vae::VideoVae;
 use crate::tiling::grid::SpatialTiles;
 use crate::tiling::memory::{MemoryModel, TiledOp};
-use crate::tiling::planner::{self, Plan, PlanRequest};
+use crate::tiling::planner::{Plan, PlanRequest};
+use replan::JobPlanning;
 use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 const QUEUE_CHUNKS: usize = 2;
@@ -62,6 +64,8 @@ struct VaeJob<'a> {
     /// Spatial tiles when a whole frame does not fit the budget.
     tiles: Option<SpatialTiles>,
     tile_plan: Plan,
+    /// The budget the plan was made for, in MiB (0 = none).
+    budget_mib: u64,
     /// Bytes per element of the compute dtype.
     element_bytes: i64,
 }
@@ -74,16 +78,60 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let load_started = Instant::now();
     let (vae, _) = exec.models.vae(&entry, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
-    let tile_plan = plan_tiles(exec, job, &vae, kind, timings)?;
-    let chunk_frames = (tile_plan.latent_frames_per_chunk * vae.temporal_factor()) as usize;
-    let element_bytes = kind.elt_size_in_bytes() as i64;
-    let ctx = VaeJob { exec, job, hooks, entry, vae: &vae, chunk_frames, tiles: tile_plan.spatial, tile_plan, element_bytes };
-    tch::no_grad(|| match job.op {
-        Op::VaeEncode => encode::run(&ctx, timings),
-        Op::VaeDecode => decode::run(&ctx, timings),
-        Op::VaeReconstruct => reconstruct::run(&ctx, timings),
-        Op::Upscale => Err(ExecError::Invalid("upscale is not a VAE op".into())),
-    })
+    let mut planning = job_planning(exec, job, &vae, kind, timings)?;
+    let mut replans = Vec::new();
+    loop {
+        let tile_plan = planning.plan();
+        let chunk_frames = (tile_plan.latent_frames_per_chunk * vae.temporal_factor()) as usize;
+        let element_bytes = kind.elt_size_in_bytes() as i64;
+        let ctx = VaeJob {
+            exec,
+            job,
+            hooks,
+            entry: entry.clone(),
+            vae: &vae,
+            chunk_frames,
+            tiles: tile_plan.spatial,
+            tile_plan: tile_plan.clone(),
+            budget_mib: planning.budget_mib,
+            element_bytes,
+        };
+        // Out-of-memory anywhere in the run (also outside a retried push: joining halves, blending)
+        // comes back here as an error, so the job can be re-planned.
+        let result = resilient::attempt(|| {
+            tch::no_grad(|| match job.op {
+                Op::VaeEncode => encode::run(&ctx, timings),
+                Op::VaeDecode => decode::run(&ctx, timings),
+                Op::VaeReconstruct => reconstruct::run(&ctx, timings),
+                Op::Upscale => Err(ExecError::Invalid("upscale is not a VAE op".into())),
+            })
+        });
+        drop(ctx);
+        match result {
+            Ok(outcome) => return Ok(with_replans(outcome, &replans)),
+            Err(error) if error.is_out_of_memory() => {
+                let Some((smaller, note)) = planning.replan(&tile_plan, replans.len()) else { return Err(error) };
+                tracing::warn!(job = %job.id, "{note}");
+                crate::device::release_cached_memory(exec.device);
+                replans.push(note);
+                planning = smaller;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// The re-plans come first in the finished plan's fallbacks (they happened before its own).
+fn with_replans(mut outcome: JobOutcome, replans: &[String]) -> JobOutcome {
+    if replans.is_empty() {
+        return outcome;
+    }
+    if let Some(plan) = outcome.plan.as_mut().and_then(|plan| plan.as_object_mut()) {
+        let own = plan.remove("fallbacks").and_then(|f| f.as_array().cloned()).unwrap_or_default();
+        let all: Vec<serde_json::Value> = replans.iter().map(|note| json!(note)).chain(own).collect();
+        plan.insert("fallbacks".into(), json!(all));
+    }
+    outcome
 }
 
 /// The job's size in latent cells, from whatever its input is: a latent file, a pixel tensor or a video.
@@ -114,10 +162,11 @@ fn latent_dims(exec: &Executor, job: &JobSpec, vae: &VideoVae, timings: &mut Tim
     Ok(from_pixels(info.frames.max(1) as i64, info.height as i64, info.width as i64))
 }
 
-/// Temporal chunk first (exact), spatial tiles only when one chunk of whole frames exceeds the budget.
-/// Without a budget, or without a memory model for this family, whole frames at the configured chunk.
-fn plan_tiles(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timings: &mut Timings) -> Result<Plan, ExecError> {
-    let max_latents = (exec.config.chunk_frames as i64 / vae.temporal_factor()).max(1);
+/// What the job is planned from: temporal chunk first (exact), spatial tiles only when one chunk of
+/// whole frames exceeds the budget. Without a budget, or without a memory model for this family,
+/// whole frames at the configured chunk.
+fn job_planning(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timings: &mut Timings) -> Result<JobPlanning, ExecError> {
+    let max_latent_frames = (exec.config.chunk_frames as i64 / vae.temporal_factor()).max(1);
     let budget_mib = job.params.memory_budget_mib.unwrap_or(exec.config.memory_budget_mib);
     if budget_mib == 0 {
         // Blocks the allocator caches from earlier jobs are free for this one but not to the driver.
@@ -128,17 +177,16 @@ fn plan_tiles(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timing
         (0, Some((free, _))) => (free >> 20).saturating_sub(exec.config.device_memory_margin_mib).max(1),
         (budget, _) => budget,
     };
-    let memory = MemoryModel::for_vae(vae, kind, exec.device);
+    let Some(memory) = MemoryModel::for_vae(vae, kind, exec.device) else {
+        return Ok(JobPlanning { request: None, budget_mib, max_latent_frames });
+    };
     let [latent_frames, latent_height, latent_width] = latent_dims(exec, job, vae, timings)?;
     let op = match job.op {
         Op::VaeEncode => TiledOp::Encode,
         Op::VaeDecode => TiledOp::Decode,
         _ => TiledOp::Reconstruct,
     };
-    let (Some(memory), true) = (memory, budget_mib > 0) else {
-        return Ok(Plan { latent_frames_per_chunk: max_latents, spatial: None, estimated_peak_bytes: 0, fits: true, tile_major: false });
-    };
-    Ok(planner::plan(&PlanRequest {
+    let request = PlanRequest {
         op,
         latent_frames,
         latent_height,
@@ -146,9 +194,10 @@ fn plan_tiles(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timing
         spatial_factor: vae.spatial_factor(),
         temporal_factor: vae.temporal_factor(),
         budget_bytes: budget_mib << 20,
-        max_latent_frames_per_chunk: max_latents.min(latent_frames),
+        max_latent_frames_per_chunk: max_latent_frames.min(latent_frames),
         memory,
-    }))
+    };
+    Ok(JobPlanning { request: Some(request), budget_mib, max_latent_frames })
 }
 
 impl VaeJob<'_> {
@@ -271,6 +320,7 @@ impl VaeJob<'_> {
             "blending": self.tiles.map(|_| "raised cosine over the overlap"),
             "estimated_peak_bytes": (self.tile_plan.estimated_peak_bytes > 0).then_some(self.tile_plan.estimated_peak_bytes),
             "fits_budget": self.tile_plan.fits,
+            "memory_budget_mib": (self.budget_mib > 0).then_some(self.budget_mib),
             "tile_major": self.tile_plan.tile_major,
             "spatial_factor": self.vae.spatial_factor(),
             "temporal_factor": self.vae.temporal_factor(),

@@ -38,10 +38,10 @@ impl OomFallbacks {
     }
 }
 
-/// Runs `work`, catching libtorch panics; `Err(None)`-free: every failure comes back as an ExecError.
-fn attempt<T>(work: impl FnOnce() -> Result<T, crate::models::ModelError>) -> Result<T, ExecError> {
+/// Runs `work`, catching libtorch panics: every failure comes back as an ExecError.
+pub(super) fn attempt<T, E: Into<ExecError>>(work: impl FnOnce() -> Result<T, E>) -> Result<T, ExecError> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
-        Ok(result) => result.map_err(ExecError::from),
+        Ok(result) => result.map_err(Into::into),
         Err(panic) => Err(ExecError::from_panic(panic)),
     }
 }
