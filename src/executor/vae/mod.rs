@@ -79,11 +79,11 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let (vae, _) = exec.models.vae(&entry, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
     let mut planning = job_planning(exec, job, &vae, kind, timings)?;
+    let element_bytes = kind.elt_size_in_bytes() as i64;
     let mut replans = Vec::new();
     loop {
         let tile_plan = planning.plan();
         let chunk_frames = (tile_plan.latent_frames_per_chunk * vae.temporal_factor()) as usize;
-        let element_bytes = kind.elt_size_in_bytes() as i64;
         let ctx = VaeJob {
             exec,
             job,
@@ -106,7 +106,6 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
                 Op::Upscale => Err(ExecError::Invalid("upscale is not a VAE op".into())),
             })
         });
-        drop(ctx);
         match result {
             Ok(outcome) => return Ok(with_replans(outcome, &replans)),
             Err(error) if error.is_out_of_memory() => {
