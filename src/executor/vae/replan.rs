@@ -39,8 +39,14 @@ impl JobPlanning {
         if replans_so_far >= MAX_REPLANS {
             return None;
         }
-        // The piece-level retry has already run this plan's tiles one latent frame at a time.
-        let mut budget_bytes = request.estimated_peak_bytes(1, failed.spatial.as_ref(), failed.tile_major) / 2;
+        // The piece-level retry has already run this plan's tiles one latent frame at a time. A plan
+        // that did not fit its budget is estimated above it, so the budget halves too: each re-plan
+        // asks for less than the one before.
+        let one_frame = request.estimated_peak_bytes(1, failed.spatial.as_ref(), failed.tile_major);
+        let mut budget_bytes = match self.budget_mib {
+            0 => one_frame / 2,
+            budget_mib => one_frame.min(budget_mib << 20) / 2,
+        };
         for _ in 0..MAX_HALVINGS {
             let budget_mib = budget_bytes >> 20;
             if budget_mib == 0 {
@@ -123,10 +129,21 @@ mod tests {
         while let Some((next, _)) = planning.replan(&failed, replans) {
             let plan = next.plan();
             assert_ne!((plan.spatial, plan.tile_major), (failed.spatial, failed.tile_major));
-            assert!(next.budget_mib < planning.budget_mib || planning.budget_mib == 0);
+            assert!(next.budget_mib <= planning.budget_mib / 2 || planning.budget_mib == 0, "{} after {}", next.budget_mib, planning.budget_mib);
             (planning, failed, replans) = (next, plan, replans + 1);
         }
         assert_eq!(replans, MAX_REPLANS);
+    }
+
+    #[test]
+    fn an_unfit_plan_is_not_replanned_upwards() {
+        // Budgets this small leave only the cheapest plan, marked unfit and estimated far above them;
+        // half its estimate would be a larger budget than the one that failed.
+        let tight = planning(4);
+        let failed = tight.plan();
+        assert!(!failed.fits && failed.estimated_peak_bytes > 8 << 20, "{failed:?}");
+        // The cheapest plan does not depend on the budget, so there is nothing smaller to try.
+        assert!(tight.replan(&failed, 0).is_none());
     }
 
     #[test]
