@@ -167,6 +167,24 @@ pub fn plan(request: &PlanRequest) -> Plan {
     request.plan(1, cheapest.flatten(), false, false)
 }
 
+/// A 480×832 decode of 21 latent frames with round constants, so expected plans can be worked out by
+/// hand (tests here and of the executor's re-plan).
+#[cfg(test)]
+pub(crate) fn example_request(budget_bytes: u64) -> PlanRequest {
+    let cost = super::memory::StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1000.0, bytes_per_pixel: 100.0 };
+    PlanRequest {
+        op: TiledOp::Decode,
+        latent_frames: 21,
+        latent_height: 60,
+        latent_width: 104,
+        spatial_factor: 8,
+        temporal_factor: 4,
+        budget_bytes,
+        max_latent_frames_per_chunk: 4,
+        memory: MemoryModel { encode: cost, decode: cost },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,20 +192,8 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
-    /// Round constants, so expected plans can be worked out by hand.
     fn request(budget_bytes: u64) -> PlanRequest {
-        let cost = StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1000.0, bytes_per_pixel: 100.0 };
-        PlanRequest {
-            op: TiledOp::Decode,
-            latent_frames: 21,
-            latent_height: 60,
-            latent_width: 104,
-            spatial_factor: 8,
-            temporal_factor: 4,
-            budget_bytes,
-            max_latent_frames_per_chunk: 4,
-            memory: MemoryModel { encode: cost, decode: cost },
-        }
+        example_request(budget_bytes)
     }
 
     #[test]

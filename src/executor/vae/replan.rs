@@ -89,22 +89,9 @@ fn describe(request: &PlanRequest, plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tiling::memory::{MemoryModel, StreamCost, TiledOp};
 
     fn planning(budget_mib: u64) -> JobPlanning {
-        let cost = StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1000.0, bytes_per_pixel: 100.0 };
-        let request = PlanRequest {
-            op: TiledOp::Decode,
-            latent_frames: 21,
-            latent_height: 60,
-            latent_width: 104,
-            spatial_factor: 8,
-            temporal_factor: 4,
-            budget_bytes: 0,
-            max_latent_frames_per_chunk: 4,
-            memory: MemoryModel { encode: cost, decode: cost },
-        };
-        JobPlanning { request: Some(request), budget_mib, max_latent_frames: 4 }
+        JobPlanning { request: Some(planner::example_request(0)), budget_mib, max_latent_frames: 4 }
     }
 
     #[test]
