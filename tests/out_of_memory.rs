@@ -26,6 +26,10 @@ const REPLAN_CAP_SHARES: [f64; 2] = [0.58, 0.55];
 /// (8 strips of 64×10 latent cells, 2 latent frames per push: tensors large enough to be mapped on their
 /// own, so the address-space cap measures the job and not heap arenas kept from earlier jobs).
 const TILE_MAJOR_BUDGET_MIB: u64 = 180;
+/// Room a tiny decode of a new shape gets under the kernel-failure test's limit: its kernels' code does
+/// not fit (at 4–8 MiB, 14 runs of 14 failed a kernel; at 12 MiB the decode fits), while the rest of the
+/// server does (at 1–2 MiB it sometimes could not start a database thread or allocate at all).
+const KERNEL_FAILURE_HEADROOM: u64 = 6 << 20;
 
 fn status_bytes(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -345,4 +349,48 @@ async fn a_vae_decode_that_still_does_not_fit_is_replanned_into_tiles() {
     let max_abs = max_abs_difference(&reference, &replanned);
     println!("re-planned vs planned for {budget} MiB from the start: max abs {max_abs:e}");
     assert!(max_abs <= 1e-5, "{max_abs}");
+}
+
+/// Sets the server's soft address-space limit (the hard one stays unlimited, so it can be lifted).
+fn limit_address_space_softly(server: &Server, limit: Option<u64>) {
+    let soft = limit.map_or("unlimited".to_string(), |l| l.to_string());
+    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={soft}:unlimited")).status().unwrap();
+    assert!(capped.success(), "prlimit failed");
+}
+
+/// A decode call that may fail: the status and the body (the output, or the error).
+async fn try_decode(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+    let response = client.post(server.url(&format!("/v1/decode?{query}"))).body(body).send().await.unwrap();
+    (response.status().as_u16(), response.bytes().await.unwrap().to_vec())
+}
+
+/// oneDNN's JIT keeps its first failed allocation in a thread-local and then compiles no kernel on that
+/// thread. Under an address-space limit a little above the server's present size, a decode of a new,
+/// tiny shape (its tensors fit the heap it has; its kernels' code needs new mappings) fails that way;
+/// once the limit is lifted, decodes of other new shapes must run again (the executor moves to a new
+/// thread), and equal the same decodes on a server that never ran out of memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_shapes_decode_again_after_a_kernel_could_not_be_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = small_wan_server(dir.path());
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
+    let query = |t: usize, h: usize, w: usize| format!("model=wan21-small&shape=1&shape=16&shape={t}&shape={h}&shape={w}&dtype=float32&output_type=pt");
+    remote_decode(&client, &server, &query(1, 4, 4), latent_bytes(16 * 4 * 4)).await;
+
+    limit_address_space_softly(&server, Some(virtual_size_bytes(server.pid()) + KERNEL_FAILURE_HEADROOM));
+    let (status, body) = try_decode(&client, &server, &query(1, 4, 6), latent_bytes(16 * 4 * 6)).await;
+    limit_address_space_softly(&server, None);
+    let error = String::from_utf8_lossy(&body);
+    println!("new shape under the limit: {status} {error}");
+    assert!(status != 200 && error.contains("could not create a primitive"), "the limit did not fail a kernel: {status} {error}");
+
+    let fresh_dir = tempfile::tempdir().unwrap();
+    let fresh = small_wan_server(fresh_dir.path());
+    for (t, h, w) in [(2, 6, 4), (1, 8, 10)] {
+        let latent = latent_bytes(16 * t * h * w);
+        let (status, body) = try_decode(&client, &server, &query(t, h, w), latent.clone()).await;
+        assert_eq!(status, 200, "{t}×{h}×{w} after the failed kernel: {}", String::from_utf8_lossy(&body));
+        let (expected, _) = remote_decode(&client, &fresh, &query(t, h, w), latent).await;
+        assert_eq!(max_abs_difference(&expected, &body), 0.0, "{t}×{h}×{w}");
+    }
 }

@@ -1,6 +1,7 @@
 //! The executor: one `std::thread` that owns the device, the loaded models and every tensor.
 //! Async code reaches it through a channel of commands, each with a oneshot reply; progress goes
 //! back on a `watch` channel and cancellation arrives as a flag checked between chunks.
+mod attempt;
 mod error;
 mod frames;
 mod models;
@@ -126,16 +127,7 @@ impl ExecutorHandle {
                     tracing::warn!("cpu_allocator = \"fast\": glibc keeps freed tensors, so memory_budget_mib is not held on CPU");
                 }
                 let _ = device_tx.send(device);
-                let mut executor = Executor { config, device, models: LoadedModels::default() };
-                for command in inbox {
-                    let mut timings = command.job.timings.clone();
-                    // tch turns libtorch exceptions into panics; one bad job must not take the device's owner down.
-                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        executor.run(&command.job, &command.hooks, &mut timings)
-                    }));
-                    let result = run.unwrap_or_else(|panic| Err(ExecError::from_panic(panic)));
-                    let _ = command.reply.send((result, timings));
-                }
+                serve(Executor { config, device, models: LoadedModels::default() }, inbox, None);
             })
             .expect("spawn executor thread");
         let device = device_rx.recv().map(crate::device::device_name).unwrap_or_else(|_| "unavailable".into());
@@ -154,6 +146,64 @@ impl ExecutorHandle {
             return (Err(ExecError::ExecutorGone), fallback);
         }
         answer.await.unwrap_or((Err(ExecError::ExecutorGone), fallback))
+    }
+}
+
+/// Runs the jobs in `inbox` one by one (`first`, if given, before them) until the server ends. Once a
+/// kernel could not be created on this thread (see [`attempt`]), the next job moves serving to a new
+/// thread: at the next job and not right after the failure, since whatever limited memory then may
+/// also keep a thread from starting.
+fn serve(mut executor: Executor, mut inbox: mpsc::Receiver<RunCommand>, mut first: Option<RunCommand>) {
+    loop {
+        let Some(command) = first.take().or_else(|| inbox.recv().ok()) else { return };
+        let command = if attempt::this_thread_cannot_create_kernels() {
+            match serve_on_a_new_thread(Handover { executor, inbox, command }) {
+                Ok(()) => return,
+                Err(kept) => {
+                    (executor, inbox) = (kept.executor, kept.inbox);
+                    kept.command
+                }
+            }
+        } else {
+            command
+        };
+        let mut timings = command.job.timings.clone();
+        // tch turns libtorch exceptions into panics; one bad job must not take the device's owner down.
+        let result = attempt::attempt(|| executor.run(&command.job, &command.hooks, &mut timings));
+        let _ = command.reply.send((result, timings));
+    }
+}
+
+/// What one executor thread passes to the next.
+struct Handover {
+    executor: Executor,
+    inbox: mpsc::Receiver<RunCommand>,
+    command: RunCommand,
+}
+
+/// Hands the settings, the inbox and the job at hand to a new executor thread. The loaded models stay
+/// behind and are freed (the job loads its model again): they are not `Send`, and after an
+/// out-of-memory the memory is better free. If no thread can be started, everything comes back.
+fn serve_on_a_new_thread(handover: Handover) -> Result<(), Box<Handover>> {
+    let Handover { executor: Executor { config, device, models }, inbox, command } = handover;
+    let threads = tch::get_num_threads();
+    let (give, take) = mpsc::sync_channel::<(ExecutorConfig, mpsc::Receiver<RunCommand>, RunCommand)>(1);
+    let spawned = std::thread::Builder::new().name("vaebox-executor".into()).spawn(move || {
+        let Ok((config, inbox, command)) = take.recv() else { return };
+        tch::set_num_threads(threads);
+        serve(Executor { config, device, models: LoadedModels::default() }, inbox, Some(command));
+    });
+    match spawned {
+        Ok(_) => {
+            tracing::warn!("a kernel could not be created on the executor thread (out of memory); the executor goes on on a new thread");
+            drop(models);
+            let _ = give.send((config, inbox, command));
+            Ok(())
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot start a new executor thread; jobs with new shapes may fail until one starts");
+            Err(Box::new(Handover { executor: Executor { config, device, models }, inbox, command }))
+        }
     }
 }
 

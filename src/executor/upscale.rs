@@ -144,11 +144,9 @@ fn upscale_resilient(
     tiling: &mut SpatialTiling,
     fallbacks: &mut Vec<String>,
 ) -> Result<Tensor, ExecError> {
-    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| upscale_tiled(model, frames, scale, tiling)));
-    let error = match attempt {
-        Ok(Ok(upscaled)) => return Ok(upscaled),
-        Ok(Err(e)) => ExecError::from(e),
-        Err(panic) => ExecError::from_panic(panic),
+    let error = match super::attempt::attempt(|| upscale_tiled(model, frames, scale, tiling)) {
+        Ok(upscaled) => return Ok(upscaled),
+        Err(error) => error,
     };
     if !error.is_out_of_memory() {
         return Err(error);

@@ -51,5 +51,8 @@ pub fn is_out_of_memory(e: &tch::TchError) -> bool {
 /// a primitive that cannot be created for any other reason fails the same way on every retry, so
 /// treating it as out of memory costs a few quick retries and then the original error.
 pub fn is_out_of_memory_message(message: &str) -> bool {
-    ["out of memory", "DefaultCPUAllocator: can't allocate", "could not create a primitive", "std::bad_alloc"].iter().any(|sign| message.contains(sign))
+    ["out of memory", "DefaultCPUAllocator: can't allocate", ONEDNN_CANNOT_CREATE_KERNEL, "std::bad_alloc"].iter().any(|sign| message.contains(sign))
 }
+
+/// oneDNN's error when it cannot create a kernel (a primitive), also when its JIT ran out of memory.
+pub const ONEDNN_CANNOT_CREATE_KERNEL: &str = "could not create a primitive";

@@ -98,7 +98,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         };
         // Out-of-memory anywhere in the run (also outside a retried push: joining halves, blending)
         // comes back here as an error, so the job can be re-planned.
-        let result = resilient::attempt(|| {
+        let result = super::attempt::attempt(|| {
             tch::no_grad(|| match job.op {
                 Op::VaeEncode => encode::run(&ctx, timings),
                 Op::VaeDecode => decode::run(&ctx, timings),

@@ -6,6 +6,7 @@
 //! are tried, and keep the row split), and every step is logged in the job's plan once.
 use tch::Tensor;
 
+use crate::executor::attempt::attempt;
 use crate::executor::ExecError;
 use crate::models::wan::RowSplit;
 use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
@@ -35,14 +36,6 @@ impl OomFallbacks {
         }
         self.log.push(format!("out of memory on {what}: convolutions in row bands of at most {:.1} MiB", band as f64 / 1048576.0));
         Some(RowSplit { max_band_bytes: band })
-    }
-}
-
-/// Runs `work`, catching libtorch panics: every failure comes back as an ExecError.
-pub(super) fn attempt<T, E: Into<ExecError>>(work: impl FnOnce() -> Result<T, E>) -> Result<T, ExecError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
-        Ok(result) => result.map_err(Into::into),
-        Err(panic) => Err(ExecError::from_panic(panic)),
     }
 }
 
