@@ -298,13 +298,13 @@ fn first_replan_budget_mib() -> u64 {
 /// the result equals the same job given that budget from the start.
 ///
 /// The job with that budget runs first, uncapped, on the same server: it is the reference, and it
-/// creates the tiles' convolution kernels. Under the cap a kernel that cannot be created leaves
-/// libtorch's oneDNN unable to create any new one in this process (docs/benchmarks.md, "Out-of-memory
-/// retries"), and the row-split retry before the re-plan sometimes hits that; kernels created before
-/// keep working. Even so, it failed once in 3 runs of the suite (the server was aborted by an allocation
-/// that failed outside libtorch); before the warm-up it had failed once in 4 by losing its kernels.
-/// Those are artefacts of simulating out-of-memory with an address-space cap, so this test is run by
-/// hand (`cargo test --release --test out_of_memory -- --ignored --nocapture`); the re-plan rule itself
+/// creates the tiles' convolution kernels before the cap. Before that warm-up, and before a kernel that
+/// could not be created sent the retries to fresh threads (`new_shapes_decode_again_…` below), it
+/// failed once in 4 runs of the suite by losing its kernels. With the warm-up it failed once in 3: the
+/// server was aborted by an allocation that failed outside libtorch, which no retry can catch. Since
+/// the fresh threads it passed 3 of 3 suite runs and 8 of 8 alone (docs/benchmarks.md,
+/// "Out-of-memory retries"). An abort fails CI for everything, so this test is still run by hand
+/// (`cargo test --release --test out_of_memory -- --ignored --nocapture`); the re-plan rule itself
 /// is unit-tested in `src/executor/vae/replan.rs`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "flaky by its method (an address-space cap this tight); run by hand"]

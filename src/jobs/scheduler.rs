@@ -17,6 +17,9 @@ use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 /// A safety net in case a wake-up is missed (e.g. a job inserted by another process).
 const IDLE_POLL: Duration = Duration::from_secs(2);
+/// Writing a job's outcome is tried this often, pausing 0.25 s, 0.5 s, … (about 16 s in all).
+const OUTCOME_ATTEMPTS: u32 = 7;
+const OUTCOME_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(250);
 
 /// Cancellation flags of running jobs, shared between the API and the scheduler.
 #[derive(Clone, Default)]
@@ -96,17 +99,7 @@ impl Scheduler {
         let _ = forwarder.await;
         self.cancels.remove(id);
 
-        let stored = match &result {
-            Ok(outcome) => self.store.succeed(id, outcome).await,
-            Err(ExecError::Cancelled) => self.store.mark_cancelled(id, Some(&timings)).await,
-            Err(e) => {
-                let error = JobError { code: e.code().into(), message: e.to_string() };
-                self.store.fail(id, &error, Some(&timings)).await
-            }
-        };
-        if let Err(e) = stored {
-            tracing::error!(%id, error = %e, "cannot record the job's outcome");
-        }
+        self.record_outcome(id, &result, &timings).await;
         let status = match &result {
             Ok(_) => JobStatus::Succeeded,
             Err(ExecError::Cancelled) => JobStatus::Cancelled,
@@ -118,6 +111,33 @@ impl Scheduler {
             Err(e) => tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed"),
         }
         let _ = self.events.send(id);
+    }
+
+    /// Writes the outcome, retrying for a while: a database that fails under memory pressure or a
+    /// busy lock usually recovers within seconds, while a job left `running` keeps whoever waits on
+    /// it waiting until the next start re-queues it.
+    async fn record_outcome(&self, id: Uuid, result: &Result<JobOutcome, ExecError>, timings: &Timings) {
+        let mut pause = OUTCOME_RETRY_FIRST_PAUSE;
+        for attempt in 1..=OUTCOME_ATTEMPTS {
+            let stored = match result {
+                Ok(outcome) => self.store.succeed(id, outcome).await,
+                Err(ExecError::Cancelled) => self.store.mark_cancelled(id, Some(timings)).await,
+                Err(e) => {
+                    let error = JobError { code: e.code().into(), message: e.to_string() };
+                    self.store.fail(id, &error, Some(timings)).await
+                }
+            };
+            match stored {
+                Ok(()) => return,
+                Err(e) if attempt == OUTCOME_ATTEMPTS => {
+                    tracing::error!(%id, error = %e, "cannot record the job's outcome; the job is re-queued at the next start");
+                    return;
+                }
+                Err(e) => tracing::warn!(%id, error = %e, attempt, "cannot record the job's outcome yet; trying again"),
+            }
+            tokio::time::sleep(pause).await;
+            pause *= 2;
+        }
     }
 }
 
