@@ -134,3 +134,20 @@ fn a_measured_run_on_cuda_uses_the_allocator_statistics_or_refuses() {
         assert!(stderr.contains("no CUDA allocator statistics"), "{stderr}");
     }
 }
+
+/// `bench tiling --device cuda` plans with the CUDA memory model and measures on the GPU (a tiny clip
+/// where there is one); without one it stops before encoding anything and says why.
+#[test]
+fn the_tiling_bench_on_cuda_measures_on_the_gpu_or_refuses() {
+    let args = ["bench", "tiling", "--device", "cuda", "--frames", "5", "--height", "32", "--width", "48", "--budgets", "50%", "--repeats", "1"];
+    let out = Command::new(BIN).args(args).env("VAEBOX_LOG", "warn").env("RUST_BACKTRACE", "0").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if tch::Cuda::is_available() {
+        assert!(out.status.success(), "{stderr}");
+        assert!(stdout.contains(" on cuda, "), "{stdout}");
+    } else {
+        assert!(!out.status.success(), "benched on a CUDA device this machine does not have: {stdout}");
+        assert!(stderr.contains("--device cuda: libtorch sees no CUDA device"), "{stderr}");
+    }
+}

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use tch::{Device, Kind, Tensor};
 
-use super::calibrate::{load_vae, parse_family};
+use super::calibrate::{load_vae, measured_device, parse_family};
 use super::measure::{ChildRunner, ModelSpec, RunReport, RunSpec};
 use super::memory::{MemoryModel, TiledOp};
 use super::planner::{plan, Plan, PlanRequest};
@@ -39,6 +39,10 @@ pub struct TilingBenchArgs {
     pub repeats: usize,
     #[arg(long, default_value_t = 2)]
     pub threads: i32,
+    /// `cpu` (peak RSS growth) or `cuda`/`cuda:N` (the CUDA caching allocator's peak); the plans come
+    /// from that device's memory model.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
 }
 
 /// A smooth moving pattern in [-1, 1], `[1, 3, frames, height, width]`.
@@ -114,15 +118,20 @@ fn load_average() -> Option<f64> {
 }
 
 pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
+    // This process only encodes the clip and plans, on the CPU; the measured runs are children on `device`.
     crate::device::init(crate::device::DeviceChoice::Cpu, args.threads, crate::device::HostAllocator::Bounded);
+    let device = measured_device(&args.device)?;
+    if device.is_cuda() && !tch::Cuda::is_available() {
+        anyhow::bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
+    }
     let family = parse_family(&args.family)?;
-    let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(Device::Cpu);
-    let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads, device: "cpu".into() };
+    let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(device);
+    let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads, device: args.device.clone() };
     let dir = tempfile::tempdir()?;
     let input = dir.path().join("latent.safetensors");
     let (latent_shape, request) = {
         let vae = load_vae(&args.weights, family, kind, Device::Cpu)?;
-        let memory = MemoryModel::for_vae(&vae, kind, Device::Cpu).context("no calibrated memory model for this family (run `vaebox calibrate`)")?;
+        let memory = MemoryModel::for_vae(&vae, kind, device).context("no calibrated memory model for this family (run `vaebox calibrate`)")?;
         let video = synthetic_video(args.frames, args.height, args.width);
         let latent = tch::no_grad(|| vae.encoder().push(&video))?.context("the clip completes no latent frame")?;
         Tensor::write_safetensors(&[("input", latent.to_kind(Kind::Float))], &input)?;
@@ -175,12 +184,13 @@ fn print_table(args: &TilingBenchArgs, [frames, height, width]: [i64; 3], rows: 
     let untiled_seconds: Vec<f64> = rows[0].runs.iter().map(|r| r.seconds).collect();
     let show = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
     println!(
-        "bench tiling: decode {} frames {}×{} ({frames} latent frames of {height}×{width}), {} {}, {} threads, {} rounds (medians), load {} → {}",
+        "bench tiling: decode {} frames {}×{} ({frames} latent frames of {height}×{width}), {} {} on {}, {} threads, {} rounds (medians), load {} → {}",
         args.frames,
         args.height,
         args.width,
         args.family,
         args.dtype,
+        args.device,
         args.threads,
         args.repeats.max(1),
         show(load.0),

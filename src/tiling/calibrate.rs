@@ -52,11 +52,7 @@ pub struct Measurement {
 
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
     let family = parse_family(&args.family)?;
-    let device = match crate::device::parse_device(&args.device).context("device must be cpu, cuda or cuda:N")? {
-        crate::device::DeviceChoice::Cuda(index) => Device::Cuda(index),
-        crate::device::DeviceChoice::Cpu => Device::Cpu,
-        crate::device::DeviceChoice::Auto => bail!("calibrate on an explicit device: cpu, cuda or cuda:N"),
-    };
+    let device = measured_device(&args.device)?;
     let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(device);
     let sizes = parse_list(&args.sizes, |s| {
         let (h, w) = s.split_once('x')?;
@@ -214,6 +210,15 @@ pub fn parse_family(name: &str) -> anyhow::Result<Family> {
         "wan22" => Ok(Family::Wan22),
         "seedvr2" => Ok(Family::Seedvr2),
         other => bail!("unknown VAE family `{other}` (wan21, wan22, seedvr2)"),
+    }
+}
+
+/// The device a measurement runs on: named explicitly, so a table never mixes devices.
+pub fn measured_device(name: &str) -> anyhow::Result<Device> {
+    match crate::device::parse_device(name).context("device must be cpu, cuda or cuda:N")? {
+        crate::device::DeviceChoice::Cuda(index) => Ok(Device::Cuda(index)),
+        crate::device::DeviceChoice::Cpu => Ok(Device::Cpu),
+        crate::device::DeviceChoice::Auto => bail!("measure on an explicit device: cpu, cuda or cuda:N"),
     }
 }
 
