@@ -140,4 +140,61 @@ mod tests {
         .join()
         .unwrap();
     }
+
+    /// Set in the child process of the test below, which limits its own address space.
+    const CHILD: &str = "VAEBOX_TEST_KERNEL_FAILURE_CHILD";
+
+    /// Real libtorch, in a process of its own (an address-space limit would fail the other tests):
+    /// a convolution of a new shape under a limit fails to get its oneDNN kernel; after the limit is
+    /// lifted the same thread still cannot create kernels, and work through `attempt` runs again.
+    #[test]
+    fn after_a_kernel_could_not_be_created_new_shapes_run_on_a_fresh_thread() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "executor::attempt::tests::kernel_failure_in_this_process", "--ignored", "--nocapture", "--test-threads", "1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!("{stdout}");
+        assert!(out.status.success() && stdout.contains("1 passed"), "{stdout}\n{stderr}");
+    }
+
+    #[test]
+    #[ignore = "run by after_a_kernel_could_not_be_created_… in a process of its own"]
+    fn kernel_failure_in_this_process() {
+        use tch::{Device, Kind, Tensor};
+        if std::env::var_os(CHILD).is_none() {
+            return;
+        }
+        std::thread::spawn(|| {
+            let conv = |side: i64| -> Result<Tensor, ExecError> {
+                let options = (Kind::Float, Device::Cpu);
+                let x = Tensor::ones([1, 16, 2, side, side], options);
+                let weight = Tensor::ones([16, 16, 3, 3, 3], options) * 0.01;
+                Ok(crate::models::wan::conv::conv3d(&x, &weight, &Tensor::zeros([16], options), [1, 1, 1], [1, 1, 1])?)
+            };
+            let _ = conv(8).unwrap();
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let vm_kib: u64 = status.lines().find(|l| l.starts_with("VmSize:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+            let limit = |soft: libc::rlim_t| {
+                let limit = libc::rlimit { rlim_cur: soft, rlim_max: libc::RLIM_INFINITY };
+                // SAFETY: a plain system call on a struct that lives across it.
+                assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+            };
+            limit((vm_kib << 10) + (2 << 20));
+            let failed = (9..40).find_map(|side| attempt(|| conv(side)).err().map(|e| (side, e)));
+            limit(libc::RLIM_INFINITY);
+            let (side, error) = failed.expect("every convolution got its kernel under the limit");
+            println!("side {side} under the limit: {error}");
+            assert!(error.to_string().contains(crate::models::ONEDNN_CANNOT_CREATE_KERNEL), "{error}");
+            let here = catch_unwind(AssertUnwindSafe(|| conv(41)));
+            assert!(!matches!(here, Ok(Ok(_))), "the thread created a kernel again: the fresh thread is not needed any more");
+            for side in [43, 45] {
+                let _ = attempt(|| conv(side)).unwrap_or_else(|e| panic!("side {side} after the limit: {e}"));
+            }
+        })
+        .join()
+        .unwrap();
+    }
 }
