@@ -302,7 +302,7 @@ fn first_replan_budget_mib() -> u64 {
 /// could not be created sent the retries to fresh threads (`new_shapes_decode_again_…` below), it
 /// failed once in 4 runs of the suite by losing its kernels. With the warm-up it failed once in 3: the
 /// server was aborted by an allocation that failed outside libtorch, which no retry can catch. Since
-/// the fresh threads it passed 3 of 3 suite runs and 8 of 8 alone (docs/benchmarks.md,
+/// the fresh threads it passed 5 of 5 suite runs and 8 of 8 alone (docs/benchmarks.md,
 /// "Out-of-memory retries"). An abort fails CI for everything, so this test is still run by hand
 /// (`cargo test --release --test out_of_memory -- --ignored --nocapture`); the re-plan rule itself
 /// is unit-tested in `src/executor/vae/replan.rs`.
