@@ -3,7 +3,6 @@
 //! written once the lock is released, and the caller waiting on the job gets its result.
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -15,9 +14,7 @@ const LOCK_HELD: Duration = Duration::from_secs(40);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outcome_the_database_refuses_at_first_is_written_later() {
     let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models");
-    std::fs::create_dir_all(models.join("vae")).unwrap();
-    std::fs::copy(Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors"), models.join("vae/wan21-small.safetensors")).unwrap();
+    let models = models_with_small_wan21(dir.path());
     let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
     let client = client();
 

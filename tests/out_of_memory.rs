@@ -127,9 +127,7 @@ async fn measured_call(client: &reqwest::Client, server: &Server, op: &str, quer
 /// freed: the address space after an uncapped decode is back near the baseline, so a cap measures
 /// from there.
 fn small_wan_server(dir: &Path) -> Server {
-    let models = dir.join("models");
-    std::fs::create_dir_all(models.join("vae")).unwrap();
-    std::fs::copy(Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors"), models.join("vae/wan21-small.safetensors")).unwrap();
+    let models = models_with_small_wan21(dir);
     Server::start(
         dir,
         &[
@@ -150,8 +148,38 @@ fn cap_address_space(server: &Server, headroom: u64) {
 /// Sets the server's address-space limit to `limit` bytes. Limits can only be lowered, so tests that
 /// try several caps count them all from one base taken before the first.
 fn limit_address_space(server: &Server, limit: u64) {
-    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={limit}:{limit}")).status().unwrap();
+    prlimit_address_space(server, &format!("{limit}:{limit}"));
+}
+
+/// `prlimit --as=SOFT:HARD` on the server.
+fn prlimit_address_space(server: &Server, soft_and_hard: &str) {
+    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={soft_and_hard}")).status().unwrap();
     assert!(capped.success(), "prlimit failed");
+}
+
+/// Decodes under each cap of `shares` in turn (shares of `working_set` above the server's address
+/// space now, all from that one base, since a limit can only be lowered) until `bit` says the cap made
+/// a difference to the job: that decode's output and job; `None` if no cap did.
+async fn decode_under_lowering_caps(
+    client: &reqwest::Client,
+    server: &Server,
+    query: &str,
+    latent: &[u8],
+    working_set: u64,
+    shares: &[f64],
+    bit: impl Fn(&serde_json::Value) -> bool,
+) -> Option<(Vec<u8>, serde_json::Value)> {
+    let base = virtual_size_bytes(server.pid());
+    for share in shares {
+        let headroom = (working_set as f64 * share) as u64;
+        limit_address_space(server, base + headroom);
+        let (output, job) = remote_decode(client, server, query, latent.to_vec()).await;
+        println!("cap at +{} MiB: plan {}", headroom >> 20, job["plan"]);
+        if bit(&job) {
+            return Some((output, job));
+        }
+    }
+    None
 }
 
 /// The VAE streams' retry: a decode whose chunk does not fit under the cap is undone and retried in
@@ -216,20 +244,12 @@ async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
 
     // The working set moves by a few MiB between runs, and a cap that leaves the push just enough room
     // does not bite; the next, lower one does (the job must succeed under either).
-    let mut capped = None;
-    let base = virtual_size_bytes(server.pid());
-    for share in TILE_MAJOR_CAP_SHARES {
-        let headroom = (working_set as f64 * share) as u64;
-        limit_address_space(&server, base + headroom);
-        let (retried, job) = remote_decode(&client, &server, &query, latent.clone()).await;
+    let capped = decode_under_lowering_caps(&client, &server, &query, &latent, working_set, &TILE_MAJOR_CAP_SHARES, |job| {
         assert_eq!(job["plan"]["tile_major"].as_bool(), Some(true), "{job}");
-        println!("cap at +{} MiB: fallbacks {}", headroom >> 20, job["plan"]["fallbacks"]);
-        if !job["plan"]["fallbacks"].as_array().unwrap().is_empty() {
-            capped = Some(retried);
-            break;
-        }
-    }
-    let retried = capped.expect("no out-of-memory fallback happened under any cap, so the caps did not bite");
+        !job["plan"]["fallbacks"].as_array().unwrap().is_empty()
+    })
+    .await;
+    let (retried, _) = capped.expect("no out-of-memory fallback happened under any cap, so the caps did not bite");
     assert_eq!(uncapped.len(), 4 * 3 * 17 * 512 * 512);
     let max_abs = max_abs_difference(&uncapped, &retried);
     println!("retried vs uncapped tile-major decode: max abs {max_abs:e}");
@@ -325,20 +345,12 @@ async fn a_vae_decode_that_still_does_not_fit_is_replanned_into_tiles() {
 
     // A cap that leaves one latent frame of whole frames just enough room does not make the job
     // re-plan (the piece-level retry is enough); the next, lower one does. The job must succeed either way.
-    let mut replanned = None;
-    let base = virtual_size_bytes(server.pid());
-    for share in REPLAN_CAP_SHARES {
-        let headroom = (working_set as f64 * share) as u64;
-        limit_address_space(&server, base + headroom);
-        let (output, job) = remote_decode(&client, &server, query, latent.clone()).await;
-        println!("cap at +{} MiB: plan {}", headroom >> 20, job["plan"]);
-        let fallbacks = job["plan"]["fallbacks"].as_array().unwrap();
-        if fallbacks.iter().any(|f| f.as_str().is_some_and(|f| f.contains("re-planned"))) {
-            replanned = Some((output, job["plan"].clone()));
-            break;
-        }
-    }
-    let (replanned, plan) = replanned.expect("no cap made the job re-plan");
+    let replanned = decode_under_lowering_caps(&client, &server, query, &latent, working_set, &REPLAN_CAP_SHARES, |job| {
+        job["plan"]["fallbacks"].as_array().unwrap().iter().any(|f| f.as_str().is_some_and(|f| f.contains("re-planned")))
+    })
+    .await;
+    let (replanned, job) = replanned.expect("no cap made the job re-plan");
+    let plan = &job["plan"];
     let first = plan["fallbacks"][0].as_str().unwrap();
     let expected = format!("out of memory with whole frames, 4 latent frames per push: re-planned for a budget of {budget} MiB (");
     assert!(first.starts_with(&expected), "{plan}");
@@ -354,8 +366,7 @@ async fn a_vae_decode_that_still_does_not_fit_is_replanned_into_tiles() {
 /// Sets the server's soft address-space limit (the hard one stays unlimited, so it can be lifted).
 fn limit_address_space_softly(server: &Server, limit: Option<u64>) {
     let soft = limit.map_or("unlimited".to_string(), |l| l.to_string());
-    let capped = Command::new("prlimit").arg(format!("--pid={}", server.pid())).arg(format!("--as={soft}:unlimited")).status().unwrap();
-    assert!(capped.success(), "prlimit failed");
+    prlimit_address_space(server, &format!("{soft}:unlimited"));
 }
 
 /// A decode call that may fail: the status and the body (the output, or the error).

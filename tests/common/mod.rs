@@ -91,6 +91,14 @@ impl Drop for Server {
     }
 }
 
+/// `dir/models` holding the small reference Wan 2.1 (width 12, random weights) as `wan21-small`.
+pub fn models_with_small_wan21(dir: &Path) -> PathBuf {
+    let models = dir.join("models");
+    std::fs::create_dir_all(models.join("vae")).unwrap();
+    std::fs::copy(Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors"), models.join("vae/wan21-small.safetensors")).unwrap();
+    models
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(600)).build().unwrap()
 }
