@@ -6,7 +6,9 @@ pub mod ncnn;
 pub mod realesrgan;
 pub mod registry;
 pub mod seedvr2;
+pub mod seedvr2_dit;
 pub mod vae;
+pub mod weights;
 pub mod wan;
 
 use std::path::PathBuf;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
-pub use crate::models::wan::weights::{WeightPath, Weights};
+pub use crate::models::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
 /// Old diffusers `AttentionBlock` names → current `Attention` names (the checkpoint's own).
@@ -29,7 +29,7 @@ pub fn from_tensors(source: &Path, tensors: Vec<(String, Tensor)>, device: Devic
         });
     }
     let renamed = tensors.into_iter().map(|(k, t)| (current_attention_name(&k), t)).collect();
-    Weights::from_tensors(source, renamed, device, kind)
+    Ok(Weights::new(source, renamed, device, kind))
 }
 
 /// `….attentions.0.query.weight` → `….attentions.0.to_q.weight`; other keys unchanged.

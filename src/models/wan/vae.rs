@@ -9,7 +9,7 @@ use super::decoder::Decoder;
 use super::encoder::Encoder;
 use super::layout;
 use super::stream::{DecodeStream, EncodeStream};
-use super::weights::Weights;
+use super::weights::{self, Weights};
 use crate::models::ModelError;
 
 #[derive(Debug, Clone, Copy)]
@@ -68,14 +68,14 @@ impl WanVae {
 
     /// [`WanVae::load`] with explicit speed switches (for benchmarks).
     pub fn load_tuned(path: &Path, opts: &WanLoadOptions, tuning: &WanTuning) -> Result<Self, ModelError> {
-        let mut weights = Weights::read(path, opts.device, opts.kind)?;
+        let mut weights = weights::read(path, opts.device, opts.kind)?;
         weights.set_conv_channels_last(tuning.channels_last);
         Self::from_weights(&weights)
     }
 
     /// Builds from tensors already in memory (either naming); `source` only labels errors.
     pub fn from_tensors(source: &str, tensors: Vec<(String, Tensor)>, opts: &WanLoadOptions) -> Result<Self, ModelError> {
-        let mut weights = Weights::from_tensors(&PathBuf::from(source), tensors, opts.device, opts.kind)?;
+        let mut weights = weights::from_tensors(&PathBuf::from(source), tensors, opts.device, opts.kind)?;
         weights.set_conv_channels_last(WanTuning::default().channels_last);
         Self::from_weights(&weights)
     }

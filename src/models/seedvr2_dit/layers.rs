@@ -1,0 +1,115 @@
+//! The DiT's small layers: linear maps whose weights may be stored in fp8 (up-cast per call), RMS norms
+//! computed in fp32 as apex's `FusedRMSNorm` does, and the "single ada" modulation.
+use tch::{Kind, Tensor};
+
+use super::config::NORM_EPS;
+use crate::models::weights::{is_fp8, WeightPath};
+use crate::models::ModelError;
+
+pub struct Linear {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    pub fn new(vp: &WeightPath, in_dim: i64, out_dim: i64, bias: bool) -> Result<Self, ModelError> {
+        let weight = vp.get_stored("weight", &[out_dim, in_dim])?;
+        let bias = if bias { Some(vp.get("bias", &[out_dim])?) } else { None };
+        Ok(Self { weight, bias })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        if is_fp8(self.weight.kind()) {
+            // Only this layer's weight exists at the compute dtype, and only during this call.
+            return x.linear(&self.weight.to_kind(x.kind()), self.bias.as_ref());
+        }
+        x.linear(&self.weight, self.bias.as_ref())
+    }
+}
+
+/// `x · rsqrt(mean(x²) + eps)` over the last dim with the mean in fp32, times a learned weight if any.
+pub struct RmsNorm {
+    weight: Option<Tensor>,
+}
+
+impl RmsNorm {
+    pub fn new(vp: &WeightPath, dim: i64) -> Result<Self, ModelError> {
+        Ok(Self { weight: Some(vp.get("weight", &[dim])?) })
+    }
+
+    pub fn plain() -> Self {
+        Self { weight: None }
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let x32 = x.to_kind(Kind::Float);
+        let variance = x32.square().mean_dim(-1, true, Kind::Float);
+        let normed = (x32 * (variance + NORM_EPS).rsqrt()).to_kind(x.kind());
+        match &self.weight {
+            Some(weight) => normed * weight,
+            None => normed,
+        }
+    }
+}
+
+/// One modulated layer's learned vectors (`attn_*` or `mlp_*`, or the output head's `out_*`).
+pub struct AdaVectors {
+    shift: Tensor,
+    scale: Tensor,
+    gate: Option<Tensor>,
+}
+
+impl AdaVectors {
+    pub fn new(vp: &WeightPath, layer: &str, dim: i64, with_gate: bool) -> Result<Self, ModelError> {
+        Ok(Self {
+            shift: vp.get(&format!("{layer}_shift"), &[dim])?,
+            scale: vp.get(&format!("{layer}_scale"), &[dim])?,
+            gate: if with_gate { Some(vp.get(&format!("{layer}_gate"), &[dim])?) } else { None },
+        })
+    }
+
+    /// The sample's modulation for this layer: the embedding's (shift, scale, gate) plus the learned ones.
+    pub fn with(&self, emb: &EmbeddingSlice) -> Modulation {
+        Modulation {
+            shift: &emb.shift + &self.shift,
+            scale: &emb.scale + &self.scale,
+            gate: self.gate.as_ref().map(|gate| &emb.gate + gate),
+        }
+    }
+}
+
+/// One layer's (shift, scale, gate) out of the sample's time embedding `e`, read as `[dim, 2, 3]`
+/// (layer 0 = attention, 1 = MLP; 0 = shift, 1 = scale, 2 = gate).
+pub struct EmbeddingSlice {
+    shift: Tensor,
+    scale: Tensor,
+    gate: Tensor,
+}
+
+impl EmbeddingSlice {
+    pub fn of(emb: &Tensor, dim: i64, layer: i64) -> Self {
+        let e = emb.view([dim, 2, 3]).select(1, layer);
+        Self { shift: e.select(1, 0), scale: e.select(1, 1), gate: e.select(1, 2) }
+    }
+}
+
+pub struct Modulation {
+    shift: Tensor,
+    scale: Tensor,
+    gate: Option<Tensor>,
+}
+
+impl Modulation {
+    /// "in" mode: `x · scale + shift`, with no implicit `1 +` (the learned scales start at 1).
+    pub fn modulate(&self, x: &Tensor) -> Tensor {
+        x * &self.scale + &self.shift
+    }
+
+    /// "out" mode: `x · gate`.
+    pub fn gate(&self, x: &Tensor) -> Tensor {
+        match &self.gate {
+            Some(gate) => x * gate,
+            None => x.shallow_clone(),
+        }
+    }
+}

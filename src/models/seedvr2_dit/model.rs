@@ -1,0 +1,188 @@
+//! The whole DiT: patch/text/time embeddings, the blocks and the output head. One sample per call, as
+//! the original inference does (its 3B mixes up text rows across samples of a batch, README §1.10.2).
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+use tch::{Device, Kind, Tensor};
+
+use super::attention::SampleLayout;
+use super::block::{Block, BlockEmbedding, Tokens};
+use super::config::{DitConfig, DitVariant, PATCH};
+use super::embed::{unpatchify, PatchIn, TimeEmbedding};
+use super::layers::{AdaVectors, EmbeddingSlice, Linear, RmsNorm};
+use crate::models::weights::{WeightPath, Weights};
+use crate::models::ModelError;
+
+#[derive(Debug, Clone, Copy)]
+pub struct DitLoadOptions {
+    pub device: Device,
+    /// Compute dtype; fp8 checkpoints keep their linear weights in fp8 and up-cast per layer.
+    pub kind: Kind,
+    /// Round q, k and v through bf16 before attention, as the shipped original does.
+    pub qkv_bf16: bool,
+}
+
+impl Default for DitLoadOptions {
+    fn default() -> Self {
+        Self { device: Device::Cpu, kind: Kind::Float, qkv_bf16: false }
+    }
+}
+
+/// One sample: its latent grid's tokens and the text it is conditioned on.
+pub struct DitInput<'a> {
+    /// `[T·H·W, vid_in_channels]` in `(t, h, w)` order: noise, condition latent, mask.
+    pub vid: &'a Tensor,
+    /// `(T, H, W)` of the latent grid (H and W even).
+    pub grid: [i64; 3],
+    /// `[L, txt_in_dim]` text embeddings.
+    pub txt: &'a Tensor,
+    pub timestep: f64,
+}
+
+/// Intermediate tensors by the reference's names (`vid_in`, `blocks.N.attn.vid`, ...), for parity tests.
+#[derive(Default)]
+pub struct Trace {
+    pub tensors: BTreeMap<String, Tensor>,
+}
+
+impl Trace {
+    pub fn record(&mut self, name: String, tensor: &Tensor) {
+        self.tensors.insert(name, tensor.detach().copy());
+    }
+}
+
+enum OutputHead {
+    /// RMS norm, then a modulation that reuses the blocks' ATTENTION shift and scale of the embedding:
+    /// the original caches the embedding per (layer index, stream) and its output ada's only layer has
+    /// index 0 on stream "vid", the blocks' attention key. Kept, since it changes every output.
+    ThreeB { norm: RmsNorm, ada: AdaVectors, proj: Linear },
+    SevenB { proj: Linear },
+}
+
+pub struct SeedVr2Dit {
+    config: DitConfig,
+    vid_in: PatchIn,
+    txt_in: Linear,
+    emb_in: TimeEmbedding,
+    blocks: Vec<Block>,
+    head: OutputHead,
+    device: Device,
+    kind: Kind,
+}
+
+impl SeedVr2Dit {
+    pub fn load(path: &Path, opts: &DitLoadOptions) -> Result<Self, ModelError> {
+        std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+        let tensors = crate::models::checkpoint::read_tensors(path)?;
+        let metadata = file_config(path);
+        Self::from_tensors(path, tensors, metadata.as_ref(), opts)
+    }
+
+    pub fn from_tensors(source: &Path, tensors: Vec<(String, Tensor)>, metadata_config: Option<&Value>, opts: &DitLoadOptions) -> Result<Self, ModelError> {
+        let weights = Weights::new(source, tensors.into_iter().collect(), opts.device, opts.kind);
+        let config = DitConfig::detect(&weights, metadata_config)?;
+        let _guard = tch::no_grad_guard();
+        let model = Self::build(&weights.root(), config, opts)?;
+        weights.ensure_all_used()?;
+        Ok(model)
+    }
+
+    fn build(root: &WeightPath, config: DitConfig, opts: &DitLoadOptions) -> Result<Self, ModelError> {
+        let qkv_cast = opts.qkv_bf16.then_some(Kind::BFloat16);
+        let blocks = (0..config.num_blocks).map(|i| Block::new(&root.pp("blocks").pp(i), &config, i, qkv_cast)).collect::<Result<_, _>>()?;
+        let head_proj = Linear::new(&root.pp("vid_out").pp("proj"), config.dim, config.patch_channels_out(), true)?;
+        let head = match config.variant {
+            DitVariant::ThreeB => OutputHead::ThreeB {
+                norm: RmsNorm::new(&root.pp("vid_out_norm"), config.dim)?,
+                ada: AdaVectors::new(&root.pp("vid_out_ada"), "out", config.dim, false)?,
+                proj: head_proj,
+            },
+            DitVariant::SevenB => OutputHead::SevenB { proj: head_proj },
+        };
+        Ok(Self {
+            vid_in: PatchIn::new(&root.pp("vid_in"), &config)?,
+            txt_in: Linear::new(&root.pp("txt_in"), config.txt_in_dim, config.dim, true)?,
+            emb_in: TimeEmbedding::new(&root.pp("emb_in"), &config)?,
+            blocks,
+            head,
+            device: opts.device,
+            kind: opts.kind,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &DitConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The velocity prediction `[T·H·W, vid_out_channels]`, in the input's token order.
+    pub fn forward(&self, input: &DitInput) -> Result<Tensor, ModelError> {
+        self.forward_traced(input, None)
+    }
+
+    pub fn forward_traced(&self, input: &DitInput, mut trace: Option<&mut Trace>) -> Result<Tensor, ModelError> {
+        self.check(input)?;
+        let _guard = tch::no_grad_guard();
+        let [t, h, w] = input.grid;
+        let patched = [t / PATCH[0], h / PATCH[1], w / PATCH[2]];
+        let vid = self.vid_in.forward(&input.vid.to_device(self.device).to_kind(self.kind), input.grid);
+        let txt = self.txt_in.forward(&input.txt.to_device(self.device).to_kind(self.kind));
+        let emb = self.emb_in.forward(input.timestep, self.kind, self.device);
+        if let Some(trace) = trace.as_deref_mut() {
+            trace.record("vid_in".into(), &vid);
+            trace.record("txt_in".into(), &txt);
+            trace.record("emb_in".into(), &emb);
+        }
+        let layout = SampleLayout { grid: patched, text_len: txt.size()[0] };
+        let block_emb = BlockEmbedding::of(&emb, self.config.dim);
+        let mut tokens = Tokens { vid, txt };
+        for block in &self.blocks {
+            tokens = block.forward(tokens, &block_emb, &layout, &self.config, &mut trace);
+        }
+        let out = match &self.head {
+            OutputHead::ThreeB { norm, ada, proj } => {
+                let normed = norm.forward(&tokens.vid);
+                let modulated = ada.with(&EmbeddingSlice::of(&emb, self.config.dim, 0)).modulate(&normed);
+                if let Some(trace) = trace.as_deref_mut() {
+                    trace.record("vid_out_norm".into(), &normed);
+                    trace.record("vid_out_ada".into(), &modulated);
+                }
+                proj.forward(&modulated)
+            }
+            OutputHead::SevenB { proj } => proj.forward(&tokens.vid),
+        };
+        Ok(unpatchify(&out, patched, self.config.vid_out_channels))
+    }
+
+    fn check(&self, input: &DitInput) -> Result<(), ModelError> {
+        let [t, h, w] = input.grid;
+        let cfg = &self.config;
+        let unsupported = |what: String| ModelError::Unsupported { model: format!("seedvr2 {} DiT", cfg.variant.as_str()), what };
+        if t < 1 || h < 2 || w < 2 || h % PATCH[1] != 0 || w % PATCH[2] != 0 {
+            return Err(unsupported(format!("a latent grid of {t}×{h}×{w} (height and width must be even)")));
+        }
+        if input.vid.size() != [t * h * w, cfg.vid_in_channels] {
+            return Err(unsupported(format!("video tokens {:?} for a {t}×{h}×{w} grid of {} channels", input.vid.size(), cfg.vid_in_channels)));
+        }
+        if input.txt.dim() != 2 || input.txt.size()[1] != cfg.txt_in_dim || input.txt.size()[0] < 1 {
+            return Err(unsupported(format!("text embeddings {:?} (expected [L, {}])", input.txt.size(), cfg.txt_in_dim)));
+        }
+        Ok(())
+    }
+}
+
+/// The `config` JSON a safetensors file may carry in its metadata (the reference files do).
+fn file_config(path: &Path) -> Option<Value> {
+    let header = crate::media::safetensors::read_header(path).ok()?;
+    let text = header.metadata.get("config")?.as_str()?;
+    serde_json::from_str(text).ok()
+}

@@ -1,0 +1,171 @@
+//! The shape-checked weight store every model family builds from: checkpoint tensors under the names
+//! the modules ask for, lookups that name the offending key as the user's file spells it, and a check
+//! that nothing in the file was left unused. A family with a second naming scheme renames once, at load,
+//! and tells the store how to spell a key back ([`Weights::with_file_names`]).
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+
+use tch::{Device, Kind, Tensor};
+
+use crate::models::ModelError;
+
+/// How the checkpoint file spells one of the store's keys.
+pub type FileNames = Box<dyn Fn(&str) -> String>;
+
+pub struct Weights {
+    source: PathBuf,
+    tensors: BTreeMap<String, Tensor>,
+    file_names: Option<FileNames>,
+    /// Load-time bookkeeping only (which keys the modules asked for); never touched during inference.
+    used: RefCell<BTreeSet<String>>,
+    device: Device,
+    kind: Kind,
+    /// Give 5-D conv weights channels-last-3d strides; set before modules are built.
+    conv_channels_last: bool,
+}
+
+impl Weights {
+    /// `source` only labels errors; tensors are cast to `kind` and moved to `device` as modules take them.
+    pub fn new(source: &Path, tensors: BTreeMap<String, Tensor>, device: Device, kind: Kind) -> Self {
+        Self { source: source.to_path_buf(), tensors, file_names: None, used: RefCell::default(), device, kind, conv_channels_last: false }
+    }
+
+    pub fn with_file_names(mut self, file_names: FileNames) -> Self {
+        self.file_names = Some(file_names);
+        self
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    pub fn conv_channels_last(&self) -> bool {
+        self.conv_channels_last
+    }
+
+    pub fn set_conv_channels_last(&mut self, on: bool) {
+        self.conv_channels_last = on;
+    }
+
+    pub fn root(&self) -> WeightPath<'_> {
+        WeightPath { weights: self, prefix: String::new() }
+    }
+
+    pub fn shape(&self, key: &str) -> Option<Vec<i64>> {
+        self.tensors.get(key).map(|t| t.size())
+    }
+
+    pub fn stored_kind(&self, key: &str) -> Option<Kind> {
+        self.tensors.get(key).map(|t| t.kind())
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.tensors.contains_key(key)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    /// The first key (in sorted order) under `prefix`, if any.
+    pub fn first_key_under(&self, prefix: &str) -> Option<&str> {
+        self.tensors.range(prefix.to_string()..).next().map(|(k, _)| k.as_str()).filter(|k| k.starts_with(prefix))
+    }
+
+    /// A key as the checkpoint file spells it.
+    pub fn name_in_file(&self, key: &str) -> String {
+        match &self.file_names {
+            Some(file_names) => file_names(key),
+            None => key.to_string(),
+        }
+    }
+
+    pub fn format_error(&self, reason: impl Into<String>) -> ModelError {
+        ModelError::Format { path: self.source.clone(), reason: reason.into() }
+    }
+
+    /// Fails on the first key no module asked for; such a key means the file is not the model we built.
+    pub fn ensure_all_used(&self) -> Result<(), ModelError> {
+        let used = self.used.borrow();
+        match self.tensors.keys().find(|k| !used.contains(*k)) {
+            None => Ok(()),
+            Some(key) => Err(self.format_error(format!("unexpected tensor `{}` (not part of the detected model)", self.name_in_file(key)))),
+        }
+    }
+
+    fn checked(&self, key: &str, shape: &[i64]) -> Result<&Tensor, ModelError> {
+        let name = || self.name_in_file(key);
+        let tensor = self.tensors.get(key).ok_or_else(|| self.format_error(format!("missing tensor `{}` (expected shape {shape:?})", name())))?;
+        if tensor.size() != shape {
+            return Err(self.format_error(format!("tensor `{}` has shape {:?}, expected {shape:?}", name(), tensor.size())));
+        }
+        self.used.borrow_mut().insert(key.to_string());
+        Ok(tensor)
+    }
+
+    fn fetch(&self, key: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
+        Ok(self.checked(key, shape)?.f_to_kind(self.kind)?.f_to_device(self.device)?)
+    }
+
+    /// Like `fetch`, but an fp8 tensor stays fp8 on the device (its layer up-casts it per call), which
+    /// halves the memory of a checkpoint shipped in fp8 compared with holding it at the compute dtype.
+    fn fetch_stored(&self, key: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
+        let tensor = self.checked(key, shape)?;
+        if is_fp8(tensor.kind()) {
+            return Ok(tensor.f_to_device(self.device)?);
+        }
+        Ok(tensor.f_to_kind(self.kind)?.f_to_device(self.device)?)
+    }
+}
+
+pub fn is_fp8(kind: Kind) -> bool {
+    matches!(kind, Kind::Float8e4m3fn | Kind::Float8e5m2 | Kind::Float8e4m3fnuz | Kind::Float8e5m2fnuz)
+}
+
+/// A position in the weight tree (`decoder.up_blocks.1`), mirroring the checkpoint's own names.
+#[derive(Clone)]
+pub struct WeightPath<'a> {
+    weights: &'a Weights,
+    prefix: String,
+}
+
+impl<'a> WeightPath<'a> {
+    pub fn pp(&self, segment: impl Display) -> WeightPath<'a> {
+        WeightPath { weights: self.weights, prefix: self.key(segment) }
+    }
+
+    pub fn key(&self, name: impl Display) -> String {
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        }
+    }
+
+    pub fn get(&self, name: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
+        self.weights.fetch(&self.key(name), shape)
+    }
+
+    /// The tensor in its stored dtype when that is fp8 (see [`Weights`]), else as `get`.
+    pub fn get_stored(&self, name: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
+        self.weights.fetch_stored(&self.key(name), shape)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.weights.contains(&self.key(name))
+    }
+
+    pub fn weights(&self) -> &'a Weights {
+        self.weights
+    }
+}
