@@ -122,3 +122,66 @@ fn dit_with_bf16_qkv_matches_the_shipped_precision() {
         assert!(max_abs_diff(&out, &tensor(&case, "out")) > 1e-6, "{variant}: bf16 q/k/v made no difference");
     }
 }
+
+/// `full_keys_<variant>.txt`: every key of the released checkpoint with its shape.
+fn full_checkpoint_shapes(variant: &str) -> Vec<(String, Vec<i64>)> {
+    let path = reference_dir().join(format!("full_keys_{variant}.txt"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let mut fields = line.split('\t');
+            let key = fields.next().unwrap().to_string();
+            let shape = fields.next().expect("shape column");
+            (key, shape.trim_matches(['[', ']']).split(',').map(|d| d.trim().parse::<i64>().expect("dimension")).collect())
+        })
+        .collect()
+}
+
+/// The released 3B and 7B layouts load: every key used, configuration detected. The tensors are one zero
+/// broadcast to each shape, so nothing is allocated (a forward would copy each weight: ~47 GB of writes).
+#[test]
+fn released_layouts_load_and_run() {
+    use vaebox::models::seedvr2_dit::{DitVariant, MlpKind};
+    let expected = [
+        ("3b", DitVariant::ThreeB, MlpKind::SwiGlu, 2560, 20, 32, 10, 6912, 21),
+        ("7b", DitVariant::SevenB, MlpKind::GeluTanh, 3072, 24, 36, 36, 12288, 10),
+    ];
+    for (name, variant, mlp, dim, heads, blocks, mm_layers, mlp_hidden, rope_freqs) in expected {
+        let shapes = full_checkpoint_shapes(name);
+        let tensors: Vec<(String, Tensor)> =
+            shapes.iter().map(|(k, s)| (k.clone(), Tensor::zeros([1], (Kind::Float, tch::Device::Cpu)).expand(s.as_slice(), false))).collect();
+        let model = SeedVr2Dit::from_tensors(Path::new(name), tensors, None, &DitLoadOptions::default()).expect("released layout loads");
+        let cfg = model.config();
+        assert_eq!(
+            (cfg.variant, cfg.mlp, cfg.dim, cfg.heads, cfg.head_dim, cfg.num_blocks, cfg.mm_layers, cfg.mlp_hidden, cfg.rope_freqs),
+            (variant, mlp, dim, heads, 128, blocks, mm_layers, mlp_hidden, rope_freqs),
+            "{name}"
+        );
+        assert_eq!((cfg.txt_in_dim, cfg.vid_in_channels, cfg.vid_out_channels, cfg.emb_hidden), (5120, 33, 16, dim));
+        assert!(cfg.windows.iter().enumerate().all(|(i, w)| *w == ([4, 3, 3], i % 2 == 1)), "{name}: released windows");
+    }
+}
+
+/// A checkpoint that does not fit names the first key that does not.
+#[test]
+fn bad_checkpoints_name_the_offending_key() {
+    let (_, weights, _) = cases().into_iter().next().unwrap();
+    let tensors = Tensor::read_safetensors(&weights).unwrap();
+    let load = |tensors: Vec<(String, Tensor)>| SeedVr2Dit::from_tensors(&weights, tensors, None, &DitLoadOptions::default()).err().expect("refused").to_string();
+    let without = |key: &str| tensors.iter().filter(|(k, _)| k != key).map(|(k, t)| (k.clone(), t.shallow_clone())).collect::<Vec<_>>();
+    let message = load(without("blocks.1.attn.proj_out.vid.bias"));
+    assert!(message.contains("blocks.1.attn.proj_out.vid.bias"), "{message}");
+    let mut extra = without("");
+    extra.push(("blocks.0.extra.weight".into(), Tensor::zeros([2], (Kind::Float, tch::Device::Cpu))));
+    let message = load(extra);
+    assert!(message.contains("unexpected tensor `blocks.0.extra.weight`"), "{message}");
+    let reshaped: Vec<(String, Tensor)> = without("")
+        .into_iter()
+        .map(|(k, t)| if k == "blocks.0.mlp.vid.proj_out.weight" { (k, t.narrow(1, 0, 8)) } else { (k, t) })
+        .collect();
+    let message = load(reshaped);
+    assert!(message.contains("blocks.0.mlp.vid.proj_out.weight") && message.contains("expected"), "{message}");
+    let message = load(vec![("encoder.conv_in.weight".into(), Tensor::zeros([1], (Kind::Float, tch::Device::Cpu)))]);
+    assert!(message.contains("not a SeedVR2 DiT"), "{message}");
+}
