@@ -5,6 +5,7 @@ pub mod gguf;
 pub mod ncnn;
 pub mod realesrgan;
 pub mod registry;
+pub mod restore;
 pub mod seedvr2;
 pub mod seedvr2_dit;
 pub mod vae;

@@ -1,0 +1,126 @@
+//! SeedVR2 restoration's frames in and out (resize, crop, normalise, frame padding, colour fix, bytes)
+//! against every end-to-end case the ORIGINAL pipeline recorded in ../shared/reference/seedvr2_dit
+//! (`small_*_e2e.safetensors`; the target size comes from the case's own entry in small_config.json).
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::tensors::{max_abs_diff, read_tensor_map};
+use serde_json::Value;
+use tch::{Kind, Tensor};
+use vaebox::models::restore::colorfix::{adain, to_u8_thwc, wavelet_reconstruction, ColorFix};
+use vaebox::models::restore::prepare::{first_frames_tchw, pad_frames_4n1, prepare_frames, target_size, TargetSize};
+
+/// The reference README's note: an independent rewrite reproduced these with 0.0 difference.
+const FLOAT_ATOL: f64 = 1e-5;
+/// Off-by-one bytes allowed where a float sits on a rounding half (the README's suggestion: "a few pixels").
+const MAX_BYTES_OFF_BY_ONE: i64 = 8;
+
+fn reference_dir() -> PathBuf {
+    std::env::var_os("VAEBOX_SEEDVR2_DIT_REFERENCE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/seedvr2_dit")))
+}
+
+fn e2e_cases(dir: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{} unreadable: {e}", dir.display()));
+    let mut cases: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("small_") && n.ends_with("_e2e.safetensors")))
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "no small_*_e2e.safetensors in {}", dir.display());
+    cases
+}
+
+/// The `e2e_*` entry of small_config.json whose `file` is this case.
+fn case_config(dir: &Path, case: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("small_config.json")).expect("small_config.json next to the cases");
+    let config: Value = serde_json::from_str(&text).expect("small_config.json is JSON");
+    let file = case.file_name().unwrap().to_str().unwrap();
+    let entries = config.as_object().unwrap().iter().filter(|(key, _)| key.starts_with("e2e_"));
+    let found = entries.map(|(_, v)| v).find(|v| v["file"] == file);
+    found.unwrap_or_else(|| panic!("small_config.json has no e2e_* entry with \"file\": \"{file}\"")).clone()
+}
+
+fn target_of(config: &Value) -> TargetSize {
+    let spec = &config["spec"];
+    let side = |key: &str| spec[key].as_u64().unwrap_or_else(|| panic!("small_config.json e2e spec has no integer `{key}`: {spec}"));
+    TargetSize::Size { height: side("res_h") as u32, width: side("res_w") as u32 }
+}
+
+fn tensor(case: &BTreeMap<String, Tensor>, name: &str) -> Tensor {
+    case.get(name).unwrap_or_else(|| panic!("the case has no `{name}`")).shallow_clone()
+}
+
+fn check(label: &str, actual: &Tensor, expected: &Tensor) {
+    let error = max_abs_diff(actual, expected);
+    println!("{label}: max abs error {error:.3e} (bound {FLOAT_ATOL:.0e})");
+    assert!(error <= FLOAT_ATOL, "{label}: {error:.3e} > {FLOAT_ATOL:.0e}");
+}
+
+/// Counts the differing bytes; more than [`MAX_BYTES_OFF_BY_ONE`], or any off by more than one, fails.
+fn check_bytes(label: &str, actual: &Tensor, expected: &Tensor) {
+    assert_eq!(actual.kind(), Kind::Uint8, "{label}");
+    let diff = (actual.to_kind(Kind::Int64) - expected.to_kind(Kind::Int64)).abs();
+    let (differing, worst) = (diff.ne(0).sum(Kind::Int64).int64_value(&[]), diff.max().int64_value(&[]));
+    println!("{label}: {differing} of {} bytes differ, by at most {worst}", diff.numel());
+    assert!(worst <= 1 && differing <= MAX_BYTES_OFF_BY_ONE, "{label}: {differing} bytes differ, by at most {worst}");
+}
+
+/// The recorded resize and crop calls of the original, when the config has them.
+fn check_recorded_geometry(config: &Value, in_hw: (i64, i64), target: TargetSize) {
+    let g = target_size(in_hw.0, in_hw.1, target);
+    if let Some(call) = config["resize_calls"].as_array().and_then(|calls| calls.first()) {
+        assert_eq!(call["size"], serde_json::json!([g.resize_h, g.resize_w]), "resize call");
+    }
+    if let Some(call) = config["crop_calls"].as_array().and_then(|calls| calls.first()) {
+        let ours = serde_json::json!([g.crop_top, g.crop_left, g.crop_h, g.crop_w]);
+        assert_eq!(serde_json::json!([call["top"], call["left"], call["height"], call["width"]]), ours, "crop call");
+    }
+}
+
+#[test]
+fn frames_in_match_the_original_vae_input() {
+    let dir = reference_dir();
+    for path in e2e_cases(&dir) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let (config, case) = (case_config(&dir, &path), read_tensor_map(&path));
+        let lr = tensor(&case, "lr_video_u8_tchw");
+        let (frames, h, w) = (lr.size()[0], lr.size()[2], lr.size()[3]);
+        check_recorded_geometry(&config, (h, w), target_of(&config));
+        let geometry = target_size(h, w, target_of(&config));
+        let prepared = prepare_frames(&lr, &geometry).unwrap();
+        let (padded, original) = pad_frames_4n1(&prepared).unwrap();
+        assert_eq!(original, frames);
+        check(&format!("{name} vae_encode_input_cthw"), &padded, &tensor(&case, "vae_encode_input_cthw"));
+    }
+}
+
+#[test]
+fn frames_out_match_the_original_colour_fix_and_bytes() {
+    let dir = reference_dir();
+    for path in e2e_cases(&dir) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let case = read_tensor_map(&path);
+        let frames = tensor(&case, "lr_video_u8_tchw").size()[0];
+        let sample = first_frames_tchw(&tensor(&case, "decoded"), frames).unwrap();
+        assert_eq!(max_abs_diff(&sample, &tensor(&case, "sample_before_colorfix")), 0.0, "{name}: decoded trimmed to the input");
+        let reference = first_frames_tchw(&tensor(&case, "vae_encode_input_cthw"), frames).unwrap();
+
+        let wavelet = wavelet_reconstruction(&sample, &reference).unwrap();
+        check(&format!("{name} sample_after_colorfix"), &wavelet, &tensor(&case, "sample_after_colorfix"));
+        let via_enum = ColorFix::parse("wavelet").unwrap().apply(&sample, &reference).unwrap();
+        assert_eq!(max_abs_diff(&via_enum, &wavelet), 0.0);
+        let adain_fixed = adain(&sample, &reference).unwrap();
+        check(&format!("{name} sample_after_adain"), &adain_fixed, &tensor(&case, "sample_after_adain"));
+
+        // The conversion alone, on the original's own floats, must give its bytes exactly.
+        let exact = to_u8_thwc(&tensor(&case, "sample_after_colorfix")).unwrap();
+        assert_eq!(exact, tensor(&case, "final_u8_thwc"), "{name}: to_u8 of the original floats");
+        check_bytes(&format!("{name} final_u8_thwc"), &to_u8_thwc(&wavelet).unwrap(), &tensor(&case, "final_u8_thwc"));
+        check_bytes(&format!("{name} final_adain_u8_thwc"), &to_u8_thwc(&adain_fixed).unwrap(), &tensor(&case, "final_adain_u8_thwc"));
+    }
+}
