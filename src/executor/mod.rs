@@ -6,6 +6,7 @@ mod error;
 mod frames;
 mod models;
 mod quality;
+pub mod restore;
 mod upscale;
 mod vae;
 
@@ -222,6 +223,7 @@ impl Executor {
         let result = match job.op {
             Op::Upscale => upscale::run(self, job, hooks, timings),
             Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => vae::run(self, job, hooks, timings),
+            Op::Restore => restore::run(self, job, hooks, timings),
         };
         timings.total = Some(started.elapsed().as_secs_f64());
         timings.peak_host_bytes = crate::device::peak_host_bytes();

@@ -5,6 +5,7 @@ use tch::{Device, Kind};
 
 use crate::models::realesrgan::{LoadOptions, RealEsrgan};
 use crate::models::registry::{Family, ModelEntry};
+use crate::models::restore::restorer::{Restorer, RestorerFiles};
 use crate::models::vae::{self, VideoVae};
 use crate::models::ModelError;
 
@@ -18,6 +19,7 @@ pub struct LoadedModels {
 enum Resident {
     Upscaler(Rc<RealEsrgan>),
     Vae(Rc<VideoVae>),
+    Restorer(Rc<Restorer>),
 }
 
 impl LoadedModels {
@@ -60,5 +62,17 @@ impl LoadedModels {
         let model = Rc::new(VideoVae::load(entry, &vae::LoadOptions { device, kind })?);
         self.resident = Some((entry.name.clone(), kind, Resident::Vae(model.clone())));
         Ok((model, true))
+    }
+
+    /// The DiT with its VAE and prompt, kept under `dit+vae` so a job naming another VAE loads again.
+    pub fn restorer(&mut self, dit: &str, files: &RestorerFiles, device: Device, kind: Kind) -> Result<Rc<Restorer>, ModelError> {
+        let key = format!("{dit}+{}", files.vae.display());
+        if let Some(Resident::Restorer(model)) = self.cached(&key, kind) {
+            return Ok(model);
+        }
+        self.resident = None;
+        let model = Rc::new(Restorer::load(files, device, kind)?);
+        self.resident = Some((key, kind, Resident::Restorer(model.clone())));
+        Ok(model)
     }
 }

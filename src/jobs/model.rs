@@ -44,10 +44,12 @@ pub enum Op {
     VaeEncode,
     VaeDecode,
     VaeReconstruct,
+    /// SeedVR2 one-step restoration: video → VAE encode → DiT → VAE decode → colour fix → video.
+    Restore,
 }
 
 impl Op {
-    pub const ALL: [Op; 4] = [Op::Upscale, Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct];
+    pub const ALL: [Op; 5] = [Op::Upscale, Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct, Op::Restore];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -55,6 +57,7 @@ impl Op {
             Op::VaeEncode => "vae_encode",
             Op::VaeDecode => "vae_decode",
             Op::VaeReconstruct => "vae_reconstruct",
+            Op::Restore => "restore",
         }
     }
 
@@ -87,7 +90,34 @@ pub struct JobParams {
     /// `vae_decode`: `tensor` writes the decoded frames as a float32 safetensors `sample` instead of an MP4.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<OutputFormat>,
+    /// `restore`: how the DiT's output is run, beside `scale` (or `height` × `width`) and `dtype`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreParams>,
 }
+
+/// `restore` jobs only; every field has a default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RestoreParams {
+    /// The SeedVR2 VAE (default: the DiT's `pairs_with`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vae: Option<String>,
+    /// Target size (its area; the aspect ratio follows the input) instead of `scale`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub color_fix: Option<crate::models::restore::colorfix::ColorFix>,
+    /// Frames per DiT call, `4n + 1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_frames: Option<i64>,
+    /// Frames shared (and cross-faded) by consecutive batches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_overlap: Option<i64>,
+}
+
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -98,7 +128,17 @@ pub enum OutputFormat {
 
 impl JobParams {
     pub fn new(dtype: DtypeChoice) -> JobParams {
-        JobParams { scale: None, dtype, tile: None, normalize: None, latent_scaling: None, latent_shift: None, output: None, memory_budget_mib: None }
+        JobParams {
+            scale: None,
+            dtype,
+            tile: None,
+            normalize: None,
+            latent_scaling: None,
+            latent_shift: None,
+            output: None,
+            memory_budget_mib: None,
+            restore: None,
+        }
     }
 }
 
@@ -135,6 +175,15 @@ pub struct Timings {
     /// Time the pipeline waited to hand frames to the encoder, plus the final flush.
     pub write: Option<f64>,
     pub total: Option<f64>,
+    /// `restore`: the parts of `compute`, each summed over the batches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encode: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dit: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub color_fix: Option<f64>,
     pub fps: Option<f64>,
     pub peak_host_bytes: Option<u64>,
     pub peak_device_bytes: Option<u64>,

@@ -154,6 +154,7 @@ pub fn output_path_for(job: &Job) -> PathBuf {
         Op::VaeDecode if job.params.output == Some(OutputFormat::Tensor) => format!("{stem}_decoded.safetensors"),
         Op::VaeDecode => format!("{stem}_decoded.mp4"),
         Op::VaeReconstruct => format!("{stem}_reconstructed.mp4"),
+        Op::Restore => format!("{stem}_restored.mp4"),
     };
     input.parent().map(|dir| dir.join(&name)).unwrap_or_else(|| PathBuf::from(name))
 }

@@ -1,5 +1,6 @@
-//! The models this box knows: the Real-ESRGAN files it ships with, and every VAE checkpoint found in
-//! `models_dir/vae/` (named by its file stem, its family read from the checkpoint's key names).
+//! The models this box knows: the Real-ESRGAN files it ships with, every VAE checkpoint found in
+//! `models_dir/vae/` and every SeedVR2 DiT in `models_dir/dit/` (named by file stem, family read from the
+//! checkpoint's key names).
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +18,8 @@ pub enum Family {
     Wan21,
     Wan22,
     Seedvr2,
+    /// SeedVR2's restoration transformer (3B or 7B).
+    Seedvr2Dit,
 }
 
 impl Family {
@@ -26,11 +29,12 @@ impl Family {
             Family::Wan21 => "wan21",
             Family::Wan22 => "wan22",
             Family::Seedvr2 => "seedvr2",
+            Family::Seedvr2Dit => "seedvr2_dit",
         }
     }
 
     pub fn is_vae(self) -> bool {
-        !matches!(self, Family::Realesrgan)
+        matches!(self, Family::Wan21 | Family::Wan22 | Family::Seedvr2)
     }
 }
 
@@ -44,11 +48,20 @@ pub struct ModelEntry {
     pub description: String,
     /// Channels of the latents a VAE reads and writes, from its first decoder convolution.
     pub latent_channels: Option<i64>,
+    /// A DiT's variant (`3b`, `7b`).
+    pub variant: Option<&'static str>,
+    /// A DiT's default VAE: the first SeedVR2 VAE in `models_dir/vae/`.
+    pub pairs_with: Option<String>,
 }
 
 pub const DEFAULT_UPSCALE_MODEL: &str = "realesrgan-animevideov3";
 /// VAE checkpoints are looked for here, below `models_dir`.
 pub const VAE_DIR: &str = "vae";
+/// SeedVR2 DiT checkpoints and their text embeddings are looked for here, below `models_dir`.
+pub const DIT_DIR: &str = "dit";
+/// The shipped prompt embedding, looked for in `DIT_DIR` under these names, in this order: a safetensors
+/// file holding `pos_emb` (or one tensor), or the original `pos_emb.pt`.
+pub const TEXT_EMBEDDING_FILES: [&str; 3] = ["text_embeds.safetensors", "pos_emb.safetensors", "pos_emb.pt"];
 
 struct Upscaler {
     name: &'static str,
@@ -91,16 +104,13 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
             files: vec![models_dir.join(format!("{}.param", u.stem)), models_dir.join(format!("{}.bin", u.stem))],
             description: u.description.into(),
             latent_channels: None,
+            variant: None,
+            pairs_with: None,
         })
         .collect();
-    let Ok(dir) = std::fs::read_dir(models_dir.join(VAE_DIR)) else { return entries };
-    let mut files: Vec<PathBuf> =
-        dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "safetensors" || e == "gguf")).collect();
-    files.sort();
-    headers.forget_missing(&models_dir.join(VAE_DIR), &files);
-    for path in files {
+    for path in checkpoints(&models_dir.join(VAE_DIR), headers) {
         let Some(name) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
-        if let Some((family, latent_channels)) = headers.detect(&path) {
+        if let Some(Detected { family, latent_channels, .. }) = headers.detect(&path).filter(|d| d.family.is_vae()) {
             entries.push(ModelEntry {
                 latent_channels,
                 description: format!("{} video VAE from {}", family.as_str(), path.display()),
@@ -109,19 +119,68 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
                 ops: VAE_OPS.to_vec(),
                 scales: vec![],
                 files: vec![path],
+                variant: None,
+                pairs_with: None,
+            });
+        }
+    }
+    let default_vae = entries.iter().find(|e| e.family == Family::Seedvr2).map(|e| e.name.clone());
+    let text = text_embedding_file(models_dir);
+    for path in checkpoints(&models_dir.join(DIT_DIR), headers) {
+        let Some(name) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
+        if let Some(Detected { family: Family::Seedvr2Dit, variant, .. }) = headers.detect(&path) {
+            entries.push(ModelEntry {
+                description: format!("SeedVR2 {} restoration DiT from {}", variant.unwrap_or("?"), path.display()),
+                name,
+                family: Family::Seedvr2Dit,
+                ops: vec![Op::Restore],
+                scales: vec![1, 2, 3, 4],
+                // Missing text embeddings show as a missing file, so the model is listed as not present.
+                files: vec![path, text.clone().unwrap_or_else(|| models_dir.join(DIT_DIR).join(TEXT_EMBEDDING_FILES[2]))],
+                latent_channels: None,
+                variant,
+                pairs_with: default_vae.clone(),
             });
         }
     }
     entries
 }
 
+/// The `*.safetensors` / `*.gguf` files of one models folder, sorted; what is remembered of files gone
+/// from it is dropped.
+fn checkpoints(dir: &Path, headers: &HeaderCache) -> Vec<PathBuf> {
+    let Ok(listing) = std::fs::read_dir(dir) else { return vec![] };
+    let mut files: Vec<PathBuf> = listing
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors" || e == "gguf"))
+        .filter(|p| !TEXT_EMBEDDING_FILES.iter().any(|name| p.file_name().is_some_and(|f| f == *name)))
+        .collect();
+    files.sort();
+    headers.forget_missing(dir, &files);
+    files
+}
+
+/// The first of [`TEXT_EMBEDDING_FILES`] present in the DiT folder.
+pub fn text_embedding_file(models_dir: &Path) -> Option<PathBuf> {
+    TEXT_EMBEDDING_FILES.iter().map(|name| models_dir.join(DIT_DIR).join(name)).find(|p| p.is_file())
+}
+
 /// What a checkpoint's header says (`detect_vae_family`), remembered per file until its size or
 /// modification time changes. A file whose metadata cannot be read is read every time, never remembered.
 #[derive(Default)]
 struct HeaderCache {
-    files: Mutex<HashMap<PathBuf, (FileStamp, Option<(Family, Option<i64>)>)>>,
+    files: Mutex<HashMap<PathBuf, (FileStamp, Option<Detected>)>>,
     /// Headers actually read, so a test can tell a remembered answer from a fresh one.
     reads: AtomicU64,
+}
+
+/// What a checkpoint's header says it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Detected {
+    family: Family,
+    latent_channels: Option<i64>,
+    variant: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +197,7 @@ impl FileStamp {
 }
 
 impl HeaderCache {
-    fn detect(&self, path: &Path) -> Option<(Family, Option<i64>)> {
+    fn detect(&self, path: &Path) -> Option<Detected> {
         let stamp = FileStamp::of(path);
         if let Some(stamp) = stamp {
             if let Some((seen, detected)) = self.files.lock().unwrap().get(path) {
@@ -148,10 +207,10 @@ impl HeaderCache {
             }
         }
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let detected = detect_vae_family(path);
+        let detected = detect_family(path);
         if detected.is_none() {
             // Once per file version, not on every scan.
-            tracing::warn!(path = %path.display(), "not a known VAE checkpoint; skipped");
+            tracing::warn!(path = %path.display(), "not a known checkpoint; skipped");
         }
         // Stamped before the read: a file rewritten meanwhile gets a newer stamp and is read again.
         if let Some(stamp) = stamp {
@@ -179,13 +238,19 @@ impl ModelEntry {
         ModelInfo {
             name: self.name.clone(),
             family: self.family,
-            kind: if self.family.is_vae() { "vae" } else { "upscaler" },
+            kind: match self.family {
+                Family::Realesrgan => "upscaler",
+                Family::Seedvr2Dit => "dit",
+                _ => "vae",
+            },
             latent_channels: self.latent_channels,
             ops: self.ops.iter().map(|op| op.as_str()).collect(),
             scales: self.scales.clone(),
             dtypes: vec!["f32", "bf16", "f16"],
             present: self.present(),
             description: self.description.clone(),
+            variant: self.variant,
+            pairs_with: self.pairs_with.clone(),
         }
     }
 }
@@ -232,6 +297,11 @@ pub struct ModelInfo {
     pub dtypes: Vec<&'static str>,
     pub present: bool,
     pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<&'static str>,
+    /// A DiT's default VAE (`restore` jobs may name another with `vae=`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs_with: Option<String>,
 }
 
 fn tensor_shapes(path: &Path) -> Option<BTreeMap<String, Vec<i64>>> {
@@ -239,19 +309,25 @@ fn tensor_shapes(path: &Path) -> Option<BTreeMap<String, Vec<i64>>> {
 }
 
 /// Wan uses RMS norms (`gamma`), SeedVR2 GroupNorms and MAGViT up-samplers (`upscale_conv`);
-/// Wan 2.2 patchifies its input, so its first convolution sees 12 channels instead of 3.
-fn detect_vae_family(path: &Path) -> Option<(Family, Option<i64>)> {
+/// Wan 2.2 patchifies its input, so its first convolution sees 12 channels instead of 3. A SeedVR2 DiT
+/// has a video patch embedding and blocks; the 3B has an output norm, the 7B none.
+fn detect_family(path: &Path) -> Option<Detected> {
     let shapes = tensor_shapes(path)?;
     let has = |needle: &str| shapes.keys().any(|k| k.contains(needle));
+    let vae = |family, latent_channels| Some(Detected { family, latent_channels, variant: None });
+    if shapes.contains_key("vid_in.proj.weight") && has("blocks.0.attn.") {
+        let variant = if shapes.contains_key("vid_out_norm.weight") { "3b" } else { "7b" };
+        return Some(Detected { family: Family::Seedvr2Dit, latent_channels: None, variant: Some(variant) });
+    }
     let input_channels = |keys: [&str; 2]| keys.iter().find_map(|k| shapes.get(*k)).and_then(|s| s.get(1).copied());
     let latent_channels = input_channels(["decoder.conv_in.weight", "decoder.conv1.weight"]);
     if has("upscale_conv") {
-        return Some((Family::Seedvr2, latent_channels));
+        return vae(Family::Seedvr2, latent_channels);
     }
     if has(".gamma") && has("decoder.") && has("encoder.") {
         return match input_channels(["encoder.conv_in.weight", "encoder.conv1.weight"]) {
-            Some(12) => Some((Family::Wan22, latent_channels)),
-            Some(_) => Some((Family::Wan21, latent_channels)),
+            Some(12) => vae(Family::Wan22, latent_channels),
+            Some(_) => vae(Family::Wan21, latent_channels),
             None => None,
         };
     }

@@ -103,7 +103,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
                 Op::VaeEncode => encode::run(&ctx, timings),
                 Op::VaeDecode => decode::run(&ctx, timings),
                 Op::VaeReconstruct => reconstruct::run(&ctx, timings),
-                Op::Upscale => Err(ExecError::Invalid("upscale is not a VAE op".into())),
+                Op::Upscale | Op::Restore => Err(ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str()))),
             })
         });
         match result {

@@ -1,4 +1,6 @@
-//! SeedVR2 one-step restoration, the tensor work around the models: frames in (resize, crop, normalise,
-//! frame padding) and frames out (colour fix, back to bytes). No weights; pure tensor maths.
+//! SeedVR2's one-step restoration around the DiT: frames in (`prepare`), the step itself (`one_step`),
+//! the colour fix (`colorfix`), and what a job keeps loaded (`restorer`).
 pub mod colorfix;
+pub mod one_step;
 pub mod prepare;
+pub mod restorer;

@@ -1,6 +1,8 @@
-//! SeedVR2 restoration's frames in and out (resize, crop, normalise, frame padding, colour fix, bytes)
-//! against every end-to-end case the ORIGINAL pipeline recorded in ../shared/reference/seedvr2_dit
-//! (`small_*_e2e.safetensors`; the target size comes from the case's own entry in small_config.json).
+//! SeedVR2 restoration against every end-to-end case the ORIGINAL pipeline recorded in
+//! ../shared/reference/seedvr2_dit (`small_*_e2e.safetensors`; the target size comes from the case's own
+//! entry in small_config.json): frames in and out (resize, crop, normalise, frame padding, colour fix,
+//! bytes) on their own, and the whole one-step pipeline from the LR video to the output bytes given the
+//! case's saved noise, with the case's small DiT and the small SeedVR2 VAE.
 mod common;
 
 use std::collections::BTreeMap;
@@ -10,7 +12,11 @@ use common::tensors::{max_abs_diff, read_tensor_map};
 use serde_json::Value;
 use tch::{Kind, Tensor};
 use vaebox::models::restore::colorfix::{adain, to_u8_thwc, wavelet_reconstruction, ColorFix};
+use vaebox::models::restore::one_step::{restore, Noise, RestoreModels};
 use vaebox::models::restore::prepare::{first_frames_tchw, pad_frames_4n1, prepare_frames, target_size, TargetSize};
+use vaebox::models::restore::restorer::read_text_embedding;
+use vaebox::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
+use vaebox::models::seedvr2_dit::{DitLoadOptions, SeedVr2Dit};
 
 /// The reference README's note: an independent rewrite reproduced these with 0.0 difference.
 const FLOAT_ATOL: f64 = 1e-5;
@@ -21,6 +27,15 @@ fn reference_dir() -> PathBuf {
     std::env::var_os("VAEBOX_SEEDVR2_DIT_REFERENCE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/seedvr2_dit")))
+}
+
+/// The bounds for the whole pipeline: float output within 1e-3, bytes within ±1.
+const PIPELINE_ATOL: f64 = 1e-3;
+
+/// The small SeedVR2 VAE the e2e cases were made with (`VAEBOX_SEEDVR2_VAE_WEIGHTS`, default the VAE
+/// reference folder beside this one).
+fn vae_weights(dir: &Path) -> PathBuf {
+    std::env::var_os("VAEBOX_SEEDVR2_VAE_WEIGHTS").map(PathBuf::from).unwrap_or_else(|| dir.join("../seedvr2/small_weights.safetensors"))
 }
 
 fn e2e_cases(dir: &Path) -> Vec<PathBuf> {
@@ -61,13 +76,17 @@ fn check(label: &str, actual: &Tensor, expected: &Tensor) {
     assert!(error <= FLOAT_ATOL, "{label}: {error:.3e} > {FLOAT_ATOL:.0e}");
 }
 
-/// Counts the differing bytes; more than [`MAX_BYTES_OFF_BY_ONE`], or any off by more than one, fails.
-fn check_bytes(label: &str, actual: &Tensor, expected: &Tensor) {
+/// Counts the differing bytes; more than `max_differing`, or any off by more than one, fails.
+fn check_bytes_within(label: &str, actual: &Tensor, expected: &Tensor, max_differing: i64) {
     assert_eq!(actual.kind(), Kind::Uint8, "{label}");
     let diff = (actual.to_kind(Kind::Int64) - expected.to_kind(Kind::Int64)).abs();
     let (differing, worst) = (diff.ne(0).sum(Kind::Int64).int64_value(&[]), diff.max().int64_value(&[]));
     println!("{label}: {differing} of {} bytes differ, by at most {worst}", diff.numel());
-    assert!(worst <= 1 && differing <= MAX_BYTES_OFF_BY_ONE, "{label}: {differing} bytes differ, by at most {worst}");
+    assert!(worst <= 1 && differing <= max_differing, "{label}: {differing} bytes differ, by at most {worst}");
+}
+
+fn check_bytes(label: &str, actual: &Tensor, expected: &Tensor) {
+    check_bytes_within(label, actual, expected, MAX_BYTES_OFF_BY_ONE);
 }
 
 /// The recorded resize and crop calls of the original, when the config has them.
@@ -122,5 +141,37 @@ fn frames_out_match_the_original_colour_fix_and_bytes() {
         assert_eq!(exact, tensor(&case, "final_u8_thwc"), "{name}: to_u8 of the original floats");
         check_bytes(&format!("{name} final_u8_thwc"), &to_u8_thwc(&wavelet).unwrap(), &tensor(&case, "final_u8_thwc"));
         check_bytes(&format!("{name} final_adain_u8_thwc"), &to_u8_thwc(&adain_fixed).unwrap(), &tensor(&case, "final_adain_u8_thwc"));
+    }
+}
+
+/// The whole one-step pipeline from the LR video: prepare, pad, VAE encode with the case's posterior ε,
+/// one DiT step with its noise, VAE decode, wavelet colour fix, bytes.
+#[test]
+fn whole_pipeline_matches_the_original_given_its_noise() {
+    let dir = reference_dir();
+    let vae = SeedVr2Vae::load(&vae_weights(&dir), &SeedVr2LoadOptions::default()).expect("small SeedVR2 VAE");
+    let text = read_text_embedding(&dir.join("text_embeds.safetensors")).expect("pos_emb").to_kind(Kind::Float);
+    for path in e2e_cases(&dir) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let variant = name.strip_prefix("small_").and_then(|n| n.strip_suffix("_e2e.safetensors")).unwrap();
+        let dit = SeedVr2Dit::load(&dir.join(format!("small_{variant}_weights.safetensors")), &DitLoadOptions::default()).expect("small DiT");
+        let (config, case) = (case_config(&dir, &path), read_tensor_map(&path));
+        assert_eq!(max_abs_diff(&text, &tensor(&case, "dit_txt")), 0.0, "{name}: the prompt is pos_emb");
+        let lr = tensor(&case, "lr_video_u8_tchw");
+        let geometry = target_size(lr.size()[2], lr.size()[3], target_of(&config));
+        let (padded, keep) = pad_frames_4n1(&prepare_frames(&lr, &geometry).unwrap()).unwrap();
+        let noise = Noise::Given { posterior_eps: tensor(&case, "posterior_eps"), noise: tensor(&case, "noise") };
+        let out = restore(&RestoreModels { vae: &vae, dit: &dit, text: &text }, &padded, keep, ColorFix::Wavelet, noise).expect("restore");
+        let check_pipeline = |label: &str, actual: &Tensor, expected: &Tensor| {
+            let error = max_abs_diff(actual, expected);
+            println!("{name} {label}: max abs error {error:.3e} (bound {PIPELINE_ATOL:.0e})");
+            assert!(error <= PIPELINE_ATOL, "{name} {label}: {error:.3e} > {PIPELINE_ATOL:.0e}");
+        };
+        check_pipeline("decoded", &out.decoded, &tensor(&case, "decoded"));
+        check_pipeline("sample_after_colorfix", &out.frames, &tensor(&case, "sample_after_colorfix"));
+        // The bound is ±1 per byte; floats ~1e-5 apart round differently where they sit on a half,
+        // so a few bytes do (13 of 110,592 for the 3B case). More than 1% would mean a real difference.
+        let final_u8 = tensor(&case, "final_u8_thwc");
+        check_bytes_within(&format!("{name} final_u8_thwc (whole pipeline)"), &to_u8_thwc(&out.frames).unwrap(), &final_u8, final_u8.numel() as i64 / 100);
     }
 }

@@ -1,0 +1,106 @@
+//! SeedVR2's one-step restoration of one temporal batch: VAE encode (posterior sample), one DiT call at
+//! t = 1000 on `[noise | condition | mask]`, `x0 = noise − v`, VAE decode, colour fix. The batch is
+//! already resized, cropped, in [-1, 1] and padded to `4n + 1` frames (see `prepare`).
+use std::time::Instant;
+
+use tch::{Device, Kind, Tensor};
+
+use super::colorfix::ColorFix;
+use crate::models::seedvr2::{SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
+use crate::models::seedvr2_dit::{DitInput, SeedVr2Dit};
+use crate::models::ModelError;
+
+/// The one sampler step: `uniform_trailing` with one step and shift 1.0 gives only t = T = 1000.
+pub const ONE_STEP_TIMESTEP: f64 = 1000.0;
+
+pub struct RestoreModels<'a> {
+    pub vae: &'a SeedVr2Vae,
+    pub dit: &'a SeedVr2Dit,
+    /// `pos_emb` `[L, 5120]`: the shipped positive prompt (with `cfg_scale = 1` only it is used).
+    pub text: &'a Tensor,
+}
+
+/// Where the two random draws come from: the seeded generator, or tensors given by a test.
+pub enum Noise {
+    /// `torch.manual_seed(seed)`, then the posterior's ε, then the DiT noise, the original's order.
+    Seeded(i64),
+    Given { posterior_eps: Tensor, noise: Tensor },
+}
+
+pub struct OneStepOutput {
+    /// The decoder's output `[3, T_padded, H, W]`, not clamped.
+    pub decoded: Tensor,
+    /// `keep` frames after the colour fix, `[T, 3, H, W]`, not clamped.
+    pub frames: Tensor,
+    pub seconds: StageSeconds,
+}
+
+/// Wall-clock seconds of each stage (on CUDA after a synchronisation, so work is not billed to the next).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StageSeconds {
+    pub encode: f64,
+    pub dit: f64,
+    pub decode: f64,
+    pub color_fix: f64,
+}
+
+impl StageSeconds {
+    pub fn add(&mut self, other: &StageSeconds) {
+        self.encode += other.encode;
+        self.dit += other.dit;
+        self.decode += other.decode;
+        self.color_fix += other.color_fix;
+    }
+
+    pub fn total(&self) -> f64 {
+        self.encode + self.dit + self.decode + self.color_fix
+    }
+}
+
+/// Times `work`, waiting for the device first so queued kernels count where they belong.
+fn timed<T>(device: Device, slot: &mut f64, work: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let out = work();
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+    *slot += started.elapsed().as_secs_f64();
+    out
+}
+
+/// `input`: `[3, T, H, W]` in [-1, 1] with `T = 4n + 1`; the first `keep` frames are the real ones (the
+/// rest repeat the last) and are what comes out, colour-fixed against the same input frames.
+pub fn restore(models: &RestoreModels, input: &Tensor, keep: i64, color_fix: ColorFix, noise: Noise) -> Result<OneStepOutput, ModelError> {
+    let _guard = tch::no_grad_guard();
+    let mut seconds = StageSeconds::default();
+    let (vae_kind, device) = (models.vae.kind(), models.vae.device());
+    let posterior = timed(device, &mut seconds.encode, || models.vae.encode(&input.to_device(device).to_kind(vae_kind).unsqueeze(0)))?;
+    let (mean, logvar) = (posterior.mean.to_kind(Kind::Float), posterior.logvar.to_kind(Kind::Float));
+    let (eps, noise_cthw) = match noise {
+        Noise::Seeded(seed) => {
+            tch::manual_seed(seed);
+            let eps = mean.randn_like();
+            (eps, mean.squeeze_dim(0).randn_like())
+        }
+        Noise::Given { posterior_eps, noise } => (posterior_eps.to_device(device), noise.to_device(device).permute([3, 0, 1, 2])),
+    };
+    let sample = &mean + (&logvar * 0.5).exp() * eps.to_kind(Kind::Float);
+    // [1, C, t, h, w] → [t, h, w, C], scaled as the pipeline's condition.
+    let condition = sample.squeeze_dim(0).permute([1, 2, 3, 0]) * SEEDVR2_SCALING_FACTOR;
+    let noise_thwc = noise_cthw.to_kind(Kind::Float).permute([1, 2, 3, 0]);
+    let [t, h, w, c] = <[i64; 4]>::try_from(condition.size()).expect("4-D condition");
+    let mask = Tensor::ones([t, h, w, 1], (Kind::Float, condition.device()));
+    let vid = Tensor::cat(&[&noise_thwc, &condition, &mask], -1).reshape([t * h * w, -1]);
+    let dit_input = DitInput { vid: &vid, grid: [t, h, w], txt: models.text, timestep: ONE_STEP_TIMESTEP };
+    let velocity = timed(device, &mut seconds.dit, || models.dit.forward(&dit_input))?;
+    // v_lerp prediction at t = T: x0 = noise − v.
+    let x0 = noise_thwc - velocity.to_kind(Kind::Float).to_device(condition.device()).view([t, h, w, c]);
+    let latent = (x0 / SEEDVR2_SCALING_FACTOR).permute([3, 0, 1, 2]).unsqueeze(0);
+    let decoded = timed(device, &mut seconds.decode, || models.vae.decode(&latent.to_kind(vae_kind)))?.squeeze_dim(0).to_kind(Kind::Float);
+    let frames = timed(device, &mut seconds.color_fix, || {
+        let sample = decoded.narrow(1, 0, keep).transpose(0, 1);
+        let reference = input.to_device(sample.device()).to_kind(Kind::Float).narrow(1, 0, keep).transpose(0, 1);
+        color_fix.apply(&sample, &reference)
+    })?;
+    Ok(OneStepOutput { decoded, frames, seconds })
+}
