@@ -2,10 +2,12 @@
 //! Everything here runs on the executor thread; nothing here is async.
 pub mod checkpoint;
 pub mod gguf;
+pub mod gguf_quants;
 pub mod ncnn;
 pub mod realesrgan;
 pub mod registry;
 pub mod seedvr2;
+pub mod tensor_file;
 pub mod vae;
 pub mod wan;
 
@@ -17,6 +19,8 @@ pub enum ModelError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("model file {path} is not valid: {reason}")]
     Format { path: PathBuf, reason: String },
+    #[error("model file {path}: tensor `{tensor}` is stored as {ggml_type}, not one of the types read (F32, F16, BF16, Q8_0, Q4_K-Q6_K)")]
+    UnsupportedQuantization { path: PathBuf, tensor: String, ggml_type: String },
     #[error("unknown model `{0}`")]
     Unknown(String),
     #[error("weights for model `{0}` are not present on this box")]
@@ -32,6 +36,7 @@ impl ModelError {
         match self {
             ModelError::Io { .. } => "model-io",
             ModelError::Format { .. } => "model-format",
+            ModelError::UnsupportedQuantization { .. } => "unsupported-quantization",
             ModelError::Unknown(_) => "unknown-model",
             ModelError::WeightsMissing(_) => "model-weights-missing",
             ModelError::Unsupported { .. } => "unsupported-model-op",
