@@ -130,8 +130,8 @@ pub fn latent_header(path: &Path) -> Result<LatentSummary, LatentError> {
         .find_map(|name| header.tensors.get(name))
         .cloned()
         .ok_or_else(|| LatentError::NotALatent("it has no `latent` (or ComfyUI `latent_tensor`) tensor of F32, F16 or BF16".into()))?;
-    if entry.dtype == Dtype::U8 {
-        return Err(LatentError::NotALatent("the latent is stored as bytes, not floats".into()));
+    if !matches!(entry.dtype, Dtype::F32 | Dtype::F16 | Dtype::Bf16) {
+        return Err(LatentError::NotALatent(format!("the latent is stored as {}, not F32, F16 or BF16", entry.dtype.safetensors_name())));
     }
     let shape = entry.shape.clone();
     if shape.len() != 5 || shape[0] != 1 || shape.iter().any(|d| *d <= 0) {
@@ -170,7 +170,8 @@ fn all_finite(bytes: &[u8], dtype: Dtype) -> bool {
         Dtype::F32 => bytes.chunks_exact(4).all(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite()),
         Dtype::F16 => bytes.chunks_exact(2).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00),
         Dtype::Bf16 => bytes.chunks_exact(2).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7f80 != 0x7f80),
-        Dtype::U8 => true,
+        // Refused by `latent_header` before any data is read.
+        Dtype::U8 | Dtype::F8E4m3 | Dtype::F8E5m2 => true,
     }
 }
 

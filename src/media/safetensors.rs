@@ -17,6 +17,9 @@ pub enum Dtype {
     F16,
     Bf16,
     U8,
+    /// fp8 weights, e4m3fn (torch.float8_e4m3fn) and e5m2: kept as stored until a layer up-casts them.
+    F8E4m3,
+    F8E5m2,
 }
 
 impl Dtype {
@@ -26,6 +29,8 @@ impl Dtype {
             "F16" => Some(Dtype::F16),
             "BF16" => Some(Dtype::Bf16),
             "U8" => Some(Dtype::U8),
+            "F8_E4M3" => Some(Dtype::F8E4m3),
+            "F8_E5M2" => Some(Dtype::F8E5m2),
             _ => None,
         }
     }
@@ -47,6 +52,8 @@ impl Dtype {
             Dtype::F16 => "F16",
             Dtype::Bf16 => "BF16",
             Dtype::U8 => "U8",
+            Dtype::F8E4m3 => "F8_E4M3",
+            Dtype::F8E5m2 => "F8_E5M2",
         }
     }
 
@@ -56,6 +63,8 @@ impl Dtype {
             Dtype::F16 => "float16",
             Dtype::Bf16 => "bfloat16",
             Dtype::U8 => "uint8",
+            Dtype::F8E4m3 => "float8_e4m3fn",
+            Dtype::F8E5m2 => "float8_e5m2",
         }
     }
 
@@ -63,7 +72,7 @@ impl Dtype {
         match self {
             Dtype::F32 => 4,
             Dtype::F16 | Dtype::Bf16 => 2,
-            Dtype::U8 => 1,
+            Dtype::U8 | Dtype::F8E4m3 | Dtype::F8E5m2 => 1,
         }
     }
 }

@@ -1,15 +1,16 @@
 //! Reading a checkpoint file, whatever its container: safetensors or GGUF (told apart by magic bytes).
+//! Tensors are read one at a time from their place in the file ([`TensorFile`]), so a load never holds
+//! the file and a second copy of it at once.
 use std::path::Path;
 
-use tch::Tensor;
+use tch::{Device, Tensor};
 
+use super::tensor_file::{LoadAs, TensorFile};
 use super::{gguf, ModelError};
 
+/// Every tensor in its stored dtype (fp8 stays fp8; GGUF quantisations come back as f32), on the CPU.
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {
-    if gguf::is_gguf(path) {
-        return gguf::read(path);
-    }
-    Tensor::read_safetensors(path).map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })
+    TensorFile::open(path)?.load_all(Device::Cpu, LoadAs::Stored)
 }
 
 /// Names and shapes without reading the weights.

@@ -1,48 +1,78 @@
-//! A GGUF reader for VAE checkpoints (ComfyUI-GGUF style): metadata is parsed only as far as needed,
+//! A GGUF reader for checkpoints (ComfyUI-GGUF style): metadata is parsed only as far as needed,
 //! tensors come back with PyTorch shapes. GGUF lists dimensions innermost first and holds at most 4,
 //! so a tensor's real shape is `comfy.gguf.orig_shape.<name>` when present (the data is row-major in
-//! that shape), else the reversed dimensions. Plain F32/F16/BF16 and Q8_0 tensors are read; other
-//! quantisations are refused by name. Nothing here is SeedVR2-specific.
+//! that shape), else the reversed dimensions. Plain F32/F16/BF16 tensors keep their kind; Q8_0, Q4_K,
+//! Q5_K and Q6_K are dequantised to f32 (`gguf_quants`); any other type is refused by name when that
+//! tensor is loaded. Only the header is read up front; each tensor's bytes are read on their own.
 use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use tch::{Kind, Tensor};
 
+use crate::models::gguf_quants::{self, BlockFormat};
 use crate::models::ModelError;
 
 pub const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 const DEFAULT_ALIGNMENT: u64 = 32;
 const ORIG_SHAPE_PREFIX: &str = "comfy.gguf.orig_shape.";
-/// Q8_0 block: one f16 scale, then 32 signed bytes.
-const Q8_0_BLOCK: usize = 32;
 
-/// ggml tensor types this reader understands.
+/// A tensor's ggml type: one this reader decodes, or the code of one it refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TensorType {
+pub enum GgmlType {
     F32,
     F16,
     Bf16,
-    Q8_0,
+    Blocks(BlockFormat),
+    Other(u32),
 }
 
-impl TensorType {
-    fn from_ggml(code: u32) -> Option<Self> {
+impl GgmlType {
+    fn from_code(code: u32) -> Self {
         match code {
-            0 => Some(Self::F32),
-            1 => Some(Self::F16),
-            8 => Some(Self::Q8_0),
-            30 => Some(Self::Bf16),
-            _ => None,
+            0 => Self::F32,
+            1 => Self::F16,
+            8 => Self::Blocks(BlockFormat::Q8_0),
+            12 => Self::Blocks(BlockFormat::Q4K),
+            13 => Self::Blocks(BlockFormat::Q5K),
+            14 => Self::Blocks(BlockFormat::Q6K),
+            30 => Self::Bf16,
+            other => Self::Other(other),
         }
     }
 
-    fn bytes_for(self, elements: usize) -> usize {
+    /// ggml's name (`Q3_K`), with the numeric code for types this reader refuses.
+    pub fn name(self) -> String {
         match self {
-            Self::F32 => 4 * elements,
-            Self::F16 | Self::Bf16 => 2 * elements,
-            Self::Q8_0 => elements / Q8_0_BLOCK * (2 + Q8_0_BLOCK),
+            Self::F32 => "F32".into(),
+            Self::F16 => "F16".into(),
+            Self::Bf16 => "BF16".into(),
+            Self::Blocks(format) => format.name().into(),
+            Self::Other(code) => format!("{} (ggml type {code})", other_type_name(code).unwrap_or("unknown")),
         }
     }
+
+    /// Bytes holding `elements` values; `None` for a refused type or a count that is not whole blocks.
+    fn bytes_for(self, elements: usize) -> Option<usize> {
+        match self {
+            Self::F32 => Some(4 * elements),
+            Self::F16 | Self::Bf16 => Some(2 * elements),
+            Self::Blocks(f) => (elements % f.block_values() == 0).then(|| elements / f.block_values() * f.block_bytes()),
+            Self::Other(_) => None,
+        }
+    }
+}
+
+/// Names of the ggml types a community checkpoint may carry that this reader does not decode.
+fn other_type_name(code: u32) -> Option<&'static str> {
+    const NAMES: [(u32, &str); 27] = [
+        (2, "Q4_0"), (3, "Q4_1"), (6, "Q5_0"), (7, "Q5_1"), (9, "Q8_1"), (10, "Q2_K"), (11, "Q3_K"), (15, "Q8_K"),
+        (16, "IQ2_XXS"), (17, "IQ2_XS"), (18, "IQ3_XXS"), (19, "IQ1_S"), (20, "IQ4_NL"), (21, "IQ3_S"), (22, "IQ2_S"),
+        (23, "IQ4_XS"), (24, "I8"), (25, "I16"), (26, "I32"), (27, "I64"), (28, "F64"), (29, "IQ1_M"), (34, "TQ1_0"),
+        (35, "TQ2_0"), (39, "MXFP4"), (40, "NVFP4"), (41, "Q1_0"),
+    ];
+    NAMES.iter().find(|(c, _)| *c == code).map(|(_, name)| *name)
 }
 
 /// Metadata values, kept only where the loader needs them (integers and integer arrays).
@@ -60,7 +90,7 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.pos.checked_add(n).filter(|&end| end <= self.bytes.len()).ok_or("truncated GGUF header")?;
+        let end = self.pos.checked_add(n).filter(|&end| end <= self.bytes.len()).ok_or(TRUNCATED)?;
         let slice = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(slice)
@@ -119,36 +149,115 @@ impl<'a> Cursor<'a> {
 struct TensorInfo {
     name: String,
     dims: Vec<i64>,
-    kind: TensorType,
+    ggml_type: GgmlType,
     offset: u64,
+}
+
+/// One tensor as the header lists it.
+#[derive(Debug, Clone)]
+pub struct GgufTensor {
+    pub name: String,
+    /// The PyTorch shape.
+    pub shape: Vec<i64>,
+    pub ggml_type: GgmlType,
+    /// Absolute position of the data in the file.
+    pub start: u64,
 }
 
 /// True when the file starts with the GGUF magic.
 pub fn is_gguf(path: &Path) -> bool {
     use std::io::Read;
     let mut magic = [0u8; 4];
-    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == GGUF_MAGIC
+    File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == GGUF_MAGIC
 }
 
-/// Reads every tensor of a GGUF file (v2/v3) as fp32/fp16/bf16 with its PyTorch shape.
+/// Reads every tensor of a GGUF file (v2/v3), one at a time, with its PyTorch shape.
 pub fn read(path: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {
-    let bytes = std::fs::read(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-    parse(&bytes).map_err(|reason| ModelError::Format { path: path.to_path_buf(), reason })
+    let tensors = index(path)?;
+    let file = File::open(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    tensors.iter().map(|tensor| Ok((tensor.name.clone(), load(path, &file, tensor)?))).collect()
 }
 
 /// Names and PyTorch shapes, from the header alone (a model listing must not read gigabytes).
 pub fn shapes(path: &Path) -> Result<Vec<(String, Vec<i64>)>, ModelError> {
-    use std::io::Read;
-    let mut prefix = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(HEADER_READ_LIMIT).read_to_end(&mut prefix))
-        .map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-    let header = parse_header(&prefix).map_err(|reason| ModelError::Format { path: path.to_path_buf(), reason })?;
-    Ok(header.infos.iter().map(|info| (info.name.clone(), header.torch_shape(info))).collect())
+    Ok(index(path)?.into_iter().map(|tensor| (tensor.name, tensor.shape)).collect())
 }
 
-/// VAE checkpoints have a few hundred tensors; their GGUF headers are far smaller than this.
+/// Checkpoints have a few thousand tensors at most: their GGUF headers take well under a MiB, so
+/// that much is read first, then more (up to the limit) only for a header that does not fit.
+const HEADER_FIRST_READ: u64 = 1 << 20;
 const HEADER_READ_LIMIT: u64 = 64 << 20;
+const TRUNCATED: &str = "truncated GGUF header";
+
+/// The header's tensor list, checked: shapes agree with the stored dimensions and the data of every
+/// tensor of a known type lies inside the file.
+pub fn index(path: &Path) -> Result<Vec<GgufTensor>, ModelError> {
+    use std::io::{Read, Seek};
+    let io = |source| ModelError::Io { path: path.to_path_buf(), source };
+    let format = |reason| ModelError::Format { path: path.to_path_buf(), reason };
+    let file = File::open(path).map_err(io)?;
+    let file_len = file.metadata().map_err(io)?.len();
+    let mut read_size = HEADER_FIRST_READ;
+    let header = loop {
+        let mut prefix = Vec::new();
+        (&file).take(read_size).read_to_end(&mut prefix).map_err(io)?;
+        match parse_header(&prefix) {
+            Err(e) if e == TRUNCATED && read_size < HEADER_READ_LIMIT.min(file_len) => read_size *= 8,
+            parsed => break parsed.map_err(format)?,
+        }
+        (&file).rewind().map_err(io)?;
+    };
+    header
+        .infos
+        .iter()
+        .map(|info| {
+            let shape = header.torch_shape(info);
+            let elements: i64 = shape.iter().product();
+            if elements != info.dims.iter().product::<i64>() || shape.iter().any(|d| *d < 0) {
+                return Err(format(format!("tensor `{}`: shape {shape:?} does not fit its stored dimensions {:?}", info.name, info.dims)));
+            }
+            let start = header.data_start + info.offset;
+            if let GgmlType::Blocks(f) = info.ggml_type {
+                if elements as usize % f.block_values() != 0 {
+                    return Err(format(format!("tensor `{}`: {elements} values are not whole {} blocks", info.name, f.name())));
+                }
+            }
+            if let Some(bytes) = info.ggml_type.bytes_for(elements as usize) {
+                if start + bytes as u64 > file_len {
+                    return Err(format(format!("tensor `{}`: data runs past the end of the file (truncated?)", info.name)));
+                }
+            }
+            Ok(GgufTensor { name: info.name.clone(), shape, ggml_type: info.ggml_type, start })
+        })
+        .collect()
+}
+
+/// Reads and decodes one tensor listed by `index`: F32/F16/BF16 keep their kind, block formats become
+/// f32, other types are refused.
+pub fn load(path: &Path, file: &File, tensor: &GgufTensor) -> Result<Tensor, ModelError> {
+    let elements = tensor.shape.iter().product::<i64>() as usize;
+    let Some(bytes) = tensor.ggml_type.bytes_for(elements) else {
+        return Err(ModelError::UnsupportedQuantization {
+            path: path.to_path_buf(),
+            tensor: tensor.name.clone(),
+            ggml_type: tensor.ggml_type.name(),
+        });
+    };
+    let mut data = vec![0u8; bytes];
+    file.read_exact_at(&mut data, tensor.start).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    let decoded = match tensor.ggml_type {
+        GgmlType::F32 => Tensor::f_from_data_size(&data, &tensor.shape, Kind::Float),
+        GgmlType::F16 => Tensor::f_from_data_size(&data, &tensor.shape, Kind::Half),
+        GgmlType::Bf16 => Tensor::f_from_data_size(&data, &tensor.shape, Kind::BFloat16),
+        GgmlType::Blocks(format) => {
+            let values = gguf_quants::dequantize(format, &data);
+            drop(data);
+            Tensor::f_from_slice(&values).and_then(|t| t.f_reshape(&tensor.shape))
+        }
+        GgmlType::Other(_) => unreachable!("refused above"),
+    };
+    decoded.map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: format!("tensor `{}`: {e}", tensor.name) })
+}
 
 struct GgufHeader {
     infos: Vec<TensorInfo>,
@@ -187,9 +296,8 @@ fn parse_header(bytes: &[u8]) -> Result<GgufHeader, String> {
         let name = cursor.string()?;
         let n_dims = cursor.u32()?;
         let dims = (0..n_dims).map(|_| cursor.u64().map(|d| d as i64)).collect::<Result<Vec<_>, _>>()?;
-        let code = cursor.u32()?;
-        let kind = TensorType::from_ggml(code).ok_or_else(|| format!("tensor `{name}` has ggml type {code}, which this loader does not dequantise (F32, F16, BF16, Q8_0 only)"))?;
-        infos.push(TensorInfo { name, dims, kind, offset: cursor.u64()? });
+        let ggml_type = GgmlType::from_code(cursor.u32()?);
+        infos.push(TensorInfo { name, dims, ggml_type, offset: cursor.u64()? });
     }
     let alignment = match metadata.get("general.alignment") {
         Some(Value::Int(a)) if *a > 0 => *a as u64,
@@ -197,46 +305,4 @@ fn parse_header(bytes: &[u8]) -> Result<GgufHeader, String> {
     };
     let data_start = (cursor.pos as u64).div_ceil(alignment) * alignment;
     Ok(GgufHeader { infos, metadata, data_start })
-}
-
-fn parse(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, String> {
-    let header = parse_header(bytes)?;
-    let data_start = header.data_start;
-    header
-        .infos
-        .iter()
-        .map(|info| {
-            let shape = header.torch_shape(info);
-            let elements = shape.iter().product::<i64>() as usize;
-            if elements != info.dims.iter().product::<i64>() as usize || (info.kind == TensorType::Q8_0 && elements % Q8_0_BLOCK != 0) {
-                return Err(format!("tensor `{}`: shape {shape:?} does not fit its stored dimensions {:?}", info.name, info.dims));
-            }
-            let start = (data_start + info.offset) as usize;
-            let data = bytes
-                .get(start..start + info.kind.bytes_for(elements))
-                .ok_or_else(|| format!("tensor `{}`: data runs past the end of the file", info.name))?;
-            let tensor = decode(data, info.kind, elements).map_err(|e| format!("tensor `{}`: {e}", info.name))?;
-            Ok((info.name.clone(), tensor.f_reshape(&shape).map_err(|e| e.to_string())?))
-        })
-        .collect()
-}
-
-fn decode(data: &[u8], kind: TensorType, elements: usize) -> Result<Tensor, tch::TchError> {
-    let flat = [elements as i64];
-    match kind {
-        TensorType::F32 => Tensor::f_from_data_size(data, &flat, Kind::Float),
-        TensorType::F16 => Tensor::f_from_data_size(data, &flat, Kind::Half),
-        TensorType::Bf16 => Tensor::f_from_data_size(data, &flat, Kind::BFloat16),
-        TensorType::Q8_0 => {
-            let blocks = elements / Q8_0_BLOCK;
-            let (mut scales, mut quants) = (Vec::with_capacity(2 * blocks), Vec::with_capacity(elements));
-            for block in data.chunks_exact(2 + Q8_0_BLOCK) {
-                scales.extend_from_slice(&block[..2]);
-                quants.extend_from_slice(&block[2..]);
-            }
-            let scales = Tensor::f_from_data_size(&scales, &[blocks as i64, 1], Kind::Half)?.f_to_kind(Kind::Float)?;
-            let quants = Tensor::f_from_data_size(&quants, &[blocks as i64, Q8_0_BLOCK as i64], Kind::Int8)?.f_to_kind(Kind::Float)?;
-            quants.f_mul(&scales)?.f_reshape(flat)
-        }
-    }
 }

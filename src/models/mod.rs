@@ -2,12 +2,14 @@
 //! Everything here runs on the executor thread; nothing here is async.
 pub mod checkpoint;
 pub mod gguf;
+pub mod gguf_quants;
 pub mod ncnn;
 pub mod realesrgan;
 pub mod registry;
 pub mod restore;
 pub mod seedvr2;
 pub mod seedvr2_dit;
+pub mod tensor_file;
 pub mod vae;
 pub mod weights;
 pub mod wan;
@@ -20,6 +22,8 @@ pub enum ModelError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("model file {path} is not valid: {reason}")]
     Format { path: PathBuf, reason: String },
+    #[error("model file {path}: tensor `{tensor}` is stored as {ggml_type}, not one of the types read (F32, F16, BF16, Q8_0, Q4_K-Q6_K)")]
+    UnsupportedQuantization { path: PathBuf, tensor: String, ggml_type: String },
     #[error("unknown model `{0}`")]
     Unknown(String),
     #[error("weights for model `{0}` are not present on this box")]
@@ -35,6 +39,7 @@ impl ModelError {
         match self {
             ModelError::Io { .. } => "model-io",
             ModelError::Format { .. } => "model-format",
+            ModelError::UnsupportedQuantization { .. } => "unsupported-quantization",
             ModelError::Unknown(_) => "unknown-model",
             ModelError::WeightsMissing(_) => "model-weights-missing",
             ModelError::Unsupported { .. } => "unsupported-model-op",
