@@ -75,11 +75,12 @@ fn other_type_name(code: u32) -> Option<&'static str> {
     NAMES.iter().find(|(c, _)| *c == code).map(|(_, name)| *name)
 }
 
-/// Metadata values, kept only where the loader needs them (integers and integer arrays).
+/// Metadata values, kept only where the loader needs them (integers, integer arrays, strings).
 #[derive(Debug, Clone)]
 enum Value {
     Int(i64),
     IntArray(Vec<i64>),
+    Str(String),
     Other,
 }
 
@@ -129,7 +130,7 @@ impl<'a> Cursor<'a> {
             11 => Value::Int(int(self.take(8)?, true)),
             6 => self.take(4).map(|_| Value::Other)?,
             12 => self.take(8).map(|_| Value::Other)?,
-            8 => self.string().map(|_| Value::Other)?,
+            8 => Value::Str(self.string()?),
             9 => {
                 let element_kind = self.u32()?;
                 let count = self.u64()?;
@@ -178,6 +179,14 @@ pub fn read(path: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {
     tensors.iter().map(|tensor| Ok((tensor.name.clone(), load(path, &file, tensor)?))).collect()
 }
 
+/// A string value of the header's metadata (a converter may carry the safetensors metadata there).
+pub fn string_metadata(path: &Path, key: &str) -> Option<String> {
+    match read_header(path).ok()?.metadata.remove(key)? {
+        Value::Str(value) => Some(value),
+        _ => None,
+    }
+}
+
 /// Names and PyTorch shapes, from the header alone (a model listing must not read gigabytes).
 pub fn shapes(path: &Path) -> Result<Vec<(String, Vec<i64>)>, ModelError> {
     Ok(index(path)?.into_iter().map(|tensor| (tensor.name, tensor.shape)).collect())
@@ -192,21 +201,9 @@ const TRUNCATED: &str = "truncated GGUF header";
 /// The header's tensor list, checked: shapes agree with the stored dimensions and the data of every
 /// tensor of a known type lies inside the file.
 pub fn index(path: &Path) -> Result<Vec<GgufTensor>, ModelError> {
-    use std::io::{Read, Seek};
-    let io = |source| ModelError::Io { path: path.to_path_buf(), source };
     let format = |reason| ModelError::Format { path: path.to_path_buf(), reason };
-    let file = File::open(path).map_err(io)?;
-    let file_len = file.metadata().map_err(io)?.len();
-    let mut read_size = HEADER_FIRST_READ;
-    let header = loop {
-        let mut prefix = Vec::new();
-        (&file).take(read_size).read_to_end(&mut prefix).map_err(io)?;
-        match parse_header(&prefix) {
-            Err(e) if e == TRUNCATED && read_size < HEADER_READ_LIMIT.min(file_len) => read_size *= 8,
-            parsed => break parsed.map_err(format)?,
-        }
-        (&file).rewind().map_err(io)?;
-    };
+    let file_len = std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?.len();
+    let header = read_header(path)?;
     header
         .infos
         .iter()
@@ -257,6 +254,23 @@ pub fn load(path: &Path, file: &File, tensor: &GgufTensor) -> Result<Tensor, Mod
         GgmlType::Other(_) => unreachable!("refused above"),
     };
     decoded.map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: format!("tensor `{}`: {e}", tensor.name) })
+}
+
+fn read_header(path: &Path) -> Result<GgufHeader, ModelError> {
+    use std::io::{Read, Seek};
+    let io = |source| ModelError::Io { path: path.to_path_buf(), source };
+    let file = File::open(path).map_err(io)?;
+    let file_len = file.metadata().map_err(io)?.len();
+    let mut read_size = HEADER_FIRST_READ;
+    loop {
+        let mut prefix = Vec::new();
+        (&file).take(read_size).read_to_end(&mut prefix).map_err(io)?;
+        match parse_header(&prefix) {
+            Err(e) if e == TRUNCATED && read_size < HEADER_READ_LIMIT.min(file_len) => read_size *= 8,
+            parsed => return parsed.map_err(|reason| ModelError::Format { path: path.to_path_buf(), reason }),
+        }
+        (&file).rewind().map_err(io)?;
+    }
 }
 
 struct GgufHeader {

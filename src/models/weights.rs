@@ -2,7 +2,7 @@
 //! the modules ask for, lookups that name the offending key as the user's file spells it, and a check
 //! that nothing in the file was left unused. A family with a second naming scheme renames once, at load,
 //! and tells the store how to spell a key back ([`Weights::with_file_names`]).
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,8 @@ pub struct Weights {
     file_names: Option<FileNames>,
     /// Load-time bookkeeping only (which keys the modules asked for); never touched during inference.
     used: RefCell<BTreeSet<String>>,
+    /// Bytes of the tensors handed to modules, as they hold them (fp8 kept, others at `kind`).
+    handed_bytes: Cell<u64>,
     device: Device,
     kind: Kind,
     /// Give 5-D conv weights channels-last-3d strides; set before modules are built.
@@ -29,7 +31,7 @@ pub struct Weights {
 impl Weights {
     /// `source` only labels errors; tensors are cast to `kind` and moved to `device` as modules take them.
     pub fn new(source: &Path, tensors: BTreeMap<String, Tensor>, device: Device, kind: Kind) -> Self {
-        Self { source: source.to_path_buf(), tensors, file_names: None, used: RefCell::default(), device, kind, conv_channels_last: false }
+        Self { source: source.to_path_buf(), tensors, file_names: None, used: RefCell::default(), handed_bytes: Cell::new(0), device, kind, conv_channels_last: false }
     }
 
     pub fn with_file_names(mut self, file_names: FileNames) -> Self {
@@ -94,6 +96,16 @@ impl Weights {
         ModelError::Format { path: self.source.clone(), reason: reason.into() }
     }
 
+    /// What the modules built from this store hold, in bytes.
+    pub fn handed_bytes(&self) -> u64 {
+        self.handed_bytes.get()
+    }
+
+    fn hand(&self, tensor: Tensor) -> Tensor {
+        self.handed_bytes.set(self.handed_bytes.get() + (tensor.numel() * tensor.kind().elt_size_in_bytes()) as u64);
+        tensor
+    }
+
     /// Fails on the first key no module asked for; such a key means the file is not the model we built.
     pub fn ensure_all_used(&self) -> Result<(), ModelError> {
         let used = self.used.borrow();
@@ -114,7 +126,7 @@ impl Weights {
     }
 
     fn fetch(&self, key: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
-        Ok(self.checked(key, shape)?.f_to_kind(self.kind)?.f_to_device(self.device)?)
+        Ok(self.hand(self.checked(key, shape)?.f_to_kind(self.kind)?.f_to_device(self.device)?))
     }
 
     /// Like `fetch`, but an fp8 tensor stays fp8 on the device (its layer up-casts it per call), which
@@ -122,9 +134,9 @@ impl Weights {
     fn fetch_stored(&self, key: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
         let tensor = self.checked(key, shape)?;
         if is_fp8(tensor.kind()) {
-            return Ok(tensor.f_to_device(self.device)?);
+            return Ok(self.hand(tensor.f_to_device(self.device)?));
         }
-        Ok(tensor.f_to_kind(self.kind)?.f_to_device(self.device)?)
+        Ok(self.hand(tensor.f_to_kind(self.kind)?.f_to_device(self.device)?))
     }
 }
 

@@ -247,3 +247,15 @@ pub fn dirs_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let children: Vec<_> = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
     children.iter().flat_map(|d| dirs_under(d)).chain(children.clone()).collect()
 }
+
+/// The project's Python (`VAEBOX_PYTHON`, else `.venv/bin/python`), for fixtures made by outside libraries.
+pub fn python() -> PathBuf {
+    std::env::var_os("VAEBOX_PYTHON").map(PathBuf::from).unwrap_or_else(|| Path::new(REPO).join(".venv/bin/python"))
+}
+
+/// Runs one of the repository's Python scripts to completion; panics with its stderr if it fails.
+pub fn run_python(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let output = Command::new(python()).arg(Path::new(REPO).join(script)).args(args).output().expect("python runs (set VAEBOX_PYTHON)");
+    assert!(output.status.success(), "{script} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}

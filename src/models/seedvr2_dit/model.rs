@@ -69,6 +69,7 @@ pub struct SeedVr2Dit {
     head: OutputHead,
     device: Device,
     kind: Kind,
+    weight_bytes: u64,
 }
 
 impl SeedVr2Dit {
@@ -83,8 +84,9 @@ impl SeedVr2Dit {
         let weights = Weights::new(source, tensors.into_iter().collect(), opts.device, opts.kind);
         let config = DitConfig::detect(&weights, metadata_config)?;
         let _guard = tch::no_grad_guard();
-        let model = Self::build(&weights.root(), config, opts)?;
+        let mut model = Self::build(&weights.root(), config, opts)?;
         weights.ensure_all_used()?;
+        model.weight_bytes = weights.handed_bytes();
         Ok(model)
     }
 
@@ -108,6 +110,7 @@ impl SeedVr2Dit {
             head,
             device: opts.device,
             kind: opts.kind,
+            weight_bytes: 0,
             config,
         })
     }
@@ -122,6 +125,11 @@ impl SeedVr2Dit {
 
     pub fn kind(&self) -> Kind {
         self.kind
+    }
+
+    /// Bytes the weights take on the device (fp8 checkpoints: their linear weights at one byte each).
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_bytes
     }
 
     /// The velocity prediction `[T·H·W, vid_out_channels]`, in the input's token order.
@@ -180,9 +188,13 @@ impl SeedVr2Dit {
     }
 }
 
-/// The `config` JSON a safetensors file may carry in its metadata (the reference files do).
+/// The `config` JSON a file may carry in its metadata (the reference files do; a GGUF converter may
+/// copy it into a string value of the same name).
 fn file_config(path: &Path) -> Option<Value> {
-    let header = crate::media::safetensors::read_header(path).ok()?;
-    let text = header.metadata.get("config")?.as_str()?;
-    serde_json::from_str(text).ok()
+    let text = if crate::models::gguf::is_gguf(path) {
+        crate::models::gguf::string_metadata(path, "config")?
+    } else {
+        crate::media::safetensors::read_header(path).ok()?.metadata.get("config")?.as_str()?.to_string()
+    };
+    serde_json::from_str(&text).ok()
 }
