@@ -7,6 +7,7 @@ pub mod realesrgan;
 pub mod registry;
 pub mod seedvr2;
 pub mod seedvr2_dit;
+pub mod torch_file;
 pub mod vae;
 pub mod weights;
 pub mod wan;
