@@ -10,6 +10,7 @@ pub mod restore;
 pub mod seedvr2;
 pub mod seedvr2_dit;
 pub mod tensor_file;
+pub mod torch_file;
 pub mod vae;
 pub mod weights;
 pub mod wan;
