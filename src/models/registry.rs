@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::error_codes as codes;
 use crate::jobs::Op;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -202,8 +203,8 @@ pub enum NormalizeRefusal {
 impl NormalizeRefusal {
     pub fn code(&self) -> &'static str {
         match self {
-            NormalizeRefusal::Encode { .. } => "normalize-unsupported",
-            NormalizeRefusal::Decode { .. } => "latent-normalize-unsupported",
+            NormalizeRefusal::Encode { .. } => codes::NORMALIZE_UNSUPPORTED,
+            NormalizeRefusal::Decode { .. } => codes::LATENT_NORMALIZE_UNSUPPORTED,
         }
     }
 }
