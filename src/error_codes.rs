@@ -4,7 +4,7 @@
 macro_rules! codes {
     ($($(#[doc = $doc:literal])+ $name:ident = $code:literal;)+) => {
         $($(#[doc = $doc])+ pub const $name: &str = $code;)+
-        /// Every code above, in order.
+        /// Every code above, in order (the OpenAPI document's `Error.code` enum lists the same).
         pub const ALL: &[&str] = &[$($name),+];
     };
 }
@@ -149,4 +149,10 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_openapi_document_lists_every_code() {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("api/openapi.json")).unwrap();
+        let listed = &doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"];
+        assert_eq!(listed, &serde_json::json!(ALL));
+    }
 }
