@@ -18,10 +18,10 @@ if ! command -v ffmpeg >/dev/null || ! command -v ffprobe >/dev/null; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq ffmpeg >/dev/null
 fi
 # Tests read the binary's dynamic section (binutils) and drive the web page in a real browser.
-if [[ $WITH_TESTS == 1 ]] && { ! command -v readelf >/dev/null || ! command -v chromium >/dev/null; }; then
-  say "installing binutils and chromium (apt-get) for the tests"
+if [[ $WITH_TESTS == 1 ]] && { ! command -v readelf >/dev/null || ! command -v chromium >/dev/null || ! command -v jq >/dev/null; }; then
+  say "installing binutils, chromium and jq (apt-get) for the tests"
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq binutils chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq binutils chromium jq >/dev/null
 fi
 
 if [[ ! -x .venv/bin/python ]]; then

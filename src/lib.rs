@@ -5,6 +5,7 @@ pub mod api;
 pub mod bench;
 pub mod config;
 pub mod device;
+pub mod error_codes;
 pub mod executor;
 pub mod jobs;
 pub mod media;

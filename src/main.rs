@@ -48,27 +48,56 @@ enum Command {
     },
 }
 
+/// `vaebox run`: the job's fields as flags; the output's folder is checked before any work starts.
 #[derive(clap::Args)]
 struct RunArgs {
-    #[arg(long, default_value = "upscale")]
-    op: String,
+    /// What to do: `upscale` a video, `vae_encode` a video to a latent file, `vae_decode` a latent file
+    /// to a video, or `vae_reconstruct` a video (encode, then decode).
+    #[arg(long, default_value = "upscale", value_parser = op_parser())]
+    op: Op,
+    /// The model: an upscaler (realesrgan-animevideov3, realesrgan-x4plus) for `upscale`, or for the VAE
+    /// ops a checkpoint's file stem in the models folder's `vae/` (`GET /v1/models` lists what is there).
     #[arg(long, default_value = registry::DEFAULT_UPSCALE_MODEL)]
     model: String,
+    /// The input file: a video, or for `vae_decode` a latent (`.safetensors`, or a ComfyUI `.latent`).
     #[arg(long)]
     input: PathBuf,
+    /// Where the result is written: an MP4, or for `vae_encode` a latent `.safetensors`. Its folder
+    /// must exist and be writable.
     #[arg(long)]
     output: PathBuf,
+    /// `upscale` only: the factor, 2 or 4.
     #[arg(long, default_value_t = 4)]
     scale: i64,
-    /// auto, f32, bf16 or f16
-    #[arg(long, default_value = "auto")]
+    /// The precision the model runs in; `auto` follows the config's `dtype`, itself `auto` unless set: bf16
+    /// on CUDA and on CPUs with native bf16, else f32.
+    #[arg(long, default_value = "auto", value_parser = dtype_parser())]
     dtype: String,
-    /// Input tile side in pixels (0 = whole frames); default from the config.
+    /// `upscale` only: the side of each input tile in pixels, 0 (whole frames) or 16 to 8192
+    /// [default: `upscale_tile` from the config, built in 512].
     #[arg(long)]
     tile: Option<i64>,
-    /// vae_encode: save latents normalised with the published mean/std.
+    /// `vae_encode` only: save the latents normalised with the VAE's published mean/std (SeedVR2: its
+    /// scaling factor); refused for a VAE whose latent size has none.
     #[arg(long)]
     normalize: bool,
+}
+
+/// The ops by name: listed in `--help`, and a misspelt one is refused by clap with the list.
+fn op_parser() -> impl clap::builder::TypedValueParser<Value = Op> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Op::ALL.map(Op::as_str)).map(|name| Op::parse(&name).expect("one of Op::ALL"))
+}
+
+/// The four precisions; the other spellings `DtypeChoice::parse` knows are accepted, not listed.
+fn dtype_parser() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue;
+    clap::builder::PossibleValuesParser::new([
+        PossibleValue::new("auto"),
+        PossibleValue::new("f32").aliases(["fp32", "float32"]),
+        PossibleValue::new("bf16").alias("bfloat16"),
+        PossibleValue::new("f16").aliases(["fp16", "float16", "half"]),
+    ])
 }
 
 #[derive(Subcommand)]
@@ -190,7 +219,8 @@ fn draw_progress_bar(p: &Progress) {
 }
 
 async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
-    let Some(op) = Op::parse(&args.op) else { bail!("unknown op `{}`", args.op) };
+    let op = args.op;
+    check_output_folder(&args.output)?;
     let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32, bf16 or f16") };
     let Some(entry) = registry::find(&config.models_dir, &args.model) else { bail!("unknown model `{}`", args.model) };
     // Refused here as the server refuses it at submission, before a model is loaded.
@@ -217,6 +247,20 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         "plan": outcome.plan,
         "metrics": outcome.metrics,
     }))?);
+    Ok(())
+}
+
+/// A job can run for hours; an output it cannot write should stop it before it starts, not at the end.
+fn check_output_folder(output: &Path) -> anyhow::Result<()> {
+    let folder = match output.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        let what = if folder.exists() { "is not a folder" } else { "does not exist" };
+        bail!("the output's folder {} {what}; create it first", folder.display());
+    }
+    tempfile::NamedTempFile::new_in(folder).with_context(|| format!("cannot write in the output's folder {}", folder.display()))?;
     Ok(())
 }
 

@@ -55,6 +55,72 @@ fn run_upscales_a_clip_without_a_server() {
     assert_eq!((probed.width, probed.height, probed.frames), (352, 288, 3));
 }
 
+/// Every flag of `run --help` says what it is for, and the ones with a fixed set of values list them.
+#[test]
+fn run_help_documents_every_flag_with_its_values() {
+    let out = Command::new(BIN).args(["run", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    // Long help: each flag on its own line, its text indented below it, a blank line between flags.
+    let mut flags: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if (trimmed.starts_with("--") || trimmed.starts_with("-h")) && indent <= 6 {
+            let name = trimmed.split([' ', '<']).find(|w| w.starts_with("--")).unwrap().trim_end_matches(',').to_string();
+            flags.push((name, trimmed.to_string()));
+        } else if let Some((_, text)) = flags.last_mut().filter(|_| indent > 6) {
+            text.push(' ');
+            text.push_str(trimmed);
+        }
+    }
+    let names: Vec<&str> = flags.iter().map(|(name, _)| name.as_str()).collect();
+    for expected in ["--op", "--model", "--input", "--output", "--scale", "--dtype", "--tile", "--normalize", "--config", "--help"] {
+        assert!(names.contains(&expected), "{expected} is not in the help:\n{help}");
+    }
+    for (name, text) in &flags {
+        // What is left without the flag's own names, its `<VALUE>` and clap's `[default: ...]`-style notes.
+        let plain: String = text.split('[').map(|part| part.split_once(']').map_or(part, |(_, after)| after)).collect();
+        let words = plain.split_whitespace().skip_while(|w| w.starts_with('-') || w.starts_with('<')).count();
+        assert!(words >= 2, "{name} is not described: `{text}`");
+    }
+    let text_of = |name: &str| flags.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    assert!(text_of("--op").contains("[possible values: upscale, vae_encode, vae_decode, vae_reconstruct]"), "{}", text_of("--op"));
+    assert!(text_of("--op").contains("[default: upscale]"), "{}", text_of("--op"));
+    assert!(text_of("--dtype").contains("[possible values: auto, f32, bf16, f16]"), "{}", text_of("--dtype"));
+    assert!(text_of("--model").contains("[default: realesrgan-animevideov3]"), "{}", text_of("--model"));
+    assert!(text_of("--scale").contains("2 or 4") && text_of("--scale").contains("[default: 4]"), "{}", text_of("--scale"));
+    assert!(text_of("--tile").contains("[default:"), "{}", text_of("--tile"));
+}
+
+/// An output `run` could not write is refused at once, before the input is read or a model loaded.
+#[test]
+fn run_checks_the_output_folder_before_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("in.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let missing = dir.path().join("no/such/folder");
+    for (output, says) in [(missing.join("out.mp4"), "does not exist"), (clip.join("out.mp4"), "is not a folder")] {
+        let started = std::time::Instant::now();
+        let out = Command::new(BIN)
+            .current_dir(dir.path())
+            .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
+            .args(["run", "--op", "upscale", "--scale", "2", "--input"])
+            .arg(&clip)
+            .arg("--output")
+            .arg(&output)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: ran anyway", output.display());
+        let folder = output.parent().unwrap().display().to_string();
+        assert!(stderr.contains(&folder) && stderr.contains(says), "{}: {stderr}", output.display());
+        assert!(!stderr.contains("frames"), "the job started before the output was checked: {stderr}");
+        println!("refused in {:.3} s: {}", started.elapsed().as_secs_f64(), stderr.lines().next().unwrap_or(""));
+    }
+    assert!(!missing.exists());
+}
+
 /// As the server does at submission: a Wan 2.2 checkpoint with 8 latent channels has no published
 /// statistics, so `run` refuses to normalise with it, or to undo a normalisation, and writes nothing.
 #[test]

@@ -4,6 +4,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
+use crate::error_codes as codes;
 use crate::jobs::StoreError;
 use crate::media::latent::LatentError;
 use crate::media::MediaError;
@@ -15,6 +16,10 @@ pub enum ApiError {
     BadRequest { code: &'static str, message: String },
     #[error("no job with id {0}")]
     JobNotFound(String),
+    #[error("no route {method} {path}; the API is described at /openapi.json")]
+    RouteNotFound { method: String, path: String },
+    #[error("{path} does not take {method}; see the Allow header and /openapi.json")]
+    MethodNotAllowed { method: String, path: String },
     #[error("{0}")]
     Conflict(String),
     #[error("the upload is larger than the limit of {limit} bytes")]
@@ -41,11 +46,12 @@ impl ApiError {
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
-            ApiError::JobNotFound(_) => (StatusCode::NOT_FOUND, "job-not-found"),
-            ApiError::Conflict(_) => (StatusCode::CONFLICT, "job-not-finished"),
-            ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "upload-too-large"),
-            ApiError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, "queue-full"),
-            ApiError::Media(e) if e.code() == "media-too-large" => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
+            ApiError::JobNotFound(_) => (StatusCode::NOT_FOUND, codes::JOB_NOT_FOUND),
+            ApiError::RouteNotFound { .. } => (StatusCode::NOT_FOUND, codes::NOT_FOUND),
+            ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, codes::METHOD_NOT_ALLOWED),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, codes::JOB_NOT_FINISHED),
+            ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::UPLOAD_TOO_LARGE),
+            ApiError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::QUEUE_FULL),
             ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
             ApiError::Latent(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
@@ -53,8 +59,8 @@ impl ApiError {
             // A request parameter, or the content of the uploaded latent.
             ApiError::Normalize(e @ NormalizeRefusal::Encode { .. }) => (StatusCode::BAD_REQUEST, e.code()),
             ApiError::Normalize(e) => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
-            ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "store-error"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal-error"),
+            ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, codes::STORE_ERROR),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL_ERROR),
         }
     }
 }

@@ -1,24 +1,24 @@
 //! `/v1/jobs`: create, list, read, follow (SSE), download, cancel, delete.
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tower::ServiceExt;
 use uuid::Uuid;
 
 use super::error::ApiError;
+use super::params::{self, JobFields, ListQuery};
 use super::upload::{self, UploadLimits};
 use super::AppState;
 use crate::device::DtypeChoice;
+use crate::error_codes as codes;
 use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobParams, JobStatus, ListFilter, NewJob, Op};
 use crate::media;
 use crate::media::latent::{self, LatentError};
@@ -35,30 +35,30 @@ pub(super) struct JobRequest {
 }
 
 impl JobRequest {
-    pub fn from_fields(fields: &HashMap<String, String>, models_dir: &std::path::Path) -> Result<JobRequest, ApiError> {
-        let op_name = fields.get("op").map(String::as_str).unwrap_or("upscale");
+    pub fn from_fields(fields: &JobFields, models_dir: &std::path::Path) -> Result<JobRequest, ApiError> {
+        let op_name = fields.op.as_deref().unwrap_or("upscale");
         let op = Op::parse(op_name).ok_or_else(|| {
             let known: Vec<_> = Op::ALL.iter().map(|op| op.as_str()).collect();
-            ApiError::bad_request("unknown-op", format!("unknown op `{op_name}`; expected one of {}", known.join(", ")))
+            ApiError::bad_request(codes::UNKNOWN_OP, format!("unknown op `{op_name}`; expected one of {}", known.join(", ")))
         })?;
-        let model_name = fields.get("model").cloned().unwrap_or_else(|| registry::DEFAULT_UPSCALE_MODEL.into());
+        let model_name = fields.model.clone().unwrap_or_else(|| registry::DEFAULT_UPSCALE_MODEL.into());
         let entry = registry::find(models_dir, &model_name).ok_or_else(|| {
             let known: Vec<_> = registry::scan(models_dir).into_iter().map(|m| m.name).collect();
-            ApiError::bad_request("unknown-model", format!("unknown model `{model_name}`; this box has {}", known.join(", ")))
+            ApiError::bad_request(codes::UNKNOWN_MODEL, format!("unknown model `{model_name}`; this box has {}", known.join(", ")))
         })?;
         if !entry.ops.contains(&op) {
             return Err(ApiError::bad_request(
-                "unsupported-op",
+                codes::UNSUPPORTED_OP,
                 format!("model `{}` cannot do `{}`", entry.name, op.as_str()),
             ));
         }
         if !entry.present() {
             return Err(ApiError::bad_request(
-                "model-weights-missing",
+                codes::MODEL_WEIGHTS_MISSING,
                 format!("the weights of `{}` are not in the models folder of this box", entry.name),
             ));
         }
-        let scale = match (op, fields.get("scale")) {
+        let scale = match (op, &fields.scale) {
             (Op::Upscale, raw) => {
                 let scale = match raw {
                     None => 4,
@@ -71,36 +71,36 @@ impl JobRequest {
             }
             (_, _) => None,
         };
-        let priority = match fields.get("priority") {
+        let priority = match &fields.priority {
             None => 0,
             Some(raw) => raw.trim().parse::<i64>().ok().filter(|p| p.abs() <= 1000).ok_or_else(|| {
-                ApiError::bad_request("invalid-priority", format!("priority `{raw}` is not an integer in -1000..=1000"))
+                ApiError::bad_request(codes::INVALID_PRIORITY, format!("priority `{raw}` is not an integer in -1000..=1000"))
             })?,
         };
-        let dtype = match fields.get("dtype") {
+        let dtype = match &fields.dtype {
             None => DtypeChoice::Auto,
             Some(raw) => DtypeChoice::parse(raw)
-                .ok_or_else(|| ApiError::bad_request("invalid-dtype", format!("dtype `{raw}` is not one of auto, f32, bf16, f16")))?,
+                .ok_or_else(|| ApiError::bad_request(codes::INVALID_DTYPE, format!("dtype `{raw}` is not one of auto, f32, bf16, f16")))?,
         };
-        let tile = match fields.get("tile") {
+        let tile = match &fields.tile {
             None => None,
             Some(raw) => Some(raw.trim().parse::<i64>().ok().filter(|t| *t == 0 || (16..=8192).contains(t)).ok_or_else(
-                || ApiError::bad_request("invalid-tile", format!("tile `{raw}` must be 0 or between 16 and 8192 pixels")),
+                || ApiError::bad_request(codes::INVALID_TILE, format!("tile `{raw}` must be 0 or between 16 and 8192 pixels")),
             )?),
         };
-        let normalize = match fields.get("normalize").map(|v| v.trim().to_ascii_lowercase()) {
+        let normalize = match fields.normalize.as_deref().map(|v| v.trim().to_ascii_lowercase()) {
             None => None,
             Some(v) if matches!(v.as_str(), "true" | "1" | "yes") => Some(true),
             Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Some(false),
-            Some(v) => return Err(ApiError::bad_request("invalid-normalize", format!("normalize `{v}` is not true or false"))),
+            Some(v) => return Err(ApiError::bad_request(codes::INVALID_NORMALIZE, format!("normalize `{v}` is not true or false"))),
         };
         if op == Op::VaeEncode && normalize == Some(true) {
             registry::check_normalization(&entry.name, entry.family, entry.latent_channels, false)?;
         }
-        let memory_budget_mib = match fields.get("memory_budget_mib") {
+        let memory_budget_mib = match &fields.memory_budget_mib {
             None => None,
             Some(raw) => Some(raw.trim().parse::<u64>().map_err(|_| {
-                ApiError::bad_request("invalid-memory-budget", format!("memory_budget_mib `{raw}` is not a whole number of MiB"))
+                ApiError::bad_request(codes::INVALID_MEMORY_BUDGET, format!("memory_budget_mib `{raw}` is not a whole number of MiB"))
             })?),
         };
         Ok(JobRequest { op, latent_channels: entry.latent_channels, family: entry.family, model: entry.name, priority, params: JobParams { scale, tile, normalize, memory_budget_mib, ..JobParams::new(dtype) } })
@@ -134,7 +134,7 @@ pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobReq
 }
 
 fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
-    ApiError::bad_request("invalid-scale", format!("scale `{raw}` is not supported; use one of {scales:?}"))
+    ApiError::bad_request(codes::INVALID_SCALE, format!("scale `{raw}` is not supported; use one of {scales:?}"))
 }
 
 /// Explicit admission: a full queue answers 429 at once rather than making clients wait unboundedly.
@@ -181,20 +181,20 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
             .map_err(|e| ApiError::Internal(e.to_string()))??;
         Some(info)
     };
-    let probe_s = probe_started.elapsed().as_secs_f64();
+    let probed = Probed { media: info, seconds: Some(probe_started.elapsed().as_secs_f64()) };
 
-    let job = enqueue(&app, upload.file, job_request, info, probe_s).await?;
+    let job = enqueue(&app, upload.file, job_request, probed).await?;
     Ok((StatusCode::ACCEPTED, Json(job)).into_response())
 }
 
+/// What the checks before queueing learnt of the upload, and how long they took (the job's `probe` timing).
+pub(super) struct Probed {
+    pub media: Option<media::MediaInfo>,
+    pub seconds: Option<f64>,
+}
+
 /// Moves a checked upload into its job folder and queues the job; the folder goes if the row cannot be written.
-pub(super) async fn enqueue(
-    app: &AppState,
-    file: upload::TempUpload,
-    job_request: JobRequest,
-    info: Option<media::MediaInfo>,
-    probe_s: f64,
-) -> Result<Job, ApiError> {
+pub(super) async fn enqueue(app: &AppState, file: upload::TempUpload, job_request: JobRequest, probed: Probed) -> Result<Job, ApiError> {
     let id = Uuid::new_v4();
     let job_dir = app.job_dir(id);
     tokio::fs::create_dir_all(&job_dir).await?;
@@ -214,7 +214,8 @@ pub(super) async fn enqueue(
         input_name: file_name,
         input_path: input_path.to_string_lossy().into_owned(),
         input_bytes: bytes,
-        input_media: info,
+        input_media: probed.media,
+        probe_s: probed.seconds,
     };
     let job = match app.store.insert(new_job).await {
         Ok(job) => job,
@@ -223,25 +224,20 @@ pub(super) async fn enqueue(
             return Err(e.into());
         }
     };
-    app.metrics.record_created(bytes, probe_s);
+    app.metrics.record_created(bytes, probed.seconds.unwrap_or(0.0));
     app.wake.notify_one();
     let _ = app.events.send(id);
     tracing::info!(%id, op = job.op.as_str(), model = %job.model, bytes, "job queued");
     Ok(job)
 }
 
-#[derive(Deserialize)]
-pub struct ListQuery {
-    status: Option<String>,
-    limit: Option<i64>,
-    offset: Option<i64>,
-}
-
-pub async fn list(State(app): State<AppState>, Query(query): Query<ListQuery>) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Result<Json<serde_json::Value>, ApiError> {
+    let query: ListQuery = params::from_query(query.as_deref().unwrap_or(""))?;
     let status = match query.status.as_deref() {
         None | Some("") => None,
         Some(raw) => Some(JobStatus::parse(raw).ok_or_else(|| {
-            ApiError::bad_request("invalid-status", format!("status `{raw}` is not one of queued, running, succeeded, failed, cancelled"))
+            let message = format!("status `{raw}` is not one of queued, running, succeeded, failed, cancelled");
+            ApiError::bad_request(codes::INVALID_STATUS, message)
         })?),
     };
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
@@ -291,7 +287,7 @@ pub async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Resu
         CancelOutcome::NotFound => return Err(ApiError::JobNotFound(id)),
         CancelOutcome::AlreadyFinished(job) => {
             return Err(ApiError::bad_request(
-                "job-already-finished",
+                codes::JOB_ALREADY_FINISHED,
                 format!("job {id} already finished ({})", job.status.as_str()),
             ))
         }

@@ -2,6 +2,7 @@
 pub mod error;
 pub mod jobs;
 pub mod metrics;
+pub mod params;
 pub mod remote;
 pub mod system;
 pub mod upload;
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, Uri};
 use axum::routing::{get, post};
 use axum::Router;
 use tokio::sync::Notify;
@@ -58,7 +60,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/events", get(jobs::events))
         .route("/v1/jobs/{id}/result", get(jobs::result))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
-        .fallback(|| async { error::ApiError::bad_request("no-such-route", "no such route; see /openapi.json") })
+        .fallback(|method: Method, uri: Uri| async move {
+            error::ApiError::RouteNotFound { method: method.to_string(), path: uri.path().into() }
+        })
+        .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
+            error::ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().into() }
+        })
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

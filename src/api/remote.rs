@@ -2,7 +2,7 @@
 //! `remote_decode` / `remote_encode`: raw tensor bytes in the body, `shape` and `dtype` in the query,
 //! tensors back as raw bytes with `shape` and `dtype` headers, JSON errors. Each call is an ordinary
 //! job (queued, serialised on the executor, listed), answered when it finishes.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -15,10 +15,12 @@ use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::jobs::{admit, check_latent_upload, enqueue, JobRequest};
+use super::jobs::{admit, check_latent_upload, enqueue, JobRequest, Probed};
+use super::params::{self, JobFields, RemoteQuery};
 use super::upload::{refuse_unread, TempUpload};
 use super::AppState;
-use crate::jobs::{Job, JobStatus, Op, OutputFormat};
+use crate::error_codes as codes;
+use crate::jobs::{Job, JobError, JobStatus, Op, OutputFormat};
 use crate::media::safetensors::{self, single_tensor_prefix, Dtype};
 
 /// What the client sent besides the tensor.
@@ -40,62 +42,78 @@ fn parse_shape(values: &[String]) -> Result<Vec<i64>, ApiError> {
     };
     match shape {
         Some(shape) if !shape.is_empty() && shape.iter().all(|d| *d > 0) => Ok(shape),
-        _ => Err(bad("invalid-shape", format!("`shape` must list positive integers, got {values:?}"))),
+        _ => Err(bad(codes::INVALID_SHAPE, format!("`shape` must list positive integers, got {values:?}"))),
     }
 }
 
-fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, ApiError> {
+/// The query as named values: `shape` collects its repeats; any other repeated name keeps its last value
+/// (an endpoint URL of `?model=m&dtype=f32` gets diffusers' own `dtype` appended).
+fn read_query(request: &Request) -> Result<RemoteQuery, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(request.uri().query().unwrap_or(""))
-        .map_err(|e| bad("invalid-query", e.to_string()))?;
-    let mut single: HashMap<String, String> = HashMap::new();
-    let mut shape_values = Vec::new();
+        .map_err(|e| bad(codes::INVALID_QUERY, e.to_string()))?;
+    let mut fields = serde_json::Map::new();
+    let mut shape = Vec::new();
     for (key, value) in pairs {
         if key == "shape" {
-            shape_values.push(value);
+            shape.push(serde_json::Value::from(value));
         } else {
-            single.insert(key, value);
+            fields.insert(key, value.into());
         }
     }
-    if !single.contains_key("model") {
-        return Err(bad("missing-model", "choose the VAE in the endpoint URL, e.g. /v1/decode?model=NAME (see /v1/models)"));
+    if !shape.is_empty() {
+        fields.insert("shape".into(), shape.into());
     }
-    let dtype_name = single.get("dtype").cloned().unwrap_or_else(|| "float32".into());
-    let dtype = Dtype::parse_torch(&dtype_name)
+    params::from_map(fields)
+}
+
+fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, ApiError> {
+    let query = read_query(request)?;
+    if query.model.is_none() {
+        return Err(bad(codes::MISSING_MODEL, "choose the VAE in the endpoint URL, e.g. /v1/decode?model=NAME (see /v1/models)"));
+    }
+    let dtype_name = query.dtype.as_deref().unwrap_or("float32");
+    let dtype = Dtype::parse_torch(dtype_name)
         .filter(|d| *d != Dtype::U8)
-        .ok_or_else(|| bad("invalid-dtype", format!("tensor dtype `{dtype_name}` is not float32, float16 or bfloat16")))?;
-    let mut shape = parse_shape(&shape_values)?;
+        .ok_or_else(|| bad(codes::INVALID_DTYPE, format!("tensor dtype `{dtype_name}` is not float32, float16 or bfloat16")))?;
+    let mut shape = parse_shape(&query.shape)?;
     if op == Op::VaeEncode && shape.len() == 4 {
         shape.insert(2, 1); // an image is a one-frame video
     }
     let expected_rank = if op == Op::VaeDecode { "[1, C, t, h, w]" } else { "[1, 3, T, H, W] or [1, 3, H, W]" };
     if shape.len() != 5 || shape[0] != 1 {
-        return Err(bad("invalid-shape", format!("shape {shape:?}: expected {expected_rank} (packed latents are not supported)")));
+        return Err(bad(codes::INVALID_SHAPE, format!("shape {shape:?}: expected {expected_rank} (packed latents are not supported)")));
     }
-    let flag = |key: &str| single.get(key).is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    if flag("partial_postprocess") {
-        return Err(bad("unsupported-option", "partial_postprocess is not supported; use output_type=pt or mp4"));
+    if query.partial_postprocess.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return Err(bad(codes::UNSUPPORTED_OPTION, "partial_postprocess is not supported; use output_type=pt or mp4"));
     }
-    let number = |key: &str| -> Result<Option<f64>, ApiError> {
-        single
-            .get(key)
-            .map(|v| v.parse::<f64>().map_err(|_| bad("invalid-query", format!("`{key}` must be a number"))))
-            .transpose()
+    let number = |key: &str, value: &Option<String>| -> Result<Option<f64>, ApiError> {
+        value.as_deref().map(|v| v.parse::<f64>().map_err(|_| bad(codes::INVALID_QUERY, format!("`{key}` must be a number")))).transpose()
     };
-    let latent_scaling = number("scaling_factor")?;
+    let latent_scaling = number("scaling_factor", &query.scaling_factor)?;
     if latent_scaling == Some(0.0) {
-        return Err(bad("invalid-query", "`scaling_factor` must not be 0"));
+        return Err(bad(codes::INVALID_QUERY, "`scaling_factor` must not be 0"));
     }
-    let latent_shift = number("shift_factor")?;
-    let mut fields = single.clone();
-    fields.insert("op".into(), op.as_str().into());
+    let latent_shift = number("shift_factor", &query.shift_factor)?;
+    let fields = JobFields {
+        op: Some(op.as_str().into()),
+        model: query.model.clone(),
+        dtype: query.dtype.clone(),
+        priority: query.priority.clone(),
+        tile: query.tile.clone(),
+        normalize: query.normalize.clone(),
+        memory_budget_mib: query.memory_budget_mib.clone(),
+        ..JobFields::default()
+    };
     let mut job = JobRequest::from_fields(&fields, &app.config.models_dir)?;
     job.params.latent_scaling = latent_scaling;
     job.params.latent_shift = latent_shift;
     if op == Op::VaeDecode {
-        job.params.output = Some(match single.get("output_type").map(String::as_str).unwrap_or("pt") {
+        job.params.output = Some(match query.output_type.as_deref().unwrap_or("pt") {
             "pt" => OutputFormat::Tensor,
             "mp4" => OutputFormat::Mp4,
-            other => return Err(bad("unsupported-option", format!("output_type `{other}` is not supported for video; use pt or mp4"))),
+            other => {
+                return Err(bad(codes::UNSUPPORTED_OPTION, format!("output_type `{other}` is not supported for video; use pt or mp4")))
+            }
         });
     }
     Ok(RemoteCall { job, dtype, shape })
@@ -116,18 +134,21 @@ async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiErr
     };
     let name = if op == Op::VaeDecode { "latent" } else { "sample" };
     let file = receive_tensor(&app, request, name, &call).await?;
+    // The shape and dtype were checked from the query; a latent's values are checked as for an upload.
+    let checked = std::time::Instant::now();
     if op == Op::VaeDecode {
         check_latent_upload(&file.path, &call.job).await?;
     }
+    let probed = Probed { media: None, seconds: (op == Op::VaeDecode).then(|| checked.elapsed().as_secs_f64()) };
     // Subscribe before queueing so that the job's last change cannot be missed.
     let mut changes = app.events.subscribe();
-    let job = enqueue(&app, file, call.job, None, 0.0).await?;
+    let job = enqueue(&app, file, call.job, probed).await?;
     let job = wait_until_final(&app, job.id, &mut changes).await?;
     match job.status {
         JobStatus::Succeeded => respond_with_result(&job).await,
         _ => {
-            let error = job.error.clone().unwrap_or(crate::jobs::JobError { code: "cancelled".into(), message: "the job was cancelled".into() });
-            let status = if error.code == "cancelled" { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
+            let error = job.error.clone().unwrap_or(JobError { code: codes::CANCELLED.into(), message: "the job was cancelled".into() });
+            let status = if error.code == codes::CANCELLED { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
             let body = serde_json::json!({ "error": { "code": error.code, "message": error.message, "job": job.id } });
             Ok((status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response())
         }
@@ -147,7 +168,7 @@ async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &Rem
     out.write_all(&single_tensor_prefix(name, call.dtype, &call.shape, &BTreeMap::new())).await?;
     let mut stream = request.into_body().into_data_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| bad("upload-interrupted", format!("the upload broke off: {e}")))?;
+        let chunk = chunk.map_err(|e| bad(codes::UPLOAD_INTERRUPTED, format!("the upload broke off: {e}")))?;
         file.bytes += chunk.len() as u64;
         if file.bytes > expected {
             break;
@@ -157,7 +178,7 @@ async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &Rem
     out.flush().await?;
     if file.bytes != expected {
         return Err(bad(
-            "tensor-size-mismatch",
+            codes::TENSOR_SIZE_MISMATCH,
             format!("the body has {} bytes; shape {:?} in {} needs {expected}", file.bytes, call.shape, call.dtype.torch_name()),
         ));
     }

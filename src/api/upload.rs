@@ -1,6 +1,5 @@
 //! Receiving an upload: multipart (`file` part + fields or a `params` JSON part) or a raw body with
 //! query parameters. The bytes stream to a temporary file under a size limit; memory stays flat.
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use axum::extract::{FromRequest, Multipart, Request};
@@ -10,6 +9,8 @@ use futures_util::{Stream, StreamExt};
 use tokio::io::AsyncWriteExt;
 
 use super::error::ApiError;
+use super::params::{self, JobFields};
+use crate::error_codes as codes;
 
 /// An uploaded file on disk; removed on drop unless it was kept.
 pub struct TempUpload {
@@ -42,7 +43,7 @@ impl Drop for TempUpload {
 
 pub struct Upload {
     pub file: TempUpload,
-    pub fields: HashMap<String, String>,
+    pub fields: JobFields,
 }
 
 pub fn is_multipart(request: &Request) -> bool {
@@ -53,9 +54,8 @@ pub fn is_multipart(request: &Request) -> bool {
         .is_some_and(|v| v.starts_with("multipart/form-data"))
 }
 
-pub fn query_fields(request: &Request) -> Result<HashMap<String, String>, ApiError> {
-    let query = request.uri().query().unwrap_or("");
-    serde_urlencoded::from_str(query).map_err(|e| ApiError::bad_request("invalid-query", e.to_string()))
+pub fn query_fields(request: &Request) -> Result<JobFields, ApiError> {
+    params::from_query(request.uri().query().unwrap_or(""))
 }
 
 pub struct UploadLimits<'a> {
@@ -63,12 +63,8 @@ pub struct UploadLimits<'a> {
     pub max_bytes: u64,
 }
 
-pub async fn receive_raw(
-    request: Request,
-    fields: HashMap<String, String>,
-    limits: &UploadLimits<'_>,
-) -> Result<Upload, ApiError> {
-    let file_name = fields.get("filename").map(String::as_str).unwrap_or("input.mp4");
+pub async fn receive_raw(request: Request, fields: JobFields, limits: &UploadLimits<'_>) -> Result<Upload, ApiError> {
+    let file_name = fields.filename.as_deref().unwrap_or("input.mp4");
     let stream = request.into_body().into_data_stream();
     let file = stream_to_temp(stream, sanitize_file_name(file_name), limits).await?;
     Ok(Upload { file, fields })
@@ -77,15 +73,15 @@ pub async fn receive_raw(
 pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> Result<Upload, ApiError> {
     let mut multipart = Multipart::from_request(request, &())
         .await
-        .map_err(|e| ApiError::bad_request("invalid-multipart", e.body_text()))?;
-    let mut fields = HashMap::new();
+        .map_err(|e| ApiError::bad_request(codes::INVALID_MULTIPART, e.body_text()))?;
+    let mut fields = serde_json::Map::new();
     let mut file = None;
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or("").to_string();
         match name.as_str() {
             "file" => {
                 if file.is_some() {
-                    return Err(ApiError::bad_request("too-many-files", "send exactly one `file` part"));
+                    return Err(ApiError::bad_request(codes::TOO_MANY_FILES, "send exactly one `file` part"));
                 }
                 let file_name = sanitize_file_name(field.file_name().unwrap_or("input.mp4"));
                 let stream = field.map(|chunk| chunk.map_err(std::io::Error::other));
@@ -94,27 +90,35 @@ pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> R
             "params" => {
                 let text = field.text().await.map_err(multipart_error)?;
                 let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
-                    .map_err(|e| ApiError::bad_request("invalid-params", format!("`params` is not a JSON object: {e}")))?;
+                    .map_err(|e| ApiError::bad_request(codes::INVALID_PARAMS, format!("`params` is not a JSON object: {e}")))?;
                 for (key, value) in params {
                     let value = match value {
                         serde_json::Value::String(s) => s,
                         other => other.to_string(),
                     };
-                    fields.insert(key, value);
+                    fields.insert(key, value.into());
                 }
             }
             _ => {
                 let text = field.text().await.map_err(multipart_error)?;
-                fields.insert(name, text);
+                fields.insert(name, text.into());
             }
         }
     }
-    let file = file.ok_or_else(|| ApiError::bad_request("missing-file", "the form has no `file` part"))?;
+    // Refused after the body is read: a form's fields may come after its file.
+    let fields: JobFields = params::from_map(fields)?;
+    if fields.filename.is_some() {
+        return Err(ApiError::bad_request(
+            codes::UNKNOWN_PARAMETER,
+            "unknown parameter `filename` in a form: the `file` part carries its own file name",
+        ));
+    }
+    let file = file.ok_or_else(|| ApiError::bad_request(codes::MISSING_FILE, "the form has no `file` part"))?;
     Ok(Upload { file, fields })
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
-    ApiError::bad_request("invalid-multipart", e.body_text())
+    ApiError::bad_request(codes::INVALID_MULTIPART, e.body_text())
 }
 
 async fn stream_to_temp<S, E>(mut stream: S, file_name: String, limits: &UploadLimits<'_>) -> Result<TempUpload, ApiError>
@@ -127,7 +131,7 @@ where
     let mut upload = TempUpload::new(path, file_name);
     let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&upload.path).await?);
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request("upload-interrupted", format!("the upload broke off: {e}")))?;
+        let chunk = chunk.map_err(|e| ApiError::bad_request(codes::UPLOAD_INTERRUPTED, format!("the upload broke off: {e}")))?;
         upload.bytes += chunk.len() as u64;
         if upload.bytes > limits.max_bytes {
             drain(stream).await;

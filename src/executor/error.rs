@@ -1,3 +1,4 @@
+use crate::error_codes as codes;
 use crate::media::latent::LatentError;
 use crate::media::MediaError;
 use crate::models::ModelError;
@@ -33,15 +34,15 @@ impl From<tch::TchError> for ExecError {
 impl ExecError {
     pub fn code(&self) -> &'static str {
         match self {
-            ExecError::Cancelled => "cancelled",
+            ExecError::Cancelled => codes::CANCELLED,
             ExecError::Media(e) => e.code(),
             ExecError::Model(e) => e.code(),
             ExecError::Latent(e) => e.code(),
-            ExecError::Unsupported(_) => "unsupported-op",
-            ExecError::Invalid(_) => "invalid-job",
-            ExecError::ExecutorGone => "executor-gone",
-            ExecError::OutOfMemory(_) => "out-of-memory",
-            ExecError::Panicked(_) => "internal-error",
+            ExecError::Unsupported(_) => codes::UNSUPPORTED_OP,
+            ExecError::Invalid(_) => codes::INVALID_JOB,
+            ExecError::ExecutorGone => codes::EXECUTOR_GONE,
+            ExecError::OutOfMemory(_) => codes::OUT_OF_MEMORY,
+            ExecError::Panicked(_) => codes::INTERNAL_ERROR,
         }
     }
 

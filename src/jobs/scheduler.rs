@@ -93,7 +93,8 @@ impl Scheduler {
             input_path: PathBuf::from(&job.input_path),
             input_media: job.input.media.clone(),
             output_path: output_path_for(&job),
-            timings: Timings { queued, ..Timings::default() },
+            // The upload's checks ran before the job was queued; their time is part of its record.
+            timings: Timings { queued, probe: job.timings.as_ref().and_then(|t| t.probe), ..Timings::default() },
         };
         let (result, timings) = self.executor.run(spec, JobHooks { progress: progress_tx, cancel }).await;
         let _ = forwarder.await;

@@ -32,6 +32,8 @@ pub struct NewJob {
     pub input_path: String,
     pub input_bytes: u64,
     pub input_media: Option<MediaInfo>,
+    /// Seconds the upload's checks took before it was queued; the job's `probe` timing.
+    pub probe_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -177,8 +179,8 @@ impl JobStore for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
         sqlx::query(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
-                               input_media, created_at)
-             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               input_media, timings, created_at)
+             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(job.id.to_string())
         .bind(job.op.as_str())
@@ -189,6 +191,7 @@ impl JobStore for SqliteStore {
         .bind(&job.input_path)
         .bind(job.input_bytes as i64)
         .bind(job.input_media.as_ref().map(to_json))
+        .bind(job.probe_s.map(|probe| to_json(&Timings { probe: Some(probe), ..Timings::default() })))
         .bind(now_rfc3339())
         .execute(&self.pool)
         .await?;

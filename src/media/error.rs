@@ -1,6 +1,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::error_codes as codes;
+
 /// Everything that can go wrong in the media layer. `code()` is the stable string the API returns;
 /// `is_client_error()` separates bad uploads (4xx) from faults of this box (5xx).
 #[derive(Debug, thiserror::Error)]
@@ -38,15 +40,15 @@ pub enum MediaError {
 impl MediaError {
     pub fn code(&self) -> &'static str {
         match self {
-            MediaError::EmptyFile { .. } => "empty-file",
-            MediaError::NotAVideo { .. } => "not-a-video",
-            MediaError::Truncated { .. } => "truncated-media",
-            MediaError::TooLarge { .. } => "media-too-large",
-            MediaError::Timeout { .. } => "media-timeout",
-            MediaError::FfmpegFailed { .. } => "ffmpeg-failed",
-            MediaError::Missing { .. } => "ffmpeg-missing",
-            MediaError::Io { .. } => "media-io",
-            MediaError::InvalidRequest(_) => "media-invalid-request",
+            MediaError::EmptyFile { .. } => codes::EMPTY_FILE,
+            MediaError::NotAVideo { .. } => codes::NOT_A_VIDEO,
+            MediaError::Truncated { .. } => codes::TRUNCATED_MEDIA,
+            MediaError::TooLarge { .. } => codes::MEDIA_TOO_LARGE,
+            MediaError::Timeout { .. } => codes::MEDIA_TIMEOUT,
+            MediaError::FfmpegFailed { .. } => codes::FFMPEG_FAILED,
+            MediaError::Missing { .. } => codes::FFMPEG_MISSING,
+            MediaError::Io { .. } => codes::MEDIA_IO,
+            MediaError::InvalidRequest(_) => codes::MEDIA_INVALID_REQUEST,
         }
     }
 

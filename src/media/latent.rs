@@ -9,6 +9,7 @@ use serde_json::Value;
 use tch::{Kind, Tensor};
 
 use super::safetensors::{read_header, Dtype, HeaderError, TensorEntry, TensorFileWriter};
+use crate::error_codes as codes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LatentError {
@@ -29,12 +30,12 @@ pub enum LatentError {
 impl LatentError {
     pub fn code(&self) -> &'static str {
         match self {
-            LatentError::NotALatent(_) => "not-a-latent",
-            LatentError::BadShape { .. } => "latent-bad-shape",
-            LatentError::ChannelMismatch { .. } => "latent-channel-mismatch",
-            LatentError::NotFinite => "latent-not-finite",
-            LatentError::ModelMismatch { .. } => "latent-model-mismatch",
-            LatentError::Io(_) => "latent-io",
+            LatentError::NotALatent(_) => codes::NOT_A_LATENT,
+            LatentError::BadShape { .. } => codes::LATENT_BAD_SHAPE,
+            LatentError::ChannelMismatch { .. } => codes::LATENT_CHANNEL_MISMATCH,
+            LatentError::NotFinite => codes::LATENT_NOT_FINITE,
+            LatentError::ModelMismatch { .. } => codes::LATENT_MODEL_MISMATCH,
+            LatentError::Io(_) => codes::LATENT_IO,
         }
     }
 

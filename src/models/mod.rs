@@ -17,6 +17,8 @@ pub mod wan;
 
 use std::path::PathBuf;
 
+use crate::error_codes as codes;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("model file {path} could not be read: {source}")]
@@ -38,14 +40,14 @@ pub enum ModelError {
 impl ModelError {
     pub fn code(&self) -> &'static str {
         match self {
-            ModelError::Io { .. } => "model-io",
-            ModelError::Format { .. } => "model-format",
-            ModelError::UnsupportedQuantization { .. } => "unsupported-quantization",
-            ModelError::Unknown(_) => "unknown-model",
-            ModelError::WeightsMissing(_) => "model-weights-missing",
-            ModelError::Unsupported { .. } => "unsupported-model-op",
-            ModelError::Torch(e) if is_out_of_memory(e) => "out-of-memory",
-            ModelError::Torch(_) => "torch-error",
+            ModelError::Io { .. } => codes::MODEL_IO,
+            ModelError::Format { .. } => codes::MODEL_FORMAT,
+            ModelError::UnsupportedQuantization { .. } => codes::UNSUPPORTED_QUANTIZATION,
+            ModelError::Unknown(_) => codes::UNKNOWN_MODEL,
+            ModelError::WeightsMissing(_) => codes::MODEL_WEIGHTS_MISSING,
+            ModelError::Unsupported { .. } => codes::UNSUPPORTED_MODEL_OP,
+            ModelError::Torch(e) if is_out_of_memory(e) => codes::OUT_OF_MEMORY,
+            ModelError::Torch(_) => codes::TORCH_ERROR,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::error_codes as codes;
 use crate::jobs::Op;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -267,8 +268,8 @@ pub enum NormalizeRefusal {
 impl NormalizeRefusal {
     pub fn code(&self) -> &'static str {
         match self {
-            NormalizeRefusal::Encode { .. } => "normalize-unsupported",
-            NormalizeRefusal::Decode { .. } => "latent-normalize-unsupported",
+            NormalizeRefusal::Encode { .. } => codes::NORMALIZE_UNSUPPORTED,
+            NormalizeRefusal::Decode { .. } => codes::LATENT_NORMALIZE_UNSUPPORTED,
         }
     }
 }

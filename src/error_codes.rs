@@ -1,0 +1,160 @@
+//! Every stable error code the box answers with, in one list. Clients match on these strings, so
+//! a code is never renamed; the HTTP status that goes with each is chosen in `api::error`.
+
+macro_rules! codes {
+    ($($(#[doc = $doc:literal])+ $name:ident = $code:literal;)+) => {
+        $($(#[doc = $doc])+ pub const $name: &str = $code;)+
+        /// Every code above, in order (the OpenAPI document's `Error.code` enum lists the same).
+        pub const ALL: &[&str] = &[$($name),+];
+    };
+}
+
+codes! {
+    // The request: names, fields and routes.
+    /// A query parameter, form field or `params` key the endpoint does not take.
+    UNKNOWN_PARAMETER = "unknown-parameter";
+    /// No route has this path.
+    NOT_FOUND = "not-found";
+    /// The path exists, the method does not (the `Allow` header lists those that do).
+    METHOD_NOT_ALLOWED = "method-not-allowed";
+    /// The query string cannot be read, or a value in it is not a number where one is needed.
+    INVALID_QUERY = "invalid-query";
+    /// The multipart body is malformed.
+    INVALID_MULTIPART = "invalid-multipart";
+    /// The `params` part is not a JSON object.
+    INVALID_PARAMS = "invalid-params";
+    /// A multipart form without a `file` part.
+    MISSING_FILE = "missing-file";
+    /// A multipart form with more than one `file` part.
+    TOO_MANY_FILES = "too-many-files";
+    /// The client stopped sending before the body was complete.
+    UPLOAD_INTERRUPTED = "upload-interrupted";
+    /// The upload is over `max_upload_bytes`.
+    UPLOAD_TOO_LARGE = "upload-too-large";
+    /// `max_queued_jobs` jobs are already waiting.
+    QUEUE_FULL = "queue-full";
+
+    // What the job asks for.
+    /// `op` is not one of the ops.
+    UNKNOWN_OP = "unknown-op";
+    /// No model of that name on this box.
+    UNKNOWN_MODEL = "unknown-model";
+    /// The model cannot do the op asked for.
+    UNSUPPORTED_OP = "unsupported-op";
+    /// The model is known but its files are not in the models folder.
+    MODEL_WEIGHTS_MISSING = "model-weights-missing";
+    /// `scale` is not one of the model's scales.
+    INVALID_SCALE = "invalid-scale";
+    /// `priority` is not an integer in -1000..=1000.
+    INVALID_PRIORITY = "invalid-priority";
+    /// `dtype` is not a precision (or, for `/v1/decode` and `/v1/encode`, a tensor dtype) this box takes.
+    INVALID_DTYPE = "invalid-dtype";
+    /// `tile` is neither 0 nor a side in 16..=8192.
+    INVALID_TILE = "invalid-tile";
+    /// `normalize` is not true or false.
+    INVALID_NORMALIZE = "invalid-normalize";
+    /// `memory_budget_mib` is not a whole number.
+    INVALID_MEMORY_BUDGET = "invalid-memory-budget";
+    /// `status` (listing jobs) is not a job status.
+    INVALID_STATUS = "invalid-status";
+    /// `normalize=true` for a VAE whose latent size has no published statistics.
+    NORMALIZE_UNSUPPORTED = "normalize-unsupported";
+    /// `/v1/decode`, `/v1/encode`: the URL names no model.
+    MISSING_MODEL = "missing-model";
+    /// `/v1/decode`, `/v1/encode`: `shape` is not a list of positive sizes of the expected rank.
+    INVALID_SHAPE = "invalid-shape";
+    /// `/v1/decode`, `/v1/encode`: a diffusers option this box does not implement.
+    UNSUPPORTED_OPTION = "unsupported-option";
+    /// `/v1/decode`, `/v1/encode`: the body's length does not match `shape` and `dtype`.
+    TENSOR_SIZE_MISMATCH = "tensor-size-mismatch";
+
+    // Jobs.
+    /// No job with that id.
+    JOB_NOT_FOUND = "job-not-found";
+    /// The job has no result yet, or cannot be deleted while it is queued or running.
+    JOB_NOT_FINISHED = "job-not-finished";
+    /// Cancelling a job that already ended.
+    JOB_ALREADY_FINISHED = "job-already-finished";
+    /// The job was cancelled.
+    CANCELLED = "cancelled";
+    /// The stored job cannot be run as it stands (a model or scale that went away).
+    INVALID_JOB = "invalid-job";
+    /// The executor thread is gone; the server needs a restart.
+    EXECUTOR_GONE = "executor-gone";
+    /// The device ran out of memory, also after the smaller plans.
+    OUT_OF_MEMORY = "out-of-memory";
+
+    // Media.
+    /// The upload has zero bytes.
+    EMPTY_FILE = "empty-file";
+    /// ffprobe finds no video stream.
+    NOT_A_VIDEO = "not-a-video";
+    /// The video ends before its header says it should.
+    TRUNCATED_MEDIA = "truncated-media";
+    /// Over a configured limit: bytes, width, height, frames or duration.
+    MEDIA_TOO_LARGE = "media-too-large";
+    /// ffmpeg or ffprobe did not finish in time.
+    MEDIA_TIMEOUT = "media-timeout";
+    /// ffmpeg or ffprobe failed.
+    FFMPEG_FAILED = "ffmpeg-failed";
+    /// ffmpeg or ffprobe cannot be run.
+    FFMPEG_MISSING = "ffmpeg-missing";
+    /// Reading or writing a media file failed.
+    MEDIA_IO = "media-io";
+    /// The media layer was handed something inconsistent (a fault of this box).
+    MEDIA_INVALID_REQUEST = "media-invalid-request";
+
+    // Latents.
+    /// Not a safetensors latent (or ComfyUI `.latent`) file.
+    NOT_A_LATENT = "not-a-latent";
+    /// The latent is not `[1, C, t, h, w]`.
+    LATENT_BAD_SHAPE = "latent-bad-shape";
+    /// The latent's channels are not the model's.
+    LATENT_CHANNEL_MISMATCH = "latent-channel-mismatch";
+    /// The latent holds NaN or infinite values.
+    LATENT_NOT_FINITE = "latent-not-finite";
+    /// The latent was made by a model of another family.
+    LATENT_MODEL_MISMATCH = "latent-model-mismatch";
+    /// The latent marked `normalized` for a VAE with no published statistics to undo that with.
+    LATENT_NORMALIZE_UNSUPPORTED = "latent-normalize-unsupported";
+    /// Reading the latent file failed.
+    LATENT_IO = "latent-io";
+
+    // Models and the box.
+    /// A model file cannot be read.
+    MODEL_IO = "model-io";
+    /// A model file is not what its family expects.
+    MODEL_FORMAT = "model-format";
+    /// A GGUF tensor is stored in a quantisation this box does not read.
+    UNSUPPORTED_QUANTIZATION = "unsupported-quantization";
+    /// The model does not support what the job needs of it.
+    UNSUPPORTED_MODEL_OP = "unsupported-model-op";
+    /// libtorch reported an error other than running out of memory.
+    TORCH_ERROR = "torch-error";
+    /// The job store (SQLite) failed.
+    STORE_ERROR = "store-error";
+    /// A fault of this box not covered above (a panic in model code, a missing result file).
+    INTERNAL_ERROR = "internal-error";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_kebab_case() {
+        let mut seen = std::collections::BTreeSet::new();
+        for code in ALL {
+            assert!(seen.insert(code), "`{code}` is listed twice");
+            let words: Vec<_> = code.split('-').collect();
+            assert!(words.iter().all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase())), "`{code}` is not kebab-case");
+        }
+    }
+
+    #[test]
+    fn the_openapi_document_lists_every_code() {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("api/openapi.json")).unwrap();
+        let listed = &doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"];
+        assert_eq!(listed, &serde_json::json!(ALL));
+    }
+}
