@@ -45,6 +45,8 @@ codes! {
     MODEL_WEIGHTS_MISSING = "model-weights-missing";
     /// `scale` is not one of the model's scales.
     INVALID_SCALE = "invalid-scale";
+    /// A `restore` parameter (size, seed, colour fix, batch) that cannot run; the message names it.
+    INVALID_RESTORE_PARAMETER = "invalid-restore-parameter";
     /// `priority` is not an integer in -1000..=1000.
     INVALID_PRIORITY = "invalid-priority";
     /// `dtype` is not a precision (or, for `/v1/decode` and `/v1/encode`, a tensor dtype) this box takes.

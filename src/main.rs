@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use vaebox::config::Config;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
-use vaebox::jobs::{JobOutcome, JobParams, Op, Progress, Timings};
+use vaebox::jobs::{JobOutcome, JobParams, Op, Progress, RestoreParams, Timings};
 use vaebox::models::registry;
 
 #[derive(Parser)]
@@ -52,11 +52,12 @@ enum Command {
 #[derive(clap::Args)]
 struct RunArgs {
     /// What to do: `upscale` a video, `vae_encode` a video to a latent file, `vae_decode` a latent file
-    /// to a video, or `vae_reconstruct` a video (encode, then decode).
+    /// to a video, `vae_reconstruct` a video (encode, then decode), or `restore` a video with SeedVR2.
     #[arg(long, default_value = "upscale", value_parser = op_parser())]
     op: Op,
-    /// The model: an upscaler (realesrgan-animevideov3, realesrgan-x4plus) for `upscale`, or for the VAE
-    /// ops a checkpoint's file stem in the models folder's `vae/` (`GET /v1/models` lists what is there).
+    /// The model: an upscaler (realesrgan-animevideov3, realesrgan-x4plus) for `upscale`, for the VAE
+    /// ops a checkpoint's file stem in the models folder's `vae/`, for `restore` a SeedVR2 DiT's file stem
+    /// in `dit/` (`GET /v1/models` lists what is there).
     #[arg(long, default_value = registry::DEFAULT_UPSCALE_MODEL)]
     model: String,
     /// The input file: a video, or for `vae_decode` a latent (`.safetensors`, or a ComfyUI `.latent`).
@@ -66,9 +67,10 @@ struct RunArgs {
     /// must exist and be writable.
     #[arg(long)]
     output: PathBuf,
-    /// `upscale` only: the factor, 2 or 4.
-    #[arg(long, default_value_t = 4)]
-    scale: i64,
+    /// `upscale`: the factor, 2 or 4 [default: 4]. `restore`: 1 to 4, the output's area is the input's
+    /// times scale² [default: 2].
+    #[arg(long)]
+    scale: Option<i64>,
     /// The precision the model runs in; `auto` follows the config's `dtype`, itself `auto` unless set: bf16
     /// on CUDA and on CPUs with native bf16, else f32.
     #[arg(long, default_value = "auto", value_parser = dtype_parser())]
@@ -81,6 +83,47 @@ struct RunArgs {
     /// scaling factor); refused for a VAE whose latent size has none.
     #[arg(long)]
     normalize: bool,
+    /// `restore` only: the SeedVR2 VAE's file stem in `vae/` [default: the first SeedVR2 VAE there].
+    #[arg(long)]
+    vae: Option<String>,
+    /// `restore` only: target height and width (their area; the aspect ratio follows the input), instead of `--scale`.
+    #[arg(long, requires = "width")]
+    height: Option<u32>,
+    #[arg(long, requires = "height")]
+    width: Option<u32>,
+    /// `restore` only: the noise seed [default: 666, the original's].
+    #[arg(long)]
+    seed: Option<i64>,
+    /// `restore` only: how the restored frames get the input's colours.
+    #[arg(long, value_parser = ["wavelet", "adain", "none"], default_value = "wavelet")]
+    color_fix: String,
+    /// `restore` only: frames per DiT call, 4n + 1 [default: 21].
+    #[arg(long)]
+    batch_frames: Option<i64>,
+    /// `restore` only: frames shared and cross-faded by consecutive batches [default: 4 when batch_frames > 8, else 0].
+    #[arg(long)]
+    batch_overlap: Option<i64>,
+}
+
+impl RunArgs {
+    /// `restore`'s parameters, checked as the server checks them at submission.
+    fn restore_params(&self, config: &Config) -> anyhow::Result<Option<RestoreParams>> {
+        if self.op != Op::Restore {
+            return Ok(None);
+        }
+        let params = RestoreParams {
+            vae: self.vae.clone(),
+            height: self.height,
+            width: self.width,
+            seed: self.seed,
+            color_fix: vaebox::models::restore::colorfix::ColorFix::parse(&self.color_fix),
+            batch_frames: self.batch_frames,
+            batch_overlap: self.batch_overlap,
+        };
+        vaebox::executor::restore::RestoreSettings::resolve(self.scale, Some(&params)).map_err(|why| anyhow::anyhow!("{why}"))?;
+        vaebox::executor::restore::restore_files(&config.models_dir, &self.model, params.vae.as_deref())?;
+        Ok(Some(params))
+    }
 }
 
 /// The ops by name: listed in `--help`, and a misspelt one is refused by clap with the list.
@@ -237,7 +280,13 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         bail!("{refusal} ({})", refusal.code());
     }
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
-    let params = JobParams { scale: (op == Op::Upscale).then_some(args.scale), tile: args.tile, normalize: Some(args.normalize), ..JobParams::new(dtype) };
+    let scale = match op {
+        Op::Upscale => Some(args.scale.unwrap_or(4)),
+        Op::Restore => Some(args.scale.unwrap_or(2)),
+        _ => None,
+    };
+    let restore = args.restore_params(config)?;
+    let params = JobParams { scale, tile: args.tile, normalize: Some(args.normalize), restore, ..JobParams::new(dtype) };
     let job = OneJob { op, model: &args.model, input: &args.input, output: &args.output, params, show_progress: true };
     let outcome = run_job(&executor, config, job).await?;
     println!("{}", serde_json::to_string_pretty(&serde_json::json!({

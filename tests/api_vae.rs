@@ -29,32 +29,6 @@ fn read_safetensors_header(bytes: &[u8]) -> Value {
     serde_json::from_slice(&bytes[8..8 + len]).unwrap()
 }
 
-async fn run_job(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> Value {
-    let (status, job) = upload_raw(client, server, query, body).await;
-    assert_eq!(status, 202, "{job}");
-    let job = wait_for_final(client, server, job["id"].as_str().unwrap(), Duration::from_secs(300)).await;
-    assert_eq!(job["status"], "succeeded", "{job}");
-    job
-}
-
-/// The frames of an MP4 as packed RGB bytes, decoded by ffmpeg.
-fn rgb_frames(mp4: &[u8], path: &Path) -> Vec<u8> {
-    std::fs::write(path, mp4).unwrap();
-    let output = std::process::Command::new("ffmpeg")
-        .args(["-nostdin", "-v", "error", "-i"])
-        .arg(path)
-        .args(["-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
-        .output()
-        .expect("run ffmpeg");
-    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
-    output.stdout
-}
-
-async fn fetch(client: &reqwest::Client, server: &Server, job: &Value) -> Vec<u8> {
-    let url = server.url(job["output"]["url"].as_str().unwrap());
-    client.get(url).send().await.unwrap().bytes().await.unwrap().to_vec()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn encode_decode_and_reconstruct_a_real_clip() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,7 +19,9 @@ use super::upload::{self, UploadLimits};
 use super::AppState;
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
-use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobParams, JobStatus, ListFilter, NewJob, Op};
+use crate::executor::restore::{self, RestoreSettings};
+use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobParams, JobStatus, ListFilter, NewJob, Op, RestoreParams};
+use crate::models::restore::colorfix::ColorFix;
 use crate::media;
 use crate::media::latent::{self, LatentError};
 use crate::models::registry;
@@ -59,8 +61,9 @@ impl JobRequest {
             ));
         }
         let scale = match (op, &fields.scale) {
-            (Op::Upscale, raw) => {
+            (Op::Upscale | Op::Restore, raw) => {
                 let scale = match raw {
+                    None if op == Op::Restore => 2,
                     None => 4,
                     Some(raw) => raw.trim().parse::<i64>().map_err(|_| bad_scale(raw, &entry.scales))?,
                 };
@@ -103,8 +106,38 @@ impl JobRequest {
                 ApiError::bad_request(codes::INVALID_MEMORY_BUDGET, format!("memory_budget_mib `{raw}` is not a whole number of MiB"))
             })?),
         };
-        Ok(JobRequest { op, latent_channels: entry.latent_channels, family: entry.family, model: entry.name, priority, params: JobParams { scale, tile, normalize, memory_budget_mib, ..JobParams::new(dtype) } })
+        let restore = if op == Op::Restore { Some(restore_params(fields, scale, &entry.name, models_dir)?) } else { None };
+        let params = JobParams { scale, tile, normalize, memory_budget_mib, restore, ..JobParams::new(dtype) };
+        Ok(JobRequest { op, latent_channels: entry.latent_channels, family: entry.family, model: entry.name, priority, params })
     }
+}
+
+/// `restore`'s own fields, checked as the executor will use them (the same `RestoreSettings::resolve`),
+/// and its VAE and text embeddings looked up, so a job that cannot run is refused before it is queued.
+fn restore_params(fields: &JobFields, scale: Option<i64>, model: &str, models_dir: &std::path::Path) -> Result<RestoreParams, ApiError> {
+    fn number<T: std::str::FromStr>(name: &str, raw: &Option<String>) -> Result<Option<T>, ApiError> {
+        raw.as_deref()
+            .map(|raw| raw.trim().parse::<T>().map_err(|_| ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("{name} `{raw}` is not a number"))))
+            .transpose()
+    }
+    let color_fix = match fields.color_fix.as_deref() {
+        None => None,
+        Some(raw) => Some(ColorFix::parse(raw.trim()).ok_or_else(|| {
+            ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("color_fix `{raw}` is not one of wavelet, adain, none"))
+        })?),
+    };
+    let params = RestoreParams {
+        vae: fields.vae.clone(),
+        height: number("height", &fields.height)?,
+        width: number("width", &fields.width)?,
+        seed: number("seed", &fields.seed)?,
+        color_fix,
+        batch_frames: number("batch_frames", &fields.batch_frames)?,
+        batch_overlap: number("batch_overlap", &fields.batch_overlap)?,
+    };
+    RestoreSettings::resolve(scale, Some(&params)).map_err(|why| ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, why))?;
+    restore::restore_files(models_dir, model, params.vae.as_deref()).map_err(|why| ApiError::bad_request(codes::UNKNOWN_MODEL, why.to_string()))?;
+    Ok(params)
 }
 
 /// A latent upload is checked before it is queued: shape, finiteness, channels and the model it came from.

@@ -21,6 +21,15 @@ pub struct JobFields {
     pub tile: Option<String>,
     pub normalize: Option<String>,
     pub memory_budget_mib: Option<String>,
+    /// `restore` only: the SeedVR2 VAE, a target size instead of `scale`, the noise seed, the colour
+    /// fix, and the temporal batches.
+    pub vae: Option<String>,
+    pub height: Option<String>,
+    pub width: Option<String>,
+    pub seed: Option<String>,
+    pub color_fix: Option<String>,
+    pub batch_frames: Option<String>,
+    pub batch_overlap: Option<String>,
     /// Raw uploads only: the file's name (a multipart `file` part carries its own).
     pub filename: Option<String>,
 }

@@ -1,0 +1,166 @@
+//! `restore` over HTTP and from the command line, with the small SeedVR2 DiT and VAE of the reference
+//! folders (random weights, real structure) in a models folder laid out as a user would: `dit/` with the
+//! checkpoint and the shipped text embeddings, `vae/` with the SeedVR2 VAE.
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+const DIT_REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/seedvr2_dit");
+const VAE_WEIGHTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/seedvr2/small_weights.safetensors");
+
+fn models_dir(root: &Path) -> PathBuf {
+    let dir = root.join("models");
+    for sub in ["dit", "vae"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let reference = Path::new(DIT_REFERENCE);
+    std::fs::copy(reference.join("small_3b_weights.safetensors"), dir.join("dit/seedvr2-3b-small.safetensors")).unwrap();
+    std::fs::copy(reference.join("small_7b_weights.safetensors"), dir.join("dit/seedvr2-7b-small.safetensors")).unwrap();
+    std::fs::copy(reference.join("text_embeds.safetensors"), dir.join("dit/text_embeds.safetensors")).unwrap();
+    std::fs::copy(VAE_WEIGHTS, dir.join("vae/seedvr2-vae-small.safetensors")).unwrap();
+    dir
+}
+
+/// Per-channel means of each frame of packed RGB, in [0, 1].
+fn frame_means(rgb: &[u8], width: usize, height: usize) -> Vec<[f64; 3]> {
+    rgb.chunks_exact(width * height * 3)
+        .map(|frame| {
+            let mut sums = [0.0; 3];
+            for pixel in frame.chunks_exact(3) {
+                for c in 0..3 {
+                    sums[c] += pixel[c] as f64;
+                }
+            }
+            sums.map(|s| s / (width * height) as f64 / 255.0)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clip_is_restored_with_its_timings_plan_and_audio() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+
+    let (status, listing) = get_json(&client, &server.url("/v1/models")).await;
+    assert_eq!(status, 200);
+    let dit = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "seedvr2-3b-small").expect("the DiT is listed").clone();
+    assert_eq!((dit["kind"].as_str(), dit["variant"].as_str(), dit["pairs_with"].as_str()), (Some("dit"), Some("3b"), Some("seedvr2-vae-small")));
+    assert_eq!((dit["ops"][0].as_str(), dit["present"].as_bool()), (Some("restore"), Some(true)), "{dit}");
+
+    // 7 frames of 176×144 with a tone, restored to an area of 96 × 112: 94 × 115 after the area resize,
+    // cropped to 80 × 112; batches of 5 sharing 2 frames: frames 0–4, then 3–6.
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 7, true, &clip);
+    let query = "op=restore&model=seedvr2-3b-small&height=96&width=112&batch_frames=5&batch_overlap=2&seed=7&filename=clip.mp4";
+    let job = run_job(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    let timings = &job["timings"];
+    for stage in ["encode", "dit", "decode", "color_fix", "compute", "read", "write", "load_model"] {
+        assert!(timings[stage].as_f64().is_some_and(|s| s >= 0.0), "timing {stage}: {timings}");
+    }
+    let parts: f64 = ["encode", "dit", "decode", "color_fix"].iter().map(|s| timings[*s].as_f64().unwrap()).sum();
+    assert!((parts - timings["compute"].as_f64().unwrap()).abs() < 1e-6, "compute is the sum of its stages: {timings}");
+    assert!(timings["dit"].as_f64().unwrap() > 0.0 && timings["total"].as_f64().unwrap() >= parts);
+    let plan = &job["plan"];
+    assert_eq!((plan["batches"].as_i64(), plan["batch_frames"].as_i64(), plan["batch_overlap"].as_i64()), (Some(2), Some(5), Some(2)), "{plan}");
+    assert_eq!((plan["output"][0].as_i64(), plan["output"][1].as_i64(), plan["seed"].as_i64()), (Some(80), Some(112), Some(7)), "{plan}");
+    assert_eq!(job["params"]["restore"]["batch_frames"], 5, "{job}");
+
+    let mp4 = fetch(&client, &server, &job).await;
+    let out_path = dir.path().join("restored.mp4");
+    std::fs::write(&out_path, &mp4).unwrap();
+    let probed = ffprobe(&out_path);
+    assert_eq!((probed.width, probed.height, probed.frames, probed.has_audio), (112, 80, 7, true), "{probed:?}");
+
+    // The wavelet colour fix gives the output the input's low frequencies: each frame's mean colour is
+    // the input frame's (resized) mean, whatever the random DiT does to the detail.
+    let (input_rgb, output_rgb) = (rgb_frames_scaled(&clip, 112, 80), rgb_frames(&mp4, &dir.path().join("decode.mp4")));
+    let (input_means, output_means) = (frame_means(&input_rgb, 112, 80), frame_means(&output_rgb, 112, 80));
+    assert_eq!(output_means.len(), 7);
+    for (i, (a, b)) in input_means.iter().zip(&output_means).enumerate() {
+        let worst = (0..3).map(|c| (a[c] - b[c]).abs()).fold(0.0, f64::max);
+        println!("frame {i}: input mean {a:.3?}, restored mean {b:.3?}");
+        assert!(worst < 0.03, "frame {i}: mean colour moved by {worst:.3}");
+    }
+}
+
+/// The input frames resized and cropped like the job's (scale to cover, centre crop), as ffmpeg does it.
+fn rgb_frames_scaled(clip: &Path, width: u32, height: u32) -> Vec<u8> {
+    let output = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-i"])
+        .arg(clip)
+        .args(["-vf", &format!("scale=115:94:flags=bicubic,crop={width}:{height}"), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        .output()
+        .expect("run ffmpeg");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    output.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 2, false, &clip);
+    let body = std::fs::read(&clip).unwrap();
+    let refused = [
+        ("op=restore&model=seedvr2-3b-small&batch_frames=4", 400, "invalid-restore-parameter", "4n + 1"),
+        ("op=restore&model=seedvr2-3b-small&batch_frames=5&batch_overlap=5", 400, "invalid-restore-parameter", "batch_overlap"),
+        ("op=restore&model=seedvr2-3b-small&height=64", 400, "invalid-restore-parameter", "height and width"),
+        ("op=restore&model=seedvr2-3b-small&color_fix=lab", 400, "invalid-restore-parameter", "color_fix"),
+        ("op=restore&model=seedvr2-3b-small&scale=5", 400, "invalid-scale", "scale"),
+        ("op=restore&model=seedvr2-3b-small&vae=nope", 400, "unknown-model", "nope"),
+        ("op=restore&model=seedvr2-vae-small", 400, "unsupported-op", "restore"),
+        ("op=upscale&model=seedvr2-3b-small", 400, "unsupported-op", "upscale"),
+        ("op=restore&model=seedvr2-3b-small&sead=1", 400, "unknown-parameter", "seed"),
+    ];
+    for (query, status, code, says) in refused {
+        let (got, body) = upload_raw(&client, &server, query, body.clone()).await;
+        assert_eq!((got, body["error"]["code"].as_str()), (status, Some(code)), "{query}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{query}: {message}");
+    }
+    let (_, list) = get_json(&client, &server.url("/v1/jobs")).await;
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 0, "nothing was queued: {list}");
+
+    // Without text embeddings the DiT is listed as not present, and refused with the weights' code.
+    std::fs::remove_file(models.join("dit/text_embeds.safetensors")).unwrap();
+    let (_, listing) = get_json(&client, &server.url("/v1/models")).await;
+    let dit: &Value = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "seedvr2-7b-small").unwrap();
+    assert_eq!(dit["present"], false, "{dit}");
+    let (got, refusal) = upload_raw(&client, &server, "op=restore&model=seedvr2-7b-small", body).await;
+    assert_eq!((got, refusal["error"]["code"].as_str()), (400, Some("model-weights-missing")), "{refusal}");
+}
+
+/// `vaebox run --op restore` with the 7B: the same pipeline without a server, defaults for the rest.
+#[test]
+fn run_restores_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let out = dir.path().join("out.mp4");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
+        .current_dir(dir.path())
+        .env("VAEBOX_MODELS_DIR", &models)
+        .env("VAEBOX_THREADS", "2")
+        .args(["run", "--op", "restore", "--model", "seedvr2-7b-small", "--scale", "1", "--color-fix", "adain", "--input"])
+        .arg(&clip)
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("a JSON report");
+    // Scale 1: the same area, cropped to multiples of 16 (176 × 144 stays).
+    assert_eq!((report["plan"]["output"][0].as_i64(), report["plan"]["output"][1].as_i64()), (Some(144), Some(176)), "{report}");
+    assert_eq!((report["plan"]["color_fix"].as_str(), report["plan"]["batches"].as_i64()), (Some("adain"), Some(1)));
+    let probed = ffprobe(&out);
+    assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 3));
+}
