@@ -4,7 +4,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use common::*;
 use serde_json::{json, Value};
