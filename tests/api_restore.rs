@@ -86,6 +86,16 @@ async fn a_clip_is_restored_with_its_timings_plan_and_audio() {
         println!("frame {i}: input mean {a:.3?}, restored mean {b:.3?}");
         assert!(worst < 0.03, "frame {i}: mean colour moved by {worst:.3}");
     }
+    assert!(plan["device_memory"]["budget_bytes"].is_null() && plan["device_memory"]["dit_weight_bytes"].as_u64().unwrap() > 0, "{plan}");
+
+    // A budget no batch fits: the planner shortens the default 21-frame batch to single frames, says it
+    // does not fit, and the job still runs.
+    let query = "op=restore&model=seedvr2-3b-small&height=96&width=112&memory_budget_mib=1&filename=clip.mp4";
+    let job = run_job(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    let memory = &job["plan"]["device_memory"];
+    assert_eq!((job["plan"]["batch_frames"].as_i64(), job["plan"]["batches"].as_i64()), (Some(1), Some(7)), "{}", job["plan"]);
+    assert_eq!((memory["budget_bytes"].as_u64(), memory["fits"].as_bool()), (Some(1 << 20), Some(false)), "{memory}");
+    assert!(memory["estimated_batch_bytes"]["dit_bytes"].as_f64().unwrap() > 0.0, "{memory}");
 }
 
 /// The input frames resized and cropped like the job's (scale to cover, centre crop), as ffmpeg does it.

@@ -238,6 +238,21 @@ impl Executor {
         })
     }
 
+    /// MiB of working memory for the job: its own budget, else the configured one, else (on CUDA, with the
+    /// job's models loaded) the free device memory minus the margin; 0 = no limit.
+    fn working_budget_mib(&self, job: &JobSpec) -> u64 {
+        let budget_mib = job.params.memory_budget_mib.unwrap_or(self.config.memory_budget_mib);
+        if budget_mib == 0 {
+            // Blocks the allocator caches from earlier jobs are free for this one but not to the driver.
+            crate::device::cuda::empty_cache(self.device);
+        }
+        match (budget_mib, crate::device::cuda::memory_info(self.device)) {
+            // The loaded weights are already off the free memory, so what is left is working memory.
+            (0, Some((free, _))) => (free >> 20).saturating_sub(self.config.device_memory_margin_mib).max(1),
+            (budget, _) => budget,
+        }
+    }
+
     /// The job's precision, or the box's default; recorded in the timings so users see what ran.
     fn resolve_kind(&self, job: &JobSpec, timings: &mut Timings) -> tch::Kind {
         let choice = match job.params.dtype {

@@ -16,6 +16,8 @@ use crate::models::registry::{self, Family, ModelEntry};
 use crate::models::restore::one_step::{self, Noise, StageSeconds};
 use crate::models::restore::prepare::{self, FrameGeometry, TargetSize};
 use crate::models::restore::restorer::{Restorer, RestorerFiles};
+use crate::tiling::dit_memory::{batch_memory, longest_fitting_batch, BatchMemory, DitShape};
+use crate::tiling::memory::MemoryModel;
 use batches::{BatchBuffer, BatchShape, TemporalBlender};
 
 const QUEUE_CHUNKS: usize = 2;
@@ -33,6 +35,9 @@ pub struct RestoreSettings {
     pub seed: i64,
     pub color_fix: crate::models::restore::colorfix::ColorFix,
     pub batch: BatchShape,
+    /// The job named its batch: the memory plan reports on it but does not change it.
+    pub batch_given: bool,
+    overlap_given: bool,
 }
 
 impl RestoreSettings {
@@ -54,7 +59,7 @@ impl RestoreSettings {
         if frames < 1 || (frames - 1) % 4 != 0 {
             return Err(format!("batch_frames must be 4n + 1 (1, 5, 9, 13, ...), not {frames}"));
         }
-        let overlap = params.batch_overlap.unwrap_or(if frames > 2 * DEFAULT_BATCH_OVERLAP { DEFAULT_BATCH_OVERLAP } else { 0 });
+        let overlap = params.batch_overlap.unwrap_or(default_overlap(frames));
         if overlap < 0 || overlap >= frames {
             return Err(format!("batch_overlap must be 0 to batch_frames − 1 ({}), not {overlap}", frames - 1));
         }
@@ -63,7 +68,23 @@ impl RestoreSettings {
             seed: params.seed.unwrap_or(DEFAULT_SEED),
             color_fix: params.color_fix.unwrap_or_default(),
             batch: BatchShape { frames, overlap },
+            batch_given: params.batch_frames.is_some(),
+            overlap_given: params.batch_overlap.is_some(),
         })
+    }
+
+    /// A shorter batch (chosen for memory), with the overlap the job gave if it still fits, else the default.
+    fn with_batch_frames(&self, frames: i64) -> BatchShape {
+        let overlap = if self.overlap_given { self.batch.overlap.min(frames - 1) } else { default_overlap(frames) };
+        BatchShape { frames, overlap }
+    }
+}
+
+fn default_overlap(frames: i64) -> i64 {
+    if frames > 2 * DEFAULT_BATCH_OVERLAP {
+        DEFAULT_BATCH_OVERLAP
+    } else {
+        0
     }
 }
 
@@ -96,7 +117,47 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let load_started = Instant::now();
     let restorer = exec.models.restorer(&job.model, &files, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
-    tch::no_grad(|| Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info }.run(timings))
+    let memory = memory_plan(exec, job, &restorer, &settings, &geometry);
+    let settings = RestoreSettings { batch: memory.batch, ..settings };
+    let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory };
+    tch::no_grad(|| pipeline.run(timings))
+}
+
+/// How the batch fits the working memory: the batch (shortened to fit when the job did not name one)
+/// and the estimates behind it, for the plan.
+struct MemoryPlan {
+    batch: BatchShape,
+    budget_bytes: Option<u64>,
+    estimate: BatchMemory,
+    fits: Option<bool>,
+    dit_weight_bytes: u64,
+}
+
+fn memory_plan(exec: &Executor, job: &JobSpec, restorer: &Restorer, settings: &RestoreSettings, geometry: &FrameGeometry) -> MemoryPlan {
+    let kind = restorer.dit.kind();
+    let vae_memory = MemoryModel::lookup(exec.device, Family::Seedvr2, kind, restorer.vae.config().block_out_channels[0]);
+    let dit = restorer.dit.config();
+    let shape = DitShape {
+        dim: dit.dim,
+        inner: dit.heads * dit.head_dim,
+        mlp_hidden: dit.mlp_hidden,
+        text_len: restorer.text.size()[0],
+        element_bytes: kind.elt_size_in_bytes() as i64,
+    };
+    let estimate = |frames| batch_memory(vae_memory.as_ref(), &shape, frames, geometry.crop_h, geometry.crop_w);
+    let budget_mib = exec.working_budget_mib(job);
+    let dit_weight_bytes = restorer.dit.weight_bytes();
+    if budget_mib == 0 {
+        return MemoryPlan { batch: settings.batch, budget_bytes: None, estimate: estimate(settings.batch.frames), fits: None, dit_weight_bytes };
+    }
+    let budget_bytes = budget_mib << 20;
+    let batch = if settings.batch_given {
+        settings.batch
+    } else {
+        settings.with_batch_frames(longest_fitting_batch(settings.batch.frames, budget_bytes, estimate).0)
+    };
+    let estimate = estimate(batch.frames);
+    MemoryPlan { batch, budget_bytes: Some(budget_bytes), fits: Some(estimate.peak_bytes() <= budget_bytes as f64), estimate, dit_weight_bytes }
 }
 
 fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
@@ -117,6 +178,7 @@ struct Pipeline<'a> {
     settings: &'a RestoreSettings,
     geometry: FrameGeometry,
     info: &'a MediaInfo,
+    memory: MemoryPlan,
 }
 
 /// Seconds this thread waited on each side, and the stages of the batches.
@@ -125,6 +187,8 @@ struct Clock {
     read: f64,
     write: f64,
     stages: StageSeconds,
+    /// Out-of-memory retries, in the order they happened.
+    fallbacks: Vec<String>,
 }
 
 impl Pipeline<'_> {
@@ -169,7 +233,7 @@ impl Pipeline<'_> {
                 let overlap = buffer.overlap_with_previous();
                 let Some(batch) = buffer.next_batch(input_ended) else { break };
                 self.hooks.check_cancelled()?;
-                let restored = self.restore_batch(&batch, batch_index, &mut clock.stages)?;
+                let restored = self.restore_resilient(&batch, batch_index, &mut clock)?;
                 batch_index += 1;
                 done += self.write(&mut writer, &blender.push(&restored, overlap), &mut clock)?;
                 self.hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), started.elapsed().as_secs_f64()));
@@ -190,9 +254,37 @@ impl Pipeline<'_> {
             output_bytes: std::fs::metadata(&self.job.output_path).map(|m| m.len()).unwrap_or(0),
             output_media,
             timings: timings.clone(),
-            plan: Some(self.plan(done, batch_index)),
+            plan: Some(self.plan(done, batch_index, &clock.fallbacks)),
             metrics: None,
         })
+    }
+
+    /// Out of memory is not a failure: the batch is restored again as shorter overlapping batches
+    /// (halved, down to single frames), blended as the job's own batches are.
+    fn restore_resilient(&self, batch: &Tensor, index: i64, clock: &mut Clock) -> Result<Tensor, ExecError> {
+        let error = match super::attempt::attempt(|| self.restore_batch(batch, index, &mut clock.stages)) {
+            Ok(restored) => return Ok(restored),
+            Err(error) => error,
+        };
+        let frames = batch.size()[1];
+        if !error.is_out_of_memory() || frames == 1 {
+            return Err(error);
+        }
+        let shorter = BatchShape { frames: halved_batch(frames), overlap: self.settings.batch.overlap.min(halved_batch(frames) - 1) };
+        clock.fallbacks.push(format!("out of memory on a batch of {frames} frames: batches of {} frames, {} shared", shorter.frames, shorter.overlap));
+        crate::device::release_cached_memory(self.exec.device);
+        let (mut buffer, mut blender) = (BatchBuffer::new(shorter), TemporalBlender::new(shorter));
+        for i in 0..frames {
+            buffer.push(batch.select(1, i));
+        }
+        let mut out = Vec::new();
+        loop {
+            let overlap = buffer.overlap_with_previous();
+            let Some(part) = buffer.next_batch(true) else { break };
+            out.push(blender.push(&self.restore_resilient(&part, index, clock)?, overlap));
+        }
+        out.extend(blender.finish());
+        Ok(Tensor::cat(&out, 0))
     }
 
     /// `batch`: `[3, n, H, W]` prepared frames → `[n, 3, H, W]` restored, colour-fixed, in [-1, 1].
@@ -227,9 +319,10 @@ impl Pipeline<'_> {
         timings.fps = Some(frames as f64 / since.elapsed().as_secs_f64().max(1e-9));
     }
 
-    fn plan(&self, frames: u64, batches: i64) -> serde_json::Value {
+    fn plan(&self, frames: u64, batches: i64, fallbacks: &[String]) -> serde_json::Value {
         let g = &self.geometry;
         let dit = self.restorer.dit.config();
+        let memory = &self.memory;
         json!({
             "frames": frames,
             "batch_frames": self.settings.batch.frames,
@@ -242,7 +335,47 @@ impl Pipeline<'_> {
             "color_fix": self.settings.color_fix.as_str(),
             "dit": { "variant": dit.variant.as_str(), "blocks": dit.num_blocks, "dim": dit.dim },
             "spatial_tiles": null,
-            "fallbacks": [],
+            "device_memory": {
+                "budget_bytes": memory.budget_bytes,
+                "dit_weight_bytes": memory.dit_weight_bytes,
+                "estimated_batch_bytes": memory.estimate,
+                "fits": memory.fits,
+            },
+            "fallbacks": fallbacks,
         })
+    }
+}
+
+/// About half a batch, still `4n + 1` frames (21 → 9, 9 → 5, 5 → 1).
+fn halved_batch(frames: i64) -> i64 {
+    ((frames - 1) / 2) / 4 * 4 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halved_batches_stay_4n_plus_1() {
+        assert_eq!([21, 17, 13, 9, 5, 4, 2].map(halved_batch), [9, 9, 5, 5, 1, 1, 1]);
+    }
+
+    #[test]
+    fn settings_fill_defaults_and_refuse_what_cannot_run() {
+        let settings = RestoreSettings::resolve(None, None).unwrap();
+        assert_eq!((settings.target, settings.seed, settings.batch), (TargetSize::Scale(2), DEFAULT_SEED, BatchShape { frames: 21, overlap: 4 }));
+        let given = RestoreParams { batch_frames: Some(9), batch_overlap: Some(2), ..RestoreParams::default() };
+        let settings = RestoreSettings::resolve(Some(3), Some(&given)).unwrap();
+        assert_eq!((settings.target, settings.batch), (TargetSize::Scale(3), BatchShape { frames: 9, overlap: 2 }));
+        assert_eq!(settings.with_batch_frames(5), BatchShape { frames: 5, overlap: 2 });
+        assert_eq!(RestoreSettings::resolve(None, None).unwrap().with_batch_frames(5), BatchShape { frames: 5, overlap: 0 });
+        for bad in [
+            RestoreParams { batch_frames: Some(8), ..RestoreParams::default() },
+            RestoreParams { batch_frames: Some(5), batch_overlap: Some(5), ..RestoreParams::default() },
+            RestoreParams { height: Some(64), ..RestoreParams::default() },
+        ] {
+            assert!(RestoreSettings::resolve(None, Some(&bad)).is_err(), "{bad:?}");
+        }
+        assert!(RestoreSettings::resolve(Some(5), None).is_err());
     }
 }

@@ -166,16 +166,7 @@ fn latent_dims(exec: &Executor, job: &JobSpec, vae: &VideoVae, timings: &mut Tim
 /// whole frames at the configured chunk.
 fn job_planning(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timings: &mut Timings) -> Result<JobPlanning, ExecError> {
     let max_latent_frames = (exec.config.chunk_frames as i64 / vae.temporal_factor()).max(1);
-    let budget_mib = job.params.memory_budget_mib.unwrap_or(exec.config.memory_budget_mib);
-    if budget_mib == 0 {
-        // Blocks the allocator caches from earlier jobs are free for this one but not to the driver.
-        crate::device::cuda::empty_cache(exec.device);
-    }
-    let budget_mib = match (budget_mib, crate::device::cuda::memory_info(exec.device)) {
-        // The loaded weights are already off the free memory, so what is left is working memory.
-        (0, Some((free, _))) => (free >> 20).saturating_sub(exec.config.device_memory_margin_mib).max(1),
-        (budget, _) => budget,
-    };
+    let budget_mib = exec.working_budget_mib(job);
     let Some(memory) = MemoryModel::for_vae(vae, kind, exec.device) else {
         return Ok(JobPlanning { request: None, budget_mib, max_latent_frames });
     };

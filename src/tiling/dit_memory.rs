@@ -1,0 +1,84 @@
+//! Working memory of one restoration batch: the SeedVR2 VAE's encode and decode of the batch (the VAE
+//! memory model) and the DiT's activations, which sit between them in time, so the batch needs the
+//! largest of the three. The DiT's figure is an estimate from the tensors alive at a block's peak, not a
+//! calibration: the out-of-memory retry (batches split in halves) is the last word.
+use serde::Serialize;
+
+use super::memory::{MemoryModel, TiledOp};
+
+/// What the DiT's activations depend on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DitShape {
+    pub dim: i64,
+    /// Heads × head dimension.
+    pub inner: i64,
+    pub mlp_hidden: i64,
+    pub text_len: i64,
+    pub element_bytes: i64,
+}
+
+impl DitShape {
+    /// Peak bytes of one block over `tokens` video tokens: the residual stream and its normed and
+    /// modulated copies (4 × dim), q/k/v and their windowed copies with the output (7 × inner), the MLP's
+    /// hidden activations (3 × hidden), and RoPE's fp32 copies of q and k (2 × inner at 4 bytes).
+    pub fn block_peak_bytes(&self, tokens: i64) -> f64 {
+        let rows = (tokens + self.text_len) as f64;
+        let per_row = (4 * self.dim + 7 * self.inner + 3 * self.mlp_hidden) * self.element_bytes + 2 * self.inner * 4;
+        rows * per_row as f64
+    }
+}
+
+/// One batch's estimated peak working memory, by stage.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BatchMemory {
+    pub encode_bytes: f64,
+    pub dit_bytes: f64,
+    pub decode_bytes: f64,
+}
+
+impl BatchMemory {
+    pub fn peak_bytes(&self) -> f64 {
+        self.encode_bytes.max(self.dit_bytes).max(self.decode_bytes)
+    }
+}
+
+/// A batch of `frames` (4n + 1) output frames of `height` × `width` pixels: the VAE works on whole frames
+/// (8× down), the DiT on 2×2 patches of the latent (16× down in all).
+pub fn batch_memory(vae: Option<&MemoryModel>, dit: &DitShape, frames: i64, height: i64, width: i64) -> BatchMemory {
+    let pixels = height * width;
+    let vae_bytes = |op| vae.map_or(0.0, |m| m.peak_bytes(op, frames, pixels, pixels));
+    let latent_frames = (frames - 1) / 4 + 1;
+    let tokens = latent_frames * (height / 16) * (width / 16);
+    BatchMemory { encode_bytes: vae_bytes(TiledOp::Encode), dit_bytes: dit.block_peak_bytes(tokens), decode_bytes: vae_bytes(TiledOp::Decode) }
+}
+
+/// The longest batch (`4n + 1` frames, at most `max_frames`) whose estimate fits `budget_bytes`; one frame
+/// when none does (`false`: it does not fit either, and the out-of-memory retry decides).
+pub fn longest_fitting_batch(max_frames: i64, budget_bytes: u64, estimate: impl Fn(i64) -> BatchMemory) -> (i64, bool) {
+    let mut frames = (max_frames - 1) / 4 * 4 + 1;
+    while frames > 1 && estimate(frames).peak_bytes() > budget_bytes as f64 {
+        frames -= 4;
+    }
+    (frames, estimate(frames).peak_bytes() <= budget_bytes as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const THREE_B_BF16: DitShape = DitShape { dim: 2560, inner: 2560, mlp_hidden: 6912, text_len: 58, element_bytes: 2 };
+
+    #[test]
+    fn the_dit_grows_with_tokens_and_fits_the_longest_batch_the_budget_allows() {
+        // 720p, 21 frames: 6 × 45 × 80 tokens at ~118 KB per row in bf16: ~2.6 GB at a block peak.
+        let m = batch_memory(None, &THREE_B_BF16, 21, 720, 1280);
+        assert!((2.0e9..3.0e9).contains(&m.dit_bytes), "{m:?}");
+        assert!(batch_memory(None, &THREE_B_BF16, 9, 720, 1280).dit_bytes < m.dit_bytes);
+        let estimate = |frames| batch_memory(None, &THREE_B_BF16, frames, 720, 1280);
+        assert_eq!(longest_fitting_batch(21, 4 << 30, estimate), (21, true));
+        let (frames, fits) = longest_fitting_batch(21, 1 << 30, estimate);
+        assert!(fits && frames < 21 && (frames - 1) % 4 == 0 && estimate(frames + 4).peak_bytes() > (1u64 << 30) as f64, "{frames}");
+        assert_eq!(longest_fitting_batch(21, 1 << 20, estimate), (1, false));
+        assert_eq!(longest_fitting_batch(7, 4 << 30, estimate).0, 5, "batches are 4n + 1 frames");
+    }
+}
