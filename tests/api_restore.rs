@@ -148,11 +148,15 @@ async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
     assert_eq!((got, refusal["error"]["code"].as_str()), (400, Some("model-weights-missing")), "{refusal}");
 }
 
-/// `vaebox run --op restore` with the 7B: the same pipeline without a server, defaults for the rest.
+/// `vaebox run --op restore` with the 7B and the prompt as the original `pos_emb.pt`: the same pipeline
+/// without a server, defaults for the rest.
 #[test]
 fn run_restores_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let models = models_dir(dir.path());
+    let safetensors = models.join("dit/text_embeds.safetensors");
+    run_python("tests/python/save_pos_emb_pt.py", &[safetensors.as_os_str(), models.join("dit/pos_emb.pt").as_os_str()]);
+    std::fs::remove_file(&safetensors).unwrap();
     let clip = dir.path().join("clip.mp4");
     make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
     let out = dir.path().join("out.mp4");
