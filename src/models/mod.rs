@@ -1,5 +1,6 @@
 //! Model code: tch modules built from checkpoint files, one file per family.
 //! Everything here runs on the executor thread; nothing here is async.
+pub mod causal_cache;
 pub mod checkpoint;
 pub mod gguf;
 pub mod gguf_quants;

@@ -5,7 +5,7 @@ use tch::Tensor;
 
 use super::weights::WeightPath;
 use crate::models::wan::conv as wan_conv;
-use crate::models::wan::FeatureCache;
+use crate::models::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 /// Hands out one cache slot to every layer that carries frames between chunks; used while building.

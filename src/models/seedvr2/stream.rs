@@ -3,7 +3,7 @@
 use tch::Tensor;
 
 use super::vae::{Posterior, SeedVr2Vae};
-use crate::models::wan::FeatureCache;
+use crate::models::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 /// Pixel frames in, posterior frames out. Any push size is accepted: frames are buffered until they

@@ -10,7 +10,7 @@ use super::decoder::Decoder;
 use super::encoder::Encoder;
 use super::stream::{DecodeStream, EncodeStream};
 use super::weights::{self, Weights};
-use crate::models::wan::FeatureCache;
+use crate::models::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 /// SeedVR2's latent scale (`configs_*/main.yaml` `vae.scaling_factor`; the model's own diffusers

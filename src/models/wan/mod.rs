@@ -1,7 +1,8 @@
 //! Wan 2.1 / 2.2 video VAE (causal 3-D conv encoder/decoder) with exact chunked streaming.
 //! Built from diffusers weight names; original/ComfyUI checkpoints are renamed once at load (`keymap`).
 mod blocks;
-mod cache;
+// The causal cache is shared with SeedVR2's VAE; Wan's modules reach it as `super::cache`.
+use crate::models::causal_cache as cache;
 pub mod config;
 pub(crate) mod conv;
 mod decoder;

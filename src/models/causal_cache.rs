@@ -1,4 +1,4 @@
-//! Streaming state of the causal encoder and decoder: the frames each causal layer carries from one
+//! Streaming state of the causal video VAEs (Wan and SeedVR2): the frames each causal layer carries from one
 //! chunk to the next, held in an explicit struct so a stream is just (model, cache).
 use tch::Tensor;
 
