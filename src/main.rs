@@ -86,9 +86,11 @@ struct RunArgs {
     /// `restore` only: the SeedVR2 VAE's file stem in `vae/` [default: the first SeedVR2 VAE there].
     #[arg(long)]
     vae: Option<String>,
-    /// `restore` only: target height and width (their area; the aspect ratio follows the input), instead of `--scale`.
+    /// `restore` only: target height; with `--width`, the output's area (the aspect ratio follows the
+    /// input, sides cropped to multiples of 16), instead of `--scale`.
     #[arg(long, requires = "width")]
     height: Option<u32>,
+    /// `restore` only: target width (see `--height`).
     #[arg(long, requires = "height")]
     width: Option<u32>,
     /// `restore` only: the noise seed [default: 666, the original's].

@@ -1,0 +1,130 @@
+//! A `restore` job's parameters with every default filled in, and the files it needs; the API and
+//! `vaebox run` check a job with these before it is queued, the executor runs it with them.
+use super::batches::BatchShape;
+use crate::executor::ExecError;
+use crate::jobs::RestoreParams;
+use crate::models::registry::{self, Family, ModelEntry};
+use crate::models::restore::prepare::TargetSize;
+use crate::models::restore::restorer::RestorerFiles;
+
+/// 21 frames (6 latent frames) per DiT call unless the job says otherwise: long enough for temporal
+/// consistency, short enough for a 16 GB card at 720p with the 3B.
+pub const DEFAULT_BATCH_FRAMES: i64 = 21;
+/// Frames cross-faded between batches (when the batch is long enough to share them).
+pub const DEFAULT_BATCH_OVERLAP: i64 = 4;
+/// The original's `set_seed(666)`.
+pub const DEFAULT_SEED: i64 = 666;
+
+/// The job's parameters with every default filled in.
+pub struct RestoreSettings {
+    pub target: TargetSize,
+    pub seed: i64,
+    pub color_fix: crate::models::restore::colorfix::ColorFix,
+    pub batch: BatchShape,
+    /// The job named its batch: the memory plan reports on it but does not change it.
+    pub batch_given: bool,
+    pub(super) overlap_given: bool,
+}
+
+impl RestoreSettings {
+    /// Fills in defaults; what cannot run is refused (the API checks the same before queueing).
+    pub fn resolve(scale: Option<i64>, params: Option<&RestoreParams>) -> Result<Self, String> {
+        let params = params.cloned().unwrap_or_default();
+        let target = match (params.height, params.width, scale) {
+            (Some(height), Some(width), _) => TargetSize::Size { height, width },
+            (None, None, scale) => {
+                let scale = scale.unwrap_or(2);
+                if !(1..=4).contains(&scale) {
+                    return Err(format!("scale must be 1 to 4, not {scale}"));
+                }
+                TargetSize::Scale(scale as u32)
+            }
+            _ => return Err("give both height and width, or neither".into()),
+        };
+        let frames = params.batch_frames.unwrap_or(DEFAULT_BATCH_FRAMES);
+        if frames < 1 || (frames - 1) % 4 != 0 {
+            return Err(format!("batch_frames must be 4n + 1 (1, 5, 9, 13, ...), not {frames}"));
+        }
+        let overlap = params.batch_overlap.unwrap_or(default_overlap(frames));
+        if overlap < 0 || overlap >= frames {
+            return Err(format!("batch_overlap must be 0 to batch_frames − 1 ({}), not {overlap}", frames - 1));
+        }
+        Ok(Self {
+            target,
+            seed: params.seed.unwrap_or(DEFAULT_SEED),
+            color_fix: params.color_fix.unwrap_or_default(),
+            batch: BatchShape { frames, overlap },
+            batch_given: params.batch_frames.is_some(),
+            overlap_given: params.batch_overlap.is_some(),
+        })
+    }
+
+    /// A shorter batch (chosen for memory), with the overlap the job gave if it still fits, else the default.
+    pub(super) fn with_batch_frames(&self, frames: i64) -> BatchShape {
+        let overlap = if self.overlap_given { self.batch.overlap.min(frames - 1) } else { default_overlap(frames) };
+        BatchShape { frames, overlap }
+    }
+}
+
+fn default_overlap(frames: i64) -> i64 {
+    if frames > 2 * DEFAULT_BATCH_OVERLAP {
+        DEFAULT_BATCH_OVERLAP
+    } else {
+        0
+    }
+}
+
+/// The DiT entry, its VAE entry and the prompt embedding file, or why they cannot run here.
+pub fn restore_files(models_dir: &std::path::Path, model: &str, vae: Option<&str>) -> Result<(ModelEntry, RestorerFiles), ExecError> {
+    let entries = registry::scan(models_dir);
+    let dit = entries
+        .iter()
+        .find(|e| e.name == model && e.family == Family::Seedvr2Dit)
+        .ok_or_else(|| ExecError::Invalid(format!("{model} is not a SeedVR2 DiT on this box")))?;
+    let vae_name = vae.map(str::to_string).or_else(|| dit.pairs_with.clone()).ok_or_else(|| {
+        ExecError::Invalid(format!("no SeedVR2 VAE in {}/{} to pair with {model}", models_dir.display(), registry::VAE_DIR))
+    })?;
+    let vae = entries
+        .iter()
+        .find(|e| e.name == vae_name && e.family == Family::Seedvr2)
+        .ok_or_else(|| ExecError::Invalid(format!("{vae_name} is not a SeedVR2 VAE on this box")))?;
+    let text = registry::text_embedding_file(models_dir).ok_or_else(|| {
+        ExecError::Invalid(format!("no text embedding ({}) in {}/{}", registry::TEXT_EMBEDDING_FILES.join(", "), models_dir.display(), registry::DIT_DIR))
+    })?;
+    Ok((dit.clone(), RestorerFiles { dit: dit.files[0].clone(), vae: vae.files[0].clone(), text }))
+}
+
+/// About half a batch, still `4n + 1` frames (21 → 9, 9 → 5, 5 → 1).
+pub(super) fn halved_batch(frames: i64) -> i64 {
+    ((frames - 1) / 2) / 4 * 4 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::RestoreParams;
+
+    #[test]
+    fn halved_batches_stay_4n_plus_1() {
+        assert_eq!([21, 17, 13, 9, 5, 4, 2].map(halved_batch), [9, 9, 5, 5, 1, 1, 1]);
+    }
+
+    #[test]
+    fn settings_fill_defaults_and_refuse_what_cannot_run() {
+        let settings = RestoreSettings::resolve(None, None).unwrap();
+        assert_eq!((settings.target, settings.seed, settings.batch), (TargetSize::Scale(2), DEFAULT_SEED, BatchShape { frames: 21, overlap: 4 }));
+        let given = RestoreParams { batch_frames: Some(9), batch_overlap: Some(2), ..RestoreParams::default() };
+        let settings = RestoreSettings::resolve(Some(3), Some(&given)).unwrap();
+        assert_eq!((settings.target, settings.batch), (TargetSize::Scale(3), BatchShape { frames: 9, overlap: 2 }));
+        assert_eq!(settings.with_batch_frames(5), BatchShape { frames: 5, overlap: 2 });
+        assert_eq!(RestoreSettings::resolve(None, None).unwrap().with_batch_frames(5), BatchShape { frames: 5, overlap: 0 });
+        for bad in [
+            RestoreParams { batch_frames: Some(8), ..RestoreParams::default() },
+            RestoreParams { batch_frames: Some(5), batch_overlap: Some(5), ..RestoreParams::default() },
+            RestoreParams { height: Some(64), ..RestoreParams::default() },
+        ] {
+            assert!(RestoreSettings::resolve(None, Some(&bad)).is_err(), "{bad:?}");
+        }
+        assert!(RestoreSettings::resolve(Some(5), None).is_err());
+    }
+}
