@@ -14,6 +14,7 @@
     vae_encode: "VAE encode (video → latent)",
     vae_decode: "VAE decode (latent → video)",
     vae_reconstruct: "VAE reconstruct (video → video)",
+    restore: "Restore (SeedVR2, video → video)",
   };
   const TIMING_KEYS = ["queued", "probe", "load_model", "read", "compute", "write", "total", "fps",
     "peak_host_bytes", "peak_device_bytes", "device", "dtype"];
@@ -21,7 +22,11 @@
     queued: "Queued", probe: "Probe", load_model: "Load model", read: "Read", compute: "Compute",
     write: "Write", total: "Total", fps: "Throughput", peak_host_bytes: "Peak host memory",
     peak_device_bytes: "Peak device memory", device: "Device", dtype: "Precision",
+    encode: "Encode", dit: "DiT", decode: "Decode", color_fix: "Colour fix",
   };
+  // A restore job's compute time, split by stage (they add up to `compute`).
+  const COMPUTE_SPLIT_KEYS = ["encode", "dit", "decode", "color_fix"];
+  const SEEDVR2_VAE_FAMILY = "seedvr2";
   const PREFS_KEY = "vaebox.form";
 
   const $ = (id) => document.getElementById(id);
@@ -201,7 +206,7 @@
     try {
       localStorage.setItem(PREFS_KEY, JSON.stringify({
         op: $("op").value, model: $("model").value, scale: $("scale").value,
-        dtype: $("dtype").value, priority: $("priority").value,
+        dtype: $("dtype").value, priority: $("priority").value, color_fix: $("color-fix").value,
       }));
     } catch (_) { /* storage disabled */ }
   }
@@ -225,7 +230,8 @@
       showError(formErr, e);
       formErr.append(" ", h("button", { type: "button", class: "link", onclick: loadModels, text: "Retry" }));
     }
-    const prefs = loadPrefs();
+    // `/?op=restore&model=…` opens the form on that choice (a link to share, or a bookmark).
+    const prefs = { ...loadPrefs(), ...presetFromUrl() };
     const ops = [];
     for (const m of state.models) for (const op of m.ops || []) if (!ops.includes(op)) ops.push(op);
     const op = $("op");
@@ -240,7 +246,16 @@
     op.disabled = false;
     setOptions(op, ops.map((o) => ({ value: o, label: OP_LABELS[o] || o })), prefs.op);
     if (prefs.priority !== undefined && prefs.priority !== "") $("priority").value = prefs.priority;
+    const colorFix = $("color-fix");
+    if ([...colorFix.options].some((o) => o.value === prefs.color_fix)) colorFix.value = prefs.color_fix;
     onOpChange(prefs);
+  }
+
+  function presetFromUrl() {
+    const q = new URLSearchParams(location.search);
+    const preset = {};
+    for (const k of ["op", "model"]) if (q.get(k)) preset[k] = q.get(k);
+    return preset;
   }
 
   function currentModel() {
@@ -267,17 +282,46 @@
     const op = $("op").value;
     $("model-desc").textContent = !m ? (state.models.length ? "No model offers this operation." : "")
       : m.present === false ? `Not installed on the server. ${m.description || ""}` : (m.description || "");
-    const scaleField = $("scale-field");
-    const showScale = op === "upscale";
-    scaleField.hidden = !showScale;
-    $("scale").disabled = !showScale;
-    const scales = m && Array.isArray(m.scales) && m.scales.length ? m.scales : [2, 4];
-    setOptions($("scale"), scales.map((s) => ({ value: s, label: `×${s}` })), prefs.scale !== undefined ? prefs.scale : undefined);
+    for (const el of document.querySelectorAll("#job-form [data-ops]")) el.hidden = !el.dataset.ops.split(" ").includes(op);
+    $("scale").disabled = $("scale-field").hidden;
+    const restore = op === "restore";
+    const scales = m && Array.isArray(m.scales) && m.scales.length ? m.scales : restore ? [1, 2, 3, 4] : [2, 4];
+    // Each op starts on the server's own default scale, not on the one the previous op left behind.
+    const opChanged = $("scale").dataset.op !== op;
+    $("scale").dataset.op = op;
+    const choices = scales.map((s) => ({ value: s, label: `×${s}` }));
+    if (restore) choices.push({ value: "size", label: "height × width…" });
+    const saved = prefs.scale !== undefined && choices.some((c) => String(c.value) === String(prefs.scale));
+    setOptions($("scale"), choices, saved ? prefs.scale : opChanged ? (restore ? 2 : Math.max(...scales)) : undefined);
+    if (restore) fillVaes(m, prefs.vae);
+    onScaleChange();
     const dtypes = m && Array.isArray(m.dtypes) && m.dtypes.length ? m.dtypes : ["f32", "bf16"];
     setOptions($("dtype"), [{ value: "auto", label: "auto" }, ...dtypes.map((d) => ({ value: d, label: d }))],
       prefs.dtype !== undefined ? prefs.dtype : undefined);
     checkFileOp();
     updateSubmit();
+  }
+
+  function onScaleChange() {
+    const bySize = !$("scale-field").hidden && $("scale").value === "size";
+    $("size-field").hidden = !bySize;
+    $("size-help").hidden = !bySize;
+  }
+
+  // The SeedVR2 VAEs, the DiT's own first (the server's default when no `vae` is sent).
+  function fillVaes(dit, preferred) {
+    const vaes = state.models.filter((m) => m.family === SEEDVR2_VAE_FAMILY);
+    const pairs = dit && dit.pairs_with;
+    vaes.sort((a, b) => (b.name === pairs) - (a.name === pairs));
+    const sel = $("vae");
+    sel.disabled = vaes.length === 0;
+    if (!vaes.length) sel.replaceChildren(h("option", { value: "", text: "none installed" }));
+    else setOptions(sel, vaes.map((v) => ({
+      value: v.name,
+      label: `${v.name}${v.name === pairs ? " (default)" : ""}${v.present === false ? " (not installed)" : ""}`,
+      disabled: v.present === false,
+    })), preferred !== undefined ? preferred : pairs || undefined);
+    $("vae-help").textContent = vaes.length ? "" : "Put a SeedVR2 VAE in the models folder's vae/ to restore.";
   }
 
   function checkFileOp() {
@@ -297,7 +341,8 @@
   function updateSubmit() {
     const m = currentModel();
     const busy = !!state.xhr;
-    $("submit").disabled = busy || !state.file || !m || m.present === false;
+    const noVae = $("op").value === "restore" && !$("vae").value;
+    $("submit").disabled = busy || !state.file || !m || m.present === false || noVae;
     $("abort").hidden = !busy;
   }
 
@@ -355,13 +400,23 @@
       $("priority").focus();
       return;
     }
-    savePrefs();
     const op = $("op").value;
+    let opFields = [];
+    try {
+      if (op === "upscale") opFields = [["scale", $("scale").value]];
+      else if (op === "restore") opFields = restoreFields();
+    } catch (e) {
+      showError($("form-error"), e);
+      if (e.field && $("restore-advanced").contains(e.field)) $("restore-advanced").open = true;
+      if (e.field) e.field.focus();
+      return;
+    }
+    savePrefs();
     const fd = new FormData();
     // Text fields first so a streaming server can validate before reading the file.
     fd.append("op", op);
     fd.append("model", $("model").value);
-    if (op === "upscale") fd.append("scale", $("scale").value);
+    for (const [k, v] of opFields) fd.append(k, v);
     fd.append("priority", String(prio));
     fd.append("dtype", $("dtype").value);
     fd.append("file", state.file, state.file.name);
@@ -424,6 +479,53 @@
     xhr.open("POST", "/v1/jobs");
     xhr.setRequestHeader("Accept", "application/json");
     xhr.send(fd);
+  }
+
+  // A restore field the user left empty is not sent: the server's default applies, and a field it does
+  // not know would be refused. Checks that need no server are made here so the file is not uploaded in vain.
+  function restoreFields() {
+    const fields = [];
+    const dit = currentModel();
+    const vae = $("vae").value;
+    if (vae && !(dit && dit.pairs_with === vae)) fields.push(["vae", vae]);
+    if ($("scale").value === "size") {
+      const height = wholeNumber("height", "Height", 16), width = wholeNumber("width", "Width", 16);
+      if (height === null || width === null) throw fieldError(height === null ? "height" : "width", "Give both height and width.");
+      fields.push(["height", height], ["width", width]);
+    } else {
+      fields.push(["scale", $("scale").value]);
+    }
+    const seed = wholeNumber("seed", "Seed", Number.MIN_SAFE_INTEGER);
+    if (seed !== null) fields.push(["seed", seed]);
+    if ($("color-fix").value) fields.push(["color_fix", $("color-fix").value]);
+    const frames = wholeNumber("batch-frames", "Batch frames", 1);
+    if (frames !== null && (frames - 1) % 4 !== 0) throw fieldError("batch-frames", "Batch frames must be 4n + 1 (1, 5, 9, 13, …).");
+    if (frames !== null) fields.push(["batch_frames", frames]);
+    const overlap = wholeNumber("batch-overlap", "Overlap", 0);
+    const maxOverlap = (frames === null ? 21 : frames) - 1;
+    if (overlap !== null && overlap > maxOverlap) {
+      throw fieldError("batch-overlap", `Overlap must be at most ${maxOverlap} (batch frames − 1).`);
+    }
+    if (overlap !== null) fields.push(["batch_overlap", overlap]);
+    return fields.map(([k, v]) => [k, String(v)]);
+  }
+
+  function fieldError(id, message) {
+    const e = new ApiError(0, "invalid-restore-parameter", message);
+    e.field = $(id);
+    return e;
+  }
+
+  // null when empty; a typed non-number (the input's badInput) is an error, not an empty field.
+  function wholeNumber(id, name, min) {
+    const input = $(id);
+    const raw = input.value.trim();
+    if (raw === "" && !(input.validity && input.validity.badInput)) return null;
+    const n = Number(raw);
+    if (raw === "" || !Number.isSafeInteger(n) || n < min) {
+      throw fieldError(id, `${name} must be a whole number${min > Number.MIN_SAFE_INTEGER ? ` of at least ${min}` : ""}.`);
+    }
+    return n;
   }
 
   // ---------- jobs ----------
@@ -625,6 +727,12 @@
   // so buttons under the pointer are not swapped out on every progress event.
   function titleOf(job) { return (job.input && job.input.file_name) || shortId(job.id); }
 
+  function sizeText(params) {
+    const r = params.restore || {};
+    if (isNum(r.height) && isNum(r.width)) return `${r.width}×${r.height} area`;
+    return params.scale ? `×${params.scale}` : null;
+  }
+
   function buildTop(job) {
     const st = job.status || "unknown";
     const params = job.params || {};
@@ -634,7 +742,7 @@
       h("h3", { class: "job-title", title }, title),
       h("span", { class: "job-meta muted" },
         [job.op, job.model,
-          params.scale ? `×${params.scale}` : null,
+          sizeText(params),
           params.dtype ? params.dtype : null,
           job.priority ? `prio ${job.priority}` : null].filter(Boolean).join(" · ")));
 
@@ -712,12 +820,19 @@
       h("caption", { class: "visually-hidden", text: "Stage timings in seconds" }),
       h("thead", null, h("tr", null, STAGE_KEYS.map((k) => h("th", { scope: "col", text: TIMING_LABELS[k] })))),
       h("tbody", null, h("tr", null, STAGE_KEYS.map((k) => h("td", { class: k === "total" ? "total" : null, text: timingValue(k, tt[k]) })))));
+    const splitKeys = COMPUTE_SPLIT_KEYS.filter((k) => k in tt);
+    const split = splitKeys.length ? h("table", { class: "stages compute-split" },
+      h("caption", { class: "visually-hidden", text: "Compute time by stage, in seconds" }),
+      h("thead", null, h("tr", null, h("td"), splitKeys.map((k) => h("th", { scope: "col", text: TIMING_LABELS[k] })))),
+      h("tbody", null, h("tr", null, h("th", { scope: "row", text: `${TIMING_LABELS.compute}:` }),
+        splitKeys.map((k) => h("td", { text: timingValue(k, tt[k]) }))))) : null;
     const other = [...TIMING_KEYS.filter((k) => !STAGE_KEYS.includes(k)),
-      ...Object.keys(tt).filter((k) => !TIMING_KEYS.includes(k))];
+      ...Object.keys(tt).filter((k) => !TIMING_KEYS.includes(k) && !COMPUTE_SPLIT_KEYS.includes(k))];
     const table = h("div", { class: "timings" },
-      h("div", { class: "scroll-x" }, stages),
+      h("div", { class: "scroll-x" }, stages, split),
       kvTable("Other timings", other.map((k) => [TIMING_LABELS[k] || k, timingValue(k, tt[k])])));
-    const bits = [isNum(tt.total) ? `${fmtSec(tt.total)} total` : null, isNum(tt.fps) ? `${tt.fps.toFixed(2)} fps` : null].filter(Boolean);
+    const bits = [isNum(tt.total) ? `${fmtSec(tt.total)} total` : null, isNum(tt.dit) ? `DiT ${fmtSec(tt.dit)}` : null,
+      isNum(tt.fps) ? `${tt.fps.toFixed(2)} fps` : null].filter(Boolean);
     return { key: "timings", summary: `Timings${bits.length ? ` — ${bits.join(" · ")}` : ""}`, table };
   }
 
@@ -730,14 +845,39 @@
     return parts.length ? parts.join(" · ") : null;
   }
 
+  const PLAN_LABELS = {
+    tile: "Tile", overlap: "Overlap", chunk_frames: "Chunk frames", notes: "Notes",
+    batches: "Batches", output: "Output", resize: "Resized to", frames: "Frames", seed: "Seed", color_fix: "Colour fix",
+    dit: "DiT", latent_grid: "Latent grid", spatial_tiles: "Spatial tiles",
+  };
+  // Restore plans say how the frames were batched and sized; their batch_frames/overlap go in the Batches row.
+  const PLAN_ORDER = ["tile", "overlap", "chunk_frames", "batches", "output", "resize", "frames", "seed", "color_fix", "dit", "notes"];
+  const PLAN_FOLDED = ["fallbacks", "row_split", "batch_frames", "batch_overlap"];
+
+  const hwText = (hw) => (Array.isArray(hw) && hw.length === 2 ? `${hw[1]}×${hw[0]}` : null);
+
+  function planValue(k, v, pl) {
+    if (v === null || v === undefined) return DASH;
+    if ((k === "tile" || k === "overlap") && isNum(v)) return `${v} px`;
+    if (k === "batches" && isNum(v)) {
+      const of = isNum(pl.batch_frames) ? ` of ≤ ${pl.batch_frames} frames` : "";
+      return `${v}${of}${isNum(pl.batch_overlap) ? `, ${pl.batch_overlap} shared between batches` : ""}`;
+    }
+    if ((k === "output" || k === "resize") && hwText(v)) return `${hwText(v)} px`;
+    if (k === "latent_grid" && Array.isArray(v)) return v.join(" × ");
+    if (k === "dit" && typeof v === "object") {
+      return [v.variant ? String(v.variant).toUpperCase() : null, isNum(v.blocks) ? `${v.blocks} blocks` : null,
+        isNum(v.dim) ? `width ${v.dim}` : null].filter(Boolean).join(" · ") || JSON.stringify(v);
+    }
+    return typeof v === "object" ? JSON.stringify(v) : String(v);
+  }
+
   function planBlock(job) {
     const pl = job.plan;
     if (!pl || typeof pl !== "object") return null;
-    const order = ["tile", "overlap", "chunk_frames", "notes"];
-    const labels = { tile: "Tile", overlap: "Overlap", chunk_frames: "Chunk frames", notes: "Notes" };
+    const restore = "batches" in pl;
     // Out-of-memory retries change how the job ran, so they come first and are counted in the summary;
     // when there were none they are left out rather than shown as an empty list.
-    const special = ["fallbacks", "row_split"];
     const fallbacks = Array.isArray(pl.fallbacks) ? pl.fallbacks : [];
     const rowSplit = rowSplitText(pl.row_split);
     const rows = [];
@@ -745,20 +885,19 @@
       rows.push(["Out-of-memory fallbacks", h("ol", { class: "fallbacks" }, fallbacks.map((f) => h("li", { text: String(f) })))]);
     }
     if (rowSplit) rows.push(["Row split", `convolutions in ${rowSplit}`]);
-    const keys = [...order.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !order.includes(k) && !special.includes(k))];
-    rows.push(...keys.map((k) => {
-      const v = pl[k];
-      let s = v === null || v === undefined ? DASH : typeof v === "object" ? JSON.stringify(v) : String(v);
-      if ((k === "tile" || k === "overlap") && isNum(v)) s = `${v} px`;
-      return [labels[k] || k, s];
-    }));
+    const folded = restore ? PLAN_FOLDED : PLAN_FOLDED.slice(0, 2);
+    const keys = [...PLAN_ORDER.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !PLAN_ORDER.includes(k) && !folded.includes(k))]
+      .filter((k) => !(restore && pl[k] === null)); // a restore plan's null means "not used" (e.g. no spatial tiles)
+    rows.push(...keys.map((k) => [PLAN_LABELS[k] || k, planValue(k, pl[k], pl)]));
     const bits = [
       isNum(pl.tile) ? `${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : null,
+      restore && isNum(pl.batches) ? `${pl.batches} batch${pl.batches === 1 ? "" : "es"}` : null,
+      restore && hwText(pl.output) ? `${hwText(pl.output)} out` : null,
       fallbacks.length ? `${fallbacks.length} out-of-memory fallback${fallbacks.length === 1 ? "" : "s"}` : null,
       rowSplit ? "row-split convolutions" : null,
     ].filter(Boolean);
-    const summary = `Tile plan${bits.length ? ` — ${bits.join(" · ")}` : ""}`;
-    return { key: "plan", summary, table: kvTable("Tile plan", rows) };
+    const title = restore ? "Restore plan" : "Tile plan";
+    return { key: "plan", summary: `${title}${bits.length ? ` — ${bits.join(" · ")}` : ""}`, table: kvTable(title, rows) };
   }
 
   function metricsBlock(job) {
@@ -877,7 +1016,14 @@
     $("abort").addEventListener("click", () => { if (state.xhr) state.xhr.abort(); });
     $("op").addEventListener("change", () => { onOpChange(); savePrefs(); });
     $("model").addEventListener("change", () => { onModelChange(); savePrefs(); });
-    for (const id of ["scale", "dtype", "priority"]) $(id).addEventListener("change", savePrefs);
+    $("scale").addEventListener("change", onScaleChange);
+    $("vae").addEventListener("change", updateSubmit);
+    // The server's default overlap depends on the batch size (4 above 8 frames, else none).
+    $("batch-frames").addEventListener("input", (e) => {
+      const frames = Number(e.target.value);
+      $("batch-overlap").placeholder = frames > 0 && frames <= 8 ? "0" : "4";
+    });
+    for (const id of ["scale", "dtype", "priority", "color-fix"]) $(id).addEventListener("change", savePrefs);
     $("status-filter").addEventListener("change", (e) => {
       state.filter = e.target.value;
       state.loaded = PAGE;
