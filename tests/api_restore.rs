@@ -3,26 +3,10 @@
 //! checkpoint and the shipped text embeddings, `vae/` with the SeedVR2 VAE.
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use serde_json::Value;
-
-const DIT_REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/seedvr2_dit");
-const VAE_WEIGHTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/seedvr2/small_weights.safetensors");
-
-fn models_dir(root: &Path) -> PathBuf {
-    let dir = root.join("models");
-    for sub in ["dit", "vae"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    let reference = Path::new(DIT_REFERENCE);
-    std::fs::copy(reference.join("small_3b_weights.safetensors"), dir.join("dit/seedvr2-3b-small.safetensors")).unwrap();
-    std::fs::copy(reference.join("small_7b_weights.safetensors"), dir.join("dit/seedvr2-7b-small.safetensors")).unwrap();
-    std::fs::copy(reference.join("text_embeds.safetensors"), dir.join("dit/text_embeds.safetensors")).unwrap();
-    std::fs::copy(VAE_WEIGHTS, dir.join("vae/seedvr2-vae-small.safetensors")).unwrap();
-    dir
-}
 
 /// Per-channel means of each frame of packed RGB, in [0, 1].
 fn frame_means(rgb: &[u8], width: usize, height: usize) -> Vec<[f64; 3]> {
@@ -42,7 +26,7 @@ fn frame_means(rgb: &[u8], width: usize, height: usize) -> Vec<[f64; 3]> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clip_is_restored_with_its_timings_plan_and_audio() {
     let dir = tempfile::tempdir().unwrap();
-    let models = models_dir(dir.path());
+    let models = models_with_small_seedvr2(dir.path());
     let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
     let client = client();
 
@@ -113,7 +97,7 @@ fn rgb_frames_scaled(clip: &Path, width: u32, height: u32) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
     let dir = tempfile::tempdir().unwrap();
-    let models = models_dir(dir.path());
+    let models = models_with_small_seedvr2(dir.path());
     let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
     let client = client();
     let clip = dir.path().join("clip.mp4");
@@ -153,7 +137,7 @@ async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
 #[test]
 fn run_restores_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
-    let models = models_dir(dir.path());
+    let models = models_with_small_seedvr2(dir.path());
     let safetensors = models.join("dit/text_embeds.safetensors");
     run_python("tests/python/save_pos_emb_pt.py", &[safetensors.as_os_str(), models.join("dit/pos_emb.pt").as_os_str()]);
     std::fs::remove_file(&safetensors).unwrap();

@@ -125,17 +125,7 @@ fn dit_with_bf16_qkv_matches_the_shipped_precision() {
 
 /// `full_keys_<variant>.txt`: every key of the released checkpoint with its shape.
 fn full_checkpoint_shapes(variant: &str) -> Vec<(String, Vec<i64>)> {
-    let path = reference_dir().join(format!("full_keys_{variant}.txt"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
-        .map(|line| {
-            let mut fields = line.split('\t');
-            let key = fields.next().unwrap().to_string();
-            let shape = fields.next().expect("shape column");
-            (key, shape.trim_matches(['[', ']']).split(',').map(|d| d.trim().parse::<i64>().expect("dimension")).collect())
-        })
-        .collect()
+    common::tensors::full_keys(&reference_dir().join(format!("full_keys_{variant}.txt")))
 }
 
 /// The released 3B and 7B layouts load: every key used, configuration detected. The tensors are one zero

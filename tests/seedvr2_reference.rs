@@ -199,17 +199,7 @@ fn bf16_compute_stays_close_to_fp32() {
 
 /// `full_keys.txt`: every key of the released checkpoint with its shape.
 fn full_checkpoint_shapes() -> Vec<(String, Vec<i64>)> {
-    let text = std::fs::read_to_string(reference_path("full_keys.txt")).expect("full_keys.txt readable");
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
-        .map(|line| {
-            let mut fields = line.split('\t');
-            let key = fields.next().unwrap().to_string();
-            let shape = fields.next().expect("shape column");
-            let dims = shape.trim_matches(['[', ']']).split(',').map(|d| d.trim().parse::<i64>().expect("dimension")).collect();
-            (key, dims)
-        })
-        .collect()
+    common::tensors::full_keys(&reference_path("full_keys.txt"))
 }
 
 #[test]

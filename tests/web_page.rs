@@ -31,22 +31,6 @@ async fn page_shows_models_health_and_jobs_from_the_server() {
     assert!(!dom.contains("Out-of-memory fallbacks") && !dom.contains("Row split"), "an empty fallback list is shown:\n{dom}");
 }
 
-const DIT_REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/seedvr2_dit");
-const VAE_WEIGHTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/seedvr2/small_weights.safetensors");
-
-/// A models folder with the small reference SeedVR2 3B DiT (random weights, real structure), the shipped
-/// text embeddings and the small SeedVR2 VAE, laid out as in tests/api_restore.rs.
-fn restore_models_dir(root: &Path) -> PathBuf {
-    let dir = root.join("models");
-    for sub in ["dit", "vae"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    let reference = Path::new(DIT_REFERENCE);
-    std::fs::copy(reference.join("small_3b_weights.safetensors"), dir.join("dit/seedvr2-3b-small.safetensors")).unwrap();
-    std::fs::copy(reference.join("text_embeds.safetensors"), dir.join("dit/text_embeds.safetensors")).unwrap();
-    std::fs::copy(VAE_WEIGHTS, dir.join("vae/seedvr2-vae-small.safetensors")).unwrap();
-    dir
-}
 
 /// Runs the page's own script from a file in `dir` with the network replaced: `fetch` answers with `models`
 /// (a real /v1/models listing), the upload's `send` records its form fields, and `driver` plays the user.
@@ -89,7 +73,7 @@ fn opening_tag<'a>(dom: &'a str, id: &str) -> &'a str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_offers_restore_sends_only_the_filled_fields_and_shows_the_dit_stage() {
     let dir = tempfile::tempdir().unwrap();
-    let models = restore_models_dir(dir.path());
+    let models = models_with_small_seedvr2(dir.path());
     let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
     let client = client();
     let (status, listing) = get_json(&client, &server.url("/v1/models")).await;

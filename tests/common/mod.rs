@@ -99,6 +99,23 @@ pub fn models_with_small_wan21(dir: &Path) -> PathBuf {
     models
 }
 
+/// `dir/models` laid out for `restore` as a user would: the small reference SeedVR2 DiTs (random weights,
+/// real structure) as `seedvr2-3b-small` and `seedvr2-7b-small` with the shipped text embeddings in `dit/`,
+/// and the small SeedVR2 VAE as `seedvr2-vae-small` in `vae/`.
+pub fn models_with_small_seedvr2(dir: &Path) -> PathBuf {
+    let models = dir.join("models");
+    for sub in ["dit", "vae"] {
+        std::fs::create_dir_all(models.join(sub)).unwrap();
+    }
+    let reference = Path::new(REPO).join("../shared/reference");
+    for variant in ["3b", "7b"] {
+        std::fs::copy(reference.join(format!("seedvr2_dit/small_{variant}_weights.safetensors")), models.join(format!("dit/seedvr2-{variant}-small.safetensors"))).unwrap();
+    }
+    std::fs::copy(reference.join("seedvr2_dit/text_embeds.safetensors"), models.join("dit/text_embeds.safetensors")).unwrap();
+    std::fs::copy(reference.join("seedvr2/small_weights.safetensors"), models.join("vae/seedvr2-vae-small.safetensors")).unwrap();
+    models
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(600)).build().unwrap()
 }
