@@ -1,8 +1,9 @@
 //! `vaebox serve` (default), `vaebox run` (one job, no server) and `vaebox bench`.
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -171,6 +172,8 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_env("VAEBOX_LOG").unwrap_or_else(|_| "info,tower_http=warn,sqlx=warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes are for a person at a terminal; in a log file or a pipe they are noise.
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .init();
     // libtorch errors surface as panics carrying a whole C++ backtrace; the executor recovers from
     // them (see executor/mod.rs), so the log gets one line instead of a page.
@@ -233,11 +236,12 @@ async fn run_job(executor: &ExecutorHandle, config: &Config, job: OneJob<'_>) ->
     let (progress, mut progress_rx) = watch::channel(Progress::default());
     let printer = job.show_progress.then(|| {
         tokio::spawn(async move {
+            let mut shown = ProgressDisplay::new();
             while progress_rx.changed().await.is_ok() {
                 let p = progress_rx.borrow_and_update().clone();
-                draw_progress_bar(&p);
+                shown.update(&p);
             }
-            eprintln!();
+            shown.finish();
         })
     });
     let hooks = JobHooks { progress, cancel: Arc::new(AtomicBool::new(false)) };
@@ -248,19 +252,63 @@ async fn run_job(executor: &ExecutorHandle, config: &Config, job: OneJob<'_>) ->
     result.map_err(|e| anyhow::anyhow!("{} ({})", e, e.code()))
 }
 
-fn draw_progress_bar(p: &Progress) {
-    const WIDTH: usize = 30;
-    let filled = (p.fraction * WIDTH as f64).round() as usize;
-    let eta = p.eta_s.map(|s| format!("ETA {s:.0}s")).unwrap_or_default();
-    eprint!(
-        "\r[{}{}] {}/{} {} {:>5.1}% {eta}   ",
-        "#".repeat(filled.min(WIDTH)),
-        " ".repeat(WIDTH - filled.min(WIDTH)),
-        p.done,
-        p.total,
-        p.unit,
-        p.fraction * 100.0
-    );
+/// A plain progress line in a log at most this often (the bar on a terminal redraws freely).
+const PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// `run`'s progress: a bar redrawn in place on a terminal; elsewhere (a pipe, a log file) a line now
+/// and then and the last state, since carriage-return redraws would pile up there.
+enum ProgressDisplay {
+    Bar(indicatif::ProgressBar),
+    Lines { last_logged: Option<Instant>, last: Option<Progress> },
+}
+
+impl ProgressDisplay {
+    fn new() -> ProgressDisplay {
+        if !std::io::stderr().is_terminal() {
+            return ProgressDisplay::Lines { last_logged: None, last: None };
+        }
+        let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+        let style = indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len} {msg}").expect("a valid template").progress_chars("#>-");
+        bar.set_style(style);
+        ProgressDisplay::Bar(bar)
+    }
+
+    fn update(&mut self, p: &Progress) {
+        match self {
+            ProgressDisplay::Bar(bar) => {
+                bar.set_length(p.total);
+                bar.set_message(progress_tail(p));
+                bar.set_position(p.done);
+            }
+            ProgressDisplay::Lines { last_logged, last } => {
+                if last_logged.is_none_or(|at| at.elapsed() >= PROGRESS_LOG_INTERVAL) {
+                    eprintln!("{}/{} {}", p.done, p.total, progress_tail(p));
+                    *last_logged = Some(Instant::now());
+                    *last = None;
+                } else {
+                    *last = Some(p.clone());
+                }
+            }
+        }
+    }
+
+    fn finish(self) {
+        match self {
+            ProgressDisplay::Bar(bar) => {
+                bar.finish();
+                // indicatif leaves the cursor at the end of the bar; what follows starts on its own line.
+                eprintln!();
+            }
+            ProgressDisplay::Lines { last: Some(p), .. } => eprintln!("{}/{} {}", p.done, p.total, progress_tail(&p)),
+            ProgressDisplay::Lines { last: None, .. } => {}
+        }
+    }
+}
+
+/// `frames 42.0% ETA 12s`: the unit, the executor's own fraction and ETA (which know about stages the count does not).
+fn progress_tail(p: &Progress) -> String {
+    let eta = p.eta_s.map(|s| format!(" ETA {s:.0}s")).unwrap_or_default();
+    format!("{} {:.1}%{eta}", p.unit, p.fraction * 100.0)
 }
 
 async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {

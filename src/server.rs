@@ -23,17 +23,17 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let wake = Arc::new(Notify::new());
     let (events, _) = broadcast::channel(1024);
     let cancels = CancelFlags::default();
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Metrics::install()?;
     let state = AppState {
         config: Arc::new(config.clone()),
         store: store.clone(),
         wake: wake.clone(),
         events: events.clone(),
         cancels: cancels.clone(),
-        metrics: metrics.clone(),
+        metrics,
         device: executor.device().to_string(),
     };
-    let scheduler = Scheduler { store, executor, wake, events, cancels, finished: metrics };
+    let scheduler = Scheduler { store, executor, wake, events, cancels };
     tokio::spawn(scheduler.run());
 
     let listener = tokio::net::TcpListener::bind(config.listen_addr()).await?;

@@ -55,6 +55,35 @@ fn run_upscales_a_clip_without_a_server() {
     assert_eq!((probed.width, probed.height, probed.frames), (352, 288, 3));
 }
 
+/// With stderr going to a pipe (a log file, CI), `run` writes plain lines: no carriage-return redraws
+/// of a progress bar and no colour codes in its log lines, yet still the progress and the logs.
+#[test]
+fn run_writes_plain_text_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("in.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let output = dir.path().join("out.mp4");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
+        // `run` logs its media processes at debug: lines whose level and fields a terminal would colour.
+        .env("VAEBOX_LOG", "warn,vaebox=debug")
+        .env_remove("NO_COLOR")
+        .args(["run", "--op", "upscale", "--model", "realesrgan-animevideov3", "--scale", "2", "--input"])
+        .arg(&clip)
+        .arg("--output")
+        .arg(&output)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains('\r'), "a carriage return in piped stderr: {stderr:?}");
+    assert!(!stderr.contains("\x1b["), "an escape sequence in piped stderr: {stderr:?}");
+    assert!(stderr.lines().any(|line| line.contains(" DEBUG ")), "no log line to check: {stderr:?}");
+    assert!(stderr.lines().any(|line| line.starts_with("3/3 frames")), "no final progress line: {stderr:?}");
+}
+
 /// Every flag of `run --help` says what it is for, and the ones with a fixed set of values list them.
 #[test]
 fn run_help_documents_every_flag_with_its_values() {

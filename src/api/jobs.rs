@@ -257,7 +257,7 @@ pub(super) async fn enqueue(app: &AppState, file: upload::TempUpload, job_reques
             return Err(e.into());
         }
     };
-    app.metrics.record_created(bytes, probed.seconds.unwrap_or(0.0));
+    crate::jobs::telemetry::job_created(job.op, bytes);
     app.wake.notify_one();
     let _ = app.events.send(id);
     tracing::info!(%id, op = job.op.as_str(), model = %job.model, bytes, "job queued");

@@ -29,7 +29,7 @@ pub struct AppState {
     pub wake: Arc<Notify>,
     pub events: JobEvents,
     pub cancels: CancelFlags,
-    pub metrics: Arc<metrics::Metrics>,
+    pub metrics: metrics::Metrics,
     pub device: String,
 }
 

@@ -1,5 +1,6 @@
 //! The scheduler: claims the next queued job from the store, hands it to the executor, writes
-//! progress and the outcome back, and announces every change to listeners (SSE, metrics).
+//! progress and the outcome back, and announces every change to listeners (SSE); finished jobs are
+//! reported to `telemetry`.
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,7 +58,6 @@ pub struct Scheduler {
     pub wake: Arc<Notify>,
     pub events: JobEvents,
     pub cancels: CancelFlags,
-    pub finished: Arc<crate::api::metrics::Metrics>,
 }
 
 impl Scheduler {
@@ -100,13 +100,14 @@ impl Scheduler {
         let _ = forwarder.await;
         self.cancels.remove(id);
 
-        self.record_outcome(id, &result, &timings).await;
         let status = match &result {
             Ok(_) => JobStatus::Succeeded,
             Err(ExecError::Cancelled) => JobStatus::Cancelled,
             Err(_) => JobStatus::Failed,
         };
-        self.finished.record_finished(status, &timings);
+        // Before the outcome is stored: whoever sees the job final then finds it in /metrics too.
+        super::telemetry::job_finished(job.op, status, &timings);
+        self.record_outcome(id, &result, &timings).await;
         match &result {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed"),
