@@ -104,7 +104,10 @@ fn run_help_documents_every_flag_with_its_values() {
         }
     }
     let names: Vec<&str> = flags.iter().map(|(name, _)| name.as_str()).collect();
-    for expected in ["--op", "--model", "--input", "--output", "--scale", "--dtype", "--tile", "--normalize", "--config", "--help"] {
+    for expected in [
+        "--op", "--model", "--input", "--output", "--scale", "--dtype", "--tile", "--normalize", "--config", "--help", "--vae", "--height",
+        "--width", "--seed", "--color-fix", "--batch-frames", "--batch-overlap",
+    ] {
         assert!(names.contains(&expected), "{expected} is not in the help:\n{help}");
     }
     for (name, text) in &flags {
@@ -114,12 +117,14 @@ fn run_help_documents_every_flag_with_its_values() {
         assert!(words >= 2, "{name} is not described: `{text}`");
     }
     let text_of = |name: &str| flags.iter().find(|(n, _)| n == name).unwrap().1.clone();
-    assert!(text_of("--op").contains("[possible values: upscale, vae_encode, vae_decode, vae_reconstruct]"), "{}", text_of("--op"));
+    assert!(text_of("--op").contains("[possible values: upscale, vae_encode, vae_decode, vae_reconstruct, restore]"), "{}", text_of("--op"));
     assert!(text_of("--op").contains("[default: upscale]"), "{}", text_of("--op"));
     assert!(text_of("--dtype").contains("[possible values: auto, f32, bf16, f16]"), "{}", text_of("--dtype"));
     assert!(text_of("--model").contains("[default: realesrgan-animevideov3]"), "{}", text_of("--model"));
     assert!(text_of("--scale").contains("2 or 4") && text_of("--scale").contains("[default: 4]"), "{}", text_of("--scale"));
     assert!(text_of("--tile").contains("[default:"), "{}", text_of("--tile"));
+    assert!(text_of("--color-fix").contains("[possible values: wavelet, adain, none]"), "{}", text_of("--color-fix"));
+    assert!(text_of("--batch-frames").contains("4n + 1"), "{}", text_of("--batch-frames"));
 }
 
 /// An output `run` could not write is refused at once, before the input is read or a model loaded.
