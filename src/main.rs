@@ -150,6 +150,8 @@ fn dtype_parser() -> clap::builder::PossibleValuesParser {
 enum BenchCommand {
     /// Our VAE side by side with diffusers (same weights, input, dtype, threads), with speed ratio and GFLOP/s.
     Vae(vaebox::bench::vae::VaeBenchArgs),
+    /// SeedVR2 one-step restoration with a random DiT at a chosen width: s/frame per stage, DiT GFLOP/s against the matmul peak.
+    Restore(vaebox::bench::restore::RestoreBenchArgs),
     /// For a few memory budgets: the plan chosen, peak memory, time, and error against untiled.
     Tiling(vaebox::tiling::bench::TilingBenchArgs),
     /// Upscale a real clip end to end for each dtype; prints model-only fps, end-to-end fps and total/compute.
@@ -197,6 +199,7 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(bench_upscale(&config, BenchUpscale { input, model, dtypes, scale }))
         }
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
+        Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
         Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::tiling::bench::run(&args),
         Command::Calibrate(args) => vaebox::tiling::calibrate::run(&args),
         Command::MeasureRun { spec } => vaebox::tiling::measure::child_main(&spec),

@@ -1,5 +1,8 @@
 //! `vaebox bench …` measurements that need more than the job pipeline: side-by-side runs against the
-//! reference implementations (diffusers, through a Python script) on the same weights and inputs.
+//! reference implementations (diffusers, through a Python script) on the same weights and inputs, and
+//! models with random weights at chosen sizes.
+pub mod peak;
+pub mod restore;
 mod script;
 pub mod seedvr2;
 pub mod vae;

@@ -11,7 +11,7 @@ use super::vae::VaeBenchArgs;
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 
 /// The released checkpoint's tensor names and shapes, one `name<TAB>[shape]<TAB>count` per line.
-fn full_size_tensors(keys: &Path, seed: u64) -> anyhow::Result<Vec<(String, Tensor)>> {
+pub(super) fn full_size_tensors(keys: &Path, seed: u64) -> anyhow::Result<Vec<(String, Tensor)>> {
     let text = std::fs::read_to_string(keys).with_context(|| format!("reading {}", keys.display()))?;
     tch::manual_seed(seed as i64);
     let mut tensors = Vec::new();

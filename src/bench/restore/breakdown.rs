@@ -1,0 +1,349 @@
+//! Where the DiT's time goes, without touching the model: each class of its work run on its own with
+//! the model's shapes, dtype and call pattern, summed over the blocks. Linears and attention kernels
+//! are the FLOP-counted work; the rest mirrors the tensor operations between them (RMS norms in fp32,
+//! modulation and activations; RoPE in fp32; the window gather/concat and the scatter back). Whatever
+//! the full forward takes beyond the sum is reported as unaccounted (allocation, dispatch, overlap).
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tch::{Device, Kind, Tensor};
+
+use super::flops::DitWork;
+use crate::models::seedvr2_dit::config::PATCH;
+use crate::models::seedvr2_dit::window::windows;
+use crate::models::seedvr2_dit::{DitConfig, DitInput, DitVariant, MlpKind, SeedVr2Dit};
+
+pub struct Breakdown {
+    /// Seconds of the whole DiT forward, timed the same way as the parts.
+    pub forward: f64,
+    /// Seconds of every linear map of one forward, each run alone on random inputs of its shape.
+    pub linears: f64,
+    pub linear_flops: f64,
+    /// Seconds of the attention kernels (one SDPA call per window shape per block).
+    pub attention: f64,
+    pub attention_flops: f64,
+    /// RMS norms (block norms and q/k norms, fp32), modulation, gates, residuals and MLP activations.
+    pub pointwise: f64,
+    /// RoPE angles and rotation (fp32) of the video q/k per window shape, and the 3B's text q/k.
+    pub rope: f64,
+    /// Window gather (`index_select`), text concat and transposes, the scatter back (`index_copy_`)
+    /// and the text mean.
+    pub windowing: f64,
+    /// Per class: the best of two timed passes after a warm-up.
+    pub passes: usize,
+    /// Minor page faults of one whole forward (each is a fresh page of a new host allocation).
+    pub forward_page_faults: i64,
+}
+
+impl Breakdown {
+    fn parts(&self) -> [(&'static str, f64); 5] {
+        [("linears", self.linears), ("attention kernels", self.attention), ("norms, modulation, activations", self.pointwise), ("RoPE", self.rope), ("window gather / concat / scatter", self.windowing)]
+    }
+
+    pub fn print(&self, dtype: &str) {
+        let dit_seconds = self.forward;
+        println!("DiT breakdown at {dtype} (each class alone with the model's shapes; best of {} passes each, the forward too):", self.passes);
+        println!("| part | s | % of forward | GFLOP/s |\n|---|---:|---:|---:|");
+        let rate = |flops: f64, s: f64| if flops > 0.0 { format!("{:.0}", flops / 1e9 / s) } else { "".into() };
+        for (name, s) in self.parts() {
+            let flops = match name {
+                "linears" => self.linear_flops,
+                "attention kernels" => self.attention_flops,
+                _ => 0.0,
+            };
+            println!("| {name} | {s:.3} | {:.0}% | {} |", 100.0 * s / dit_seconds, rate(flops, s));
+        }
+        let accounted: f64 = self.parts().iter().map(|(_, s)| s).sum();
+        println!("| whole forward | {dit_seconds:.3} | 100% | {:.0} |", (self.linear_flops + self.attention_flops) / 1e9 / dit_seconds);
+        println!("| unaccounted (forward − sum) | {:.3} | {:.0}% | |", dit_seconds - accounted, 100.0 * (dit_seconds - accounted) / dit_seconds);
+        println!("minor page faults in one forward: {} ({:.0} MiB of fresh pages)", self.forward_page_faults, self.forward_page_faults as f64 * page_size() / (1024.0 * 1024.0));
+    }
+
+    pub fn to_json(&self) -> Value {
+        let accounted: f64 = self.parts().iter().map(|(_, s)| s).sum();
+        json!({
+            "forward_s": self.forward,
+            "forward_minor_page_faults": self.forward_page_faults,
+            "linears_s": self.linears,
+            "linears_gflops_per_s": self.linear_flops / 1e9 / self.linears,
+            "attention_s": self.attention,
+            "attention_gflops_per_s": self.attention_flops / 1e9 / self.attention,
+            "pointwise_s": self.pointwise,
+            "rope_s": self.rope,
+            "windowing_s": self.windowing,
+            "unaccounted_s": self.forward - accounted,
+        })
+    }
+}
+
+const PASSES: usize = 2;
+
+/// Best of `PASSES` timed runs of `work` after one untimed run.
+fn best_of(mut work: impl FnMut()) -> f64 {
+    work();
+    (0..PASSES)
+        .map(|_| {
+            let started = Instant::now();
+            work();
+            started.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// `text`: the `[L, 5120]` text the restore runs used.
+pub fn measure(dit: &SeedVr2Dit, work: &DitWork, latent_grid: [i64; 3], text: &Tensor, seed: i64) -> Breakdown {
+    let _guard = tch::no_grad_guard();
+    let (cfg, kind) = (dit.config(), dit.kind());
+    tch::manual_seed(seed + 7);
+    let vid = Tensor::randn([latent_grid.iter().product::<i64>(), cfg.vid_in_channels], (Kind::Float, Device::Cpu));
+    let input = DitInput { vid: &vid, grid: latent_grid, txt: text, timestep: 1000.0 };
+    let run_forward = || {
+        let _ = dit.forward(&input).expect("the restore runs took the same input");
+    };
+    let forward = best_of(run_forward);
+    let faults_before = minor_page_faults();
+    run_forward();
+    let forward_page_faults = minor_page_faults() - faults_before;
+    let options = (kind, Device::Cpu);
+    let linear_inputs: Vec<(Tensor, Tensor)> = work
+        .linears
+        .iter()
+        .map(|op| (Tensor::randn([op.tokens, op.in_dim], options), Tensor::randn([op.out_dim, op.in_dim], options) * 0.02))
+        .collect();
+    let linears = best_of(|| {
+        for (x, w) in &linear_inputs {
+            let _ = x.linear::<&Tensor>(w, None);
+        }
+    });
+    drop(linear_inputs);
+    let attention_inputs: Vec<[Tensor; 3]> = work
+        .attention
+        .iter()
+        .map(|op| {
+            let qkv = || Tensor::randn([op.windows, op.window_tokens + op.text_len, op.heads, op.head_dim], options).transpose(1, 2);
+            [qkv(), qkv(), qkv()]
+        })
+        .collect();
+    let attention = best_of(|| {
+        for [q, k, v] in &attention_inputs {
+            let _ = Tensor::scaled_dot_product_attention::<Tensor>(q, k, v, None, 0.0, false, None, false);
+        }
+    });
+    drop(attention_inputs);
+    let patched = [latent_grid[0] / PATCH[0], latent_grid[1] / PATCH[1], latent_grid[2] / PATCH[2]];
+    let text_len = work.attention.first().map_or(1, |op| op.text_len);
+    let between = Between::new(cfg, patched, text_len, kind);
+    Breakdown {
+        forward,
+        linears,
+        linear_flops: work.linear_flops(),
+        attention,
+        attention_flops: work.attention_flops(),
+        pointwise: best_of(|| between.pointwise()),
+        rope: best_of(|| between.rope()),
+        windowing: best_of(|| between.windowing()),
+        passes: PASSES,
+        forward_page_faults,
+    }
+}
+
+fn page_size() -> f64 {
+    // SAFETY: sysconf only reads a system constant.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as f64 }
+}
+
+/// This process's minor page faults so far.
+fn minor_page_faults() -> i64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the call to fill.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_minflt
+}
+
+/// Inputs of the operations between the matmuls, at the model's shapes.
+struct Between<'a> {
+    cfg: &'a DitConfig,
+    grid: [i64; 3],
+    text_len: i64,
+    kind: Kind,
+    /// `[tokens, dim]` streams.
+    vid: Tensor,
+    txt: Tensor,
+    /// `[tokens, heads, head_dim]` q (k and v have the same shape).
+    q_vid: Tensor,
+    q_txt: Tensor,
+    /// `[dim]` modulation vectors and the q/k norm weight.
+    vector: Tensor,
+    head_weight: Tensor,
+    /// `[tokens, mlp_hidden]` MLP activations.
+    hidden_vid: Tensor,
+    hidden_txt: Tensor,
+    /// Per block, per window shape: what the model gathers, rotates and scatters.
+    blocks: Vec<Vec<WindowGroup>>,
+}
+
+/// `n` windows of one shape in one block.
+struct WindowGroup {
+    shape: [i64; 3],
+    n: i64,
+    tokens: i64,
+    /// Token indices of the windows, in window order.
+    indices: Tensor,
+    /// Gathered video q `[n, tokens, heads, head_dim]` (the RoPE input).
+    windowed: Tensor,
+    /// An attention output `[n, tokens + text, heads, head_dim]` (the scatter's input).
+    out: Tensor,
+}
+
+impl<'a> Between<'a> {
+    fn new(cfg: &'a DitConfig, grid: [i64; 3], text_len: i64, kind: Kind) -> Self {
+        let options = (kind, Device::Cpu);
+        let n: i64 = grid.iter().product();
+        let (heads, head_dim) = (cfg.heads, cfg.head_dim);
+        let blocks = cfg
+            .windows
+            .iter()
+            .map(|&(count, shifted)| {
+                let plan = windows(grid, count, shifted);
+                groups(grid, count, shifted)
+                    .into_iter()
+                    .map(|(shape, n)| {
+                        let tokens: i64 = shape.iter().product();
+                        let indices: Vec<i64> = plan.iter().filter(|w| w.shape() == shape).flat_map(|w| w.token_indices(grid)).collect();
+                        WindowGroup {
+                            shape,
+                            n,
+                            tokens,
+                            indices: Tensor::from_slice(&indices),
+                            windowed: Tensor::randn([n, tokens, heads, head_dim], options),
+                            out: Tensor::randn([n, heads, tokens + text_len, head_dim], options).transpose(1, 2),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Self {
+            cfg,
+            grid,
+            text_len,
+            kind,
+            vid: Tensor::randn([n, cfg.dim], options),
+            txt: Tensor::randn([text_len, cfg.dim], options),
+            q_vid: Tensor::randn([n, cfg.heads, cfg.head_dim], options),
+            q_txt: Tensor::randn([text_len, cfg.heads, cfg.head_dim], options),
+            vector: Tensor::randn([cfg.dim], options),
+            head_weight: Tensor::randn([cfg.head_dim], options),
+            hidden_vid: Tensor::randn([n, cfg.mlp_hidden], options),
+            hidden_txt: Tensor::randn([text_len, cfg.mlp_hidden], options),
+            blocks,
+        }
+    }
+
+    fn rms(&self, x: &Tensor, weight: Option<&Tensor>) -> Tensor {
+        let x32 = x.to_kind(Kind::Float);
+        let normed = (&x32 * (x32.square().mean_dim(-1, true, Kind::Float) + 1e-5).rsqrt()).to_kind(self.kind);
+        match weight {
+            Some(w) => normed * w,
+            None => normed,
+        }
+    }
+
+    /// Per block and stream: attention-in norm + modulation, q/k norms, gated residual, MLP-in norm +
+    /// modulation, activation, gated residual (the text's last-block update is skipped, as in the model).
+    fn pointwise(&self) {
+        let v = &self.vector;
+        for block in 0..self.cfg.num_blocks {
+            let mut streams = vec![(&self.vid, &self.q_vid, &self.hidden_vid)];
+            let last = block + 1 == self.cfg.num_blocks;
+            streams.push((&self.txt, &self.q_txt, &self.hidden_txt));
+            for (i, (x, q, hidden)) in streams.into_iter().enumerate() {
+                let _attn_in = self.rms(x, None) * v + v;
+                let _q = self.rms(q, Some(&self.head_weight));
+                let _k = self.rms(q, Some(&self.head_weight));
+                if i == 1 && last {
+                    continue;
+                }
+                let x1 = x + x * v;
+                let _mlp_in = self.rms(&x1, None) * v + v;
+                let _activation = match self.cfg.mlp {
+                    MlpKind::SwiGlu => hidden.silu() * hidden,
+                    MlpKind::GeluTanh => hidden.gelu("tanh"),
+                };
+                let _out = &x1 + &x1 * v;
+            }
+        }
+    }
+
+    /// `(cos, sin)` of angles for `tokens` positions, `[tokens, 1, rotated]`, built as the model does.
+    fn rotation(&self, tokens: i64) -> (Tensor, Tensor) {
+        let rotated = self.cfg.rope_channels();
+        let positions = Tensor::arange(tokens, (Kind::Float, Device::Cpu));
+        let freqs = Tensor::ones([rotated / 2], (Kind::Float, Device::Cpu));
+        let angles = (positions.unsqueeze(-1) * freqs.unsqueeze(0)).repeat_interleave_self_int(2, -1, None);
+        (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1))
+    }
+
+    fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
+        let rotated = *cos.size().last().unwrap();
+        let head_dim = *x.size().last().unwrap();
+        let x32 = x.to_kind(Kind::Float);
+        let (head, tail) = (x32.narrow(-1, 0, rotated), x32.narrow(-1, rotated, head_dim - rotated));
+        let mut pairs = head.size();
+        pairs.pop();
+        pairs.extend([rotated / 2, 2]);
+        let split = head.view(pairs.as_slice());
+        let (even, odd) = (split.select(-1, 0), split.select(-1, 1));
+        let half_turn = Tensor::stack(&[odd.neg(), even], -1).view(head.size().as_slice());
+        Tensor::cat(&[&head * cos + half_turn * sin, tail], -1).to_kind(x.kind())
+    }
+
+    fn rope(&self) {
+        for block in &self.blocks {
+            if self.cfg.variant == DitVariant::ThreeB {
+                let rotation = self.rotation(self.text_len);
+                let _ = (Self::rotate(&self.q_txt, &rotation), Self::rotate(&self.q_txt, &rotation));
+            }
+            for group in block {
+                let rotation = self.rotation(group.tokens);
+                let _ = (Self::rotate(&group.windowed, &rotation), Self::rotate(&group.windowed, &rotation));
+            }
+        }
+    }
+
+    fn windowing(&self) {
+        let (heads, head_dim, inner) = (self.cfg.heads, self.cfg.head_dim, self.cfg.heads * self.cfg.head_dim);
+        let options = (self.kind, Device::Cpu);
+        for (block, &(count, shifted)) in self.blocks.iter().zip(&self.cfg.windows) {
+            // The model plans the windows and builds the index tensors in every block.
+            let plan = windows(self.grid, count, shifted);
+            let mut vid_out = Tensor::zeros([self.q_vid.size()[0], inner], options);
+            let mut txt_sum = Tensor::zeros([self.text_len, heads, head_dim], options);
+            for WindowGroup { shape, n, tokens, indices, out, .. } in block {
+                let (n, tokens) = (*n, *tokens);
+                let rebuilt: Vec<i64> = plan.iter().filter(|w| w.shape() == *shape).flat_map(|w| w.token_indices(self.grid)).collect();
+                let _rebuilt = Tensor::from_slice(&rebuilt);
+                let with_text = || {
+                    let windowed = self.q_vid.index_select(0, indices).view([n, tokens, heads, head_dim]);
+                    let text = self.q_txt.unsqueeze(0).expand([n, self.text_len, heads, head_dim], false);
+                    Tensor::cat(&[windowed, text], 1).transpose(1, 2)
+                };
+                let _qkv = [with_text(), with_text(), with_text()];
+                let _ = vid_out.index_copy_(0, indices, &out.narrow(1, 0, tokens).reshape([n * tokens, inner]));
+                txt_sum += out.narrow(1, tokens, self.text_len).sum_dim_intlist(0, false, self.kind);
+            }
+            let _mean = (txt_sum / plan.len() as f64).reshape([self.text_len, inner]);
+        }
+    }
+}
+
+/// Window shapes of one block's plan with their counts.
+fn groups(grid: [i64; 3], count: [i64; 3], shifted: bool) -> Vec<([i64; 3], i64)> {
+    let mut out: Vec<([i64; 3], i64)> = Vec::new();
+    for window in windows(grid, count, shifted) {
+        match out.iter_mut().find(|(shape, _)| *shape == window.shape()) {
+            Some((_, n)) => *n += 1,
+            None => out.push((window.shape(), 1)),
+        }
+    }
+    out
+}
