@@ -127,14 +127,14 @@ impl Block {
         let out = self.attn.forward(&vid_in, &txt_in, layout, cfg);
         record(trace, || format!("blocks.{}.attn.vid", self.index), &out.vid);
         record(trace, || format!("blocks.{}.attn.txt", self.index), &out.txt);
-        let vid = &x.vid + vid_attn.gate(&out.vid);
-        let vid = &vid + vid_mlp.gate(&self.mlp.vid().forward(&vid_mlp.modulate(&norm.forward(&vid))));
+        let vid = vid_attn.gated_add(&x.vid, &out.vid);
+        let vid = vid_mlp.gated_add(&vid, &self.mlp.vid().forward(&vid_mlp.modulate(&norm.forward(&vid))));
         record(trace, || format!("blocks.{}.vid", self.index), &vid);
         if !self.text_continues {
             return Tokens { vid, txt: x.txt };
         }
-        let txt = &x.txt + txt_attn.gate(&out.txt);
-        let txt = &txt + txt_mlp.gate(&self.mlp.txt().forward(&txt_mlp.modulate(&norm.forward(&txt))));
+        let txt = txt_attn.gated_add(&x.txt, &out.txt);
+        let txt = txt_mlp.gated_add(&txt, &self.mlp.txt().forward(&txt_mlp.modulate(&norm.forward(&txt))));
         record(trace, || format!("blocks.{}.txt", self.index), &txt);
         Tokens { vid, txt }
     }

@@ -12,10 +12,12 @@ pub struct Rope {
     freqs: Tensor,
 }
 
-/// `cos` and `sin` of the angles, `[tokens, 1, rotated channels]`, broadcast over heads.
+/// `cos` and `sin` of the angles, `[tokens, 1, rotated channels]`, broadcast over heads; the sines carry
+/// the rotation's signs (`−sin` on even channels, `+sin` on odd), so a pair-swapped copy times them is
+/// the rotated half.
 pub struct Rotation {
     cos: Tensor,
-    sin: Tensor,
+    signed_sin: Tensor,
 }
 
 impl Rope {
@@ -59,7 +61,9 @@ impl Rope {
 
 impl Rotation {
     fn of(angles: &Tensor) -> Self {
-        Self { cos: angles.cos().unsqueeze(1), sin: angles.sin().unsqueeze(1) }
+        let channels = *angles.size().last().expect("angles per channel");
+        let signs = Tensor::from_slice(&[-1f32, 1.0]).to_device(angles.device()).repeat([channels / 2]);
+        Self { cos: angles.cos().unsqueeze(1), signed_sin: (angles.sin() * signs).unsqueeze(1) }
     }
 
     /// `x`: `[..., tokens, heads, head_dim]`; rotates pairs `(2i, 2i+1)` of the leading channels in fp32.
@@ -71,10 +75,10 @@ impl Rotation {
         let mut pairs = head.size();
         pairs.pop();
         pairs.extend([rotated / 2, 2]);
-        let split = head.view(pairs.as_slice());
-        let (even, odd) = (split.select(-1, 0), split.select(-1, 1));
-        let half_turn = Tensor::stack(&[odd.neg(), even], -1).view(head.size().as_slice());
-        let out = &head * &self.cos + half_turn * &self.sin;
+        // (x[2i+1], x[2i]) for each pair; with the signed sines: (−x[2i+1]·sin, x[2i]·sin).
+        let swapped = head.view(pairs.as_slice()).flip([-1]).view(head.size().as_slice());
+        let mut out = &head * &self.cos;
+        let _ = out.addcmul_(&swapped, &self.signed_sin);
         Tensor::cat(&[out, tail], -1).to_kind(x.kind())
     }
 }
