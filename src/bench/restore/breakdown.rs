@@ -1,8 +1,10 @@
 //! Where the DiT's time goes, without touching the model: each class of its work run on its own with
 //! the model's shapes, dtype and call pattern, summed over the blocks. Linears and attention kernels
-//! are the FLOP-counted work; the rest mirrors the tensor operations between them (RMS norms in fp32,
-//! modulation and activations; RoPE in fp32; the window gather/concat and the scatter back). Whatever
-//! the full forward takes beyond the sum is reported as unaccounted (allocation, dispatch, overlap).
+//! are the FLOP-counted work; the rest mirrors the tensor operations between them (fused RMS norms,
+//! `addcmul` modulation and gated residuals, activations; RoPE in fp32; the window gather/concat and
+//! the scatter back) as `src/models/seedvr2_dit/` does them at b4803c5: a change there needs the same
+//! change here. Whatever the whole forward takes beyond the sum is reported as unaccounted (dispatch,
+//! overlap, or this mirror drifting from the model).
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -29,7 +31,7 @@ pub struct Breakdown {
     /// Window gather (`index_select`), text concat and transposes, the scatter back (`index_copy_`)
     /// and the text mean.
     pub windowing: f64,
-    /// Per class: the best of two timed passes after a warm-up.
+    /// Per class: the best of `PASSES` timed passes after a warm-up.
     pub passes: usize,
     /// Minor page faults of one whole forward (each is a fresh page of a new host allocation).
     pub forward_page_faults: i64,
@@ -76,7 +78,7 @@ impl Breakdown {
     }
 }
 
-const PASSES: usize = 2;
+const PASSES: usize = 3;
 
 /// Best of `PASSES` timed runs of `work` after one untimed run.
 fn best_of(mut work: impl FnMut()) -> f64 {
@@ -105,14 +107,17 @@ pub fn measure(dit: &SeedVr2Dit, work: &DitWork, latent_grid: [i64; 3], text: &T
     run_forward();
     let forward_page_faults = minor_page_faults() - faults_before;
     let options = (kind, Device::Cpu);
-    let linear_inputs: Vec<(Tensor, Tensor)> = work
+    let linear_inputs: Vec<(Tensor, Tensor, Option<Tensor>)> = work
         .linears
         .iter()
-        .map(|op| (Tensor::randn([op.tokens, op.in_dim], options), Tensor::randn([op.out_dim, op.in_dim], options) * 0.02))
+        .map(|op| {
+            let bias = op.bias.then(|| Tensor::randn([op.out_dim], options));
+            (Tensor::randn([op.tokens, op.in_dim], options), Tensor::randn([op.out_dim, op.in_dim], options) * 0.02, bias)
+        })
         .collect();
     let linears = best_of(|| {
-        for (x, w) in &linear_inputs {
-            let _ = x.linear::<&Tensor>(w, None);
+        for (x, w, b) in &linear_inputs {
+            let _ = x.linear(w, b.as_ref());
         }
     });
     drop(linear_inputs);
@@ -172,6 +177,9 @@ struct Between<'a> {
     /// `[tokens, heads, head_dim]` q (k and v have the same shape).
     q_vid: Tensor,
     q_txt: Tensor,
+    /// `[tokens, 3, heads, head_dim]`: the q/k norms run on selections of the qkv projection.
+    qkv_vid: Tensor,
+    qkv_txt: Tensor,
     /// `[dim]` modulation vectors and the q/k norm weight.
     vector: Tensor,
     head_weight: Tensor,
@@ -231,6 +239,8 @@ impl<'a> Between<'a> {
             txt: Tensor::randn([text_len, cfg.dim], options),
             q_vid: Tensor::randn([n, cfg.heads, cfg.head_dim], options),
             q_txt: Tensor::randn([text_len, cfg.heads, cfg.head_dim], options),
+            qkv_vid: Tensor::randn([n, 3, cfg.heads, cfg.head_dim], options),
+            qkv_txt: Tensor::randn([text_len, 3, cfg.heads, cfg.head_dim], options),
             vector: Tensor::randn([cfg.dim], options),
             head_weight: Tensor::randn([cfg.head_dim], options),
             hidden_vid: Tensor::randn([n, cfg.mlp_hidden], options),
@@ -239,13 +249,10 @@ impl<'a> Between<'a> {
         }
     }
 
-    fn rms(&self, x: &Tensor, weight: Option<&Tensor>) -> Tensor {
-        let x32 = x.to_kind(Kind::Float);
-        let normed = (&x32 * (x32.square().mean_dim(-1, true, Kind::Float) + 1e-5).rsqrt()).to_kind(self.kind);
-        match weight {
-            Some(w) => normed * w,
-            None => normed,
-        }
+    /// The model's `RmsNorm`: libtorch's fused `rms_norm` (fp32 statistics for bf16 inputs).
+    fn rms(x: &Tensor, weight: Option<&Tensor>) -> Tensor {
+        let dim = *x.size().last().expect("a last dimension");
+        x.rms_norm([dim], weight, 1e-5)
     }
 
     /// Per block and stream: attention-in norm + modulation, q/k norms, gated residual, MLP-in norm +
@@ -253,37 +260,39 @@ impl<'a> Between<'a> {
     fn pointwise(&self) {
         let v = &self.vector;
         for block in 0..self.cfg.num_blocks {
-            let mut streams = vec![(&self.vid, &self.q_vid, &self.hidden_vid)];
             let last = block + 1 == self.cfg.num_blocks;
-            streams.push((&self.txt, &self.q_txt, &self.hidden_txt));
-            for (i, (x, q, hidden)) in streams.into_iter().enumerate() {
-                let _attn_in = self.rms(x, None) * v + v;
-                let _q = self.rms(q, Some(&self.head_weight));
-                let _k = self.rms(q, Some(&self.head_weight));
-                if i == 1 && last {
+            let streams = [(&self.vid, &self.qkv_vid, &self.hidden_vid), (&self.txt, &self.qkv_txt, &self.hidden_txt)];
+            for (stream, (x, qkv, hidden)) in streams.into_iter().enumerate() {
+                // Modulation is `shift.addcmul(x, scale)`, a gated residual `residual.addcmul(x, gate)`.
+                let _attn_in = v.addcmul(&Self::rms(x, None), v);
+                let _q = Self::rms(&qkv.select(1, 0), Some(&self.head_weight));
+                let _k = Self::rms(&qkv.select(1, 1), Some(&self.head_weight));
+                if stream == 1 && last {
                     continue;
                 }
-                let x1 = x + x * v;
-                let _mlp_in = self.rms(&x1, None) * v + v;
+                let x1 = x.addcmul(x, v);
+                let _mlp_in = v.addcmul(&Self::rms(&x1, None), v);
                 let _activation = match self.cfg.mlp {
                     MlpKind::SwiGlu => hidden.silu() * hidden,
                     MlpKind::GeluTanh => hidden.gelu("tanh"),
                 };
-                let _out = &x1 + &x1 * v;
+                let _out = x1.addcmul(&x1, v);
             }
         }
     }
 
-    /// `(cos, sin)` of angles for `tokens` positions, `[tokens, 1, rotated]`, built as the model does.
+    /// `(cos, signed sin)` of angles for `tokens` positions, `[tokens, 1, rotated]`, built as the model does.
     fn rotation(&self, tokens: i64) -> (Tensor, Tensor) {
         let rotated = self.cfg.rope_channels();
         let positions = Tensor::arange(tokens, (Kind::Float, Device::Cpu));
         let freqs = Tensor::ones([rotated / 2], (Kind::Float, Device::Cpu));
         let angles = (positions.unsqueeze(-1) * freqs.unsqueeze(0)).repeat_interleave_self_int(2, -1, None);
-        (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1))
+        let signs = Tensor::from_slice(&[-1f32, 1.0]).repeat([rotated / 2]);
+        (angles.cos().unsqueeze(1), (angles.sin() * signs).unsqueeze(1))
     }
 
-    fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
+    /// The model's `Rotation::apply`: fp32, pair swap by `flip`, `head·cos` plus `swapped·signed_sin` in place.
+    fn rotate(x: &Tensor, (cos, signed_sin): &(Tensor, Tensor)) -> Tensor {
         let rotated = *cos.size().last().unwrap();
         let head_dim = *x.size().last().unwrap();
         let x32 = x.to_kind(Kind::Float);
@@ -291,10 +300,10 @@ impl<'a> Between<'a> {
         let mut pairs = head.size();
         pairs.pop();
         pairs.extend([rotated / 2, 2]);
-        let split = head.view(pairs.as_slice());
-        let (even, odd) = (split.select(-1, 0), split.select(-1, 1));
-        let half_turn = Tensor::stack(&[odd.neg(), even], -1).view(head.size().as_slice());
-        Tensor::cat(&[&head * cos + half_turn * sin, tail], -1).to_kind(x.kind())
+        let swapped = head.view(pairs.as_slice()).flip([-1]).view(head.size().as_slice());
+        let mut out = &head * cos;
+        let _ = out.addcmul_(&swapped, signed_sin);
+        Tensor::cat(&[out, tail], -1).to_kind(x.kind())
     }
 
     fn rope(&self) {

@@ -14,6 +14,7 @@ pub struct LinearOp {
     pub tokens: i64,
     pub in_dim: i64,
     pub out_dim: i64,
+    pub bias: bool,
 }
 
 impl LinearOp {
@@ -55,35 +56,37 @@ impl DitWork {
         let vid: i64 = patched.iter().product();
         let (dim, inner) = (cfg.dim, cfg.heads * cfg.head_dim);
         let mut work = DitWork::default();
-        let mut linear = |name: String, tokens: i64, in_dim: i64, out_dim: i64| work.linears.push(LinearOp { name, tokens, in_dim, out_dim });
-        linear("vid_in".into(), vid, cfg.patch_channels_in(), dim);
-        linear("txt_in".into(), text_len, cfg.txt_in_dim, dim);
-        linear("emb_in.proj_in".into(), 1, TIME_SINUSOID_DIM, cfg.emb_hidden);
-        linear("emb_in.proj_hid".into(), 1, cfg.emb_hidden, cfg.emb_hidden);
-        linear("emb_in.proj_out".into(), 1, cfg.emb_hidden, 6 * dim);
+        let mlp_bias = cfg.mlp == MlpKind::GeluTanh;
+        let mut linear =
+            |name: String, tokens: i64, in_dim: i64, out_dim: i64, bias: bool| work.linears.push(LinearOp { name, tokens, in_dim, out_dim, bias });
+        linear("vid_in".into(), vid, cfg.patch_channels_in(), dim, true);
+        linear("txt_in".into(), text_len, cfg.txt_in_dim, dim, true);
+        linear("emb_in.proj_in".into(), 1, TIME_SINUSOID_DIM, cfg.emb_hidden, true);
+        linear("emb_in.proj_hid".into(), 1, cfg.emb_hidden, cfg.emb_hidden, true);
+        linear("emb_in.proj_out".into(), 1, cfg.emb_hidden, 6 * dim, true);
         for block in 0..cfg.num_blocks {
             // The text after the last block is never read, so the model skips its residual and MLP
             // (its attention output projection still runs).
             let streams: &[(&str, i64)] = if cfg.is_last_block(block) { &[("vid", vid)] } else { &[("vid", vid), ("txt", text_len)] };
             for (s, tokens) in [("vid", vid), ("txt", text_len)] {
-                linear(format!("blocks.{block}.attn.proj_qkv.{s}"), tokens, dim, 3 * inner);
+                linear(format!("blocks.{block}.attn.proj_qkv.{s}"), tokens, dim, 3 * inner, false);
             }
             for (s, tokens) in [("vid", vid), ("txt", text_len)] {
-                linear(format!("blocks.{block}.attn.proj_out.{s}"), tokens, inner, dim);
+                linear(format!("blocks.{block}.attn.proj_out.{s}"), tokens, inner, dim, true);
             }
             for &(s, tokens) in streams {
                 let hidden = cfg.mlp_hidden;
                 match cfg.mlp {
                     MlpKind::SwiGlu => {
-                        linear(format!("blocks.{block}.mlp.{s}.proj_in_gate"), tokens, dim, hidden);
-                        linear(format!("blocks.{block}.mlp.{s}.proj_in"), tokens, dim, hidden);
+                        linear(format!("blocks.{block}.mlp.{s}.proj_in_gate"), tokens, dim, hidden, false);
+                        linear(format!("blocks.{block}.mlp.{s}.proj_in"), tokens, dim, hidden, false);
                     }
-                    MlpKind::GeluTanh => linear(format!("blocks.{block}.mlp.{s}.proj_in"), tokens, dim, hidden),
+                    MlpKind::GeluTanh => linear(format!("blocks.{block}.mlp.{s}.proj_in"), tokens, dim, hidden, true),
                 }
-                linear(format!("blocks.{block}.mlp.{s}.proj_out"), tokens, hidden, dim);
+                linear(format!("blocks.{block}.mlp.{s}.proj_out"), tokens, hidden, dim, mlp_bias);
             }
         }
-        linear("vid_out.proj".into(), vid, dim, cfg.patch_channels_out());
+        linear("vid_out.proj".into(), vid, dim, cfg.patch_channels_out(), true);
         for (block, &(count, shifted)) in cfg.windows.iter().enumerate() {
             let mut by_tokens: BTreeMap<[i64; 3], i64> = BTreeMap::new();
             for window in windows(patched, count, shifted) {
