@@ -54,10 +54,20 @@ impl Mlp {
         })
     }
 
+    /// The activations are the largest tensors of a block; they are changed in place rather than copied.
     fn forward(&self, x: &Tensor) -> Tensor {
         match self {
-            Mlp::SwiGlu { gate, up, down } => down.forward(&(gate.forward(x).silu() * up.forward(x))),
-            Mlp::GeluTanh { up, down } => down.forward(&up.forward(x).gelu("tanh")),
+            Mlp::SwiGlu { gate, up, down } => {
+                let mut hidden = gate.forward(x);
+                let _ = hidden.silu_();
+                hidden *= up.forward(x);
+                down.forward(&hidden)
+            }
+            Mlp::GeluTanh { up, down } => {
+                let mut hidden = up.forward(x);
+                let _ = hidden.gelu_("tanh");
+                down.forward(&hidden)
+            }
         }
     }
 }
