@@ -18,6 +18,7 @@ use tch::{Device, Kind, Tensor};
 pub use flops::{AttentionOp, DitWork, LinearOp};
 pub use layout::{DitShape, TXT_IN_DIM};
 
+use super::peak::matmul_gflops;
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, HostAllocator};
 use crate::models::restore::colorfix::ColorFix;
 use crate::models::restore::one_step::{restore, Noise, RestoreModels, StageSeconds};
@@ -182,7 +183,9 @@ impl Plan {
             bail!("head_dim {} leaves no room for the RoPE channels", shape.head_dim);
         }
         let dtypes = args.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty());
-        let dtypes = dtypes.map(|s| Dtype::parse(s).with_context(|| format!("unknown dtype `{s}` (f32, bf16)"))).collect::<anyhow::Result<Vec<_>>>()?;
+        let dtypes = dtypes
+            .map(|s| Dtype::parse(s).with_context(|| format!("unknown dtype `{s}` (f32, bf16)")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         if dtypes.is_empty() {
             bail!("no dtype given");
         }
@@ -229,7 +232,8 @@ pub fn run(args: &RestoreBenchArgs) -> anyhow::Result<()> {
     let load_before = load_average();
     let peak_budget = Duration::from_secs_f64(args.peak_seconds);
     eprintln!("measuring the matmul peak at {} threads", args.threads);
-    let peak_before: Vec<f64> = plan.dtypes.iter().map(|d| crate::bench::peak::matmul_gflops(d.kind(), args.peak_size, peak_budget)).collect();
+    let measure_peak = |dtype: &Dtype| matmul_gflops(dtype.kind(), args.peak_size, peak_budget);
+    let peak_before: Vec<f64> = plan.dtypes.iter().map(measure_peak).collect();
     // Counted from the loaded model's own configuration (windows included); the same at every dtype.
     let mut work = None;
     let mut rows = Vec::new();
@@ -240,8 +244,7 @@ pub fn run(args: &RestoreBenchArgs) -> anyhow::Result<()> {
     }
     let work = work.expect("at least one dtype");
     // Other load only ever lowers a peak, so the better of two measurements is the fairer one.
-    let peak: Vec<f64> =
-        plan.dtypes.iter().zip(&peak_before).map(|(d, before)| before.max(crate::bench::peak::matmul_gflops(d.kind(), args.peak_size, peak_budget))).collect();
+    let peak: Vec<f64> = plan.dtypes.iter().zip(&peak_before).map(|(d, before)| before.max(measure_peak(d))).collect();
     let load = (load_before, load_average());
     print_report(args, &plan, &work, &rows, &peak, load);
     Ok(())
@@ -287,12 +290,21 @@ fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype) -> anyhow::Re
         let out = run()?;
         peak_growth.push(peak_host_bytes().unwrap_or(0).saturating_sub(before));
         let s = out.seconds;
-        eprintln!("{} run {round}/{}: encode {:.2} s, DiT {:.2} s, decode {:.2} s, colour fix {:.3} s", dtype.name(), args.repeats, s.encode, s.dit, s.decode, s.color_fix);
+        eprintln!(
+            "{} run {round}/{}: encode {:.2} s, DiT {:.2} s, decode {:.2} s, colour fix {:.3} s",
+            dtype.name(),
+            args.repeats,
+            s.encode,
+            s.dit,
+            s.decode,
+            s.color_fix
+        );
         runs.push(s);
     }
     let breakdown = if args.breakdown {
         eprintln!("{}: per-op breakdown of the DiT", dtype.name());
-        Some(breakdown::measure(&dit, &work, plan.latent_grid, &text, args.seed as i64))
+        let bounded = args.allocator == HostAllocator::Bounded && std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none();
+        Some(breakdown::measure(&dit, &work, plan.latent_grid, &text, args.seed as i64, bounded))
     } else {
         None
     };

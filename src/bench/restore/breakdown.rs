@@ -1,8 +1,8 @@
 //! Where the DiT's time goes, without touching the model: each class of its work run on its own with
 //! the model's shapes, dtype and call pattern, summed over the blocks. Linears and attention kernels
 //! are the FLOP-counted work; the rest mirrors the tensor operations between them (fused RMS norms,
-//! `addcmul` modulation and gated residuals, activations; RoPE in fp32; the window gather/concat and
-//! the scatter back) as `src/models/seedvr2_dit/` does them at b4803c5: a change there needs the same
+//! `addcmul` modulation and gated residuals, in-place activations; RoPE in fp32; the window gather/concat and
+//! the scatter back) as `src/models/seedvr2_dit/` does them at 7dba0f4: a change there needs the same
 //! change here. Whatever the whole forward takes beyond the sum is reported as unaccounted (dispatch,
 //! overlap, or this mirror drifting from the model).
 use std::time::Instant;
@@ -35,11 +35,24 @@ pub struct Breakdown {
     pub passes: usize,
     /// Minor page faults of one whole forward (each is a fresh page of a new host allocation).
     pub forward_page_faults: i64,
+    /// Under the bounded allocator: the whole forward (best of `PASSES`) and its page faults with the
+    /// mmap threshold raised to [`LARGE_MMAP_THRESHOLD`] for the call, then set back and the heap
+    /// trimmed (the trim timed too).
+    pub large_threshold: Option<(f64, i64)>,
 }
+
+/// The mmap threshold tried for the DiT call under the bounded allocator.
+pub const LARGE_MMAP_THRESHOLD: usize = 32 << 20;
 
 impl Breakdown {
     fn parts(&self) -> [(&'static str, f64); 5] {
-        [("linears", self.linears), ("attention kernels", self.attention), ("norms, modulation, activations", self.pointwise), ("RoPE", self.rope), ("window gather / concat / scatter", self.windowing)]
+        [
+            ("linears", self.linears),
+            ("attention kernels", self.attention),
+            ("norms, modulation, activations", self.pointwise),
+            ("RoPE", self.rope),
+            ("window gather / concat / scatter", self.windowing),
+        ]
     }
 
     pub fn print(&self, dtype: &str) {
@@ -57,8 +70,17 @@ impl Breakdown {
         }
         let accounted: f64 = self.parts().iter().map(|(_, s)| s).sum();
         println!("| whole forward | {dit_seconds:.3} | 100% | {:.0} |", (self.linear_flops + self.attention_flops) / 1e9 / dit_seconds);
-        println!("| unaccounted (forward − sum) | {:.3} | {:.0}% | |", dit_seconds - accounted, 100.0 * (dit_seconds - accounted) / dit_seconds);
-        println!("minor page faults in one forward: {} ({:.0} MiB of fresh pages)", self.forward_page_faults, self.forward_page_faults as f64 * page_size() / (1024.0 * 1024.0));
+        let rest = dit_seconds - accounted;
+        println!("| unaccounted (forward − sum) | {rest:.3} | {:.0}% | |", 100.0 * rest / dit_seconds);
+        let fresh_mib = self.forward_page_faults as f64 * page_size() / (1024.0 * 1024.0);
+        println!("minor page faults in one forward: {} ({fresh_mib:.0} MiB of fresh pages)", self.forward_page_faults);
+        if let Some((seconds, faults)) = self.large_threshold {
+            let rate = (self.linear_flops + self.attention_flops) / 1e9 / seconds;
+            println!(
+                "with the mmap threshold at {} MiB during the forward: {seconds:.3} s ({rate:.0} GFLOP/s), {faults} minor page faults",
+                LARGE_MMAP_THRESHOLD >> 20
+            );
+        }
     }
 
     pub fn to_json(&self) -> Value {
@@ -66,6 +88,7 @@ impl Breakdown {
         json!({
             "forward_s": self.forward,
             "forward_minor_page_faults": self.forward_page_faults,
+            "large_mmap_threshold_forward": self.large_threshold.map(|(s, faults)| json!({"seconds": s, "minor_page_faults": faults})),
             "linears_s": self.linears,
             "linears_gflops_per_s": self.linear_flops / 1e9 / self.linears,
             "attention_s": self.attention,
@@ -92,8 +115,8 @@ fn best_of(mut work: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// `text`: the `[L, 5120]` text the restore runs used.
-pub fn measure(dit: &SeedVr2Dit, work: &DitWork, latent_grid: [i64; 3], text: &Tensor, seed: i64) -> Breakdown {
+/// `text`: the `[L, 5120]` text the restore runs used; `bounded`: the bounded host allocator is active.
+pub fn measure(dit: &SeedVr2Dit, work: &DitWork, latent_grid: [i64; 3], text: &Tensor, seed: i64, bounded: bool) -> Breakdown {
     let _guard = tch::no_grad_guard();
     let (cfg, kind) = (dit.config(), dit.kind());
     tch::manual_seed(seed + 7);
@@ -106,6 +129,21 @@ pub fn measure(dit: &SeedVr2Dit, work: &DitWork, latent_grid: [i64; 3], text: &T
     let faults_before = minor_page_faults();
     run_forward();
     let forward_page_faults = minor_page_faults() - faults_before;
+    // As a job would do it: the threshold raised for the one call, then set back and the heap trimmed,
+    // so every call starts from a trimmed heap and pays for growing it.
+    let with_large_threshold = || {
+        set_mmap_threshold(LARGE_MMAP_THRESHOLD);
+        run_forward();
+        set_mmap_threshold(crate::device::BOUNDED_MMAP_THRESHOLD);
+        // SAFETY: returns free heap pages to the system; no pointers are involved.
+        unsafe { libc::malloc_trim(0) };
+    };
+    let large_threshold = bounded.then(|| {
+        let seconds = best_of(with_large_threshold);
+        let faults_before = minor_page_faults();
+        with_large_threshold();
+        (seconds, minor_page_faults() - faults_before)
+    });
     let options = (kind, Device::Cpu);
     let linear_inputs: Vec<(Tensor, Tensor, Option<Tensor>)> = work
         .linears
@@ -149,7 +187,13 @@ pub fn measure(dit: &SeedVr2Dit, work: &DitWork, latent_grid: [i64; 3], text: &T
         windowing: best_of(|| between.windowing()),
         passes: PASSES,
         forward_page_faults,
+        large_threshold,
     }
+}
+
+fn set_mmap_threshold(bytes: usize) {
+    // SAFETY: mallopt only changes glibc's allocation policy for later allocations.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes as libc::c_int) };
 }
 
 fn page_size() -> f64 {
@@ -183,9 +227,10 @@ struct Between<'a> {
     /// `[dim]` modulation vectors and the q/k norm weight.
     vector: Tensor,
     head_weight: Tensor,
-    /// `[tokens, mlp_hidden]` MLP activations.
-    hidden_vid: Tensor,
-    hidden_txt: Tensor,
+    /// `[tokens, mlp_hidden]` MLP activations, one pair (video, text) per block since the model
+    /// changes them in place (a few passes keep them far from denormals), and the SwiGLU's up half.
+    hidden: Vec<[Tensor; 2]>,
+    up: [Tensor; 2],
     /// Per block, per window shape: what the model gathers, rotates and scatters.
     blocks: Vec<Vec<WindowGroup>>,
 }
@@ -243,8 +288,10 @@ impl<'a> Between<'a> {
             qkv_txt: Tensor::randn([text_len, 3, cfg.heads, cfg.head_dim], options),
             vector: Tensor::randn([cfg.dim], options),
             head_weight: Tensor::randn([cfg.head_dim], options),
-            hidden_vid: Tensor::randn([n, cfg.mlp_hidden], options),
-            hidden_txt: Tensor::randn([text_len, cfg.mlp_hidden], options),
+            hidden: (0..cfg.num_blocks)
+                .map(|_| [Tensor::randn([n, cfg.mlp_hidden], options), Tensor::randn([text_len, cfg.mlp_hidden], options)])
+                .collect(),
+            up: [Tensor::randn([n, cfg.mlp_hidden], options), Tensor::randn([text_len, cfg.mlp_hidden], options)],
             blocks,
         }
     }
@@ -261,8 +308,8 @@ impl<'a> Between<'a> {
         let v = &self.vector;
         for block in 0..self.cfg.num_blocks {
             let last = block + 1 == self.cfg.num_blocks;
-            let streams = [(&self.vid, &self.qkv_vid, &self.hidden_vid), (&self.txt, &self.qkv_txt, &self.hidden_txt)];
-            for (stream, (x, qkv, hidden)) in streams.into_iter().enumerate() {
+            let streams = [(&self.vid, &self.qkv_vid), (&self.txt, &self.qkv_txt)];
+            for (stream, (x, qkv)) in streams.into_iter().enumerate() {
                 // Modulation is `shift.addcmul(x, scale)`, a gated residual `residual.addcmul(x, gate)`.
                 let _attn_in = v.addcmul(&Self::rms(x, None), v);
                 let _q = Self::rms(&qkv.select(1, 0), Some(&self.head_weight));
@@ -272,10 +319,17 @@ impl<'a> Between<'a> {
                 }
                 let x1 = x.addcmul(x, v);
                 let _mlp_in = v.addcmul(&Self::rms(&x1, None), v);
-                let _activation = match self.cfg.mlp {
-                    MlpKind::SwiGlu => hidden.silu() * hidden,
-                    MlpKind::GeluTanh => hidden.gelu("tanh"),
-                };
+                // In place, as the model does.
+                let mut hidden = self.hidden[block as usize][stream].shallow_clone();
+                match self.cfg.mlp {
+                    MlpKind::SwiGlu => {
+                        let _ = hidden.silu_();
+                        hidden *= &self.up[stream];
+                    }
+                    MlpKind::GeluTanh => {
+                        let _ = hidden.gelu_("tanh");
+                    }
+                }
                 let _out = x1.addcmul(&x1, v);
             }
         }

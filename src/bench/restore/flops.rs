@@ -57,8 +57,9 @@ impl DitWork {
         let (dim, inner) = (cfg.dim, cfg.heads * cfg.head_dim);
         let mut work = DitWork::default();
         let mlp_bias = cfg.mlp == MlpKind::GeluTanh;
-        let mut linear =
-            |name: String, tokens: i64, in_dim: i64, out_dim: i64, bias: bool| work.linears.push(LinearOp { name, tokens, in_dim, out_dim, bias });
+        let mut linear = |name: String, tokens: i64, in_dim: i64, out_dim: i64, bias: bool| {
+            work.linears.push(LinearOp { name, tokens, in_dim, out_dim, bias });
+        };
         linear("vid_in".into(), vid, cfg.patch_channels_in(), dim, true);
         linear("txt_in".into(), text_len, cfg.txt_in_dim, dim, true);
         linear("emb_in.proj_in".into(), 1, TIME_SINUSOID_DIM, cfg.emb_hidden, true);

@@ -189,18 +189,16 @@ mod tests {
     #[test]
     fn small_layouts_match_the_small_reference_weights() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/seedvr2_dit");
-        let cases = [
-            ("small_3b_weights.safetensors", DitShape { variant: DitVariant::ThreeB, dim: 64, heads: 2, head_dim: 32, blocks: 4, mm_layers: 2 }),
-            ("small_7b_weights.safetensors", DitShape { variant: DitVariant::SevenB, dim: 64, heads: 2, head_dim: 32, blocks: 3, mm_layers: 3 }),
-        ];
+        let small = |variant, blocks, mm_layers| DitShape { variant, dim: 64, heads: 2, head_dim: 32, blocks, mm_layers };
+        let cases = [("small_3b_weights.safetensors", small(DitVariant::ThreeB, 4, 2)), ("small_7b_weights.safetensors", small(DitVariant::SevenB, 3, 3))];
         for (file, shape) in cases {
-            let stored = Tensor::read_safetensors(dir.join(file)).unwrap();
-            let mut stored: Vec<(String, Vec<i64>)> = stored.iter().map(|(n, t)| (n.clone(), t.size())).collect();
+            let tensors = Tensor::read_safetensors(dir.join(file)).unwrap();
+            let mut stored: Vec<(String, Vec<i64>)> = tensors.iter().map(|(n, t)| (n.clone(), t.size())).collect();
             let mut ours = shape.tensor_layout();
             stored.sort();
             ours.sort();
             assert_eq!(ours, stored, "{file}");
-            let freqs = Tensor::read_safetensors(dir.join(file)).unwrap().into_iter().find(|(n, _)| n == "blocks.0.attn.rope.rope.freqs").unwrap().1;
+            let freqs = &tensors.iter().find(|(n, _)| n == "blocks.0.attn.rope.rope.freqs").unwrap().1;
             let ours = Tensor::from_slice(&shape.rope_freqs());
             assert!((freqs - ours).abs().max().double_value(&[]) < 1e-5, "{file}: rope frequencies");
         }
@@ -214,7 +212,8 @@ mod tests {
             DitShape { variant: DitVariant::ThreeB, dim: 64, heads: 2, head_dim: 32, blocks: 3, mm_layers: 1 },
             DitShape { variant: DitVariant::SevenB, dim: 64, heads: 2, head_dim: 32, blocks: 2, mm_layers: 2 },
         ] {
-            let dit = SeedVr2Dit::from_tensors(std::path::Path::new("random"), shape.random_tensors(0), None, &DitLoadOptions::default()).unwrap();
+            let source = std::path::Path::new("random");
+            let dit = SeedVr2Dit::from_tensors(source, shape.random_tensors(0), None, &DitLoadOptions::default()).unwrap();
             let cfg = dit.config();
             assert_eq!((cfg.variant, cfg.dim, cfg.heads, cfg.head_dim, cfg.num_blocks), (shape.variant, 64, 2, 32, shape.blocks));
             assert_eq!((cfg.mlp_hidden, cfg.rope_freqs), (shape.mlp_hidden(), shape.rope_freqs().len() as i64));
