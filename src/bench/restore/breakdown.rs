@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use serde_json::{json, Value};
+use crate::models::seedvr2_dit::rope::Rotation;
 use tch::{Device, Kind, Tensor};
 
 use super::flops::DitWork;
@@ -335,29 +336,17 @@ impl<'a> Between<'a> {
         }
     }
 
-    /// `(cos, signed sin)` of angles for `tokens` positions, `[tokens, 1, rotated]`, built as the model does.
-    fn rotation(&self, tokens: i64) -> (Tensor, Tensor) {
+    /// The rotation of `tokens` positions, built by the model's own `Rotation`.
+    fn rotation(&self, tokens: i64) -> Rotation {
         let rotated = self.cfg.rope_channels();
         let positions = Tensor::arange(tokens, (Kind::Float, Device::Cpu));
         let freqs = Tensor::ones([rotated / 2], (Kind::Float, Device::Cpu));
-        let angles = (positions.unsqueeze(-1) * freqs.unsqueeze(0)).repeat_interleave_self_int(2, -1, None);
-        let signs = Tensor::from_slice(&[-1f32, 1.0]).repeat([rotated / 2]);
-        (angles.cos().unsqueeze(1), (angles.sin() * signs).unsqueeze(1))
+        Rotation::of(&(positions.unsqueeze(-1) * freqs.unsqueeze(0)).repeat_interleave_self_int(2, -1, None))
     }
 
-    /// The model's `Rotation::apply`: fp32, pair swap by `flip`, `head·cos` plus `swapped·signed_sin` in place.
-    fn rotate(x: &Tensor, (cos, signed_sin): &(Tensor, Tensor)) -> Tensor {
-        let rotated = *cos.size().last().unwrap();
-        let head_dim = *x.size().last().unwrap();
-        let x32 = x.to_kind(Kind::Float);
-        let (head, tail) = (x32.narrow(-1, 0, rotated), x32.narrow(-1, rotated, head_dim - rotated));
-        let mut pairs = head.size();
-        pairs.pop();
-        pairs.extend([rotated / 2, 2]);
-        let swapped = head.view(pairs.as_slice()).flip([-1]).view(head.size().as_slice());
-        let mut out = &head * cos;
-        let _ = out.addcmul_(&swapped, signed_sin);
-        Tensor::cat(&[out, tail], -1).to_kind(x.kind())
+    /// The model's own `Rotation::apply`.
+    fn rotate(x: &Tensor, rotation: &Rotation) -> Tensor {
+        rotation.apply(x)
     }
 
     fn rope(&self) {

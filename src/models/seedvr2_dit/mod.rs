@@ -6,7 +6,7 @@ pub mod config;
 mod embed;
 mod layers;
 mod model;
-mod rope;
+pub mod rope;
 pub mod window;
 
 pub use config::{DitConfig, DitVariant, MlpKind};

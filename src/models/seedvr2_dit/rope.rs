@@ -60,7 +60,8 @@ impl Rope {
 }
 
 impl Rotation {
-    fn of(angles: &Tensor) -> Self {
+    /// From angles `[tokens, rotated channels]` (each repeated for its pair).
+    pub fn of(angles: &Tensor) -> Self {
         let channels = *angles.size().last().expect("angles per channel");
         let signs = Tensor::from_slice(&[-1f32, 1.0]).to_device(angles.device()).repeat([channels / 2]);
         Self { cos: angles.cos().unsqueeze(1), signed_sin: (angles.sin() * signs).unsqueeze(1) }
