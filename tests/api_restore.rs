@@ -80,6 +80,21 @@ async fn a_clip_is_restored_with_its_timings_plan_and_audio() {
     assert_eq!((job["plan"]["batch_frames"].as_i64(), job["plan"]["batches"].as_i64()), (Some(1), Some(7)), "{}", job["plan"]);
     assert_eq!((memory["budget_bytes"].as_u64(), memory["fits"].as_bool()), (Some(1 << 20), Some(false)), "{memory}");
     assert!(memory["estimated_batch_bytes"]["dit_bytes"].as_f64().unwrap() > 0.0, "{memory}");
+    assert!(job["plan"]["vae"]["decode"]["spatial"].is_object(), "the VAE tiles frames it cannot hold: {}", job["plan"]);
+
+    // A budget that the DiT fits but one VAE push of whole frames does not: the VAE stages stream in
+    // spatial tiles (decode tile by tile over the batch) and the colour still holds.
+    let query = "op=restore&model=seedvr2-3b-small&height=96&width=112&batch_frames=5&batch_overlap=2&seed=7&memory_budget_mib=20&filename=clip.mp4";
+    let tiled = run_job(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    let vae = &tiled["plan"]["vae"];
+    assert!(vae["encode"]["spatial"].is_object() && vae["decode"]["spatial"].is_object(), "{vae}");
+    assert_eq!((vae["decode"]["tile_major"].as_bool(), tiled["plan"]["batch_frames"].as_i64()), (Some(true), Some(5)), "{}", tiled["plan"]);
+    assert_eq!(tiled["plan"]["spatial_tiles"], vae["decode"]["spatial"]);
+    let tiled_rgb = rgb_frames(&fetch(&client, &server, &tiled).await, &dir.path().join("decode.mp4"));
+    for (i, (a, b)) in input_means.iter().zip(&frame_means(&tiled_rgb, 112, 80)).enumerate() {
+        let worst = (0..3).map(|c| (a[c] - b[c]).abs()).fold(0.0, f64::max);
+        assert!(worst < 0.03, "tiled VAE, frame {i}: mean colour moved by {worst:.3}");
+    }
 }
 
 /// The input frames resized and cropped like the job's (scale to cover, centre crop), as ffmpeg does it.

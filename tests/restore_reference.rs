@@ -12,7 +12,11 @@ use common::tensors::{max_abs_diff, read_tensor_map};
 use serde_json::Value;
 use tch::{Kind, Tensor};
 use vaebox::models::restore::colorfix::{adain, to_u8_thwc, wavelet_reconstruction, ColorFix};
-use vaebox::models::restore::one_step::{restore, Noise, RestoreModels};
+use tch::Device;
+use vaebox::executor::restore::vae::{StreamSettings, StreamedVae};
+use vaebox::models::restore::one_step::{restore, BatchVae, Noise, RestoreModels, RestoreStep, WholeBatches};
+use vaebox::models::vae::VideoVae;
+use vaebox::tiling::planner::Plan;
 use vaebox::models::restore::prepare::{first_frames_tchw, pad_frames_4n1, prepare_frames, target_size, TargetSize};
 use vaebox::models::restore::restorer::read_text_embedding;
 use vaebox::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
@@ -145,11 +149,35 @@ fn frames_out_match_the_original_colour_fix_and_bytes() {
 }
 
 /// The whole one-step pipeline from the LR video: prepare, pad, VAE encode with the case's posterior ε,
-/// one DiT step with its noise, VAE decode, wavelet colour fix, bytes.
+/// one DiT step with its noise, VAE decode, wavelet colour fix, bytes. The VAE runs on whole batches as
+/// the original does.
 #[test]
 fn whole_pipeline_matches_the_original_given_its_noise() {
     let dir = reference_dir();
     let vae = SeedVr2Vae::load(&vae_weights(&dir), &SeedVr2LoadOptions::default()).expect("small SeedVR2 VAE");
+    check_whole_pipeline(&dir, &mut WholeBatches(&vae));
+}
+
+/// The same, with the VAE as the server runs it: the executor's streams, one latent frame per push
+/// (the causal caches carry the rest), so the bounds hold for streamed batches too.
+#[test]
+fn whole_pipeline_through_the_executors_streamed_vae_matches_the_original() {
+    let dir = reference_dir();
+    let vae = VideoVae::SeedVr2(SeedVr2Vae::load(&vae_weights(&dir), &SeedVr2LoadOptions::default()).expect("small SeedVR2 VAE"));
+    let settings = StreamSettings { budget_mib: 0, max_latent_frames: 1, kind: Kind::Float, device: Device::Cpu };
+    let mut streamed = StreamedVae::new(&vae, settings).expect("the SeedVR2 VAE streams raw moments");
+    check_whole_pipeline(&dir, &mut streamed);
+    let pushes = |plan: &Option<Plan>| plan.as_ref().map(|p| (p.latent_frames_per_chunk, p.spatial));
+    assert_eq!(pushes(&streamed.plans.encode), Some((1, None)), "one latent frame per encode push, whole frames");
+    assert_eq!(pushes(&streamed.plans.decode), Some((1, None)), "one latent frame per decode push, whole frames");
+    assert!(streamed.fallbacks().is_empty(), "{:?}", streamed.fallbacks());
+}
+
+fn check_whole_pipeline<V: BatchVae>(dir: &Path, vae: &mut V)
+where
+    V::Error: std::fmt::Debug,
+{
+    let dir = dir.to_path_buf();
     let text = read_text_embedding(&dir.join("text_embeds.safetensors")).expect("pos_emb").to_kind(Kind::Float);
     for path in e2e_cases(&dir) {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -161,7 +189,8 @@ fn whole_pipeline_matches_the_original_given_its_noise() {
         let geometry = target_size(lr.size()[2], lr.size()[3], target_of(&config));
         let (padded, keep) = pad_frames_4n1(&prepare_frames(&lr, &geometry).unwrap()).unwrap();
         let noise = Noise::Given { posterior_eps: tensor(&case, "posterior_eps"), noise: tensor(&case, "noise") };
-        let out = restore(&RestoreModels { vae: &vae, dit: &dit, text: &text }, &padded, keep, ColorFix::Wavelet, noise).expect("restore");
+        let step = RestoreStep { input: &padded, keep, color_fix: ColorFix::Wavelet, noise };
+        let out = restore(vae, &RestoreModels { dit: &dit, text: &text }, step).expect("restore");
         let check_pipeline = |label: &str, actual: &Tensor, expected: &Tensor| {
             let error = max_abs_diff(actual, expected);
             println!("{name} {label}: max abs error {error:.3e} (bound {PIPELINE_ATOL:.0e})");

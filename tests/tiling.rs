@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use tch::{Device, Kind, Tensor};
 use vaebox::models::registry::Family;
-use vaebox::models::vae::VideoVae;
+use vaebox::models::vae::{StreamOutput, VideoVae};
 use vaebox::models::wan::{WanLoadOptions, WanVae};
 use vaebox::tiling::bench::{decode_spec, synthetic_video};
 use vaebox::tiling::grid::SpatialTiles;
@@ -288,7 +288,7 @@ fn tile_major_decode_goes_below_the_cache_floor() {
     let tiles = chosen.spatial.expect("tiles");
 
     let spool = tempfile::tempdir_in(dir.path()).unwrap();
-    let decode = TileMajorDecode { vae: &vae, tiles, latent_frames_per_push: chosen.latent_frames_per_chunk, spool_dir: spool.path() };
+    let decode = TileMajorDecode { vae: &vae, tiles, latent_frames_per_push: chosen.latent_frames_per_chunk, output: StreamOutput::Pipeline };
     let mut chunks = Vec::new();
     let tile_count = tch::no_grad(|| {
         let hooks = TileMajorHooks {
@@ -299,7 +299,7 @@ fn tile_major_decode_goes_below_the_cache_floor() {
                 Ok(())
             },
         };
-        decode.run(&latent, hooks)
+        decode.run(&latent, spool.path(), hooks)
     })
     .expect("tile-major decode")
     .0;
@@ -311,6 +311,10 @@ fn tile_major_decode_goes_below_the_cache_floor() {
     let error = difference(&Tensor::cat(&chunks, 2), &time_major.to_kind(Kind::Float)).max_abs;
     println!("tile-major vs time-major, {tile_count} tiles {tiles:?}, {k} latent frames per push: max abs {error:e}");
     assert!(error <= 1e-6, "{error:e}");
+    // The same order blended in memory (what a restoration batch uses): the same frames.
+    let in_memory = tch::no_grad(|| decode.run_in_memory(&latent, &mut plain_push::<ModelError>)).expect("in-memory tile-major decode");
+    let error = difference(&in_memory, &Tensor::cat(&chunks, 2)).max_abs;
+    assert!(error <= 1e-6, "in memory vs spooled: {error:e}");
 
     // Its measured peak: `tiled_decode_honours_the_budget` at 35%.
 }

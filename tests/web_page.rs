@@ -2,7 +2,7 @@
 //! list from /v1/models, the header from /healthz and the job list from /v1/jobs.
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use common::*;

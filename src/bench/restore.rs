@@ -21,7 +21,7 @@ pub use layout::{DitShape, TXT_IN_DIM};
 use super::peak::matmul_gflops;
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, HostAllocator};
 use crate::models::restore::colorfix::ColorFix;
-use crate::models::restore::one_step::{restore, Noise, RestoreModels, StageSeconds};
+use crate::models::restore::one_step::{restore, Noise, RestoreModels, RestoreStep, StageSeconds, WholeBatches};
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 use crate::models::seedvr2_dit::config::PATCH;
 use crate::models::seedvr2_dit::{DitLoadOptions, DitVariant, SeedVr2Dit};
@@ -271,9 +271,12 @@ fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype) -> anyhow::Re
     tch::manual_seed(args.seed as i64 + 1);
     let text = Tensor::randn([args.text_len, TXT_IN_DIM], (Kind::Float, Device::Cpu)).to_kind(kind);
     let clip = crate::tiling::bench::synthetic_video(args.frames, args.height, args.width).squeeze_dim(0);
-    let models = RestoreModels { vae: &vae, dit: &dit, text: &text };
+    let models = RestoreModels { dit: &dit, text: &text };
     let work = DitWork::of(dit.config(), plan.latent_grid, args.text_len);
-    let run = || restore(&models, &clip, args.frames, ColorFix::Wavelet, Noise::Seeded(args.seed as i64 + 2));
+    let run = || {
+        let step = RestoreStep { input: &clip, keep: args.frames, color_fix: ColorFix::Wavelet, noise: Noise::Seeded(args.seed as i64 + 2) };
+        restore(&mut WholeBatches(&vae), &models, step)
+    };
     eprintln!("{}: warm-up", dtype.name());
     reset_peak_host_bytes();
     let before = peak_host_bytes().unwrap_or(0);

@@ -17,14 +17,35 @@ pub enum VideoVae {
     SeedVr2(SeedVr2Vae),
 }
 
+/// What a stream hands back: what the VAE pipelines store and show, or the model's own values for
+/// SeedVR2's restoration, which samples the posterior (so it needs the log-variance too) and colour-fixes
+/// the decoder's unclamped output, as the original does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StreamOutput {
+    /// Encode: the posterior's mean. Decode: frames clamped to [-1, 1].
+    #[default]
+    Pipeline,
+    /// Encode: `mean ‖ logvar` along channels (`[1, 2C, t, h, w]`, see [`split_moments`]). Decode: unclamped.
+    Raw,
+}
+
 pub enum VaeEncoder<'a> {
     Wan(EncodeStream<'a>),
-    SeedVr2(seedvr2::EncodeStream<'a>),
+    SeedVr2(seedvr2::EncodeStream<'a>, StreamOutput),
 }
 
 pub enum VaeDecoder<'a> {
     Wan(DecodeStream<'a>),
-    SeedVr2(seedvr2::DecodeStream<'a>),
+    SeedVr2(seedvr2::DecodeStream<'a>, StreamOutput),
+}
+
+/// `[1, 2C, t, h, w]` moments of a [`StreamOutput::Raw`] encoder → the posterior.
+pub fn split_moments(moments: &Tensor) -> Result<seedvr2::Posterior, ModelError> {
+    let channels = moments.size().get(1).copied().unwrap_or(0);
+    if moments.dim() != 5 || channels % 2 != 0 {
+        return Err(ModelError::Unsupported { model: "VAE stream".into(), what: format!("moments of shape {:?}", moments.size()) });
+    }
+    Ok(seedvr2::Posterior { mean: moments.f_narrow(1, 0, channels / 2)?, logvar: moments.f_narrow(1, channels / 2, channels / 2)? })
 }
 
 impl VideoVae {
@@ -76,16 +97,31 @@ impl VideoVae {
     }
 
     pub fn encoder(&self) -> VaeEncoder<'_> {
-        match self {
-            VideoVae::Wan { model, .. } => VaeEncoder::Wan(model.encoder_stream()),
-            VideoVae::SeedVr2(model) => VaeEncoder::SeedVr2(model.encoder_stream()),
-        }
+        self.encoder_with(StreamOutput::Pipeline)
     }
 
     pub fn decoder(&self) -> VaeDecoder<'_> {
+        self.decoder_with(StreamOutput::Pipeline)
+    }
+
+    /// Whether the family's streams can give [`StreamOutput::Raw`] (Wan's encoder keeps no log-variance).
+    pub fn supports_raw_output(&self) -> bool {
+        matches!(self, VideoVae::SeedVr2(_))
+    }
+
+    /// Callers asking for [`StreamOutput::Raw`] check [`VideoVae::supports_raw_output`] first; Wan's
+    /// streams give their pipeline values either way.
+    pub fn encoder_with(&self, output: StreamOutput) -> VaeEncoder<'_> {
+        match self {
+            VideoVae::Wan { model, .. } => VaeEncoder::Wan(model.encoder_stream()),
+            VideoVae::SeedVr2(model) => VaeEncoder::SeedVr2(model.encoder_stream(), output),
+        }
+    }
+
+    pub fn decoder_with(&self, output: StreamOutput) -> VaeDecoder<'_> {
         match self {
             VideoVae::Wan { model, .. } => VaeDecoder::Wan(model.decoder_stream()),
-            VideoVae::SeedVr2(model) => VaeDecoder::SeedVr2(model.decoder_stream()),
+            VideoVae::SeedVr2(model) => VaeDecoder::SeedVr2(model.decoder_stream(), output),
         }
     }
 
@@ -135,14 +171,18 @@ impl VaeEncoder<'_> {
         match self {
             VaeEncoder::Wan(stream) => stream.push(frames),
             // The posterior's mean is the latent, as diffusers' `latent_dist.mean` for Wan.
-            VaeEncoder::SeedVr2(stream) => Ok(stream.push(frames)?.map(|posterior| posterior.mean)),
+            VaeEncoder::SeedVr2(stream, StreamOutput::Pipeline) => Ok(stream.push(frames)?.map(|posterior| posterior.mean)),
+            VaeEncoder::SeedVr2(stream, StreamOutput::Raw) => match stream.push(frames)? {
+                Some(posterior) => Ok(Some(Tensor::f_cat(&[&posterior.mean, &posterior.logvar], 1)?)),
+                None => Ok(None),
+            },
         }
     }
 
     pub fn snapshot(&self) -> Self {
         match self {
             VaeEncoder::Wan(stream) => VaeEncoder::Wan(stream.snapshot()),
-            VaeEncoder::SeedVr2(stream) => VaeEncoder::SeedVr2(stream.snapshot()),
+            VaeEncoder::SeedVr2(stream, output) => VaeEncoder::SeedVr2(stream.snapshot(), *output),
         }
     }
 
@@ -153,7 +193,7 @@ impl VaeEncoder<'_> {
                 stream.set_row_split(split);
                 true
             }
-            VaeEncoder::SeedVr2(_) => false,
+            VaeEncoder::SeedVr2(..) => false,
         }
     }
 }
@@ -164,14 +204,15 @@ impl VaeDecoder<'_> {
         match self {
             VaeDecoder::Wan(stream) => stream.push(latent),
             // SeedVR2's decoder has no clamp of its own (its pipeline clamps at the end).
-            VaeDecoder::SeedVr2(stream) => Ok(stream.push(latent)?.clamp(-1.0, 1.0)),
+            VaeDecoder::SeedVr2(stream, StreamOutput::Pipeline) => Ok(stream.push(latent)?.clamp(-1.0, 1.0)),
+            VaeDecoder::SeedVr2(stream, StreamOutput::Raw) => stream.push(latent),
         }
     }
 
     pub fn snapshot(&self) -> Self {
         match self {
             VaeDecoder::Wan(stream) => VaeDecoder::Wan(stream.snapshot()),
-            VaeDecoder::SeedVr2(stream) => VaeDecoder::SeedVr2(stream.snapshot()),
+            VaeDecoder::SeedVr2(stream, output) => VaeDecoder::SeedVr2(stream.snapshot(), *output),
         }
     }
 
@@ -182,7 +223,7 @@ impl VaeDecoder<'_> {
                 stream.set_row_split(split);
                 true
             }
-            VaeDecoder::SeedVr2(_) => false,
+            VaeDecoder::SeedVr2(..) => false,
         }
     }
 }

@@ -1,10 +1,9 @@
-//! Working memory of one restoration batch: the SeedVR2 VAE's encode and decode of the batch (the VAE
-//! memory model) and the DiT's activations, which sit between them in time, so the batch needs the
-//! largest of the three. The DiT's figure is an estimate from the tensors alive at a block's peak, not a
+//! Working memory of one restoration batch: the SeedVR2 VAE's encode and decode of the batch (what the
+//! VAE plans for them estimate) and the DiT's activations, which sit between them in time, so the batch
+//! needs the largest of the three. The DiT's figure is an estimate from the tensors alive at a block's peak, not a
 //! calibration: the out-of-memory retry (batches split in halves) is the last word.
 use serde::Serialize;
 
-use super::memory::{MemoryModel, TiledOp};
 
 /// What the DiT's activations depend on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,14 +41,19 @@ impl BatchMemory {
     }
 }
 
-/// A batch of `frames` (4n + 1) output frames of `height` × `width` pixels: the VAE works on whole frames
-/// (8× down), the DiT on 2×2 patches of the latent (16× down in all).
-pub fn batch_memory(vae: Option<&MemoryModel>, dit: &DitShape, frames: i64, height: i64, width: i64) -> BatchMemory {
-    let pixels = height * width;
-    let vae_bytes = |op| vae.map_or(0.0, |m| m.peak_bytes(op, frames, pixels, pixels));
+/// The VAE stages' estimated peaks for one batch (0 where there is no memory model).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct VaeStageBytes {
+    pub encode: f64,
+    pub decode: f64,
+}
+
+/// A batch of `frames` (4n + 1) output frames of `height` × `width` pixels: the DiT works on 2×2 patches
+/// of the latent (16× down in all).
+pub fn batch_memory(vae: VaeStageBytes, dit: &DitShape, frames: i64, height: i64, width: i64) -> BatchMemory {
     let latent_frames = (frames - 1) / 4 + 1;
     let tokens = latent_frames * (height / 16) * (width / 16);
-    BatchMemory { encode_bytes: vae_bytes(TiledOp::Encode), dit_bytes: dit.block_peak_bytes(tokens), decode_bytes: vae_bytes(TiledOp::Decode) }
+    BatchMemory { encode_bytes: vae.encode, dit_bytes: dit.block_peak_bytes(tokens), decode_bytes: vae.decode }
 }
 
 /// The longest batch (`4n + 1` frames, at most `max_frames`) whose estimate fits `budget_bytes`; one frame
@@ -71,10 +75,10 @@ mod tests {
     #[test]
     fn the_dit_grows_with_tokens_and_fits_the_longest_batch_the_budget_allows() {
         // 720p, 21 frames: 6 × 45 × 80 tokens at ~118 KB per row in bf16: ~2.6 GB at a block peak.
-        let m = batch_memory(None, &THREE_B_BF16, 21, 720, 1280);
+        let m = batch_memory(VaeStageBytes::default(), &THREE_B_BF16, 21, 720, 1280);
         assert!((2.0e9..3.0e9).contains(&m.dit_bytes), "{m:?}");
-        assert!(batch_memory(None, &THREE_B_BF16, 9, 720, 1280).dit_bytes < m.dit_bytes);
-        let estimate = |frames| batch_memory(None, &THREE_B_BF16, frames, 720, 1280);
+        assert!(batch_memory(VaeStageBytes::default(), &THREE_B_BF16, 9, 720, 1280).dit_bytes < m.dit_bytes);
+        let estimate = |frames| batch_memory(VaeStageBytes::default(), &THREE_B_BF16, frames, 720, 1280);
         assert_eq!(longest_fitting_batch(21, 4 << 30, estimate), (21, true));
         let (frames, fits) = longest_fitting_batch(21, 1 << 30, estimate);
         assert!(fits && frames < 21 && (frames - 1) % 4 == 0 && estimate(frames + 4).peak_bytes() > (1u64 << 30) as f64, "{frames}");

@@ -16,7 +16,7 @@ use super::memory::TiledOp;
 use super::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
 use super::vae_tiles::{TiledDecoder, TiledEncoder};
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
-use crate::models::vae::VideoVae;
+use crate::models::vae::{StreamOutput, VideoVae};
 use crate::models::wan::RowSplit;
 
 /// A whole-model run on the full-size layout takes minutes on 2 cores; a stuck child must not hang a
@@ -226,7 +226,7 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
         TiledOp::Decode if spec.tile_major => {
             let tiles = spec.tiles.context("a tile-major run needs tiles")?;
             let spool = tempfile::tempdir().context("spool directory")?;
-            let decode = TileMajorDecode { vae, tiles, latent_frames_per_push: spec.latent_frames_per_push, spool_dir: spool.path() };
+            let decode = TileMajorDecode { vae, tiles, latent_frames_per_push: spec.latent_frames_per_push, output: StreamOutput::Pipeline };
             // The executor's pushes: the first one starts at latent frame 0 and is a whole chunk.
             let hooks = TileMajorHooks {
                 step: &mut |_, _| Ok(()),
@@ -236,7 +236,7 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
                     Ok(())
                 },
             };
-            Ok(decode.run(input, hooks)?.0)
+            Ok(decode.run(input, spool.path(), hooks)?.0)
         }
         TiledOp::Decode => {
             let mut stream = TiledDecoder::new(vae, spec.tiles);

@@ -17,6 +17,16 @@ pub enum TiledOp {
     Reconstruct,
 }
 
+impl TiledOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TiledOp::Encode => "encode",
+            TiledOp::Decode => "decode",
+            TiledOp::Reconstruct => "reconstruct",
+        }
+    }
+}
+
 /// Working memory on top of the loaded weights, in bytes:
 /// `fixed + bytes_per_voxel · pixel_frames · tile_pixels + bytes_per_pixel · covered_pixels`,
 /// where a chunk's activations scale with the voxels of one tile and push, and the causal caches

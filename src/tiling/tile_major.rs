@@ -17,7 +17,7 @@ use tch::{Kind, Tensor};
 use super::blend::BlendAccumulator;
 use super::grid::SpatialTiles;
 use super::vae_tiles::{Layout, TiledDecoder};
-use crate::models::vae::VideoVae;
+use crate::models::vae::{StreamOutput, VideoVae};
 use crate::models::wan::RowSplit;
 use crate::models::ModelError;
 
@@ -25,8 +25,7 @@ pub struct TileMajorDecode<'a> {
     pub vae: &'a VideoVae,
     pub tiles: SpatialTiles,
     pub latent_frames_per_push: i64,
-    /// A directory on disk for the spool files (one per tile, removed when done).
-    pub spool_dir: &'a Path,
+    pub output: StreamOutput,
 }
 
 /// One tile's spooled output: Float `[1, 3, n, h, w]` chunks written one after another.
@@ -53,9 +52,10 @@ pub fn plain_push<E: From<ModelError>>(decoder: &mut TiledDecoder<'_>, latent: &
 }
 
 impl<'a> TileMajorDecode<'a> {
-    /// Decodes `latent` (`[1, C, T, h, w]`) through `hooks`. Returns the number of tiles run and the
-    /// row split the last tile ended with (an out-of-memory retry's, if one was needed).
-    pub fn run<E: From<ModelError>>(&self, latent: &Tensor, hooks: TileMajorHooks<'_, 'a, E>) -> Result<(usize, Option<RowSplit>), E> {
+    /// Decodes `latent` (`[1, C, T, h, w]`) through `hooks`, spooling each tile in `spool_dir` (one file
+    /// per tile, removed when done). Returns the number of tiles run and the row split the last tile
+    /// ended with (an out-of-memory retry's, if one was needed).
+    pub fn run<E: From<ModelError>>(&self, latent: &Tensor, spool_dir: &Path, hooks: TileMajorHooks<'_, 'a, E>) -> Result<(usize, Option<RowSplit>), E> {
         let TileMajorHooks { step, push, emit } = hooks;
         let (_, _, frames, h, w) = latent.size5().map_err(ModelError::from)?;
         let factor = self.vae.spatial_factor();
@@ -72,9 +72,9 @@ impl<'a> TileMajorDecode<'a> {
         let mut push_frames: Vec<i64> = Vec::new();
         let mut row_split = None;
         for &(index, rows, cols) in &layout.tiles {
-            let path = self.spool_dir.join(format!("tile-{index}.f32"));
+            let path = spool_dir.join(format!("tile-{index}.f32"));
             let mut out = BufWriter::new(File::create(&path).map_err(|e| io_error(&path, e))?);
-            let mut stream = TiledDecoder::new(self.vae, None);
+            let mut stream = TiledDecoder::with_output(self.vae, None, self.output);
             stream.set_row_split(row_split);
             for &(start, count) in &pushes {
                 step(steps_done, steps)?;
@@ -115,6 +115,33 @@ impl<'a> TileMajorDecode<'a> {
             let _ = std::fs::remove_file(&spool.path);
         }
         Ok((spools.len(), row_split))
+    }
+}
+
+impl<'a> TileMajorDecode<'a> {
+    /// The same order without the spool, for callers that hold the whole output anyway (a restoration
+    /// batch): each tile's frames go straight into the blend.
+    pub fn run_in_memory<E: From<ModelError>>(&self, latent: &Tensor, push: &mut dyn FnMut(&mut TiledDecoder<'a>, &Tensor) -> Result<Tensor, E>) -> Result<Tensor, E> {
+        let (_, _, frames, h, w) = latent.size5().map_err(ModelError::from)?;
+        let factor = self.vae.spatial_factor();
+        let layout = Layout::new(h, w, Some(&self.tiles), factor, latent.device());
+        let per_push = self.latent_frames_per_push.max(1);
+        let (mut sum, mut row_split): (Option<BlendAccumulator>, Option<RowSplit>) = (None, None);
+        for &(index, rows, cols) in &layout.tiles {
+            let mut stream = TiledDecoder::with_output(self.vae, None, self.output);
+            stream.set_row_split(row_split);
+            let mut parts = Vec::new();
+            for start in (0..frames).step_by(per_push as usize) {
+                let _span = tracing::trace_span!("decode_tile_major", row = rows.start, col = cols.start, start).entered();
+                let input = latent.narrow(2, start, per_push.min(frames - start)).narrow(3, rows.start, rows.len()).narrow(4, cols.start, cols.len());
+                parts.push(push(&mut stream, &input)?);
+            }
+            row_split = stream.row_split();
+            let tile = Tensor::f_cat(&parts, 2).map_err(ModelError::from)?;
+            let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&tile, h * factor, w * factor));
+            sum.add(&tile, layout.blender.tile(index).expect("kept tile"))?;
+        }
+        Ok(sum.expect("at least one tile").finish())
     }
 }
 

@@ -7,7 +7,7 @@ use tch::Tensor;
 use super::blend::{BlendAccumulator, TileBlender};
 use super::grid::{SpatialTiles, TileGrid};
 use super::spatial::Span;
-use crate::models::vae::{VaeDecoder, VaeEncoder, VideoVae};
+use crate::models::vae::{StreamOutput, VaeDecoder, VaeEncoder, VideoVae};
 use crate::models::wan::RowSplit;
 use crate::models::ModelError;
 
@@ -136,13 +136,18 @@ impl<S: TileStream> TileStreams<S> {
 pub struct TiledDecoder<'a> {
     vae: &'a VideoVae,
     tiles: Option<SpatialTiles>,
+    output: StreamOutput,
     state: TileStreams<VaeDecoder<'a>>,
 }
 
 impl<'a> TiledDecoder<'a> {
     /// `tiles: None` is the untiled stream.
     pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledDecoder<'a> {
-        TiledDecoder { vae, tiles, state: TileStreams::new() }
+        Self::with_output(vae, tiles, StreamOutput::Pipeline)
+    }
+
+    pub fn with_output(vae: &'a VideoVae, tiles: Option<SpatialTiles>, output: StreamOutput) -> TiledDecoder<'a> {
+        TiledDecoder { vae, tiles, output, state: TileStreams::new() }
     }
 
     pub fn checkpoint(&self) -> StreamCheckpoint<VaeDecoder<'a>> {
@@ -172,9 +177,10 @@ impl<'a> TiledDecoder<'a> {
     /// `latent`: `[1, C, t, h, w]`; returns `[1, 3, n, s·h, s·w]` as the untiled decoder does.
     pub fn push(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
         let (_, _, _, h, w) = latent.size5()?;
-        let (vae, tiles) = (self.vae, self.tiles);
+        let (vae, tiles, output) = (self.vae, self.tiles, self.output);
         let factor = vae.spatial_factor();
-        let (layout, streams) = self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, latent.device()), || vae.decoder())?;
+        let (layout, streams) =
+            self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, latent.device()), || vae.decoder_with(output))?;
         if let [single] = streams {
             return single.push(latent);
         }
@@ -193,12 +199,18 @@ impl<'a> TiledDecoder<'a> {
 pub struct TiledEncoder<'a> {
     vae: &'a VideoVae,
     tiles: Option<SpatialTiles>,
+    output: StreamOutput,
     state: TileStreams<VaeEncoder<'a>>,
 }
 
 impl<'a> TiledEncoder<'a> {
     pub fn new(vae: &'a VideoVae, tiles: Option<SpatialTiles>) -> TiledEncoder<'a> {
-        TiledEncoder { vae, tiles, state: TileStreams::new() }
+        Self::with_output(vae, tiles, StreamOutput::Pipeline)
+    }
+
+    /// With [`StreamOutput::Raw`] the tiles' moments (mean and log-variance) are blended alike.
+    pub fn with_output(vae: &'a VideoVae, tiles: Option<SpatialTiles>, output: StreamOutput) -> TiledEncoder<'a> {
+        TiledEncoder { vae, tiles, output, state: TileStreams::new() }
     }
 
     pub fn checkpoint(&self) -> StreamCheckpoint<VaeEncoder<'a>> {
@@ -232,8 +244,8 @@ impl<'a> TiledEncoder<'a> {
             });
         }
         let (h, w) = (height / factor, width / factor);
-        let (vae, tiles) = (self.vae, self.tiles);
-        let (layout, streams) = self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, frames.device()), || vae.encoder())?;
+        let (vae, tiles, output) = (self.vae, self.tiles, self.output);
+        let (layout, streams) = self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, frames.device()), || vae.encoder_with(output))?;
         if let [single] = streams {
             return single.push(frames);
         }

@@ -1,12 +1,11 @@
 //! How a restoration batch fits the working memory (see `tiling::dit_memory`).
 use super::batches::BatchShape;
 use super::settings::RestoreSettings;
-use crate::executor::{Executor, JobSpec};
-use crate::models::registry::Family;
+use super::vae::StreamedVae;
 use crate::models::restore::prepare::FrameGeometry;
 use crate::models::restore::restorer::Restorer;
-use crate::tiling::dit_memory::{batch_memory, longest_fitting_batch, BatchMemory, DitShape};
-use crate::tiling::memory::MemoryModel;
+use crate::tiling::dit_memory::{batch_memory, longest_fitting_batch, BatchMemory, DitShape, VaeStageBytes};
+use crate::tiling::memory::TiledOp;
 
 /// How the batch fits the working memory: the batch (shortened to fit when the job did not name one)
 /// and the estimates behind it, for the plan.
@@ -18,9 +17,20 @@ pub struct MemoryPlan {
     pub dit_weight_bytes: u64,
 }
 
-pub fn memory_plan(exec: &Executor, job: &JobSpec, restorer: &Restorer, settings: &RestoreSettings, geometry: &FrameGeometry) -> MemoryPlan {
+/// What the plan is made from.
+pub struct MemoryInputs<'a> {
+    pub restorer: &'a Restorer,
+    /// The VAE streams as the job will run them: their plans give the VAE stages' memory.
+    pub vae: &'a StreamedVae<'a>,
+    pub settings: &'a RestoreSettings,
+    pub geometry: &'a FrameGeometry,
+    /// Working memory in MiB (0 = none).
+    pub budget_mib: u64,
+}
+
+pub fn memory_plan(inputs: &MemoryInputs) -> MemoryPlan {
+    let MemoryInputs { restorer, vae, settings, geometry, budget_mib } = *inputs;
     let kind = restorer.dit.kind();
-    let vae_memory = MemoryModel::lookup(exec.device, Family::Seedvr2, kind, restorer.vae.config().block_out_channels[0]);
     let dit = restorer.dit.config();
     let shape = DitShape {
         dim: dit.dim,
@@ -29,8 +39,14 @@ pub fn memory_plan(exec: &Executor, job: &JobSpec, restorer: &Restorer, settings
         text_len: restorer.text.size()[0],
         element_bytes: kind.elt_size_in_bytes() as i64,
     };
-    let estimate = |frames| batch_memory(vae_memory.as_ref(), &shape, frames, geometry.crop_h, geometry.crop_w);
-    let budget_mib = exec.working_budget_mib(job);
+    // The VAE stages stream and tile to their budget, so what they need is what their plan estimates.
+    let factor = restorer.vae.spatial_factor();
+    let vae_bytes = |frames: i64| {
+        let latent = [(frames - 1) / restorer.vae.temporal_factor() + 1, geometry.crop_h / factor, geometry.crop_w / factor];
+        let planned = |op| vae.plan_for(op, latent).0.estimated_peak_bytes as f64;
+        VaeStageBytes { encode: planned(TiledOp::Encode), decode: planned(TiledOp::Decode) }
+    };
+    let estimate = |frames| batch_memory(vae_bytes(frames), &shape, frames, geometry.crop_h, geometry.crop_w);
     let dit_weight_bytes = restorer.dit.weight_bytes();
     if budget_mib == 0 {
         return MemoryPlan { batch: settings.batch, budget_bytes: None, estimate: estimate(settings.batch.frames), fits: None, dit_weight_bytes };

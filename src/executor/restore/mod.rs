@@ -5,6 +5,7 @@
 mod batches;
 mod memory;
 mod settings;
+pub mod vae;
 
 use std::time::Instant;
 
@@ -14,12 +15,13 @@ use tch::{Kind, Tensor};
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
-use crate::models::restore::one_step::{self, Noise, StageSeconds};
+use crate::models::restore::one_step::{self, Noise, RestoreStep, StageSeconds};
 use crate::models::restore::prepare::{self, FrameGeometry};
 use crate::models::restore::restorer::Restorer;
 use batches::{BatchBuffer, BatchShape, TemporalBlender};
-use memory::{memory_plan, MemoryPlan};
+use memory::{memory_plan, MemoryInputs, MemoryPlan};
 use settings::halved_batch;
+use vae::{StreamSettings, StreamedVae};
 pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT_BATCH_OVERLAP, DEFAULT_SEED};
 
 const QUEUE_CHUNKS: usize = 2;
@@ -33,10 +35,18 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let load_started = Instant::now();
     let restorer = exec.models.restorer(&job.model, &files, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
-    let memory = memory_plan(exec, job, &restorer, &settings, &geometry);
+    let budget_mib = exec.working_budget_mib(job);
+    let stream_settings = StreamSettings {
+        budget_mib,
+        max_latent_frames: (exec.config.chunk_frames as i64 / restorer.vae.temporal_factor()).max(1),
+        kind,
+        device: exec.device,
+    };
+    let mut vae = StreamedVae::new(&restorer.vae, stream_settings)?;
+    let memory = memory_plan(&MemoryInputs { restorer: &restorer, vae: &vae, settings: &settings, geometry: &geometry, budget_mib });
     let settings = RestoreSettings { batch: memory.batch, ..settings };
     let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory };
-    tch::no_grad(|| pipeline.run(timings))
+    tch::no_grad(|| pipeline.run(&mut vae, timings))
 }
 
 fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
@@ -71,7 +81,7 @@ struct Clock {
 }
 
 impl Pipeline<'_> {
-    fn run(&self, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
+    fn run(&self, vae: &mut StreamedVae, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
         let (exec, info) = (self.exec, self.info);
         let mut reader = FrameReader::spawn(
             &exec.config.tools,
@@ -112,7 +122,7 @@ impl Pipeline<'_> {
                 let overlap = buffer.overlap_with_previous();
                 let Some(batch) = buffer.next_batch(input_ended) else { break };
                 self.hooks.check_cancelled()?;
-                let restored = self.restore_resilient(&batch, batch_index, &mut clock)?;
+                let restored = self.restore_resilient(vae, &batch, batch_index, &mut clock)?;
                 batch_index += 1;
                 done += self.write(&mut writer, &blender.push(&restored, overlap), &mut clock)?;
                 self.hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), started.elapsed().as_secs_f64()));
@@ -133,15 +143,15 @@ impl Pipeline<'_> {
             output_bytes: std::fs::metadata(&self.job.output_path).map(|m| m.len()).unwrap_or(0),
             output_media,
             timings: timings.clone(),
-            plan: Some(self.plan(done, batch_index, &clock.fallbacks)),
+            plan: Some(self.plan(done, batch_index, vae, &clock.fallbacks)),
             metrics: None,
         })
     }
 
     /// Out of memory is not a failure: the batch is restored again as shorter overlapping batches
     /// (halved, down to single frames), blended as the job's own batches are.
-    fn restore_resilient(&self, batch: &Tensor, index: i64, clock: &mut Clock) -> Result<Tensor, ExecError> {
-        let error = match super::attempt::attempt(|| self.restore_batch(batch, index, &mut clock.stages)) {
+    fn restore_resilient(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, clock: &mut Clock) -> Result<Tensor, ExecError> {
+        let error = match super::attempt::attempt(|| self.restore_batch(vae, batch, index, &mut clock.stages)) {
             Ok(restored) => return Ok(restored),
             Err(error) => error,
         };
@@ -160,17 +170,18 @@ impl Pipeline<'_> {
         loop {
             let overlap = buffer.overlap_with_previous();
             let Some(part) = buffer.next_batch(true) else { break };
-            out.push(blender.push(&self.restore_resilient(&part, index, clock)?, overlap));
+            out.push(blender.push(&self.restore_resilient(vae, &part, index, clock)?, overlap));
         }
         out.extend(blender.finish());
         Ok(Tensor::cat(&out, 0))
     }
 
     /// `batch`: `[3, n, H, W]` prepared frames → `[n, 3, H, W]` restored, colour-fixed, in [-1, 1].
-    fn restore_batch(&self, batch: &Tensor, index: i64, stages: &mut StageSeconds) -> Result<Tensor, ExecError> {
+    fn restore_batch(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, stages: &mut StageSeconds) -> Result<Tensor, ExecError> {
         let (padded, keep) = prepare::pad_frames_4n1(batch)?;
         let noise = Noise::Seeded(self.settings.seed.wrapping_add(index));
-        let out = one_step::restore(&self.restorer.models(), &padded, keep, self.settings.color_fix, noise)?;
+        let step = RestoreStep { input: &padded, keep, color_fix: self.settings.color_fix, noise };
+        let out = one_step::restore(vae, &self.restorer.models(), step)?;
         stages.add(&out.seconds);
         Ok(out.frames.clamp(-1.0, 1.0))
     }
@@ -198,7 +209,7 @@ impl Pipeline<'_> {
         timings.fps = Some(frames as f64 / since.elapsed().as_secs_f64().max(1e-9));
     }
 
-    fn plan(&self, frames: u64, batches: i64, fallbacks: &[String]) -> serde_json::Value {
+    fn plan(&self, frames: u64, batches: i64, vae: &StreamedVae, fallbacks: &[String]) -> serde_json::Value {
         let g = &self.geometry;
         let dit = self.restorer.dit.config();
         let memory = &self.memory;
@@ -213,14 +224,15 @@ impl Pipeline<'_> {
             "seed": self.settings.seed,
             "color_fix": self.settings.color_fix.as_str(),
             "dit": { "variant": dit.variant.as_str(), "blocks": dit.num_blocks, "dim": dit.dim },
-            "spatial_tiles": null,
+            "vae": vae.plans,
+            "spatial_tiles": vae.plans.decode.as_ref().and_then(|plan| plan.spatial),
             "device_memory": {
                 "budget_bytes": memory.budget_bytes,
                 "dit_weight_bytes": memory.dit_weight_bytes,
                 "estimated_batch_bytes": memory.estimate,
                 "fits": memory.fits,
             },
-            "fallbacks": fallbacks,
+            "fallbacks": vae.fallbacks().iter().chain(fallbacks).collect::<Vec<_>>(),
         })
     }
 }

@@ -12,6 +12,7 @@ use crate::executor::ExecError;
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
 use crate::media::{self, FrameWriter};
+use crate::models::vae::StreamOutput;
 use crate::models::ModelError;
 use crate::tiling::grid::SpatialTiles;
 use crate::models::wan::RowSplit;
@@ -165,7 +166,7 @@ fn decode_tile_major(
         vae: ctx.vae,
         tiles: job.tiles,
         latent_frames_per_push: ctx.tile_plan.latent_frames_per_chunk,
-        spool_dir: spool.path(),
+        output: StreamOutput::Pipeline,
     };
     let (mut done, mut write_s) = (0u64, 0.0);
     let run_started = Instant::now();
@@ -187,7 +188,7 @@ fn decode_tile_major(
             Ok(())
         },
     };
-    let (_, row_split) = decode.run::<ExecError>(&latent.to_device(ctx.exec.device), hooks)?;
+    let (_, row_split) = decode.run::<ExecError>(&latent.to_device(ctx.exec.device), spool.path(), hooks)?;
     ctx.progress(done, total, job.started);
     clock.compute += run_started.elapsed().as_secs_f64() - write_s;
     clock.write += write_s;

@@ -4,8 +4,8 @@
 mod decode;
 mod encode;
 mod reconstruct;
-mod replan;
-mod resilient;
+pub(super) mod replan;
+pub(super) mod resilient;
 
 use std::time::Instant;
 
@@ -202,15 +202,7 @@ impl VaeJob<'_> {
     /// Sizes the first row split of an out-of-memory retry of a push of `pixel_frames` frames of
     /// `height × width` pixels (one tile's worth when tiled).
     fn push_size(&self, pixel_frames: i64, height: i64, width: i64) -> resilient::PushSize {
-        let (height, width) = match self.tiles {
-            Some(tiles) => {
-                let factor = self.vae.spatial_factor();
-                (height.min(tiles.tile_height_latent * factor), width.min(tiles.tile_width_latent * factor))
-            }
-            None => (height, width),
-        };
-        let channels = crate::tiling::memory::model_width(self.vae);
-        resilient::PushSize { largest_conv_bytes: resilient::largest_conv_bytes(pixel_frames, height, width, channels, self.element_bytes) }
+        resilient::PushSize::of(self.vae, self.tiles.as_ref(), self.element_bytes, [pixel_frames, height, width])
     }
 
     fn input_media(&self, timings: &mut Timings) -> Result<MediaInfo, ExecError> {

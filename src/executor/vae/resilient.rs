@@ -8,7 +8,9 @@ use tch::Tensor;
 
 use crate::executor::attempt::attempt;
 use crate::executor::ExecError;
+use crate::models::vae::VideoVae;
 use crate::models::wan::RowSplit;
+use crate::tiling::grid::SpatialTiles;
 use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 /// Below this, bands are a few rows of a small frame and the retry is not going to fit either.
@@ -49,6 +51,21 @@ pub fn largest_conv_bytes(pixel_frames: i64, height: i64, width: i64, channels: 
 pub struct PushSize {
     /// Bytes of the largest conv input + output of this push (see [`largest_conv_bytes`]).
     pub largest_conv_bytes: i64,
+}
+
+impl PushSize {
+    /// A push of `[pixel_frames, height, width]` pixels, one tile's worth when tiled.
+    pub fn of(vae: &VideoVae, tiles: Option<&SpatialTiles>, element_bytes: i64, [pixel_frames, height, width]: [i64; 3]) -> PushSize {
+        let (height, width) = match tiles {
+            Some(tiles) => {
+                let factor = vae.spatial_factor();
+                (height.min(tiles.tile_height_latent * factor), width.min(tiles.tile_width_latent * factor))
+            }
+            None => (height, width),
+        };
+        let channels = crate::tiling::memory::model_width(vae);
+        PushSize { largest_conv_bytes: largest_conv_bytes(pixel_frames, height, width, channels, element_bytes) }
+    }
 }
 
 /// Decodes `latent` (`[1, C, t, h, w]`) like `decoder.push`, surviving out-of-memory as described above.

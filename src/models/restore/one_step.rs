@@ -6,7 +6,7 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 use super::colorfix::ColorFix;
-use crate::models::seedvr2::{SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
+use crate::models::seedvr2::{Posterior, SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
 use crate::models::seedvr2_dit::{DitInput, SeedVr2Dit};
 use crate::models::ModelError;
 
@@ -14,10 +14,54 @@ use crate::models::ModelError;
 pub const ONE_STEP_TIMESTEP: f64 = 1000.0;
 
 pub struct RestoreModels<'a> {
-    pub vae: &'a SeedVr2Vae,
     pub dit: &'a SeedVr2Dit,
     /// `pos_emb` `[L, 5120]`: the shipped positive prompt (with `cfg_scale = 1` only it is used).
     pub text: &'a Tensor,
+}
+
+/// The VAE half of a step. Whole batches at once here ([`WholeBatches`]); the executor streams them
+/// through its tiled, memory-planned, out-of-memory-resilient streams instead.
+pub trait BatchVae {
+    type Error: From<ModelError>;
+    fn device(&self) -> Device;
+    fn kind(&self) -> Kind;
+    /// `[1, 3, T, H, W]` in [-1, 1] (`T = 4n + 1`) → the posterior, `[1, C, n + 1, H/8, W/8]` each.
+    fn encode(&mut self, video: &Tensor) -> Result<Posterior, Self::Error>;
+    /// Raw latents `[1, C, t, h, w]` → pixel frames `[1, 3, 4t − 3, 8h, 8w]`, unclamped.
+    fn decode(&mut self, latent: &Tensor) -> Result<Tensor, Self::Error>;
+}
+
+/// The SeedVR2 VAE on the whole batch in one call, as the original's pipeline does.
+pub struct WholeBatches<'a>(pub &'a SeedVr2Vae);
+
+impl BatchVae for WholeBatches<'_> {
+    type Error = ModelError;
+
+    fn device(&self) -> Device {
+        self.0.device()
+    }
+
+    fn kind(&self) -> Kind {
+        self.0.kind()
+    }
+
+    fn encode(&mut self, video: &Tensor) -> Result<Posterior, ModelError> {
+        self.0.encode(video)
+    }
+
+    fn decode(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        self.0.decode(latent)
+    }
+}
+
+/// One batch to restore.
+pub struct RestoreStep<'a> {
+    /// `[3, T, H, W]` in [-1, 1] with `T = 4n + 1`.
+    pub input: &'a Tensor,
+    /// The first `keep` frames are the real ones (the rest repeat the last) and are what comes out.
+    pub keep: i64,
+    pub color_fix: ColorFix,
+    pub noise: Noise,
 }
 
 /// Where the two random draws come from: the seeded generator, or tensors given by a test.
@@ -68,13 +112,13 @@ fn timed<T>(device: Device, slot: &mut f64, work: impl FnOnce() -> T) -> T {
     out
 }
 
-/// `input`: `[3, T, H, W]` in [-1, 1] with `T = 4n + 1`; the first `keep` frames are the real ones (the
-/// rest repeat the last) and are what comes out, colour-fixed against the same input frames.
-pub fn restore(models: &RestoreModels, input: &Tensor, keep: i64, color_fix: ColorFix, noise: Noise) -> Result<OneStepOutput, ModelError> {
+/// The kept frames come out colour-fixed against the same input frames.
+pub fn restore<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreStep) -> Result<OneStepOutput, V::Error> {
     let _guard = tch::no_grad_guard();
+    let RestoreStep { input, keep, color_fix, noise } = step;
     let mut seconds = StageSeconds::default();
-    let (vae_kind, device) = (models.vae.kind(), models.vae.device());
-    let posterior = timed(device, &mut seconds.encode, || models.vae.encode(&input.to_device(device).to_kind(vae_kind).unsqueeze(0)))?;
+    let (vae_kind, device) = (vae.kind(), vae.device());
+    let posterior = timed(device, &mut seconds.encode, || vae.encode(&input.to_device(device).to_kind(vae_kind).unsqueeze(0)))?;
     let (mean, logvar) = (posterior.mean.to_kind(Kind::Float), posterior.logvar.to_kind(Kind::Float));
     let (eps, noise_cthw) = match noise {
         Noise::Seeded(seed) => {
@@ -96,7 +140,7 @@ pub fn restore(models: &RestoreModels, input: &Tensor, keep: i64, color_fix: Col
     // v_lerp prediction at t = T: x0 = noise − v.
     let x0 = noise_thwc - velocity.to_kind(Kind::Float).to_device(condition.device()).view([t, h, w, c]);
     let latent = (x0 / SEEDVR2_SCALING_FACTOR).permute([3, 0, 1, 2]).unsqueeze(0);
-    let decoded = timed(device, &mut seconds.decode, || models.vae.decode(&latent.to_kind(vae_kind)))?.squeeze_dim(0).to_kind(Kind::Float);
+    let decoded = timed(device, &mut seconds.decode, || vae.decode(&latent.to_kind(vae_kind)))?.squeeze_dim(0).to_kind(Kind::Float);
     let frames = timed(device, &mut seconds.color_fix, || {
         let sample = decoded.narrow(1, 0, keep).transpose(0, 1);
         let reference = input.to_device(sample.device()).to_kind(Kind::Float).narrow(1, 0, keep).transpose(0, 1);

@@ -6,6 +6,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::one_step::RestoreModels;
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
+use crate::models::vae::VideoVae;
 use crate::models::seedvr2_dit::{DitLoadOptions, SeedVr2Dit};
 use crate::models::ModelError;
 
@@ -19,7 +20,8 @@ pub struct RestorerFiles {
 }
 
 pub struct Restorer {
-    pub vae: SeedVr2Vae,
+    /// Always the SeedVR2 VAE; held as a [`VideoVae`] so the executor's tiled streams take it.
+    pub vae: VideoVae,
     pub dit: SeedVr2Dit,
     pub text: Tensor,
 }
@@ -34,12 +36,12 @@ impl Restorer {
                 reason: format!("text embedding {:?} does not fit the DiT's text input of {}", text.size(), dit.config().txt_in_dim),
             });
         }
-        let vae = SeedVr2Vae::load(&files.vae, &SeedVr2LoadOptions { device, kind })?;
+        let vae = VideoVae::SeedVr2(SeedVr2Vae::load(&files.vae, &SeedVr2LoadOptions { device, kind })?);
         Ok(Self { vae, dit, text: text.to_device(device).to_kind(kind) })
     }
 
     pub fn models(&self) -> RestoreModels<'_> {
-        RestoreModels { vae: &self.vae, dit: &self.dit, text: &self.text }
+        RestoreModels { dit: &self.dit, text: &self.text }
     }
 }
 

@@ -1,0 +1,203 @@
+//! The VAE half of a restoration batch through the machinery the VAE jobs use: pushes of the planned
+//! length through the causal streams (exact), spatial tiles when one push of whole frames does not fit
+//! the budget, and on out of memory first the push-level retry (shorter pushes, `vae::resilient`), then
+//! a re-plan for less memory (`vae::replan`), which the rest of the job keeps. Only when all of that
+//! fails does the batch itself get shorter (the caller's retry).
+use serde::Serialize;
+use tch::{Device, Kind, Tensor};
+
+use crate::executor::attempt::attempt;
+use crate::executor::vae::replan::JobPlanning;
+use crate::executor::vae::resilient::{self, OomFallbacks, PushSize};
+use crate::executor::ExecError;
+use crate::models::restore::one_step::BatchVae;
+use crate::models::seedvr2::Posterior;
+use crate::models::vae::{split_moments, StreamOutput, VideoVae};
+use crate::tiling::memory::{MemoryModel, TiledOp};
+use crate::tiling::planner::{Plan, PlanRequest};
+use crate::tiling::tile_major::TileMajorDecode;
+use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
+
+/// How the VAE works on a job's batches.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamSettings {
+    /// Working memory in MiB (0 = none: whole frames, `max_latent_frames` per push).
+    pub budget_mib: u64,
+    /// The configured push length, in latent frames.
+    pub max_latent_frames: i64,
+    pub kind: Kind,
+    pub device: Device,
+}
+
+/// The plans the last batch ran with, for the job's plan.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StagePlans {
+    pub encode: Option<Plan>,
+    pub decode: Option<Plan>,
+}
+
+/// One per job: what had to give in one batch (a shorter push, a smaller budget) holds for the next.
+pub struct StreamedVae<'a> {
+    vae: &'a VideoVae,
+    settings: StreamSettings,
+    memory: Option<MemoryModel>,
+    encode: Stage,
+    decode: Stage,
+    pub plans: StagePlans,
+}
+
+/// One direction's state across batches.
+struct Stage {
+    op: TiledOp,
+    budget_mib: u64,
+    replans: usize,
+    pushes: OomFallbacks,
+    replan_log: Vec<String>,
+}
+
+impl Stage {
+    fn new(op: TiledOp, budget_mib: u64) -> Self {
+        Stage { op, budget_mib, replans: 0, pushes: OomFallbacks::default(), replan_log: Vec::new() }
+    }
+}
+
+impl<'a> StreamedVae<'a> {
+    pub fn new(vae: &'a VideoVae, settings: StreamSettings) -> Result<Self, ExecError> {
+        if !vae.supports_raw_output() {
+            return Err(ExecError::Invalid(format!("restoration needs the SeedVR2 VAE, not a {} one", vae.family().as_str())));
+        }
+        Ok(StreamedVae {
+            vae,
+            memory: MemoryModel::for_vae(vae, settings.kind, settings.device),
+            encode: Stage::new(TiledOp::Encode, settings.budget_mib),
+            decode: Stage::new(TiledOp::Decode, settings.budget_mib),
+            settings,
+            plans: StagePlans::default(),
+        })
+    }
+
+    /// Every re-plan and push-level fallback so far, encode first.
+    pub fn fallbacks(&self) -> Vec<String> {
+        [&self.encode, &self.decode].iter().flat_map(|s| s.replan_log.iter().chain(&s.pushes.log)).cloned().collect()
+    }
+
+    /// The plan a stage would run for a batch of `latent_frames × h × w` latent cells, and what it came from.
+    pub fn plan_for(&self, op: TiledOp, latent: [i64; 3]) -> (Plan, JobPlanning) {
+        let budget_mib = match op {
+            TiledOp::Decode => self.decode.budget_mib,
+            _ => self.encode.budget_mib,
+        };
+        let planning = planning(self.vae, &self.settings, self.memory.clone(), op, latent, budget_mib);
+        (planning.plan(), planning)
+    }
+
+    fn element_bytes(&self) -> i64 {
+        self.settings.kind.elt_size_in_bytes() as i64
+    }
+
+    /// Runs `work` with the stage's plan; on out of memory re-plans for less and runs it again.
+    fn run_stage<T>(
+        &mut self,
+        op: TiledOp,
+        latent: [i64; 3],
+        mut work: impl FnMut(&VideoVae, &Plan, &mut OomFallbacks, i64) -> Result<T, ExecError>,
+    ) -> Result<T, ExecError> {
+        loop {
+            let (plan, planning) = self.plan_for(op, latent);
+            let (vae, element_bytes) = (self.vae, self.element_bytes());
+            let stage = if op == TiledOp::Decode { &mut self.decode } else { &mut self.encode };
+            let error = match attempt(|| work(vae, &plan, &mut stage.pushes, element_bytes)) {
+                Ok(out) => {
+                    match op {
+                        TiledOp::Decode => self.plans.decode = Some(plan),
+                        _ => self.plans.encode = Some(plan),
+                    }
+                    return Ok(out);
+                }
+                Err(error) if error.is_out_of_memory() => error,
+                Err(error) => return Err(error),
+            };
+            let Some((smaller, note)) = planning.replan(&plan, stage.replans) else { return Err(error) };
+            tracing::warn!("restore {}: {note}", stage.op.as_str());
+            crate::device::release_cached_memory(self.settings.device);
+            stage.replans += 1;
+            stage.budget_mib = smaller.budget_mib;
+            stage.replan_log.push(format!("{}: {note}", stage.op.as_str()));
+        }
+    }
+}
+
+fn planning(vae: &VideoVae, settings: &StreamSettings, memory: Option<MemoryModel>, op: TiledOp, latent: [i64; 3], budget_mib: u64) -> JobPlanning {
+    let [latent_frames, latent_height, latent_width] = latent;
+    let request = memory.map(|memory| PlanRequest {
+        op,
+        latent_frames,
+        latent_height,
+        latent_width,
+        spatial_factor: vae.spatial_factor(),
+        temporal_factor: vae.temporal_factor(),
+        budget_bytes: budget_mib << 20,
+        max_latent_frames_per_chunk: settings.max_latent_frames.min(latent_frames),
+        memory,
+    });
+    JobPlanning { request, budget_mib, max_latent_frames: settings.max_latent_frames }
+}
+
+/// Pushes of `latent_frames_per_chunk · t` frames; the stream takes care of the first one being `1 + 4a`.
+fn encode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, video: &Tensor) -> Result<Tensor, ExecError> {
+    let group = vae.temporal_factor();
+    let (_, _, frames, height, width) = video.size5()?;
+    let push = plan.latent_frames_per_chunk * group;
+    let mut encoder = TiledEncoder::with_output(vae, plan.spatial, StreamOutput::Raw);
+    let mut parts = Vec::new();
+    for start in (0..frames).step_by(push as usize) {
+        let len = push.min(frames - start);
+        let size = PushSize::of(vae, plan.spatial.as_ref(), element_bytes, [len, height, width]);
+        parts.extend(resilient::encode(&mut encoder, &video.narrow(2, start, len), group, &size, pushes)?);
+    }
+    Ok(Tensor::f_cat(&parts, 2)?)
+}
+
+fn decode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, latent: &Tensor) -> Result<Tensor, ExecError> {
+    let (_, _, frames, h, w) = latent.size5()?;
+    let factor = vae.spatial_factor();
+    let push = plan.latent_frames_per_chunk;
+    let size = |len: i64| PushSize::of(vae, plan.spatial.as_ref(), element_bytes, [len * vae.temporal_factor(), h * factor, w * factor]);
+    if let (true, Some(tiles)) = (plan.tile_major, plan.spatial) {
+        // The batch's output is held whole anyway, so the tiles blend in memory, with no spool.
+        let order = TileMajorDecode { vae, tiles, latent_frames_per_push: push, output: StreamOutput::Raw };
+        return order.run_in_memory(latent, &mut |decoder, slice| resilient::decode(decoder, slice, &size(slice.size()[2]), pushes));
+    }
+    let mut decoder = TiledDecoder::with_output(vae, plan.spatial, StreamOutput::Raw);
+    let mut parts = Vec::new();
+    for start in (0..frames).step_by(push as usize) {
+        let len = push.min(frames - start);
+        parts.push(resilient::decode(&mut decoder, &latent.narrow(2, start, len), &size(len), pushes)?);
+    }
+    Ok(Tensor::f_cat(&parts, 2)?)
+}
+
+impl BatchVae for StreamedVae<'_> {
+    type Error = ExecError;
+
+    fn device(&self) -> Device {
+        self.settings.device
+    }
+
+    fn kind(&self) -> Kind {
+        self.settings.kind
+    }
+
+    fn encode(&mut self, video: &Tensor) -> Result<Posterior, ExecError> {
+        let (_, _, frames, height, width) = video.size5()?;
+        let (t, f) = (self.vae.temporal_factor(), self.vae.spatial_factor());
+        let latent = [(frames - 1) / t + 1, height / f, width / f];
+        let moments = self.run_stage(TiledOp::Encode, latent, |vae, plan, pushes, bytes| encode_planned(vae, plan, pushes, bytes, video))?;
+        Ok(split_moments(&moments)?)
+    }
+
+    fn decode(&mut self, latent: &Tensor) -> Result<Tensor, ExecError> {
+        let (_, _, t, h, w) = latent.size5()?;
+        self.run_stage(TiledOp::Decode, [t, h, w], |vae, plan, pushes, bytes| decode_planned(vae, plan, pushes, bytes, latent))
+    }
+}
