@@ -405,3 +405,49 @@ async fn new_shapes_decode_again_after_a_kernel_could_not_be_created() {
         assert_eq!(max_abs_difference(&expected, &body), 0.0, "{t}×{h}×{w}");
     }
 }
+
+/// Restoration under a cap: the VAE half of a batch whose pushes do not fit is undone and retried in
+/// shorter pushes (the VAE jobs' retry), the job succeeds, says so in its plan, and since the causal
+/// caches are restored before each retry the frames are the uncapped run's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_batch_that_does_not_fit_is_retried_and_the_job_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let server = Server::start(
+        dir.path(),
+        &[
+            ("VAEBOX_MODELS_DIR", models.to_str().unwrap()),
+            ("VAEBOX_CHUNK_FRAMES", "16"),
+            ("MALLOC_ARENA_MAX", "2"),
+            ("MALLOC_MMAP_THRESHOLD_", "1048576"),
+        ],
+    );
+    let client = client();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 9, false, &clip);
+    let query = "op=restore&model=seedvr2-3b-small&height=256&width=320&batch_frames=9&seed=3&filename=clip.mp4";
+    // A first run pays the one-time costs (thread pools, kernel caches), so the second measures the job.
+    run_job(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    let resident_before = status_bytes(server.pid(), "VmRSS:");
+    let uncapped = run_job(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    let working_set = uncapped["timings"]["peak_host_bytes"].as_u64().unwrap().saturating_sub(resident_before);
+    assert_eq!(uncapped["plan"]["fallbacks"].as_array().map(Vec::len), Some(0), "{}", uncapped["plan"]);
+    println!("uncapped restore: working set {} MiB, plan {}", working_set >> 20, uncapped["plan"]);
+    let uncapped_rgb = rgb_frames(&fetch(&client, &server, &uncapped).await, &dir.path().join("uncapped.mp4"));
+
+    cap_address_space(&server, (working_set as f64 * CAP_SHARE_OF_WORKING_SET) as u64);
+    let capped = run_job(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    let fallbacks = capped["plan"]["fallbacks"].as_array().unwrap();
+    println!("fallbacks under the cap: {fallbacks:?}");
+    assert!(!fallbacks.is_empty(), "no out-of-memory fallback happened, so the cap did not bite: {}", capped["plan"]);
+    let stage_named = |f: &str| f.starts_with("encode: out of memory") || f.starts_with("decode: out of memory") || f.contains("batches of");
+    assert!(fallbacks.iter().all(|f| stage_named(f.as_str().unwrap())), "each line names what gave: {fallbacks:?}");
+    let capped_rgb = rgb_frames(&fetch(&client, &server, &capped).await, &dir.path().join("capped.mp4"));
+    assert_eq!(capped_rgb.len(), uncapped_rgb.len());
+    // Shorter pushes are exact; tiles (a re-plan) and shorter batches are not, so only then are the frames compared.
+    let exact = fallbacks.iter().map(|f| f.as_str().unwrap()).all(|f| !f.contains("re-planned") && !f.contains("batches of"));
+    if exact {
+        let worst = capped_rgb.iter().zip(&uncapped_rgb).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+        assert!(worst <= 1, "the retried pushes changed the frames by up to {worst}");
+    }
+}

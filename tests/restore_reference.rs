@@ -170,7 +170,8 @@ fn whole_pipeline_through_the_executors_streamed_vae_matches_the_original() {
     let pushes = |plan: &Option<Plan>| plan.as_ref().map(|p| (p.latent_frames_per_chunk, p.spatial));
     assert_eq!(pushes(&streamed.plans.encode), Some((1, None)), "one latent frame per encode push, whole frames");
     assert_eq!(pushes(&streamed.plans.decode), Some((1, None)), "one latent frame per decode push, whole frames");
-    assert!(streamed.fallbacks().is_empty(), "{:?}", streamed.fallbacks());
+    let fallbacks = streamed.take_fallbacks();
+    assert!(fallbacks.is_empty(), "{fallbacks:?}");
 }
 
 fn check_whole_pipeline<V: BatchVae>(dir: &Path, vae: &mut V)

@@ -151,7 +151,9 @@ impl Pipeline<'_> {
     /// Out of memory is not a failure: the batch is restored again as shorter overlapping batches
     /// (halved, down to single frames), blended as the job's own batches are.
     fn restore_resilient(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, clock: &mut Clock) -> Result<Tensor, ExecError> {
-        let error = match super::attempt::attempt(|| self.restore_batch(vae, batch, index, &mut clock.stages)) {
+        let result = super::attempt::attempt(|| self.restore_batch(vae, batch, index, &mut clock.stages));
+        clock.fallbacks.extend(vae.take_fallbacks());
+        let error = match result {
             Ok(restored) => return Ok(restored),
             Err(error) => error,
         };
@@ -232,7 +234,7 @@ impl Pipeline<'_> {
                 "estimated_batch_bytes": memory.estimate,
                 "fits": memory.fits,
             },
-            "fallbacks": vae.fallbacks().iter().chain(fallbacks).collect::<Vec<_>>(),
+            "fallbacks": fallbacks,
         })
     }
 }

@@ -44,20 +44,20 @@ pub struct StreamedVae<'a> {
     encode: Stage,
     decode: Stage,
     pub plans: StagePlans,
+    /// What gave since the last [`StreamedVae::take_fallbacks`], in order, each line naming its stage.
+    fallbacks: Vec<String>,
 }
 
 /// One direction's state across batches.
 struct Stage {
-    op: TiledOp,
     budget_mib: u64,
     replans: usize,
     pushes: OomFallbacks,
-    replan_log: Vec<String>,
 }
 
 impl Stage {
-    fn new(op: TiledOp, budget_mib: u64) -> Self {
-        Stage { op, budget_mib, replans: 0, pushes: OomFallbacks::default(), replan_log: Vec::new() }
+    fn new(budget_mib: u64) -> Self {
+        Stage { budget_mib, replans: 0, pushes: OomFallbacks::default() }
     }
 }
 
@@ -69,16 +69,17 @@ impl<'a> StreamedVae<'a> {
         Ok(StreamedVae {
             vae,
             memory: MemoryModel::for_vae(vae, settings.kind, settings.device),
-            encode: Stage::new(TiledOp::Encode, settings.budget_mib),
-            decode: Stage::new(TiledOp::Decode, settings.budget_mib),
+            encode: Stage::new(settings.budget_mib),
+            decode: Stage::new(settings.budget_mib),
             settings,
             plans: StagePlans::default(),
+            fallbacks: Vec::new(),
         })
     }
 
-    /// Every re-plan and push-level fallback so far, encode first.
-    pub fn fallbacks(&self) -> Vec<String> {
-        [&self.encode, &self.decode].iter().flat_map(|s| s.replan_log.iter().chain(&s.pushes.log)).cloned().collect()
+    /// The re-plans and push-level fallbacks since the last call, in the order they happened.
+    pub fn take_fallbacks(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.fallbacks)
     }
 
     /// The plan a stage would run for a batch of `latent_frames × h × w` latent cells, and what it came from.
@@ -106,7 +107,9 @@ impl<'a> StreamedVae<'a> {
             let (plan, planning) = self.plan_for(op, latent);
             let (vae, element_bytes) = (self.vae, self.element_bytes());
             let stage = if op == TiledOp::Decode { &mut self.decode } else { &mut self.encode };
-            let error = match attempt(|| work(vae, &plan, &mut stage.pushes, element_bytes)) {
+            let result = attempt(|| work(vae, &plan, &mut stage.pushes, element_bytes));
+            self.fallbacks.extend(stage.pushes.log.drain(..).map(|line| format!("{}: {line}", op.as_str())));
+            let error = match result {
                 Ok(out) => {
                     match op {
                         TiledOp::Decode => self.plans.decode = Some(plan),
@@ -118,11 +121,11 @@ impl<'a> StreamedVae<'a> {
                 Err(error) => return Err(error),
             };
             let Some((smaller, note)) = planning.replan(&plan, stage.replans) else { return Err(error) };
-            tracing::warn!("restore {}: {note}", stage.op.as_str());
+            tracing::warn!("restore {}: {note}", op.as_str());
             crate::device::release_cached_memory(self.settings.device);
             stage.replans += 1;
             stage.budget_mib = smaller.budget_mib;
-            stage.replan_log.push(format!("{}: {note}", stage.op.as_str()));
+            self.fallbacks.push(format!("{}: {note}", op.as_str()));
         }
     }
 }

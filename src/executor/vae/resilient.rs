@@ -27,8 +27,9 @@ pub struct OomFallbacks {
 }
 
 impl OomFallbacks {
-    /// The next, smaller split after `current` failed; `largest_conv_bytes` sizes the first one.
-    fn next_split(&mut self, current: Option<RowSplit>, largest_conv_bytes: i64, what: &str) -> Option<RowSplit> {
+    /// The next, smaller split after `current` failed (`largest_conv_bytes` sizes the first one), and
+    /// the line that says so; `None` below the smallest band worth trying.
+    fn next_split(current: Option<RowSplit>, largest_conv_bytes: i64, what: &str) -> Option<(RowSplit, String)> {
         let band = match current {
             None => largest_conv_bytes / 2,
             Some(split) => split.max_band_bytes / 2,
@@ -36,8 +37,8 @@ impl OomFallbacks {
         if band < MIN_BAND_BYTES {
             return None;
         }
-        self.log.push(format!("out of memory on {what}: convolutions in row bands of at most {:.1} MiB", band as f64 / 1048576.0));
-        Some(RowSplit { max_band_bytes: band })
+        let note = format!("out of memory on {what}: convolutions in row bands of at most {:.1} MiB", band as f64 / 1048576.0);
+        Some((RowSplit { max_band_bytes: band }, note))
     }
 }
 
@@ -96,10 +97,12 @@ pub fn decode(decoder: &mut TiledDecoder, latent: &Tensor, size: &PushSize, fall
         fallbacks.decode_push_limit = Some(limit);
         return decode(decoder, latent, size, fallbacks);
     }
-    let Some(split) = fallbacks.next_split(decoder.row_split(), size.largest_conv_bytes, "one latent frame") else { return Err(error) };
+    let Some((split, note)) = OomFallbacks::next_split(decoder.row_split(), size.largest_conv_bytes, "one latent frame") else { return Err(error) };
+    // Logged only where the family has row splits (SeedVR2 has none: the caller's re-plan comes next).
     if !decoder.set_row_split(Some(split)) {
         return Err(error);
     }
+    fallbacks.log.push(note);
     decode(decoder, latent, size, fallbacks)
 }
 
@@ -131,9 +134,10 @@ pub fn encode(encoder: &mut TiledEncoder, frames: &Tensor, group: i64, size: &Pu
         fallbacks.encode_push_limit = Some(group);
         return encode(encoder, frames, group, size, fallbacks);
     }
-    let Some(split) = fallbacks.next_split(encoder.row_split(), size.largest_conv_bytes, &format!("{count} frames")) else { return Err(error) };
+    let Some((split, note)) = OomFallbacks::next_split(encoder.row_split(), size.largest_conv_bytes, &format!("{count} frames")) else { return Err(error) };
     if !encoder.set_row_split(Some(split)) {
         return Err(error);
     }
+    fallbacks.log.push(note);
     encode(encoder, frames, group, size, fallbacks)
 }
