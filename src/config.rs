@@ -54,6 +54,9 @@ pub struct Config {
     /// Host memory on CPU: `bounded` (RSS follows live tensors, budgets hold) or `fast` (glibc's heap
     /// reuses freed tensors: 10–25% faster, 1.5–2.3× the working memory, budgets do not hold).
     pub cpu_allocator: String,
+    /// SeedVR2 DiT blocks kept on the host and brought to the device one at a time: `auto` (on CUDA when
+    /// the weights and a one-frame batch do not fit the free memory together), `always` or `never`.
+    pub dit_block_swap: BlockSwap,
     /// x264 quality and speed for outputs.
     pub output_crf: u8,
     pub output_preset: String,
@@ -86,10 +89,19 @@ impl Default for Config {
             device_memory_margin_mib: 1024,
             tf32: false,
             cpu_allocator: "bounded".into(),
+            dit_block_swap: BlockSwap::Auto,
             output_crf: 18,
             output_preset: "veryfast".into(),
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockSwap {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -176,4 +176,25 @@ fn run_restores_from_the_command_line() {
     assert_eq!((report["plan"]["color_fix"].as_str(), report["plan"]["batches"].as_i64()), (Some("adain"), Some(1)));
     let probed = ffprobe(&out);
     assert_eq!((probed.width, probed.height, probed.frames), (176, 144, 3));
+    assert_eq!(report["plan"]["dit"]["block_placement"], "resident", "{report}");
+
+    // The same job with the DiT's blocks swapped in one at a time: the same frames.
+    let swapped_out = dir.path().join("swapped.mp4");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
+        .current_dir(dir.path())
+        .env("VAEBOX_MODELS_DIR", &models)
+        .env("VAEBOX_THREADS", "2")
+        .env("VAEBOX_DIT_BLOCK_SWAP", "always")
+        .args(["run", "--op", "restore", "--model", "seedvr2-7b-small", "--scale", "1", "--color-fix", "adain", "--input"])
+        .arg(&clip)
+        .arg("--output")
+        .arg(&swapped_out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("a JSON report");
+    assert_eq!(report["plan"]["dit"]["block_placement"], "swapped", "{report}");
+    assert!(report["plan"]["dit"]["host_block_bytes"].as_u64().unwrap() > 0, "{report}");
+    let (resident, swapped) = (rgb_frames(&std::fs::read(&out).unwrap(), &dir.path().join("a.mp4")), rgb_frames(&std::fs::read(&swapped_out).unwrap(), &dir.path().join("b.mp4")));
+    assert_eq!(resident, swapped, "swapped blocks changed the frames");
 }

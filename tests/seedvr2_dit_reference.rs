@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use common::tensors::{max_abs_diff, read_tensor_map};
 use tch::{Kind, Tensor};
-use vaebox::models::seedvr2_dit::{DitInput, DitLoadOptions, SeedVr2Dit, Trace};
+use vaebox::models::seedvr2_dit::{BlockPlacement, DitInput, DitLoadOptions, SeedVr2Dit, Trace};
 
 /// The fp32 bound for the forward and its intermediates.
 const FP32_ATOL: f64 = 1e-4;
@@ -123,6 +123,24 @@ fn dit_with_bf16_qkv_matches_the_shipped_precision() {
     }
 }
 
+/// Blocks kept on the host and brought to the device one at a time compute what resident blocks do.
+#[test]
+fn swapped_blocks_match_the_original_and_the_resident_model() {
+    for (variant, weights, case_path) in cases() {
+        let case = read_tensor_map(&case_path);
+        let swapped = SeedVr2Dit::load(&weights, &DitLoadOptions { placement: BlockPlacement::Swapped, ..DitLoadOptions::default() }).expect("load swapped");
+        let resident = SeedVr2Dit::load(&weights, &DitLoadOptions::default()).expect("load resident");
+        assert_eq!((swapped.placement(), resident.placement()), (BlockPlacement::Swapped, BlockPlacement::Resident));
+        assert!(swapped.host_block_bytes() > 0 && swapped.weight_bytes() < resident.weight_bytes(), "{variant}: the device holds one block at a time");
+        let (out, trace) = run_per_sample(&swapped, &case, "timestep");
+        check(&format!("{variant} swapped out"), &out, &tensor(&case, "out"), FP32_ATOL);
+        let last = trace.tensors.keys().filter(|k| k.starts_with("blocks.")).count();
+        assert!(last > 0, "{variant}: the swapped blocks recorded their intermediates");
+        let (resident_out, _) = run_per_sample(&resident, &case, "timestep");
+        assert_eq!(max_abs_diff(&out, &resident_out), 0.0, "{variant}: swapped vs resident");
+    }
+}
+
 /// `full_keys_<variant>.txt`: every key of the released checkpoint with its shape.
 fn full_checkpoint_shapes(variant: &str) -> Vec<(String, Vec<i64>)> {
     common::tensors::full_keys(&reference_dir().join(format!("full_keys_{variant}.txt")))
@@ -158,7 +176,10 @@ fn released_layouts_load_and_run() {
 fn bad_checkpoints_name_the_offending_key() {
     let (_, weights, _) = cases().into_iter().next().unwrap();
     let tensors = Tensor::read_safetensors(&weights).unwrap();
-    let load = |tensors: Vec<(String, Tensor)>| SeedVr2Dit::from_tensors(&weights, tensors, None, &DitLoadOptions::default()).err().expect("refused").to_string();
+    // Either placement checks every key at load.
+    for placement in [BlockPlacement::Resident, BlockPlacement::Swapped] {
+    let opts = DitLoadOptions { placement, ..DitLoadOptions::default() };
+    let load = |tensors: Vec<(String, Tensor)>| SeedVr2Dit::from_tensors(&weights, tensors, None, &opts).err().expect("refused").to_string();
     let without = |key: &str| tensors.iter().filter(|(k, _)| k != key).map(|(k, t)| (k.clone(), t.shallow_clone())).collect::<Vec<_>>();
     let message = load(without("blocks.1.attn.proj_out.vid.bias"));
     assert!(message.contains("blocks.1.attn.proj_out.vid.bias"), "{message}");
@@ -174,4 +195,5 @@ fn bad_checkpoints_name_the_offending_key() {
     assert!(message.contains("blocks.0.mlp.vid.proj_out.weight") && message.contains("expected"), "{message}");
     let message = load(vec![("encoder.conv_in.weight".into(), Tensor::zeros([1], (Kind::Float, tch::Device::Cpu)))]);
     assert!(message.contains("not a SeedVR2 DiT"), "{message}");
+    }
 }

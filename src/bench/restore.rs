@@ -255,7 +255,7 @@ fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype) -> anyhow::Re
     eprintln!("{}: building the DiT ({:?}) and the {:?} VAE", dtype.name(), plan.shape, args.vae);
     let tensors = plan.shape.random_tensors(args.seed as i64);
     let source = PathBuf::from(format!("random-{}-dim{}", plan.shape.variant.as_str(), plan.shape.dim));
-    let dit = SeedVr2Dit::from_tensors(&source, tensors, None, &DitLoadOptions { device: Device::Cpu, kind, qkv_bf16: false })?;
+    let dit = SeedVr2Dit::from_tensors(&source, tensors, None, &DitLoadOptions { device: Device::Cpu, kind, ..DitLoadOptions::default() })?;
     let vae_opts = SeedVr2LoadOptions { device: Device::Cpu, kind };
     let vae = match args.vae {
         VaeSize::Small => {

@@ -57,6 +57,7 @@ pub struct ExecutorConfig {
     pub device_memory_margin_mib: u64,
     pub tf32: bool,
     pub cpu_allocator: crate::device::HostAllocator,
+    pub dit_block_swap: crate::config::BlockSwap,
     pub output_crf: u8,
     pub output_preset: String,
 }
@@ -77,6 +78,7 @@ impl ExecutorConfig {
             device_memory_margin_mib: config.device_memory_margin_mib,
             tf32: config.tf32,
             cpu_allocator: crate::device::HostAllocator::parse(&config.cpu_allocator).expect("validated"),
+            dit_block_swap: config.dit_block_swap,
             output_crf: config.output_crf,
             output_preset: config.output_preset.clone(),
         }

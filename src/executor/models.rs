@@ -5,7 +5,7 @@ use tch::{Device, Kind};
 
 use crate::models::realesrgan::{LoadOptions, RealEsrgan};
 use crate::models::registry::{Family, ModelEntry};
-use crate::models::restore::restorer::{Restorer, RestorerFiles};
+use crate::models::restore::restorer::{Restorer, RestorerFiles, RestorerOptions};
 use crate::models::vae::{self, VideoVae};
 use crate::models::ModelError;
 
@@ -64,15 +64,24 @@ impl LoadedModels {
         Ok((model, true))
     }
 
-    /// The DiT with its VAE and prompt, kept under `dit+vae` so a job naming another VAE loads again.
-    pub fn restorer(&mut self, dit: &str, files: &RestorerFiles, device: Device, kind: Kind) -> Result<Rc<Restorer>, ModelError> {
-        let key = format!("{dit}+{}", files.vae.display());
-        if let Some(Resident::Restorer(model)) = self.cached(&key, kind) {
+    /// The restorer for this DiT and VAE if it is loaded, wherever its blocks live.
+    pub fn restorer_if_loaded(&self, dit: &str, files: &RestorerFiles, kind: Kind) -> Option<Rc<Restorer>> {
+        match &self.resident {
+            Some((key, k, Resident::Restorer(model))) if *k == kind && key.starts_with(&format!("{dit}+{}+", files.vae.display())) => Some(model.clone()),
+            _ => None,
+        }
+    }
+
+    /// The DiT with its VAE and prompt, kept under `dit+vae` (and where its blocks live) so a job naming
+    /// another VAE loads again.
+    pub fn restorer(&mut self, dit: &str, files: &RestorerFiles, opts: &RestorerOptions) -> Result<Rc<Restorer>, ModelError> {
+        let key = format!("{dit}+{}+{}", files.vae.display(), opts.placement.as_str());
+        if let Some(Resident::Restorer(model)) = self.cached(&key, opts.kind) {
             return Ok(model);
         }
         self.resident = None;
-        let model = Rc::new(Restorer::load(files, device, kind)?);
-        self.resident = Some((key, kind, Resident::Restorer(model.clone())));
+        let model = Rc::new(Restorer::load(files, opts)?);
+        self.resident = Some((key, opts.kind, Resident::Restorer(model.clone())));
         Ok(model)
     }
 }

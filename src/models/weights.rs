@@ -140,6 +140,26 @@ impl Weights {
     }
 }
 
+impl Weights {
+    /// The tensors under `prefix`, as modules would hold them (fp8 kept, others at `kind`) but left on
+    /// the host, marked used: for weights that go to the device only while they compute. On CUDA they are
+    /// pinned, so the copies in can overlap with work.
+    pub fn take_host(&self, prefix: &str) -> Result<BTreeMap<String, Tensor>, ModelError> {
+        let keys: Vec<String> = self.tensors.range(prefix.to_string()..).map(|(k, _)| k).take_while(|k| k.starts_with(prefix)).cloned().collect();
+        let mut taken = BTreeMap::new();
+        for key in keys {
+            let stored = &self.tensors[&key];
+            let mut tensor = if is_fp8(stored.kind()) { stored.shallow_clone() } else { stored.f_to_kind(self.kind)? };
+            if self.device.is_cuda() {
+                tensor = tensor.f_pin_memory(self.device)?;
+            }
+            self.used.borrow_mut().insert(key.clone());
+            taken.insert(key, tensor);
+        }
+        Ok(taken)
+    }
+}
+
 pub fn is_fp8(kind: Kind) -> bool {
     matches!(kind, Kind::Float8e4m3fn | Kind::Float8e5m2 | Kind::Float8e4m3fnuz | Kind::Float8e5m2fnuz)
 }

@@ -3,7 +3,10 @@ use super::batches::BatchShape;
 use super::settings::RestoreSettings;
 use super::vae::StreamedVae;
 use crate::models::restore::prepare::FrameGeometry;
-use crate::models::restore::restorer::Restorer;
+use crate::config::BlockSwap;
+use crate::executor::Executor;
+use crate::models::restore::restorer::{Restorer, RestorerFiles};
+use crate::models::seedvr2_dit::BlockPlacement;
 use crate::tiling::dit_memory::{batch_memory, longest_fitting_batch, BatchMemory, DitShape, VaeStageBytes};
 use crate::tiling::memory::TiledOp;
 
@@ -59,4 +62,27 @@ pub fn memory_plan(inputs: &MemoryInputs) -> MemoryPlan {
     };
     let estimate = estimate(batch.frames);
     MemoryPlan { batch, budget_bytes: Some(budget_bytes), fits: Some(estimate.peak_bytes() <= budget_bytes as f64), estimate, dit_weight_bytes }
+}
+
+/// Where the DiT's blocks live: as configured, and under `auto` on the host only on CUDA when the
+/// weights (the file's size stands for them: fp8 stays fp8, fp16 loads as bf16) and the margin left for
+/// a batch do not fit the free memory. A restorer already loaded keeps its placement under `auto`, since
+/// its own weights are what makes the free memory look short.
+pub fn block_placement(exec: &Executor, dit: &str, files: &RestorerFiles, kind: tch::Kind) -> BlockPlacement {
+    match exec.config.dit_block_swap {
+        BlockSwap::Always => BlockPlacement::Swapped,
+        BlockSwap::Never => BlockPlacement::Resident,
+        BlockSwap::Auto => {
+            if let Some(loaded) = exec.models.restorer_if_loaded(dit, files, kind) {
+                return loaded.dit.placement();
+            }
+            let Some((free, _)) = crate::device::cuda::memory_info(exec.device) else { return BlockPlacement::Resident };
+            let weights = std::fs::metadata(&files.dit).map(|m| m.len()).unwrap_or(0);
+            if weights + (exec.config.device_memory_margin_mib << 20) > free {
+                BlockPlacement::Swapped
+            } else {
+                BlockPlacement::Resident
+            }
+        }
+    }
 }

@@ -17,7 +17,7 @@ use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
 use crate::models::restore::one_step::{self, Noise, RestoreStep, StageSeconds};
 use crate::models::restore::prepare::{self, FrameGeometry};
-use crate::models::restore::restorer::Restorer;
+use crate::models::restore::restorer::{Restorer, RestorerOptions};
 use batches::{BatchBuffer, BatchShape, TemporalBlender};
 use memory::{memory_plan, MemoryInputs, MemoryPlan};
 use settings::halved_batch;
@@ -33,7 +33,8 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let geometry = prepare::target_size(info.height as i64, info.width as i64, settings.target);
     let kind = exec.resolve_kind(job, timings);
     let load_started = Instant::now();
-    let restorer = exec.models.restorer(&job.model, &files, exec.device, kind)?;
+    let placement = memory::block_placement(exec, &job.model, &files, kind);
+    let restorer = exec.models.restorer(&job.model, &files, &RestorerOptions { device: exec.device, kind, placement })?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
     let budget_mib = exec.working_budget_mib(job);
     let stream_settings = StreamSettings {
@@ -225,7 +226,13 @@ impl Pipeline<'_> {
             "latent_grid": [prepare::padded_frame_count(self.settings.batch.frames) / 4 + 1, g.crop_h / 8, g.crop_w / 8],
             "seed": self.settings.seed,
             "color_fix": self.settings.color_fix.as_str(),
-            "dit": { "variant": dit.variant.as_str(), "blocks": dit.num_blocks, "dim": dit.dim },
+            "dit": {
+                "variant": dit.variant.as_str(),
+                "blocks": dit.num_blocks,
+                "dim": dit.dim,
+                "block_placement": self.restorer.dit.placement().as_str(),
+                "host_block_bytes": self.restorer.dit.host_block_bytes(),
+            },
             "vae": vae.plans,
             "spatial_tiles": vae.plans.decode.as_ref().and_then(|plan| plan.spatial),
             "device_memory": {

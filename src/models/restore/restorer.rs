@@ -7,7 +7,7 @@ use tch::{Device, Kind, Tensor};
 use super::one_step::RestoreModels;
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 use crate::models::vae::VideoVae;
-use crate::models::seedvr2_dit::{DitLoadOptions, SeedVr2Dit};
+use crate::models::seedvr2_dit::{BlockPlacement, DitLoadOptions, SeedVr2Dit};
 use crate::models::ModelError;
 
 /// The name of the prompt tensor in the original files and in a combined `text_embeds.safetensors`.
@@ -26,9 +26,18 @@ pub struct Restorer {
     pub text: Tensor,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestorerOptions {
+    pub device: Device,
+    pub kind: Kind,
+    /// Where the DiT's blocks live between calls.
+    pub placement: BlockPlacement,
+}
+
 impl Restorer {
-    pub fn load(files: &RestorerFiles, device: Device, kind: Kind) -> Result<Self, ModelError> {
-        let dit = SeedVr2Dit::load(&files.dit, &DitLoadOptions { device, kind, qkv_bf16: false })?;
+    pub fn load(files: &RestorerFiles, opts: &RestorerOptions) -> Result<Self, ModelError> {
+        let RestorerOptions { device, kind, placement } = *opts;
+        let dit = SeedVr2Dit::load(&files.dit, &DitLoadOptions { device, kind, placement, ..DitLoadOptions::default() })?;
         let text = read_text_embedding(&files.text)?;
         if text.dim() != 2 || text.size()[1] != dit.config().txt_in_dim {
             return Err(ModelError::Format {

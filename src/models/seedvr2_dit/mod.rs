@@ -7,7 +7,9 @@ mod embed;
 mod layers;
 mod model;
 pub mod rope;
+mod swap;
 pub mod window;
 
 pub use config::{DitConfig, DitVariant, MlpKind};
 pub use model::{DitInput, DitLoadOptions, SeedVr2Dit, Trace};
+pub use swap::BlockPlacement;

@@ -7,10 +7,11 @@ use serde_json::Value;
 use tch::{Device, Kind, Tensor};
 
 use super::attention::SampleLayout;
-use super::block::{Block, BlockEmbedding, Tokens};
+use super::block::{BlockEmbedding, Tokens};
 use super::config::{DitConfig, DitVariant, PATCH};
 use super::embed::{unpatchify, PatchIn, TimeEmbedding};
 use super::layers::{AdaVectors, EmbeddingSlice, Linear, RmsNorm};
+use super::swap::{BlockPlacement, Blocks};
 use crate::models::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
@@ -21,11 +22,12 @@ pub struct DitLoadOptions {
     pub kind: Kind,
     /// Round q, k and v through bf16 before attention, as the shipped original does.
     pub qkv_bf16: bool,
+    pub placement: BlockPlacement,
 }
 
 impl Default for DitLoadOptions {
     fn default() -> Self {
-        Self { device: Device::Cpu, kind: Kind::Float, qkv_bf16: false }
+        Self { device: Device::Cpu, kind: Kind::Float, qkv_bf16: false, placement: BlockPlacement::Resident }
     }
 }
 
@@ -65,7 +67,7 @@ pub struct SeedVr2Dit {
     vid_in: PatchIn,
     txt_in: Linear,
     emb_in: TimeEmbedding,
-    blocks: Vec<Block>,
+    blocks: Blocks,
     head: OutputHead,
     device: Device,
     kind: Kind,
@@ -84,15 +86,15 @@ impl SeedVr2Dit {
         let weights = Weights::new(source, tensors.into_iter().collect(), opts.device, opts.kind);
         let config = DitConfig::detect(&weights, metadata_config)?;
         let _guard = tch::no_grad_guard();
-        let mut model = Self::build(&weights.root(), config, opts)?;
+        let blocks = Blocks::build(&weights, &config, opts.placement, opts.qkv_bf16.then_some(Kind::BFloat16))?;
+        let mut model = Self::build(&weights.root(), config, blocks, opts)?;
         weights.ensure_all_used()?;
-        model.weight_bytes = weights.handed_bytes();
+        // Swapped blocks visit the device one at a time.
+        model.weight_bytes = weights.handed_bytes() + model.blocks.largest_swapped_bytes();
         Ok(model)
     }
 
-    fn build(root: &WeightPath, config: DitConfig, opts: &DitLoadOptions) -> Result<Self, ModelError> {
-        let qkv_cast = opts.qkv_bf16.then_some(Kind::BFloat16);
-        let blocks = (0..config.num_blocks).map(|i| Block::new(&root.pp("blocks").pp(i), &config, i, qkv_cast)).collect::<Result<_, _>>()?;
+    fn build(root: &WeightPath, config: DitConfig, blocks: Blocks, opts: &DitLoadOptions) -> Result<Self, ModelError> {
         let head_proj = Linear::new(&root.pp("vid_out").pp("proj"), config.dim, config.patch_channels_out(), true)?;
         let head = match config.variant {
             DitVariant::ThreeB => OutputHead::ThreeB {
@@ -127,9 +129,19 @@ impl SeedVr2Dit {
         self.kind
     }
 
-    /// Bytes the weights take on the device (fp8 checkpoints: their linear weights at one byte each).
+    /// Bytes the weights take on the device at most (fp8 checkpoints: their linear weights at one byte
+    /// each; swapped blocks: the largest one).
     pub fn weight_bytes(&self) -> u64 {
         self.weight_bytes
+    }
+
+    pub fn placement(&self) -> BlockPlacement {
+        self.blocks.placement()
+    }
+
+    /// Bytes of the blocks kept on the host (0 when resident).
+    pub fn host_block_bytes(&self) -> u64 {
+        self.blocks.host_bytes()
     }
 
     /// The velocity prediction `[T·H·W, vid_out_channels]`, in the input's token order.
@@ -153,8 +165,18 @@ impl SeedVr2Dit {
         let layout = SampleLayout { grid: patched, text_len: txt.size()[0] };
         let block_emb = BlockEmbedding::of(&emb, self.config.dim);
         let mut tokens = Tokens { vid, txt };
-        for block in &self.blocks {
-            tokens = block.forward(tokens, &block_emb, &layout, &self.config, &mut trace);
+        match &self.blocks {
+            Blocks::Resident(blocks) => {
+                for block in blocks {
+                    tokens = block.forward(tokens, &block_emb, &layout, &self.config, &mut trace);
+                }
+            }
+            Blocks::Swapped(swapped) => {
+                for index in 0..self.config.num_blocks {
+                    let block = swapped.on_device(index, &self.config, self.device, self.kind)?;
+                    tokens = block.forward(tokens, &block_emb, &layout, &self.config, &mut trace);
+                }
+            }
         }
         let out = match &self.head {
             OutputHead::ThreeB { norm, ada, proj } => {
