@@ -2,13 +2,47 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::ToSchema;
+use uuid::Uuid;
 
 use crate::error_codes as codes;
 use crate::jobs::StoreError;
 use crate::media::latent::LatentError;
 use crate::media::MediaError;
 use crate::models::registry::NormalizeRefusal;
+
+/// Every error answer: 4XX for the request, 5XX for faults of this box. A path that is not listed here
+/// answers 404 not-found; a listed path with a method it does not take, 405 method-not-allowed (with an
+/// Allow header).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    #[schema(inline)]
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    #[schema(schema_with = code_schema)]
+    pub code: String,
+    pub message: String,
+    /// `/v1/decode`, `/v1/encode`: the job that failed or was cancelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<Uuid>,
+}
+
+impl ErrorBody {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ErrorBody {
+        ErrorBody { error: ErrorDetail { code: code.into(), message: message.into(), job: None } }
+    }
+}
+
+/// The stable codes, from the one list clients may match on.
+fn code_schema() -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::String).enum_values(Some(codes::ALL.iter().copied()))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -71,7 +105,7 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(code, error = %self, "request failed");
         }
-        (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response()
+        (status, Json(ErrorBody::new(code, self.to_string()))).into_response()
     }
 }
 

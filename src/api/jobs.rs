@@ -8,13 +8,15 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 use tokio::sync::broadcast::error::RecvError;
 use tower::ServiceExt;
 use uuid::Uuid;
 
-use super::error::ApiError;
-use super::params::{self, JobFields, ListQuery};
+use super::error::{ApiError, ErrorBody};
+use super::openapi::{Binary, Faults};
+use super::params::{self, JobFields, ListQuery, UploadForm};
 use super::upload::{self, UploadLimits};
 use super::AppState;
 use crate::device::DtypeChoice;
@@ -179,6 +181,31 @@ pub(super) async fn admit(app: &AppState) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Create a job from an upload
+///
+/// multipart/form-data with a `file` part and fields (or a `params` JSON part), or a raw body with the same
+/// fields as query parameters (plus `filename`). Fields as query parameters are checked before the body is read.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    tag = "jobs",
+    params(JobFields),
+    request_body(content((UploadForm = "multipart/form-data"), (Binary = "application/octet-stream"))),
+    responses(
+        (status = 202, description = "Queued", body = Job),
+        (status = 400, body = ErrorBody, description = "Bad fields, refused before the upload is read when they come as query \
+            parameters (unknown-parameter: a name that is not one of the fields, named in the message; unknown-op, unknown-model, \
+            unsupported-op, model-weights-missing, invalid-scale, invalid-restore-parameter, invalid-priority, invalid-dtype, \
+            invalid-tile, invalid-normalize, invalid-memory-budget, normalize-unsupported, invalid-query, invalid-multipart, \
+            missing-file, too-many-files, invalid-params, upload-interrupted)"),
+        (status = 413, body = ErrorBody, description = "Upload over the size limit (upload-too-large)"),
+        (status = 422, body = ErrorBody, description = "Not a usable video or latent (empty-file, not-a-video, truncated-media, \
+            media-too-large, not-a-latent, latent-bad-shape, latent-channel-mismatch, latent-not-finite, latent-model-mismatch, \
+            latent-normalize-unsupported: a latent marked normalized for a VAE without published statistics)"),
+        (status = 429, body = ErrorBody, description = "Queue full (queue-full)"),
+        Faults,
+    )
+)]
 pub async fn create(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
     if let Err(refusal) = admit(&app).await {
         return Err(upload::refuse_unread(request, refusal).await);
@@ -264,7 +291,28 @@ pub(super) async fn enqueue(app: &AppState, file: upload::TempUpload, job_reques
     Ok(job)
 }
 
-pub async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Result<Json<serde_json::Value>, ApiError> {
+/// `GET /v1/jobs`: a page of jobs, newest first.
+#[derive(Serialize, ToSchema)]
+pub struct JobList {
+    jobs: Vec<Job>,
+    /// The `offset` of the next page; null on the last one.
+    next_offset: Option<i64>,
+}
+
+/// List jobs, newest first
+#[utoipa::path(
+    get,
+    path = "/v1/jobs",
+    tag = "jobs",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Jobs", body = JobList),
+        (status = 400, body = ErrorBody, description = "unknown-parameter (a name other than status, limit, offset), \
+            invalid-status, invalid-query (limit or offset not an integer)"),
+        Faults,
+    )
+)]
+pub async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Result<Json<JobList>, ApiError> {
     let query: ListQuery = params::from_query(query.as_deref().unwrap_or(""))?;
     let status = match query.status.as_deref() {
         None | Some("") => None,
@@ -277,7 +325,16 @@ pub async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Res
     let offset = query.offset.unwrap_or(0).max(0);
     let jobs = app.store.list(&ListFilter { status, limit, offset }).await?;
     let next_offset = (jobs.len() as i64 == limit).then_some(offset + limit);
-    Ok(Json(json!({ "jobs": jobs, "next_offset": next_offset })))
+    Ok(Json(JobList { jobs, next_offset }))
+}
+
+/// The `{id}` of the job routes.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // described, never built: the handlers read the id as text
+pub struct JobId {
+    /// The job's id (an unknown or malformed one answers 404 job-not-found).
+    id: Uuid,
 }
 
 fn parse_id(raw: &str) -> Result<Uuid, ApiError> {
@@ -289,10 +346,36 @@ async fn find(app: &AppState, raw: &str) -> Result<Job, ApiError> {
     app.store.get(id).await?.ok_or_else(|| ApiError::JobNotFound(raw.into()))
 }
 
+/// One job
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    operation_id = "get_job",
+    tag = "jobs",
+    params(JobId),
+    responses((status = 200, description = "The job", body = Job), (status = 404, body = ErrorBody, description = "job-not-found"), Faults)
+)]
 pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
     Ok(Json(find(&app, &id).await?))
 }
 
+/// Download the output (supports Range)
+///
+/// The output file: an MP4, or a safetensors latent (vae_encode) or tensor (vae_decode with output tensor).
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/result",
+    tag = "jobs",
+    params(JobId),
+    responses(
+        (status = 200, description = "The file, with a Content-Disposition naming it",
+            content((Binary = "video/mp4"), (Binary = "application/octet-stream"))),
+        (status = 206, description = "Partial content (a Range request)"),
+        (status = 404, body = ErrorBody, description = "job-not-found"),
+        (status = 409, body = ErrorBody, description = "No result yet (job-not-finished)"),
+        Faults,
+    )
+)]
 pub async fn result(State(app): State<AppState>, Path(id): Path<String>, request: Request) -> Result<Response, ApiError> {
     let job = find(&app, &id).await?;
     let (Some(output), Some(path), JobStatus::Succeeded) = (&job.output, &job.output_path, job.status) else {
@@ -314,6 +397,19 @@ pub async fn result(State(app): State<AppState>, Path(id): Path<String>, request
     Ok(response)
 }
 
+/// Cancel; a running job stops at the next chunk
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/cancel",
+    tag = "jobs",
+    params(JobId),
+    responses(
+        (status = 200, description = "The job, cancelled or with its cancellation under way", body = Job),
+        (status = 400, body = ErrorBody, description = "The job already ended (job-already-finished)"),
+        (status = 404, body = ErrorBody, description = "job-not-found"),
+        Faults,
+    )
+)]
 pub async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
     let uuid = parse_id(&id)?;
     let job = match app.store.request_cancel(uuid).await? {
@@ -334,6 +430,20 @@ pub async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Resu
     Ok(Json(job))
 }
 
+/// Delete a finished job and its files
+#[utoipa::path(
+    delete,
+    path = "/v1/jobs/{id}",
+    operation_id = "delete_job",
+    tag = "jobs",
+    params(JobId),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, body = ErrorBody, description = "job-not-found"),
+        (status = 409, body = ErrorBody, description = "Queued or running: cancel it first (job-not-finished)"),
+        Faults,
+    )
+)]
 pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     let uuid = parse_id(&id)?;
     match app.store.delete(uuid).await? {
@@ -354,7 +464,21 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Resu
     }
 }
 
-/// Re-reads the job whenever it changes (or every few seconds) and sends it whole; ends after a final status.
+/// Follow a job: Server-Sent Events
+///
+/// `event: job` with the whole job as data, at once and whenever it changes, until a final status.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/events",
+    tag = "jobs",
+    params(JobId),
+    responses(
+        (status = 200, description = "Event stream; each event's data is a Job", body = String, content_type = "text/event-stream"),
+        (status = 404, body = ErrorBody, description = "job-not-found"),
+        Faults,
+    )
+)]
+// Re-reads the job whenever it changes (or every few seconds) and sends it whole; ends after a final status.
 pub async fn events(
     State(app): State<AppState>,
     Path(id): Path<String>,

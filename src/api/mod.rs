@@ -1,7 +1,10 @@
-//! The HTTP API (axum): routes, upload handling, error mapping, metrics and the web page.
+//! The HTTP API (axum): routes, upload handling, error mapping, metrics, the web page and the OpenAPI
+//! document that describes them all (`openapi`).
+pub mod described;
 pub mod error;
 pub mod jobs;
 pub mod metrics;
+pub mod openapi;
 pub mod params;
 pub mod remote;
 pub mod system;
@@ -50,7 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/static/style.css", get(system::style_css))
         .route("/healthz", get(system::healthz))
         .route("/metrics", get(system::metrics))
-        .route("/openapi.json", get(system::openapi))
+        .route("/openapi.json", get(openapi::document))
         .route("/v1/models", get(system::models))
         // The upload size limit is enforced while streaming to disk (upload.rs), not by buffering.
         .route("/v1/jobs", post(jobs::create).get(jobs::list).layer(DefaultBodyLimit::disable()))
@@ -60,6 +63,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/events", get(jobs::events))
         .route("/v1/jobs/{id}/result", get(jobs::result))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        // Before the fallbacks, so that they answer for /docs too.
+        .merge(openapi::docs_routes().with_state(()))
         .fallback(|method: Method, uri: Uri| async move {
             error::ApiError::RouteNotFound { method: method.to_string(), path: uri.path().into() }
         })

@@ -1,45 +1,95 @@
 //! Request parameters as typed structs. A name the endpoint does not take is refused (400
 //! `unknown-parameter`, naming it) instead of ignored: a typo like `scal=2` must not quietly run
-//! the defaults. The names come from each struct's own `Deserialize`, so there is no second list.
+//! the defaults. The names come from each struct's own `Deserialize`, so there is no second list; the
+//! OpenAPI document describes each struct's fields from their `#[param]`s and doc comments.
 use serde::de::{DeserializeOwned, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use utoipa::openapi::path::ParameterIn;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::RefOr;
+use utoipa::{IntoParams, ToSchema};
 
 use super::error::ApiError;
+use crate::device::DtypeChoice;
 use crate::error_codes as codes;
+use crate::jobs::{JobStatus, Op};
+use crate::models::restore::colorfix::ColorFix;
 
 /// The fields of `POST /v1/jobs`: query parameters of a raw upload, form fields, or keys of a
 /// `params` JSON part. Values stay text here; each is checked where its meaning is, with its own code.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct JobFields {
+    /// What to do with the upload.
+    #[param(value_type = Op, inline, required = false, default = "upscale")]
     pub op: Option<String>,
+    /// A model from /v1/models that can do `op`.
+    #[param(value_type = String, required = false, default = "realesrgan-animevideov3")]
     pub model: Option<String>,
+    /// upscale, restore: output size over input size, one of the model's `scales` in /v1/models (default 4;
+    /// restore: 2).
+    #[param(value_type = Scale, inline, required = false, default = 4)]
     pub scale: Option<String>,
+    /// Higher runs first; FIFO among equals.
+    #[param(value_type = i64, required = false, default = 0, minimum = -1000, maximum = 1000)]
     pub priority: Option<String>,
+    /// The precision the model runs in; auto is bf16 on CUDA and on CPUs with native bf16, else f32.
+    #[param(value_type = DtypeChoice, inline, required = false, default = "auto")]
     pub dtype: Option<String>,
+    /// Input tile side in pixels: 0 = whole frames, else 16..=8192 (default: the configured tile).
+    #[param(value_type = i64, required = false, minimum = 0, maximum = 8192)]
     pub tile: Option<String>,
+    /// vae_encode: apply the published latent mean/std (SeedVR2: scaling factor). Refused at submission
+    /// with 400 normalize-unsupported for a VAE whose latent size has no published statistics (Wan 2.1
+    /// other than 16 channels, Wan 2.2 other than 48; see latent_channels in /v1/models).
+    #[param(value_type = bool, required = false)]
     pub normalize: Option<String>,
+    /// Working memory for this VAE job in MiB (0 = none); overrides the configured memory_budget_mib.
+    #[param(value_type = u64, required = false, minimum = 0)]
     pub memory_budget_mib: Option<String>,
-    /// `restore` only: the SeedVR2 VAE, a target size instead of `scale`, the noise seed, the colour
-    /// fix, and the temporal batches.
+    /// restore: the SeedVR2 VAE to encode and decode with (default: the DiT's pairs_with in /v1/models).
+    #[param(value_type = String, required = false)]
     pub vae: Option<String>,
+    /// restore: target height; with width, the target AREA (the aspect ratio follows the input, sides
+    /// cropped to multiples of 16), instead of scale.
+    #[param(value_type = u32, required = false)]
     pub height: Option<String>,
+    /// restore: target width (see height).
+    #[param(value_type = u32, required = false)]
     pub width: Option<String>,
+    /// restore: noise seed (default 666, the original's); batch i uses seed + i.
+    #[param(value_type = i64, required = false)]
     pub seed: Option<String>,
+    /// restore: the colour fix (default wavelet, the original's).
+    #[param(value_type = ColorFix, inline, required = false)]
     pub color_fix: Option<String>,
+    /// restore: frames per DiT call, 4n + 1 (default 21).
+    #[param(value_type = i64, required = false)]
     pub batch_frames: Option<String>,
+    /// restore: frames shared and cross-faded by consecutive batches (default 4 when batch_frames > 8,
+    /// else 0).
+    #[param(value_type = i64, required = false)]
     pub batch_overlap: Option<String>,
     /// Raw uploads only: the file's name (a multipart `file` part carries its own).
+    #[param(value_type = String, required = false)]
     pub filename: Option<String>,
 }
 
 /// `GET /v1/jobs`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only the jobs in this status.
+    #[param(value_type = JobStatus, inline, required = false)]
     pub status: Option<String>,
+    /// At most this many jobs, clamped to 1..=500.
+    #[param(value_type = i64, required = false, default = 50, minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
+    /// Jobs to skip (the list's `next_offset`).
+    #[param(value_type = i64, required = false, default = 0, minimum = 0)]
     pub offset: Option<i64>,
 }
 
@@ -47,28 +97,116 @@ pub struct ListQuery {
 /// that apply), and everything diffusers' `remote_decode` / `remote_encode` send. `height` and `width`
 /// only come with packed latents, `image_format` only matters for PIL output, `do_scaling` is
 /// diffusers' deprecated spelling of "the latent is scaled": accepted, so those clients keep working.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct RemoteQuery {
+    /// The VAE, a model from /v1/models (400 missing-model without it).
+    #[param(value_type = String, required = true)]
     pub model: Option<String>,
     /// The body's tensor dtype (diffusers' `dtype`), also the precision the VAE runs in.
+    #[param(value_type = TensorDtype, inline, required = false, default = "float32")]
     pub dtype: Option<String>,
+    /// decode: [1, C, t, h, w]; encode: [1, 3, T, H, W] or [1, 3, H, W] with values in [-1, 1].
     /// `requests` sends a list as repeated keys; a JSON list in one value is accepted too.
     #[serde(default)]
+    #[param(value_type = Vec<i64>, required = true, style = Form, explode)]
     pub shape: Vec<String>,
+    /// decode: the answer as a tensor (pt) or an MP4 (mp4).
+    #[param(value_type = RemoteOutput, inline, required = false, default = "pt")]
     pub output_type: Option<String>,
+    /// decode: z / scaling_factor + shift_factor; encode: (z - shift_factor) * scaling_factor.
+    #[param(value_type = f64, required = false)]
     pub scaling_factor: Option<String>,
+    /// See scaling_factor.
+    #[param(value_type = f64, required = false)]
     pub shift_factor: Option<String>,
+    /// Sent by diffusers' remote_decode; accepted and ignored (scaling follows scaling_factor and shift_factor).
+    #[param(value_type = bool, required = false)]
     pub do_scaling: Option<String>,
+    /// Sent by diffusers' remote_decode; true is refused with 400 unsupported-option.
+    #[param(value_type = bool, required = false, default = false)]
     pub partial_postprocess: Option<String>,
+    /// Sent by diffusers' remote_decode; accepted and ignored (no image output).
+    #[param(value_type = ImageFormat, inline, required = false)]
     pub image_format: Option<String>,
+    /// Sent by diffusers with packed latents, which are refused (invalid-shape); accepted otherwise.
+    #[param(value_type = i64, required = false)]
     pub height: Option<String>,
+    /// Sent by diffusers with packed latents, which are refused (invalid-shape); accepted otherwise.
+    #[param(value_type = i64, required = false)]
     pub width: Option<String>,
+    /// As for POST /v1/jobs.
+    #[param(value_type = i64, required = false, default = 0, minimum = -1000, maximum = 1000)]
     pub priority: Option<String>,
+    /// As for POST /v1/jobs.
+    #[param(value_type = i64, required = false, minimum = 0, maximum = 8192)]
     pub tile: Option<String>,
+    /// encode: as for POST /v1/jobs (vae_encode).
+    #[param(value_type = bool, required = false)]
     pub normalize: Option<String>,
+    /// As for POST /v1/jobs.
+    #[param(value_type = u64, required = false, minimum = 0)]
     pub memory_budget_mib: Option<String>,
 }
+
+// The values of fields that stay text in the structs above, for the document only; the code that reads
+// each field refuses any other value with its own code.
+#[derive(ToSchema)]
+#[repr(i64)]
+#[allow(dead_code)]
+enum Scale {
+    X2 = 2,
+    X4 = 4,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum TensorDtype {
+    Float32,
+    Float16,
+    Bfloat16,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum RemoteOutput {
+    Pt,
+    Mp4,
+}
+
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum ImageFormat {
+    Png,
+    Jpg,
+}
+
+/// The multipart form of `POST /v1/jobs`: one `file` part, and the job's fields as form fields or in one
+/// `params` JSON part. Its fields are `JobFields`' own parameters (less `filename`), so the two cannot drift.
+pub struct UploadForm;
+
+impl utoipa::PartialSchema for UploadForm {
+    fn schema() -> RefOr<Schema> {
+        let file = ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)));
+        let params = ObjectBuilder::new().schema_type(Type::String).description(Some("a JSON object of the fields"));
+        let mut form = ObjectBuilder::new().property("file", file).required("file").property("params", params);
+        for parameter in JobFields::into_params(|| Some(ParameterIn::Query)) {
+            let (Some(mut schema), false) = (parameter.schema, parameter.name == "filename") else { continue };
+            super::openapi::unwrap_one_item_one_ofs(&mut schema);
+            if let RefOr::T(Schema::Object(object)) = &mut schema {
+                object.description = parameter.description;
+            }
+            form = form.property(parameter.name, schema);
+        }
+        form.into()
+    }
+}
+
+impl utoipa::ToSchema for UploadForm {}
 
 /// The names `T` takes, read from its derived `Deserialize` (the list `deny_unknown_fields` checks).
 pub fn field_names<T: DeserializeOwned>() -> &'static [&'static str] {
@@ -200,7 +338,8 @@ mod tests {
     #[test]
     fn the_openapi_document_lists_the_names_each_endpoint_takes() {
         use std::collections::BTreeSet;
-        let doc: Value = serde_json::from_str(include_str!("openapi.json")).unwrap();
+        use utoipa::OpenApi;
+        let doc = serde_json::to_value(crate::api::openapi::ApiDoc::openapi()).unwrap();
         let listed = |path: &str, method: &str| -> BTreeSet<String> {
             let parameters = doc["paths"][path][method]["parameters"].as_array().unwrap();
             parameters.iter().filter(|p| p["in"] == "query").map(|p| p["name"].as_str().unwrap().to_string()).collect()
@@ -210,8 +349,12 @@ mod tests {
         assert_eq!(listed("/v1/jobs", "get"), taken(field_names::<ListQuery>()));
         assert_eq!(listed("/v1/decode", "post"), taken(field_names::<RemoteQuery>()));
         assert_eq!(listed("/v1/encode", "post"), taken(field_names::<RemoteQuery>()));
-        let form = &doc["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"];
-        let form: BTreeSet<String> = form.as_object().unwrap().keys().filter(|k| *k != "file" && *k != "params").cloned().collect();
+        let form = &doc["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"];
+        let form = form.as_str().unwrap().strip_prefix("#/components/schemas/").unwrap();
+        let form = &doc["components"]["schemas"][form];
+        assert_eq!(form["required"], serde_json::json!(["file"]));
+        let form: BTreeSet<String> =
+            form["properties"].as_object().unwrap().keys().filter(|k| *k != "file" && *k != "params").cloned().collect();
         let mut fields = taken(field_names::<JobFields>());
         fields.remove("filename");
         assert_eq!(form, fields);

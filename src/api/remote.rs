@@ -9,19 +9,24 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Json;
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::jobs::{admit, check_latent_upload, enqueue, JobRequest, Probed};
+use super::openapi::{Binary, Faults};
 use super::params::{self, JobFields, RemoteQuery};
 use super::upload::{refuse_unread, TempUpload};
 use super::AppState;
 use crate::error_codes as codes;
 use crate::jobs::{Job, JobError, JobStatus, Op, OutputFormat};
 use crate::media::safetensors::{self, single_tensor_prefix, Dtype};
+
+const REMOTE_REFUSALS: &str = "unknown-parameter, missing-model, invalid-shape, invalid-dtype, invalid-query, \
+    unsupported-option, tensor-size-mismatch, upload-interrupted, and the job fields' codes as for POST /v1/jobs";
 
 /// What the client sent besides the tensor.
 struct RemoteCall {
@@ -119,10 +124,58 @@ fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, A
     Ok(RemoteCall { job, dtype, shape })
 }
 
+/// Decode a latent tensor synchronously
+///
+/// diffusers' remote-VAE protocol: raw little-endian tensor bytes in the body; the call is queued as an ordinary job
+/// and answered when it finishes (header x-vaebox-job). Parameters not listed here are refused with 400 unknown-parameter.
+#[utoipa::path(
+    post,
+    path = "/v1/decode",
+    tag = "remote VAE",
+    params(RemoteQuery),
+    request_body(content((Binary = "tensor/binary"))),
+    responses(
+        (status = 200, description = "tensor/binary with `shape` (JSON list) and `dtype` headers, or video/mp4 (output_type=mp4)",
+            headers(("shape" = String, description = "the tensor's shape as a JSON list"),
+                ("dtype" = String, description = "the tensor's dtype (float32, float16, bfloat16)"),
+                ("x-vaebox-job" = Uuid, description = "the job that ran")),
+            content((Binary = "tensor/binary"), (Binary = "video/mp4"))),
+        (status = 400, body = ErrorBody, description = REMOTE_REFUSALS),
+        (status = 409, body = ErrorBody, description = "The job was cancelled (cancelled, with `job`)"),
+        (status = 413, body = ErrorBody, description = "The tensor is over the upload limit (upload-too-large)"),
+        (status = 422, body = ErrorBody, description = "The job failed: its code, with `job`"),
+        (status = 429, body = ErrorBody, description = "Queue full (queue-full)"),
+        Faults,
+    )
+)]
 pub async fn decode(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
     run(app, request, Op::VaeDecode).await
 }
 
+/// Encode a pixel tensor synchronously
+///
+/// diffusers' remote-VAE protocol: raw little-endian tensor bytes in the body; the call is queued as an ordinary job
+/// and answered when it finishes (header x-vaebox-job). Parameters not listed here are refused with 400 unknown-parameter.
+#[utoipa::path(
+    post,
+    path = "/v1/encode",
+    tag = "remote VAE",
+    params(RemoteQuery),
+    request_body(content((Binary = "tensor/binary"))),
+    responses(
+        (status = 200, description = "tensor/binary: the latent, with `shape` (JSON list) and `dtype` headers",
+            headers(("shape" = String, description = "the tensor's shape as a JSON list"),
+                ("dtype" = String, description = "the tensor's dtype (float32, float16, bfloat16)"),
+                ("x-vaebox-job" = Uuid, description = "the job that ran")),
+            content((Binary = "tensor/binary"))),
+        (status = 400, body = ErrorBody, description = REMOTE_REFUSALS),
+        (status = 409, body = ErrorBody, description = "The job was cancelled (cancelled, with `job`)"),
+        (status = 413, body = ErrorBody, description = "The tensor is over the upload limit (upload-too-large)"),
+        (status = 422, body = ErrorBody, description = "The job failed: its code, with `job`"),
+        (status = 429, body = ErrorBody, description = "Queue full (queue-full)"),
+        Faults,
+    )
+)]
 pub async fn encode(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
     run(app, request, Op::VaeEncode).await
 }
@@ -149,8 +202,9 @@ async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiErr
         _ => {
             let error = job.error.clone().unwrap_or(JobError { code: codes::CANCELLED.into(), message: "the job was cancelled".into() });
             let status = if error.code == codes::CANCELLED { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
-            let body = serde_json::json!({ "error": { "code": error.code, "message": error.message, "job": job.id } });
-            Ok((status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response())
+            let mut body = ErrorBody::new(error.code, error.message);
+            body.error.job = Some(job.id);
+            Ok((status, Json(body)).into_response())
         }
     }
 }

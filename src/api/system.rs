@@ -1,32 +1,74 @@
-//! The box itself: health, models, metrics, the OpenAPI document and the web page.
+//! The box itself: health, models, metrics and the web page.
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
 use super::error::ApiError;
+use super::openapi::ServerFault;
 use super::AppState;
 use crate::jobs::{JobStatus, ListFilter};
-use crate::models::registry;
+use crate::models::registry::{self, ModelInfo};
 
-pub async fn healthz(State(app): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+/// The box's health: its device and queue.
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` whenever the box answers at all (a store fault answers 500 instead).
+    status: HealthStatus,
+    /// This server's version.
+    version: &'static str,
+    /// The device jobs run on.
+    device: String,
+    /// Jobs waiting to run.
+    queue_depth: i64,
+    /// The job running now, if any.
+    running_job: Option<Uuid>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum HealthStatus {
+    Ok,
+}
+
+/// The models this box knows.
+#[derive(Serialize, ToSchema)]
+pub struct ModelList {
+    models: Vec<ModelInfo>,
+}
+
+/// Health: device and queue depth
+#[utoipa::path(get, path = "/healthz", tag = "box", responses((status = 200, description = "Healthy", body = Health), ServerFault))]
+pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiError> {
     let queue_depth = app.store.count(JobStatus::Queued).await?;
     let running = app.store.list(&ListFilter { status: Some(JobStatus::Running), limit: 1, offset: 0 }).await?;
-    Ok(Json(json!({
-        "status": "ok",
-        "version": env!("CARGO_PKG_VERSION"),
-        "device": app.device,
-        "queue_depth": queue_depth,
-        "running_job": running.first().map(|job| job.id),
-    })))
+    Ok(Json(Health {
+        status: HealthStatus::Ok,
+        version: env!("CARGO_PKG_VERSION"),
+        device: app.device,
+        queue_depth,
+        running_job: running.first().map(|job| job.id),
+    }))
 }
 
-pub async fn models(State(app): State<AppState>) -> Json<serde_json::Value> {
-    let models: Vec<_> = registry::scan(&app.config.models_dir).iter().map(|m| m.info()).collect();
-    Json(json!({ "models": models }))
+/// Models on this box
+///
+/// Every model the box knows, with the ops it can do and whether its files are in the models folder.
+#[utoipa::path(get, path = "/v1/models", tag = "box", responses((status = 200, description = "Models", body = ModelList)))]
+pub async fn models(State(app): State<AppState>) -> Json<ModelList> {
+    Json(ModelList { models: registry::scan(&app.config.models_dir).iter().map(|m| m.info()).collect() })
 }
 
+/// Prometheus metrics
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "box",
+    responses((status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"), ServerFault)
+)]
 pub async fn metrics(State(app): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let mut counts = Vec::new();
     for status in [JobStatus::Queued, JobStatus::Running, JobStatus::Succeeded, JobStatus::Failed, JobStatus::Cancelled] {
@@ -35,18 +77,30 @@ pub async fn metrics(State(app): State<AppState>) -> Result<impl IntoResponse, A
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render(&counts)))
 }
 
-pub async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], include_str!("openapi.json"))
-}
-
+/// The web page: upload, follow and download jobs
+#[utoipa::path(get, path = "/", tag = "pages", responses((status = 200, description = "HTML", body = String, content_type = "text/html")))]
 pub async fn index() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], include_str!("../../static/index.html"))
 }
 
+/// The web page's script
+#[utoipa::path(
+    get,
+    path = "/static/app.js",
+    tag = "pages",
+    responses((status = 200, description = "JavaScript", body = String, content_type = "text/javascript"))
+)]
 pub async fn app_js() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../../static/app.js"))
 }
 
+/// The web page's style
+#[utoipa::path(
+    get,
+    path = "/static/style.css",
+    tag = "pages",
+    responses((status = 200, description = "CSS", body = String, content_type = "text/css"))
+)]
 pub async fn style_css() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../static/style.css"))
 }

@@ -20,7 +20,7 @@ pub fn parse_device(s: &str) -> Option<DeviceChoice> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DtypeChoice {
     Auto,

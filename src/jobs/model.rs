@@ -1,11 +1,12 @@
 //! What a job is: its parameters, state, progress and timings, as stored and as served.
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::device::DtypeChoice;
 use crate::media::MediaInfo;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JobStatus {
     Queued,
@@ -37,7 +38,7 @@ impl JobStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     Upscale,
@@ -67,7 +68,7 @@ impl Op {
 }
 
 /// What the client asked for, beyond op and model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct JobParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<i64>,
@@ -96,7 +97,7 @@ pub struct JobParams {
 }
 
 /// `restore` jobs only; every field has a default.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RestoreParams {
     /// The SeedVR2 VAE (default: the DiT's `pairs_with`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,7 +120,7 @@ pub struct RestoreParams {
 }
 
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OutputFormat {
     Mp4,
@@ -146,7 +147,7 @@ fn default_dtype() -> DtypeChoice {
     DtypeChoice::Auto
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Progress {
     pub done: u64,
     pub total: u64,
@@ -163,48 +164,61 @@ impl Progress {
     }
 }
 
-/// Honest wall-clock seconds per stage, plus throughput and memory, as measured by the executor.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Honest wall-clock seconds per stage, plus throughput and memory, as measured by the executor. Every key
+/// but the `restore` ones is present, null when it does not apply or is not known yet.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Timings {
+    /// Seconds between creation and start.
     pub queued: Option<f64>,
+    /// Seconds spent checking the upload.
     pub probe: Option<f64>,
+    /// Seconds loading the model (near 0 when it was already resident).
     pub load_model: Option<f64>,
-    /// Time the pipeline waited for decoded frames (decode itself runs in ffmpeg, overlapped).
+    /// Time the pipeline waited for decoded frames or latents (decode itself runs in ffmpeg, overlapped).
     pub read: Option<f64>,
+    /// Seconds in the model.
     pub compute: Option<f64>,
     /// Time the pipeline waited to hand frames to the encoder, plus the final flush.
     pub write: Option<f64>,
+    /// Seconds from start to finish.
     pub total: Option<f64>,
-    /// `restore`: the parts of `compute`, each summed over the batches.
+    /// `restore`: the parts of `compute`, each summed over the batches. Seconds in the VAE encoder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encode: Option<f64>,
+    /// `restore`: seconds in the DiT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dit: Option<f64>,
+    /// `restore`: seconds in the VAE decoder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode: Option<f64>,
+    /// `restore`: seconds in the colour fix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub color_fix: Option<f64>,
+    /// Frames per second through the pipeline.
     pub fps: Option<f64>,
+    /// Peak resident set of the server process during the job (Linux VmHWM).
     pub peak_host_bytes: Option<u64>,
+    /// Peak bytes held by tensors in the CUDA allocator during the job; null on CPU.
     pub peak_device_bytes: Option<u64>,
     pub device: Option<String>,
+    /// The precision that ran.
     pub dtype: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct JobError {
     pub code: String,
     pub message: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct InputInfo {
     pub file_name: String,
     pub bytes: u64,
     pub media: Option<MediaInfo>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct OutputInfo {
     pub file_name: String,
     pub bytes: u64,
@@ -214,23 +228,32 @@ pub struct OutputInfo {
 }
 
 /// A job as served by the API.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Job {
     pub id: Uuid,
     pub status: JobStatus,
     pub op: Op,
     pub model: String,
+    /// Higher runs first; FIFO among equals.
     pub priority: i64,
     pub params: JobParams,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub started_at: Option<String>,
+    #[schema(format = DateTime)]
     pub finished_at: Option<String>,
     pub input: InputInfo,
     pub output: Option<OutputInfo>,
     pub progress: Option<Progress>,
+    /// Null until the job has run.
     pub timings: Option<Timings>,
+    /// Free-form JSON made by the executor; the document describes its keys.
+    #[schema(value_type = Option<crate::api::described::Plan>)]
     pub plan: Option<serde_json::Value>,
+    #[schema(value_type = Option<crate::api::described::QualityMetrics>)]
     pub metrics: Option<serde_json::Value>,
+    /// Why a failed job failed (`code` is one of the Error schema's codes).
     pub error: Option<JobError>,
     pub attempts: i64,
     #[serde(skip)]

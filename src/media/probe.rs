@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::process::{BoundedChild, ProcessSpec};
 use super::{MediaError, MediaLimits, MediaTools};
 
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct MediaInfo {
     /// `mp4`, `mov`, `matroska`, … (the demuxer's name, with the ISO family split by brand).
     pub container: String,

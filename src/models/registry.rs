@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error_codes as codes;
 use crate::jobs::Op;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     Realesrgan,
@@ -286,13 +286,14 @@ pub fn check_normalization(model: &str, family: Family, latent_channels: Option<
     Err(if decoding { NormalizeRefusal::Decode { model, family, channels } } else { NormalizeRefusal::Encode { model, family, channels } })
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ModelInfo {
     pub name: String,
     pub family: Family,
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latent_channels: Option<i64>,
+    #[schema(value_type = Vec<crate::jobs::Op>)]
     pub ops: Vec<&'static str>,
     pub scales: Vec<i64>,
     pub dtypes: Vec<&'static str>,

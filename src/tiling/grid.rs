@@ -7,7 +7,7 @@ use super::spatial::Span;
 /// A spatial tiling of the latent grid: tiles of at most `tile_height_latent × tile_width_latent`
 /// cells that overlap their neighbours by at least `overlap_latent` cells. A side at least as long as
 /// its axis leaves that axis whole (strips).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SpatialTiles {
     pub tile_height_latent: i64,
     pub tile_width_latent: i64,

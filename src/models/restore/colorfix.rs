@@ -10,7 +10,7 @@ const WAVELET_LEVELS: u32 = 5;
 /// AdaIN's variance floor, added before the square root.
 const ADAIN_EPS: f64 = 1e-5;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ColorFix {
     /// High frequencies of the restored frames plus low frequencies of the input (the original's choice).

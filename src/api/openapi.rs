@@ -1,0 +1,200 @@
+//! The OpenAPI document, generated from the handlers' `#[utoipa::path]`s and the types they serve, and
+//! the `/docs` page: Swagger UI, whose script and style are built into the binary (no network needed).
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Router;
+use utoipa::openapi::schema::{ArrayItems, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::RefOr;
+use utoipa::{IntoResponses, Modify, OpenApi};
+
+use super::error::ErrorBody;
+use super::{jobs, remote, system};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "vaebox",
+        description = "A LAN-shared GPU box for video VAEs and upscaling. Jobs are queued in SQLite and run one at a time. \
+            Errors are `{error: {code, message}}` with a stable code (the Error schema lists them all); a parameter an endpoint \
+            does not take is refused with 400 unknown-parameter naming it, a path that is not here answers 404 not-found, and a \
+            method a path does not take 405 method-not-allowed with an Allow header."
+    ),
+    paths(
+        jobs::create,
+        jobs::list,
+        jobs::get,
+        jobs::delete,
+        jobs::events,
+        jobs::result,
+        jobs::cancel,
+        remote::decode,
+        remote::encode,
+        system::models,
+        system::healthz,
+        system::metrics,
+        document,
+        docs,
+        system::index,
+        system::app_js,
+        system::style_css,
+    ),
+    components(schemas(ErrorBody)),
+    modifiers(&UnwrapOneItemOneOfs),
+    tags(
+        (name = "jobs", description = "Upload a video or latent, follow the job, download the result"),
+        (name = "remote VAE", description = "diffusers' remote_decode / remote_encode, answered when the job finishes"),
+        (name = "box", description = "Health, models and metrics"),
+        (name = "pages", description = "The web page, this document and its reference page"),
+    )
+)]
+pub struct ApiDoc;
+
+/// utoipa hangs the description or default of an inlined schema on a one-item `oneOf` around it; the schema
+/// itself reads better, and Swagger UI then offers an enum as a list.
+struct UnwrapOneItemOneOfs;
+
+impl Modify for UnwrapOneItemOneOfs {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        if let Some(components) = &mut document.components {
+            components.schemas.values_mut().for_each(unwrap_one_item_one_ofs);
+        }
+        for item in document.paths.paths.values_mut() {
+            for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
+                for parameter in operation.parameters.iter_mut().flatten() {
+                    parameter.schema.iter_mut().for_each(unwrap_one_item_one_ofs);
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn unwrap_one_item_one_ofs(schema: &mut RefOr<Schema>) {
+    let RefOr::T(inner) = schema else { return };
+    match inner {
+        Schema::Object(object) => object.properties.values_mut().for_each(unwrap_one_item_one_ofs),
+        Schema::Array(array) => {
+            if let ArrayItems::RefOrSchema(items) = &mut array.items {
+                unwrap_one_item_one_ofs(items);
+            }
+        }
+        Schema::OneOf(one_of) => {
+            one_of.items.iter_mut().for_each(unwrap_one_item_one_ofs);
+            if one_of.items.len() != 1 {
+                return;
+            }
+            let (description, default) = (one_of.description.take(), one_of.default.take());
+            let mut only = one_of.items.pop().expect("one item");
+            match &mut only {
+                RefOr::T(Schema::Object(object)) => {
+                    object.description = description.or(object.description.take());
+                    object.default = default.or(object.default.take());
+                }
+                RefOr::T(Schema::OneOf(inner)) => inner.description = description.or(inner.description.take()),
+                RefOr::Ref(reference) => reference.description = description.unwrap_or_default(),
+                _ => {}
+            }
+            *schema = only;
+        }
+        _ => {}
+    }
+}
+
+/// The OpenAPI document (this one)
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "pages",
+    responses((status = 200, description = "OpenAPI 3.1", body = Object, content_type = "application/json"))
+)]
+pub async fn document() -> impl IntoResponse {
+    static DOCUMENT: LazyLock<String> = LazyLock::new(|| ApiDoc::openapi().to_pretty_json().expect("the document serialises"));
+    ([(header::CONTENT_TYPE, "application/json")], DOCUMENT.as_str())
+}
+
+/// The API reference page
+///
+/// Swagger UI rendering /openapi.json; its script and style are served beside it, from the binary.
+#[utoipa::path(
+    get,
+    path = "/docs",
+    tag = "pages",
+    responses((status = 200, description = "HTML", body = String, content_type = "text/html"))
+)]
+#[allow(dead_code)] // the route is swagger_ui_dist's own (see `docs_routes`); this only describes it
+fn docs() {}
+
+/// `/docs` and the files its page loads (`/docs/swagger-ui-bundle.js`, `/docs/swagger-ui.css`).
+pub fn docs_routes() -> Router {
+    swagger_ui_dist::generate_routes(swagger_ui_dist::ApiDefinition {
+        uri_prefix: "/docs",
+        api_definition: swagger_ui_dist::OpenApiSource::Uri("/openapi.json"),
+        title: Some("vaebox API"),
+    })
+}
+
+/// The error answers of every operation that reads input and the job store.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // described, never built: `ApiError` makes the answers
+pub enum Faults {
+    /// Bad input: `{error: {code, message}}` with a stable code
+    #[response(status = "4XX")]
+    BadInput(ErrorBody),
+    /// Server fault
+    #[response(status = "5XX")]
+    ServerFault(ErrorBody),
+}
+
+/// Server fault (the job store failed)
+#[derive(IntoResponses)]
+#[response(status = "5XX")]
+#[allow(dead_code)] // described, never built
+pub struct ServerFault(ErrorBody);
+
+/// Raw bytes: a file or a tensor.
+pub struct Binary;
+
+impl utoipa::PartialSchema for Binary {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary))).into()
+    }
+}
+
+impl utoipa::ToSchema for Binary {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn nodes<'a>(value: &'a Value, out: &mut Vec<&'a Value>) {
+        match value {
+            Value::Object(map) => {
+                out.push(value);
+                map.values().for_each(|v| nodes(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| nodes(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_reference_resolves_and_no_one_item_one_of_is_left() {
+        let document = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let schemas = document["components"]["schemas"].as_object().unwrap();
+        let mut all = Vec::new();
+        nodes(&document, &mut all);
+        let references: Vec<&str> = all.iter().filter_map(|node| node.get("$ref")?.as_str()).collect();
+        assert!(references.len() > 20, "{references:?}");
+        for reference in references {
+            let name = reference.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{reference}"));
+            assert!(schemas.contains_key(name), "{reference} points nowhere");
+        }
+        for node in &all {
+            if let Some(items) = node.get("oneOf") {
+                assert!(items.as_array().unwrap().len() > 1, "a one-item oneOf is left: {node}");
+            }
+        }
+    }
+}
