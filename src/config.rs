@@ -188,6 +188,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("environment variable {var}: {message}")]
     Env { var: String, message: String },
+    #[error("configuration (defaults and VAEBOX_* variables): {message}")]
+    Value { message: String },
     #[error("config key `{key}`: {message}")]
     Invalid { key: &'static str, message: String },
 }
@@ -209,8 +211,9 @@ impl Config {
             table.extend(file);
         }
         apply_env_overrides(&mut table, std::env::vars())?;
-        let config: Config = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
-            ConfigError::Parse { path: path.map(Into::into).unwrap_or_default(), message: e.to_string() }
+        let config: Config = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| match path {
+            Some(path) => ConfigError::Parse { path: path.into(), message: e.to_string() },
+            None => ConfigError::Value { message: e.to_string() },
         })?;
         config.validate()?;
         Ok(config)
@@ -339,8 +342,27 @@ mod tests {
 
     #[test]
     fn invalid_values_name_their_key() {
-        let config = Config { listen: "nowhere".into(), ..Config::default() };
+        let config = Config { chunk_frames: 0, ..Config::default() };
         let err = config.validate().unwrap_err().to_string();
-        assert!(err.contains("listen"), "{err}");
+        assert!(err.contains("chunk_frames"), "{err}");
+        for (key, value) in [("listen", "nowhere"), ("device", "tpu"), ("dtype", "f64"), ("cpu_allocator", "greedy")] {
+            let mut table = toml::Table::try_from(Config::default()).unwrap();
+            table.insert(key.into(), toml::Value::String(value.into()));
+            let err = toml::Value::Table(table).try_into::<Config>().unwrap_err().to_string();
+            assert!(err.contains(&format!("`{value}`: {key}: expected ")), "{err}");
+        }
+    }
+
+    #[test]
+    fn typed_values_read_as_written() {
+        let mut table = toml::Table::try_from(Config::default()).unwrap();
+        for (key, value) in [("listen", "0.0.0.0:9000"), ("device", "cuda:1"), ("dtype", "bfloat16"), ("cpu_allocator", "fast")] {
+            table.insert(key.into(), toml::Value::String(value.into()));
+        }
+        let config: Config = toml::Value::Table(table).try_into().unwrap();
+        assert_eq!(config.listen.to_string(), "0.0.0.0:9000");
+        assert_eq!((config.device, config.dtype, config.cpu_allocator), (DeviceChoice::Cuda(1), DtypeChoice::Bf16, HostAllocator::Fast));
+        let written = toml::Table::try_from(&config).unwrap();
+        assert_eq!((written["device"].as_str(), written["dtype"].as_str()), (Some("cuda:1"), Some("bf16")));
     }
 }
