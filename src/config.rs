@@ -196,6 +196,10 @@ pub enum ConfigError {
 
 pub const ENV_PREFIX: &str = "VAEBOX_";
 
+/// 4 PiB: any real budget, and far from where `MiB << 20` in bytes would wrap (a budget of 2^44 MiB
+/// used to wrap to the same plan as 1 MiB).
+pub const MAX_MEMORY_BUDGET_MIB: u64 = 1 << 32;
+
 impl Config {
     /// Defaults, then the file (explicit path, or `./config.toml` when present), then `VAEBOX_*`.
     pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
@@ -238,6 +242,9 @@ impl Config {
         }
         if self.output_crf > 51 {
             return invalid("output_crf", "x264 CRF is 0..=51");
+        }
+        if self.memory_budget_mib > MAX_MEMORY_BUDGET_MIB {
+            return invalid("memory_budget_mib", "must be at most 4294967296 (4 PiB)");
         }
         if self.max_queued_jobs == 0 {
             return invalid("max_queued_jobs", "must be positive");

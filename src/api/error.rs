@@ -58,6 +58,8 @@ pub enum ApiError {
     Conflict(String),
     #[error("the upload is larger than the limit of {limit} bytes")]
     UploadTooLarge { limit: u64 },
+    #[error("{0}")]
+    OutputTooLarge(String),
     #[error("the queue is full ({limit} jobs waiting); try again later")]
     QueueFull { limit: u32 },
     #[error(transparent)]
@@ -86,6 +88,7 @@ impl ApiError {
             ApiError::Conflict(_) => (StatusCode::CONFLICT, codes::JOB_NOT_FINISHED),
             ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::UPLOAD_TOO_LARGE),
             ApiError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::QUEUE_FULL),
+            ApiError::OutputTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, codes::OUTPUT_TOO_LARGE),
             ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
             ApiError::Latent(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),

@@ -12,6 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::admission::Ticket;
+use super::output_size::{check_output_size, InputSize};
 use tokio::sync::broadcast::error::RecvError;
 use tower::ServiceExt;
 use uuid::Uuid;
@@ -106,8 +107,9 @@ impl JobRequest {
         }
         let memory_budget_mib = match &fields.memory_budget_mib {
             None => None,
-            Some(raw) => Some(raw.trim().parse::<u64>().map_err(|_| {
-                ApiError::bad_request(codes::INVALID_MEMORY_BUDGET, format!("memory_budget_mib `{raw}` is not a whole number of MiB"))
+            Some(raw) => Some(raw.trim().parse::<u64>().ok().filter(|mib| *mib <= crate::config::MAX_MEMORY_BUDGET_MIB).ok_or_else(|| {
+                let max = crate::config::MAX_MEMORY_BUDGET_MIB;
+                ApiError::bad_request(codes::INVALID_MEMORY_BUDGET, format!("memory_budget_mib `{raw}` is not a whole number of MiB up to {max}"))
             })?),
         };
         let restore = if op == Op::Restore { Some(restore_params(fields, scale, &entry.name, models_dir)?) } else { None };
@@ -144,8 +146,9 @@ fn restore_params(fields: &JobFields, scale: Option<i64>, model: &str, models_di
     Ok(params)
 }
 
-/// A latent upload is checked before it is queued: shape, finiteness, channels and the model it came from.
-pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobRequest) -> Result<(), ApiError> {
+/// A latent upload is checked before it is queued: shape, finiteness, channels and the model it came from,
+/// and what it decodes to. Returns its shape.
+pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobRequest, limits: &media::MediaLimits) -> Result<[i64; 5], ApiError> {
     let path = path.to_path_buf();
     let latent::LatentSummary { shape, meta, .. } = tokio::task::spawn_blocking(move || latent::inspect_latent(&path))
         .await
@@ -167,7 +170,9 @@ pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobReq
     if meta.normalized {
         registry::check_normalization(&request.model, request.family, request.latent_channels, true)?;
     }
-    Ok(())
+    let shape: [i64; 5] = shape.try_into().map_err(|shape| LatentError::BadShape { shape })?;
+    check_output_size(request, &InputSize::Latent(shape), limits)?;
+    Ok(shape)
 }
 
 fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
@@ -229,7 +234,7 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
 
     let probe_started = std::time::Instant::now();
     let info = if job_request.op == Op::VaeDecode {
-        check_latent_upload(&upload.file.path, &job_request).await?;
+        check_latent_upload(&upload.file.path, &job_request, &app.config.media_limits()).await?;
         None
     } else {
         let tools = app.config.media_tools();
@@ -240,6 +245,10 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
             .map_err(|e| ApiError::Internal(e.to_string()))??;
         Some(info)
     };
+    if let Some(info) = &info {
+        let input = InputSize::Video { width: info.width, height: info.height, frames: info.frames };
+        check_output_size(&job_request, &input, &app.config.media_limits())?;
+    }
     let probed = Probed { media: info, seconds: Some(probe_started.elapsed().as_secs_f64()) };
 
     let job = enqueue(&app, upload.file, job_request, probed).await?;

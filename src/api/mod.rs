@@ -6,6 +6,7 @@ pub mod error;
 pub mod jobs;
 pub mod metrics;
 pub mod openapi;
+mod output_size;
 pub mod params;
 pub mod remote;
 pub mod system;
