@@ -36,6 +36,8 @@ pub struct Config {
     pub max_duration_s: f64,
     /// Jobs waiting at once; more get 429 `queue-full`.
     pub max_queued_jobs: u32,
+    /// Uploads are refused with 507 `insufficient-storage` while the data dir's disk has less free (MiB).
+    pub min_free_disk_mib: u64,
     pub ffmpeg: PathBuf,
     pub ffprobe: PathBuf,
     pub probe_timeout_s: u64,
@@ -83,6 +85,7 @@ impl Default for Config {
             max_frames: 100_000,
             max_duration_s: 4.0 * 3600.0,
             max_queued_jobs: 256,
+            min_free_disk_mib: 1024,
             ffmpeg: "ffmpeg".into(),
             ffprobe: "ffprobe".into(),
             probe_timeout_s: 30,

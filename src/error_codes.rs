@@ -70,6 +70,8 @@ codes! {
     TENSOR_NOT_FINITE = "tensor-not-finite";
     /// The job's output would exceed `max_width`, `max_height` or `max_frames`.
     OUTPUT_TOO_LARGE = "output-too-large";
+    /// The data dir's disk has less than `min_free_disk_mib` free, or filled up during the upload.
+    INSUFFICIENT_STORAGE = "insufficient-storage";
     /// `/v1/decode`, `/v1/encode`: a diffusers option this box does not implement.
     UNSUPPORTED_OPTION = "unsupported-option";
     /// `/v1/decode`, `/v1/encode`: the body's length does not match `shape` and `dtype`.

@@ -218,3 +218,19 @@ async fn sizes_that_overflow_or_exceed_the_limits_are_refused_before_queueing() 
     let (status, body) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2", std::fs::read(&clip).unwrap()).await;
     assert_eq!(status, 202, "{body}");
 }
+
+/// Below `min_free_disk_mib` an upload is refused before its body is read (507), and the rest of the API
+/// (listing, deleting) keeps working so space can be freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_refused_when_the_disk_is_below_the_free_space_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    // More free space than any disk has.
+    let server = Server::start(dir.path(), &[("VAEBOX_MIN_FREE_DISK_MIB", "1099511627776")]);
+    let client = client();
+    let (status, body) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2", vec![0u8; 1 << 20]).await;
+    assert_error(status, &body, 507, "insufficient-storage");
+    let uploads = files_under(&server.data_dir.join("data/uploads"));
+    assert!(uploads.is_empty(), "{uploads:?}");
+    let (status, _) = get_json(&client, &server.url("/v1/jobs")).await;
+    assert_eq!(status, 200);
+}

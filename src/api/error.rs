@@ -60,6 +60,8 @@ pub enum ApiError {
     UploadTooLarge { limit: u64 },
     #[error("{0}")]
     OutputTooLarge(String),
+    #[error("the box's disk is (nearly) full; uploads resume once space is freed (delete finished jobs)")]
+    InsufficientStorage,
     #[error("the queue is full ({limit} jobs waiting); try again later")]
     QueueFull { limit: u32 },
     #[error(transparent)]
@@ -89,6 +91,7 @@ impl ApiError {
             ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::UPLOAD_TOO_LARGE),
             ApiError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::QUEUE_FULL),
             ApiError::OutputTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, codes::OUTPUT_TOO_LARGE),
+            ApiError::InsufficientStorage => (StatusCode::INSUFFICIENT_STORAGE, codes::INSUFFICIENT_STORAGE),
             ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
             ApiError::Latent(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
@@ -114,6 +117,9 @@ impl IntoResponse for ApiError {
 
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::StorageFull || e.raw_os_error() == Some(libc::EDQUOT) {
+            return ApiError::InsufficientStorage;
+        }
         ApiError::Internal(format!("file system: {e}"))
     }
 }

@@ -180,7 +180,12 @@ fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
 }
 
 /// A place in the queue (see `admission`), held until the job is queued or the upload fails.
+/// Refused before the body is read when the data dir's disk is below `min_free_disk_mib`.
 pub(super) async fn admit(app: &AppState) -> Result<Ticket, ApiError> {
+    let min_free = app.config.min_free_disk_mib << 20;
+    if crate::jobs::preflight::free_bytes(&app.config.data_dir).is_some_and(|free| free < min_free) {
+        return Err(ApiError::InsufficientStorage);
+    }
     app.admission.admit(app.store.as_ref(), app.config.max_queued_jobs).await
 }
 
