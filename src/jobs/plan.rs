@@ -298,7 +298,8 @@ mod tests {
 
     fn restore_plan() -> RestorePlan {
         let tiles = SpatialTiles { tile_height_latent: 8, tile_width_latent: 14, overlap_latent: 2 };
-        let tile_plan = |tile_major| TilePlan { latent_frames_per_chunk: 2, spatial: Some(tiles), estimated_peak_bytes: 9000, fits: true, tile_major };
+        let tile_plan =
+            |tile_major| TilePlan { latent_frames_per_chunk: 2, spatial: Some(tiles), estimated_peak_bytes: 9000, fits: true, tile_major };
         RestorePlan {
             frames: 7,
             batch_frames: 5,
@@ -324,7 +325,9 @@ mod tests {
 
     fn restore_json() -> Value {
         let tiles = json!({"tile_height_latent": 8, "tile_width_latent": 14, "overlap_latent": 2});
-        let tile_plan = |tile_major| json!({"latent_frames_per_chunk": 2, "spatial": tiles, "estimated_peak_bytes": 9000, "fits": true, "tile_major": tile_major});
+        let tile_plan = |tile_major| {
+            json!({"latent_frames_per_chunk": 2, "spatial": tiles, "estimated_peak_bytes": 9000, "fits": true, "tile_major": tile_major})
+        };
         json!({
             "frames": 7, "batch_frames": 5, "batch_overlap": 2, "batches": 2, "resize": [94, 115], "output": [80, 112],
             "latent_grid": [2, 10, 14], "seed": 7, "color_fix": "adain",
@@ -418,7 +421,8 @@ mod tests {
 
     #[test]
     fn a_vae_job_s_replans_come_before_its_run_s_own_fallbacks() {
-        let mut plan = vae_plan(VaeOpPlan::Reconstruct(VaeReconstructPlan { frames: 1, row_split: RowSplitHalves { encoder: None, decoder: None } }));
+        let row_split = RowSplitHalves { encoder: None, decoder: None };
+        let mut plan = vae_plan(VaeOpPlan::Reconstruct(VaeReconstructPlan { frames: 1, row_split }));
         plan.prepend_fallbacks(&["re-planned for 1024 MiB".into(), "re-planned for 512 MiB".into()]);
         let expected = ["re-planned for 1024 MiB", "re-planned for 512 MiB", "decode: out of memory on 2 latent frames: 1 + 1"];
         assert_eq!(plan.fallbacks, expected);

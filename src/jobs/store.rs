@@ -413,7 +413,8 @@ mod tests {
         let current = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
         // An upscale plan as versions before the out-of-memory fallbacks and blending wrote it.
         let earlier = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
-        let stored = r#"{"chunk_frames":8,"exact":true,"frames":2,"overlap":19,"receptive_radius":19,"scale":4,"tile":0,"tiles_per_frame":1}"#;
+        let stored =
+            r#"{"chunk_frames":8,"exact":true,"frames":2,"overlap":19,"receptive_radius":19,"scale":4,"tile":0,"tiles_per_frame":1}"#;
         sqlx::query("UPDATE jobs SET plan = ? WHERE id = ?").bind(stored).bind(earlier.to_string()).execute(&store.pool).await.unwrap();
 
         let listed = store.list(&ListFilter { limit: 10, ..ListFilter::default() }).await.unwrap();
