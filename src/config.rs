@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::device::{DeviceChoice, DtypeChoice, HostAllocator};
 use crate::media::{MediaLimits, MediaTools};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address to listen on; `0.0.0.0:8080` opens the box to the LAN.
-    pub listen: String,
+    #[serde(with = "as_text")]
+    pub listen: SocketAddr,
     /// Uploads, results and (by default) the SQLite database live here.
     pub data_dir: PathBuf,
     /// Model files (e.g. `models_dir/realesrgan/*.param|bin`).
@@ -20,9 +22,11 @@ pub struct Config {
     /// SQLite file; empty means `data_dir/vaebox.db`.
     pub database: PathBuf,
     /// `auto` (first CUDA device if any, else CPU), `cpu`, `cuda` or `cuda:N`.
-    pub device: String,
+    #[serde(with = "as_text")]
+    pub device: DeviceChoice,
     /// Compute precision when a job does not ask: `auto` (bf16 on CUDA and on CPUs with AVX512-BF16), `f32`, `bf16`, `f16`.
-    pub dtype: String,
+    #[serde(with = "as_text")]
+    pub dtype: DtypeChoice,
     /// libtorch intra-op threads; 0 keeps libtorch's default (one per core).
     pub threads: i32,
     pub max_upload_bytes: u64,
@@ -53,7 +57,8 @@ pub struct Config {
     pub tf32: bool,
     /// Host memory on CPU: `bounded` (RSS follows live tensors, budgets hold) or `fast` (glibc's heap
     /// reuses freed tensors: 10–25% faster, 1.5–2.3× the working memory, budgets do not hold).
-    pub cpu_allocator: String,
+    #[serde(with = "as_text")]
+    pub cpu_allocator: HostAllocator,
     /// SeedVR2 DiT blocks kept on the host and brought to the device one at a time: `auto` (on CUDA when
     /// the weights and a one-frame batch do not fit the free memory together), `always` or `never`.
     pub dit_block_swap: BlockSwap,
@@ -65,12 +70,12 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: "127.0.0.1:8080".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: "data".into(),
             models_dir: "models".into(),
             database: PathBuf::new(),
-            device: "auto".into(),
-            dtype: "auto".into(),
+            device: DeviceChoice::Auto,
+            dtype: DtypeChoice::Auto,
             threads: 0,
             max_upload_bytes: 4 << 30,
             max_width: 4096,
@@ -88,10 +93,81 @@ impl Default for Config {
             memory_budget_mib: 0,
             device_memory_margin_mib: 1024,
             tf32: false,
-            cpu_allocator: "bounded".into(),
+            cpu_allocator: HostAllocator::Bounded,
             dit_block_swap: BlockSwap::Auto,
             output_crf: 18,
             output_preset: "veryfast".into(),
+        }
+    }
+}
+
+/// A config value written as text: parsed once, when the config is read, with a message naming the key
+/// and what it accepts, so nothing downstream parses it again.
+pub trait TextValue: Sized {
+    /// "device: expected auto, cpu, cuda or cuda:N".
+    const EXPECTED: &'static str;
+    fn parse_text(text: &str) -> Option<Self>;
+    fn to_text(&self) -> String;
+}
+
+mod as_text {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    use super::TextValue;
+
+    pub fn serialize<T: TextValue, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&value.to_text())
+    }
+
+    pub fn deserialize<'de, T: TextValue, D: Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        T::parse_text(&text).ok_or_else(|| D::Error::custom(format!("`{text}`: {}", T::EXPECTED)))
+    }
+}
+
+impl TextValue for SocketAddr {
+    const EXPECTED: &'static str = "listen: expected host:port, e.g. 127.0.0.1:8080 or 0.0.0.0:8080";
+    fn parse_text(text: &str) -> Option<Self> {
+        text.trim().parse().ok()
+    }
+    fn to_text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl TextValue for DeviceChoice {
+    const EXPECTED: &'static str = "device: expected auto, cpu, cuda or cuda:N";
+    fn parse_text(text: &str) -> Option<Self> {
+        crate::device::parse_device(text)
+    }
+    fn to_text(&self) -> String {
+        match self {
+            DeviceChoice::Auto => "auto".into(),
+            DeviceChoice::Cpu => "cpu".into(),
+            DeviceChoice::Cuda(index) => format!("cuda:{index}"),
+        }
+    }
+}
+
+impl TextValue for DtypeChoice {
+    const EXPECTED: &'static str = "dtype: expected auto, f32, bf16 or f16";
+    fn parse_text(text: &str) -> Option<Self> {
+        DtypeChoice::parse(text)
+    }
+    fn to_text(&self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+    }
+}
+
+impl TextValue for HostAllocator {
+    const EXPECTED: &'static str = "cpu_allocator: expected bounded or fast";
+    fn parse_text(text: &str) -> Option<Self> {
+        HostAllocator::parse(text.trim())
+    }
+    fn to_text(&self) -> String {
+        match self {
+            HostAllocator::Bounded => "bounded".into(),
+            HostAllocator::Fast => "fast".into(),
         }
     }
 }
@@ -112,6 +188,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("environment variable {var}: {message}")]
     Env { var: String, message: String },
+    #[error("configuration (defaults and VAEBOX_* variables): {message}")]
+    Value { message: String },
     #[error("config key `{key}`: {message}")]
     Invalid { key: &'static str, message: String },
 }
@@ -133,8 +211,9 @@ impl Config {
             table.extend(file);
         }
         apply_env_overrides(&mut table, std::env::vars())?;
-        let config: Config = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
-            ConfigError::Parse { path: path.map(Into::into).unwrap_or_default(), message: e.to_string() }
+        let config: Config = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| match path {
+            Some(path) => ConfigError::Parse { path: path.into(), message: e.to_string() },
+            None => ConfigError::Value { message: e.to_string() },
         })?;
         config.validate()?;
         Ok(config)
@@ -142,18 +221,6 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
-        if self.listen.parse::<SocketAddr>().is_err() {
-            return invalid("listen", "expected host:port, e.g. 127.0.0.1:8080 or 0.0.0.0:8080");
-        }
-        if crate::device::parse_device(&self.device).is_none() {
-            return invalid("device", "expected auto, cpu, cuda or cuda:N");
-        }
-        if crate::device::DtypeChoice::parse(&self.dtype).is_none() {
-            return invalid("dtype", "expected auto, f32, bf16 or f16");
-        }
-        if crate::device::HostAllocator::parse(&self.cpu_allocator).is_none() {
-            return invalid("cpu_allocator", "expected bounded or fast");
-        }
         if self.max_upload_bytes == 0 || self.max_width == 0 || self.max_height == 0 || self.max_frames == 0 {
             return invalid("max_*", "input limits must be positive");
         }
@@ -179,7 +246,7 @@ impl Config {
     }
 
     pub fn listen_addr(&self) -> SocketAddr {
-        self.listen.parse().expect("validated")
+        self.listen
     }
 
     pub fn database_path(&self) -> PathBuf {
@@ -261,7 +328,7 @@ mod tests {
         apply_env_overrides(&mut table, vars.into_iter()).unwrap();
         let config: Config = toml::Value::Table(table).try_into().unwrap();
         assert_eq!(config.max_width, 640);
-        assert_eq!(config.listen, "0.0.0.0:9");
+        assert_eq!(config.listen.to_string(), "0.0.0.0:9");
     }
 
     #[test]
@@ -275,8 +342,27 @@ mod tests {
 
     #[test]
     fn invalid_values_name_their_key() {
-        let config = Config { listen: "nowhere".into(), ..Config::default() };
+        let config = Config { chunk_frames: 0, ..Config::default() };
         let err = config.validate().unwrap_err().to_string();
-        assert!(err.contains("listen"), "{err}");
+        assert!(err.contains("chunk_frames"), "{err}");
+        for (key, value) in [("listen", "nowhere"), ("device", "tpu"), ("dtype", "f64"), ("cpu_allocator", "greedy")] {
+            let mut table = toml::Table::try_from(Config::default()).unwrap();
+            table.insert(key.into(), toml::Value::String(value.into()));
+            let err = toml::Value::Table(table).try_into::<Config>().unwrap_err().to_string();
+            assert!(err.contains(&format!("`{value}`: {key}: expected ")), "{err}");
+        }
+    }
+
+    #[test]
+    fn typed_values_read_as_written() {
+        let mut table = toml::Table::try_from(Config::default()).unwrap();
+        for (key, value) in [("listen", "0.0.0.0:9000"), ("device", "cuda:1"), ("dtype", "bfloat16"), ("cpu_allocator", "fast")] {
+            table.insert(key.into(), toml::Value::String(value.into()));
+        }
+        let config: Config = toml::Value::Table(table).try_into().unwrap();
+        assert_eq!(config.listen.to_string(), "0.0.0.0:9000");
+        assert_eq!((config.device, config.dtype, config.cpu_allocator), (DeviceChoice::Cuda(1), DtypeChoice::Bf16, HostAllocator::Fast));
+        let written = toml::Table::try_from(&config).unwrap();
+        assert_eq!((written["device"].as_str(), written["dtype"].as_str()), (Some("cuda:1"), Some("bf16")));
     }
 }

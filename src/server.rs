@@ -32,6 +32,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         cancels: cancels.clone(),
         metrics,
         device: executor.device().to_string(),
+        admission: Default::default(),
     };
     let scheduler = Scheduler { store, executor, wake, events, cancels };
     tokio::spawn(scheduler.run());

@@ -130,3 +130,38 @@ async fn a_full_queue_answers_429() {
     assert!(codes.iter().any(|(s, c)| *s == 429 && c == "queue-full"), "{codes:?}");
     assert!(codes.iter().filter(|(s, _)| *s == 202).count() >= 2, "{codes:?}");
 }
+
+/// The limit holds under concurrency: 50 uploads at once against `max_queued_jobs = 10` while the
+/// executor is busy. Only what the queue can hold is accepted (plus jobs that left it by starting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_uploads_do_not_overrun_the_queue_limit() {
+    const LIMIT: usize = 10;
+    const UPLOADS: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("carphone30.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 30, false, &clip);
+    let server = Server::start(dir.path(), &[("VAEBOX_MAX_QUEUED_JOBS", &LIMIT.to_string())]);
+    let client = client();
+    let body = std::fs::read(&clip).unwrap();
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";
+    let uploads = (0..UPLOADS).map(|_| {
+        let (client, body, url) = (client.clone(), body.clone(), server.url(&format!("/v1/jobs?{query}")));
+        tokio::spawn(async move {
+            let response = client.post(url).body(body).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<serde_json::Value>().await.unwrap_or_default())
+        })
+    });
+    let mut results = Vec::new();
+    for upload in uploads.collect::<Vec<_>>() {
+        results.push(upload.await.unwrap());
+    }
+    let accepted = results.iter().filter(|(s, _)| *s == 202).count();
+    let refused = results.iter().filter(|(s, b)| *s == 429 && b["error"]["code"] == "queue-full").count();
+    assert_eq!(accepted + refused, UPLOADS, "{results:?}");
+    let (_, list) = get_json(&client, &server.url("/v1/jobs")).await;
+    let started = list["jobs"].as_array().unwrap().iter().filter(|j| j["status"] != "queued").count();
+    println!("{accepted} accepted, {refused} refused, {started} started meanwhile");
+    assert!(accepted <= LIMIT + started, "{accepted} accepted with a limit of {LIMIT} and {started} started");
+    assert!(accepted >= LIMIT, "the queue should fill up: {accepted}");
+}

@@ -10,6 +10,8 @@ use axum::Json;
 use futures_util::Stream;
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use super::admission::Ticket;
 use tokio::sync::broadcast::error::RecvError;
 use tower::ServiceExt;
 use uuid::Uuid;
@@ -172,13 +174,9 @@ fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
     ApiError::bad_request(codes::INVALID_SCALE, format!("scale `{raw}` is not supported; use one of {scales:?}"))
 }
 
-/// Explicit admission: a full queue answers 429 at once rather than making clients wait unboundedly.
-pub(super) async fn admit(app: &AppState) -> Result<(), ApiError> {
-    let queued = app.store.count(JobStatus::Queued).await?;
-    if queued >= app.config.max_queued_jobs as i64 {
-        return Err(ApiError::QueueFull { limit: app.config.max_queued_jobs });
-    }
-    Ok(())
+/// A place in the queue (see `admission`), held until the job is queued or the upload fails.
+pub(super) async fn admit(app: &AppState) -> Result<Ticket, ApiError> {
+    app.admission.admit(app.store.as_ref(), app.config.max_queued_jobs).await
 }
 
 /// Create a job from an upload
@@ -207,9 +205,10 @@ pub(super) async fn admit(app: &AppState) -> Result<(), ApiError> {
     )
 )]
 pub async fn create(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
-    if let Err(refusal) = admit(&app).await {
-        return Err(upload::refuse_unread(request, refusal).await);
-    }
+    let _ticket = match admit(&app).await {
+        Ok(ticket) => ticket,
+        Err(refusal) => return Err(upload::refuse_unread(request, refusal).await),
+    };
     let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes };
     let (upload, job_request) = if upload::is_multipart(&request) {
         let upload = upload::receive_multipart(request, &limits).await?;

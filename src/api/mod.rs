@@ -1,5 +1,6 @@
 //! The HTTP API (axum): routes, upload handling, error mapping, metrics, the web page and the OpenAPI
 //! document that describes them all (`openapi`).
+pub mod admission;
 pub mod error;
 pub mod jobs;
 pub mod metrics;
@@ -33,6 +34,7 @@ pub struct AppState {
     pub cancels: CancelFlags,
     pub metrics: metrics::Metrics,
     pub device: String,
+    pub admission: admission::Admission,
 }
 
 impl AppState {

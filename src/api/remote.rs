@@ -181,8 +181,8 @@ pub async fn encode(State(app): State<AppState>, request: Request) -> Result<Res
 }
 
 async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiError> {
-    let call = match admit(&app).await.and_then(|_| parse_call(&request, op, &app)) {
-        Ok(call) => call,
+    let (ticket, call) = match admit(&app).await.and_then(|ticket| Ok((ticket, parse_call(&request, op, &app)?))) {
+        Ok(admitted) => admitted,
         Err(e) => return Err(refuse_unread(request, e).await),
     };
     let name = if op == Op::VaeDecode { "latent" } else { "sample" };
@@ -196,6 +196,7 @@ async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiErr
     // Subscribe before queueing so that the job's last change cannot be missed.
     let mut changes = app.events.subscribe();
     let job = enqueue(&app, file, call.job, probed).await?;
+    drop(ticket);
     let job = wait_until_final(&app, job.id, &mut changes).await?;
     match job.status {
         JobStatus::Succeeded => respond_with_result(&job).await,

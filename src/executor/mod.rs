@@ -65,9 +65,9 @@ pub struct ExecutorConfig {
 impl ExecutorConfig {
     pub fn from_config(config: &Config) -> ExecutorConfig {
         ExecutorConfig {
-            device: crate::device::parse_device(&config.device).expect("validated"),
+            device: config.device,
             threads: config.threads,
-            default_dtype: crate::device::DtypeChoice::parse(&config.dtype).expect("validated"),
+            default_dtype: config.dtype,
             models_dir: config.models_dir.clone(),
             tools: config.media_tools(),
             limits: config.media_limits(),
@@ -77,7 +77,7 @@ impl ExecutorConfig {
             memory_budget_mib: config.memory_budget_mib,
             device_memory_margin_mib: config.device_memory_margin_mib,
             tf32: config.tf32,
-            cpu_allocator: crate::device::HostAllocator::parse(&config.cpu_allocator).expect("validated"),
+            cpu_allocator: config.cpu_allocator,
             dit_block_swap: config.dit_block_swap,
             output_crf: config.output_crf,
             output_preset: config.output_preset.clone(),

@@ -36,14 +36,11 @@ pub struct Breakdown {
     pub passes: usize,
     /// Minor page faults of one whole forward (each is a fresh page of a new host allocation).
     pub forward_page_faults: i64,
-    /// Under the bounded allocator: the whole forward (best of `PASSES`) and its page faults with the
-    /// mmap threshold raised to [`LARGE_MMAP_THRESHOLD`] for the call, then set back and the heap
-    /// trimmed (the trim timed too).
+    /// Under the bounded allocator: the whole forward (best of `PASSES`) and its page faults inside a
+    /// [`crate::device::HeapReuse`] as a job runs it (the threshold back and the heap trimmed after,
+    /// timed too); the plain `forward` above is the call without it.
     pub large_threshold: Option<(f64, i64)>,
 }
-
-/// The mmap threshold tried for the DiT call under the bounded allocator.
-pub const LARGE_MMAP_THRESHOLD: usize = 32 << 20;
 
 impl Breakdown {
     fn parts(&self) -> [(&'static str, f64); 5] {
@@ -79,7 +76,7 @@ impl Breakdown {
             let rate = (self.linear_flops + self.attention_flops) / 1e9 / seconds;
             println!(
                 "with the mmap threshold at {} MiB during the forward: {seconds:.3} s ({rate:.0} GFLOP/s), {faults} minor page faults",
-                LARGE_MMAP_THRESHOLD >> 20
+                crate::device::CALL_MMAP_THRESHOLD >> 20
             );
         }
     }
@@ -130,14 +127,10 @@ pub fn measure(dit: &SeedVr2Dit, work: &DitWork, latent_grid: [i64; 3], text: &T
     let faults_before = minor_page_faults();
     run_forward();
     let forward_page_faults = minor_page_faults() - faults_before;
-    // As a job would do it: the threshold raised for the one call, then set back and the heap trimmed,
-    // so every call starts from a trimmed heap and pays for growing it.
+    // As a job does it: every call starts from a trimmed heap and pays for growing it.
     let with_large_threshold = || {
-        set_mmap_threshold(LARGE_MMAP_THRESHOLD);
+        let _heap = crate::device::HeapReuse::for_call();
         run_forward();
-        set_mmap_threshold(crate::device::BOUNDED_MMAP_THRESHOLD);
-        // SAFETY: returns free heap pages to the system; no pointers are involved.
-        unsafe { libc::malloc_trim(0) };
     };
     let large_threshold = bounded.then(|| {
         let seconds = best_of(with_large_threshold);
@@ -190,11 +183,6 @@ pub fn measure(dit: &SeedVr2Dit, work: &DitWork, latent_grid: [i64; 3], text: &T
         forward_page_faults,
         large_threshold,
     }
-}
-
-fn set_mmap_threshold(bytes: usize) {
-    // SAFETY: mallopt only changes glibc's allocation policy for later allocations.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes as libc::c_int) };
 }
 
 fn page_size() -> f64 {

@@ -136,7 +136,10 @@ pub fn restore<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreSt
     let mask = Tensor::ones([t, h, w, 1], (Kind::Float, condition.device()));
     let vid = Tensor::cat(&[&noise_thwc, &condition, &mask], -1).reshape([t * h * w, -1]);
     let dit_input = DitInput { vid: &vid, grid: [t, h, w], txt: models.text, timestep: ONE_STEP_TIMESTEP };
-    let velocity = timed(device, &mut seconds.dit, || models.dit.forward(&dit_input))?;
+    let velocity = timed(device, &mut seconds.dit, || {
+        let _heap = crate::device::HeapReuse::for_call();
+        models.dit.forward(&dit_input)
+    })?;
     // v_lerp prediction at t = T: x0 = noise − v.
     let x0 = noise_thwc - velocity.to_kind(Kind::Float).to_device(condition.device()).view([t, h, w, c]);
     let latent = (x0 / SEEDVR2_SCALING_FACTOR).permute([3, 0, 1, 2]).unsqueeze(0);
