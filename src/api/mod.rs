@@ -1,7 +1,6 @@
 //! The HTTP API (axum): routes, upload handling, error mapping, metrics, the web page and the OpenAPI
 //! document that describes them all (`openapi`).
 pub mod admission;
-pub mod described;
 pub mod error;
 pub mod jobs;
 pub mod metrics;
