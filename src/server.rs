@@ -7,6 +7,7 @@ use crate::api::{self, metrics::Metrics, AppState};
 use crate::config::Config;
 use crate::executor::{ExecutorConfig, ExecutorHandle};
 use crate::jobs::scheduler::{CancelFlags, Scheduler};
+use crate::jobs::retention::Retention;
 use crate::jobs::{preflight, JobStore, SqliteStore};
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -40,6 +41,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         device: executor.device().to_string(),
         admission: Default::default(),
     };
+    if config.retention_hours > 0.0 {
+        let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
+        tokio::spawn(Retention { store: store.clone(), jobs_dir: config.data_dir.join("jobs"), keep }.run());
+    }
     let scheduler = Scheduler { store, executor, wake, events, cancels };
     tokio::spawn(scheduler.run());
 
