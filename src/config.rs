@@ -36,6 +36,8 @@ pub struct Config {
     pub max_duration_s: f64,
     /// Jobs waiting at once; more get 429 `queue-full`.
     pub max_queued_jobs: u32,
+    /// Jobs one access token may have waiting at once (0 = only `max_queued_jobs`); more get 429 `queue-full`.
+    pub max_queued_jobs_per_token: u32,
     /// Uploads are refused with 507 `insufficient-storage` while the data dir's disk has less free (MiB).
     pub min_free_disk_mib: u64,
     /// Finished jobs (their files and rows) are removed this long after they ended; 0 keeps them forever.
@@ -63,6 +65,10 @@ pub struct Config {
     /// reuses freed tensors: 10–25% faster, 1.5–2.3× the working memory, budgets do not hold).
     #[serde(with = "as_text")]
     pub cpu_allocator: HostAllocator,
+    /// Access tokens (`[[tokens]]` tables with `name`, `secret`, `admin`; or `VAEBOX_TOKENS=name:secret[:admin],...`).
+    /// With any, every `/v1/*` call needs `Authorization: Bearer <secret>` and sees only its own jobs
+    /// (admins see all); without, the API is open to whoever reaches `listen`.
+    pub tokens: Vec<AccessToken>,
     /// SeedVR2 DiT blocks kept on the host and brought to the device one at a time: `auto` (on CUDA when
     /// the weights and a one-frame batch do not fit the free memory together), `always` or `never`.
     pub dit_block_swap: BlockSwap,
@@ -87,6 +93,7 @@ impl Default for Config {
             max_frames: 100_000,
             max_duration_s: 4.0 * 3600.0,
             max_queued_jobs: 256,
+            max_queued_jobs_per_token: 0,
             min_free_disk_mib: 1024,
             retention_hours: 72.0,
             ffmpeg: "ffmpeg".into(),
@@ -100,11 +107,50 @@ impl Default for Config {
             device_memory_margin_mib: 1024,
             tf32: false,
             cpu_allocator: HostAllocator::Bounded,
+            tokens: Vec::new(),
             dit_block_swap: BlockSwap::Auto,
             output_crf: 18,
             output_preset: "veryfast".into(),
         }
     }
+}
+
+/// One client of the box. Its secret never appears in logs or debug output.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AccessToken {
+    pub name: String,
+    pub secret: String,
+    #[serde(default)]
+    pub admin: bool,
+}
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessToken").field("name", &self.name).field("secret", &"…").field("admin", &self.admin).finish()
+    }
+}
+
+/// Shorter secrets are guessable on a LAN.
+const MIN_SECRET_CHARS: usize = 12;
+
+/// `name:secret[:admin],...` → `[[tokens]]` tables.
+fn tokens_from_env(raw: &str) -> Result<toml::Value, String> {
+    let mut tokens = Vec::new();
+    for item in raw.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+        let parts: Vec<&str> = item.split(':').collect();
+        let (name, secret, admin) = match parts[..] {
+            [name, secret] => (name, secret, false),
+            [name, secret, "admin"] => (name, secret, true),
+            _ => return Err(format!("`{}`: expected name:secret or name:secret:admin", parts.first().unwrap_or(&""))),
+        };
+        let mut table = toml::Table::new();
+        table.insert("name".into(), toml::Value::String(name.into()));
+        table.insert("secret".into(), toml::Value::String(secret.into()));
+        table.insert("admin".into(), toml::Value::Boolean(admin));
+        tokens.push(toml::Value::Table(table));
+    }
+    Ok(toml::Value::Array(tokens))
 }
 
 /// A config value written as text: parsed once, when the config is read, with a message naming the key
@@ -255,6 +301,15 @@ impl Config {
         if self.memory_budget_mib > MAX_MEMORY_BUDGET_MIB {
             return invalid("memory_budget_mib", "must be at most 4294967296 (4 PiB)");
         }
+        let mut names = std::collections::BTreeSet::new();
+        for token in &self.tokens {
+            if token.name.trim().is_empty() || !names.insert(token.name.as_str()) {
+                return invalid("tokens", "every token needs a name of its own");
+            }
+            if token.secret.chars().count() < MIN_SECRET_CHARS {
+                return invalid("tokens", "secrets must be at least 12 characters");
+            }
+        }
         if self.max_queued_jobs == 0 {
             return invalid("max_queued_jobs", "must be positive");
         }
@@ -312,6 +367,7 @@ fn apply_env_overrides(
             toml::Value::Integer(_) => raw.trim().parse().map(toml::Value::Integer).map_err(|e| e.to_string()),
             toml::Value::Float(_) => raw.trim().parse().map(toml::Value::Float).map_err(|e| e.to_string()),
             toml::Value::Boolean(_) => raw.trim().parse().map(toml::Value::Boolean).map_err(|e| e.to_string()),
+            toml::Value::Array(_) if key == "tokens" => tokens_from_env(&raw),
             _ => Err("unsupported type".into()),
         };
         let value = parsed.map_err(|message| ConfigError::Env { var: var.clone(), message })?;

@@ -68,6 +68,8 @@ codes! {
     INVALID_SHAPE = "invalid-shape";
     /// `/v1/encode`: the pixel tensor holds NaN or infinite values.
     TENSOR_NOT_FINITE = "tensor-not-finite";
+    /// The box has access tokens and the call sent none, or one it does not know.
+    UNAUTHORIZED = "unauthorized";
     /// The job's output would exceed `max_width`, `max_height` or `max_frames`.
     OUTPUT_TOO_LARGE = "output-too-large";
     /// The data dir's disk has less than `min_free_disk_mib` free, or filled up during the upload.

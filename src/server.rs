@@ -48,6 +48,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let scheduler = Scheduler { store, executor, wake, events, cancels };
     tokio::spawn(scheduler.run());
 
+    if !config.listen_addr().ip().is_loopback() && config.tokens.is_empty() {
+        tracing::warn!(
+            listen = %config.listen_addr(),
+            "the API is open to everyone who can reach this address: no access tokens are configured (`tokens` in \
+             config.toml or VAEBOX_TOKENS=name:secret[:admin],...)"
+        );
+        eprintln!("WARNING: listening on {} without access tokens: anyone on the network can submit, read and delete jobs", config.listen_addr());
+    }
     let listener = tokio::net::TcpListener::bind(config.listen_addr()).await?;
     let addr = listener.local_addr()?;
     // Tests and scripts read this line to find the port when `listen` ends in :0.

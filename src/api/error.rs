@@ -60,10 +60,14 @@ pub enum ApiError {
     UploadTooLarge { limit: u64 },
     #[error("{0}")]
     OutputTooLarge(String),
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("the result of job {0} is no longer kept (synchronous calls return it once; others after retention_hours)")]
     ResultGone(String),
     #[error("the box's disk is (nearly) full; uploads resume once space is freed (delete finished jobs)")]
     InsufficientStorage,
+    #[error("this token has {limit} jobs waiting, its limit; try again when one has started")]
+    TokenQueueFull { limit: u32 },
     #[error("the queue is full ({limit} jobs waiting); try again later")]
     QueueFull { limit: u32 },
     #[error(transparent)]
@@ -91,8 +95,9 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, codes::METHOD_NOT_ALLOWED),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, codes::JOB_NOT_FINISHED),
             ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::UPLOAD_TOO_LARGE),
-            ApiError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::QUEUE_FULL),
+            ApiError::QueueFull { .. } | ApiError::TokenQueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::QUEUE_FULL),
             ApiError::OutputTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, codes::OUTPUT_TOO_LARGE),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED),
             ApiError::InsufficientStorage => (StatusCode::INSUFFICIENT_STORAGE, codes::INSUFFICIENT_STORAGE),
             ApiError::ResultGone(_) => (StatusCode::GONE, codes::RESULT_GONE),
             ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),

@@ -6,12 +6,13 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use futures_util::Stream;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::admission::Ticket;
+use super::admission::{Limits, Ticket};
+use super::auth::Caller;
 use super::output_size::{check_output_size, InputSize};
 use tokio::sync::broadcast::error::RecvError;
 use tower::ServiceExt;
@@ -181,12 +182,13 @@ fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
 
 /// A place in the queue (see `admission`), held until the job is queued or the upload fails.
 /// Refused before the body is read when the data dir's disk is below `min_free_disk_mib`.
-pub(super) async fn admit(app: &AppState) -> Result<Ticket, ApiError> {
+pub(super) async fn admit(app: &AppState, caller: &Caller) -> Result<Ticket, ApiError> {
     let min_free = app.config.min_free_disk_mib << 20;
     if crate::jobs::preflight::free_bytes(&app.config.data_dir).is_some_and(|free| free < min_free) {
         return Err(ApiError::InsufficientStorage);
     }
-    app.admission.admit(app.store.as_ref(), app.config.max_queued_jobs).await
+    let limits = Limits { queued: app.config.max_queued_jobs, queued_per_token: app.config.max_queued_jobs_per_token };
+    app.admission.admit(app.store.as_ref(), caller.owner(), &limits).await
 }
 
 /// Create a job from an upload
@@ -214,8 +216,8 @@ pub(super) async fn admit(app: &AppState) -> Result<Ticket, ApiError> {
         Faults,
     )
 )]
-pub async fn create(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
-    let _ticket = match admit(&app).await {
+pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Response, ApiError> {
+    let _ticket = match admit(&app, &caller).await {
         Ok(ticket) => ticket,
         Err(refusal) => return Err(upload::refuse_unread(request, refusal).await),
     };
@@ -256,7 +258,7 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
     }
     let probed = Probed { media: info, seconds: Some(probe_started.elapsed().as_secs_f64()) };
 
-    let job = enqueue(&app, upload.file, job_request, probed).await?;
+    let job = enqueue(&app, upload.file, job_request, probed, caller.owner()).await?;
     Ok((StatusCode::ACCEPTED, Json(job)).into_response())
 }
 
@@ -267,7 +269,13 @@ pub(super) struct Probed {
 }
 
 /// Moves a checked upload into its job folder and queues the job; the folder goes if the row cannot be written.
-pub(super) async fn enqueue(app: &AppState, file: upload::TempUpload, job_request: JobRequest, probed: Probed) -> Result<Job, ApiError> {
+pub(super) async fn enqueue(
+    app: &AppState,
+    file: upload::TempUpload,
+    job_request: JobRequest,
+    probed: Probed,
+    owner: Option<String>,
+) -> Result<Job, ApiError> {
     let id = Uuid::new_v4();
     let job_dir = app.job_dir(id);
     tokio::fs::create_dir_all(&job_dir).await?;
@@ -289,6 +297,7 @@ pub(super) async fn enqueue(app: &AppState, file: upload::TempUpload, job_reques
         input_bytes: bytes,
         input_media: probed.media,
         probe_s: probed.seconds,
+        owner,
     };
     let job = match app.store.insert(new_job).await {
         Ok(job) => job,
@@ -325,7 +334,7 @@ pub struct JobList {
         Faults,
     )
 )]
-pub async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Result<Json<JobList>, ApiError> {
+pub async fn list(State(app): State<AppState>, Extension(caller): Extension<Caller>, RawQuery(query): RawQuery) -> Result<Json<JobList>, ApiError> {
     let query: ListQuery = params::from_query(query.as_deref().unwrap_or(""))?;
     let status = match query.status.as_deref() {
         None | Some("") => None,
@@ -336,7 +345,7 @@ pub async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Res
     };
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let offset = query.offset.unwrap_or(0).max(0);
-    let jobs = app.store.list(&ListFilter { status, limit, offset }).await?;
+    let jobs = app.store.list(&ListFilter { status, owner: caller.listing_owner(), limit, offset }).await?;
     let next_offset = (jobs.len() as i64 == limit).then_some(offset + limit);
     Ok(Json(JobList { jobs, next_offset }))
 }
@@ -354,9 +363,10 @@ fn parse_id(raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw).map_err(|_| ApiError::JobNotFound(raw.into()))
 }
 
-async fn find(app: &AppState, raw: &str) -> Result<Job, ApiError> {
+/// The job, if this caller may see it (another token's job is as unknown as a missing one).
+async fn find(app: &AppState, caller: &Caller, raw: &str) -> Result<Job, ApiError> {
     let id = parse_id(raw)?;
-    app.store.get(id).await?.ok_or_else(|| ApiError::JobNotFound(raw.into()))
+    app.store.get(id).await?.filter(|job| caller.sees(job)).ok_or_else(|| ApiError::JobNotFound(raw.into()))
 }
 
 /// One job
@@ -368,8 +378,8 @@ async fn find(app: &AppState, raw: &str) -> Result<Job, ApiError> {
     params(JobId),
     responses((status = 200, description = "The job", body = Job), (status = 404, body = ErrorBody, description = "job-not-found"), Faults)
 )]
-pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
-    Ok(Json(find(&app, &id).await?))
+pub async fn get(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
+    Ok(Json(find(&app, &caller, &id).await?))
 }
 
 /// Download the output (supports Range)
@@ -389,8 +399,13 @@ pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> Result<
         Faults,
     )
 )]
-pub async fn result(State(app): State<AppState>, Path(id): Path<String>, request: Request) -> Result<Response, ApiError> {
-    let job = find(&app, &id).await?;
+pub async fn result(
+    State(app): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let job = find(&app, &caller, &id).await?;
     let (Some(output), Some(path), JobStatus::Succeeded) = (&job.output, &job.output_path, job.status) else {
         return Err(ApiError::Conflict(format!("job {id} has no result (status {})", job.status.as_str())));
     };
@@ -423,8 +438,8 @@ pub async fn result(State(app): State<AppState>, Path(id): Path<String>, request
         Faults,
     )
 )]
-pub async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
-    let uuid = parse_id(&id)?;
+pub async fn cancel(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
+    let uuid = find(&app, &caller, &id).await?.id;
     let job = match app.store.request_cancel(uuid).await? {
         CancelOutcome::NotFound => return Err(ApiError::JobNotFound(id)),
         CancelOutcome::AlreadyFinished(job) => {
@@ -457,8 +472,8 @@ pub async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Resu
         Faults,
     )
 )]
-pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
-    let uuid = parse_id(&id)?;
+pub async fn delete(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    let uuid = find(&app, &caller, &id).await?.id;
     match app.store.delete(uuid).await? {
         DeleteOutcome::NotFound => Err(ApiError::JobNotFound(id)),
         DeleteOutcome::NotFinished(job) => Err(ApiError::Conflict(format!(
@@ -494,9 +509,10 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> Resu
 // Re-reads the job whenever it changes (or every few seconds) and sends it whole; ends after a final status.
 pub async fn events(
     State(app): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let job = find(&app, &id).await?;
+    let job = find(&app, &caller, &id).await?;
     let changes = app.events.subscribe();
     struct Follow {
         app: AppState,

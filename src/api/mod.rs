@@ -1,6 +1,7 @@
 //! The HTTP API (axum): routes, upload handling, error mapping, metrics, the web page and the OpenAPI
 //! document that describes them all (`openapi`).
 pub mod admission;
+pub mod auth;
 pub mod error;
 pub mod jobs;
 pub mod metrics;
@@ -73,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
             error::ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().into() }
         })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

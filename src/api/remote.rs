@@ -9,12 +9,13 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
+use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::jobs::{admit, check_latent_upload, enqueue, JobRequest, Probed};
 use super::openapi::{Binary, Faults};
@@ -156,8 +157,8 @@ fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, A
         Faults,
     )
 )]
-pub async fn decode(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
-    run(app, request, Op::VaeDecode).await
+pub async fn decode(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Response, ApiError> {
+    run(app, caller, request, Op::VaeDecode).await
 }
 
 /// Encode a pixel tensor synchronously
@@ -184,12 +185,12 @@ pub async fn decode(State(app): State<AppState>, request: Request) -> Result<Res
         Faults,
     )
 )]
-pub async fn encode(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
-    run(app, request, Op::VaeEncode).await
+pub async fn encode(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Response, ApiError> {
+    run(app, caller, request, Op::VaeEncode).await
 }
 
-async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiError> {
-    let (ticket, call) = match admit(&app).await.and_then(|ticket| Ok((ticket, parse_call(&request, op, &app)?))) {
+async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<Response, ApiError> {
+    let (ticket, call) = match admit(&app, &caller).await.and_then(|ticket| Ok((ticket, parse_call(&request, op, &app)?))) {
         Ok(admitted) => admitted,
         Err(e) => return Err(refuse_unread(request, e).await),
     };
@@ -205,7 +206,7 @@ async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiErr
     let probed = Probed { media: None, seconds: (op == Op::VaeDecode).then(|| checked.elapsed().as_secs_f64()) };
     // Subscribe before queueing so that the job's last change cannot be missed.
     let mut changes = app.events.subscribe();
-    let job = enqueue(&app, file, call.job, probed).await?;
+    let job = enqueue(&app, file, call.job, probed, caller.owner()).await?;
     drop(ticket);
     let job = wait_until_final(&app, job.id, &mut changes).await?;
     match job.status {

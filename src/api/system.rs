@@ -48,7 +48,7 @@ pub struct ModelList {
 #[utoipa::path(get, path = "/healthz", tag = "box", responses((status = 200, description = "Healthy", body = Health), ServerFault))]
 pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiError> {
     let queue_depth = app.store.count(JobStatus::Queued).await?;
-    let running = app.store.list(&ListFilter { status: Some(JobStatus::Running), limit: 1, offset: 0 }).await?;
+    let running = app.store.list(&ListFilter { status: Some(JobStatus::Running), limit: 1, ..ListFilter::default() }).await?;
     let data_dir = app.config.data_dir.clone();
     Ok(Json(Health {
         status: HealthStatus::Ok,

@@ -265,6 +265,8 @@ pub struct Job {
     /// Why a failed job failed (`code` is one of the Error schema's codes).
     pub error: Option<JobError>,
     pub attempts: i64,
+    /// The access token (by name) that made the job; null when the box has no tokens.
+    pub owner: Option<String>,
     #[serde(skip)]
     pub input_path: String,
     #[serde(skip)]

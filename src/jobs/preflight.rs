@@ -35,7 +35,7 @@ pub async fn check_jobs_known(store: &dyn JobStore, database: &Path, jobs_dir: &
     if folders == 0 {
         return Ok(());
     }
-    let known = store.list(&ListFilter { status: None, limit: 1, offset: 0 }).await.map(|jobs| jobs.len()).unwrap_or(1);
+    let known = store.list(&ListFilter { limit: 1, ..ListFilter::default() }).await.map(|jobs| jobs.len()).unwrap_or(1);
     if known == 0 {
         return Err(PreflightError::OrphanedJobs { database: database.to_path_buf(), folders, jobs_dir: jobs_dir.to_path_buf() });
     }

@@ -34,11 +34,15 @@ pub struct NewJob {
     pub input_media: Option<MediaInfo>,
     /// Seconds the upload's checks took before it was queued; the job's `probe` timing.
     pub probe_s: Option<f64>,
+    /// The name of the access token that made it (none when the box has no tokens).
+    pub owner: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub status: Option<JobStatus>,
+    /// Only this token's jobs.
+    pub owner: Option<String>,
     pub limit: i64,
     pub offset: i64,
 }
@@ -163,6 +167,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
         metrics: from_json(&id, "metrics", row.try_get("metrics")?)?,
         error: error_code.map(|code| JobError { code, message: row.try_get("error_message").unwrap_or_default() }),
         attempts: row.try_get("attempts")?,
+        owner: row.try_get("owner")?,
         input_path: row.try_get("input_path")?,
         output_path: row.try_get("output_path")?,
     })
@@ -181,8 +186,8 @@ impl JobStore for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
         sqlx::query(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
-                               input_media, timings, created_at)
-             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               input_media, timings, created_at, owner)
+             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(job.id.to_string())
         .bind(job.op.as_str())
@@ -195,6 +200,7 @@ impl JobStore for SqliteStore {
         .bind(job.input_media.as_ref().map(to_json))
         .bind(job.probe_s.map(|probe| to_json(&Timings { probe: Some(probe), ..Timings::default() })))
         .bind(now_rfc3339())
+        .bind(&job.owner)
         .execute(&self.pool)
         .await?;
         self.fetch_existing(job.id).await
@@ -205,10 +211,13 @@ impl JobStore for SqliteStore {
     }
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError> {
-        let rows = sqlx::query("SELECT * FROM jobs WHERE (?1 IS NULL OR status = ?1) ORDER BY seq DESC LIMIT ?2 OFFSET ?3")
+        let rows = sqlx::query(
+            "SELECT * FROM jobs WHERE (?1 IS NULL OR status = ?1) AND (?4 IS NULL OR owner = ?4) ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
+        )
             .bind(filter.status.map(JobStatus::as_str))
             .bind(filter.limit)
             .bind(filter.offset)
+            .bind(&filter.owner)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(job_from_row).collect()
@@ -397,6 +406,7 @@ mod tests {
             input_bytes: 1,
             input_media: None,
             probe_s: None,
+            owner: None,
         };
         store.insert(new).await.unwrap();
         let outcome = JobOutcome {

@@ -1,0 +1,92 @@
+//! Access tokens: with tokens configured every /v1 call needs one, a job belongs to the token that made
+//! it (others get 404 and do not list it), admins see all, and the page shell and /healthz stay open.
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const ALICE: &str = "alice-secret-0123";
+const BOB: &str = "bob-secret-456789";
+const ROOT: &str = "root-secret-abcdef";
+
+async fn call(client: &reqwest::Client, method: reqwest::Method, url: &str, token: Option<&str>, body: Option<Vec<u8>>) -> (u16, Value) {
+    let mut request = client.request(method, url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.body(body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_belong_to_their_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = format!("alice:{ALICE},bob:{BOB},root:{ROOT}:admin");
+    let server = Server::start(dir.path(), &[("VAEBOX_TOKENS", &tokens), ("VAEBOX_MAX_QUEUED_JOBS_PER_TOKEN", "1")]);
+    let client = client();
+    let (get, post, delete) = (reqwest::Method::GET, reqwest::Method::POST, reqwest::Method::DELETE);
+
+    // Open without a token: the page and health. Closed: every /v1 call.
+    assert_eq!(client.get(server.url("/")).send().await.unwrap().status(), 200);
+    assert_eq!(call(&client, get.clone(), &server.url("/healthz"), None, None).await.0, 200);
+    for token in [None, Some("not-a-token-at-all")] {
+        let (status, body) = call(&client, get.clone(), &server.url("/v1/jobs"), token, None).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (401, Some("unauthorized")), "{body}");
+    }
+    let response = client.get(server.url("/v1/models")).send().await.unwrap();
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+
+    // Alice's job: hers and the admin's to see; Bob gets 404 for it and an empty list.
+    let clip = dir.path().join("clip.mp4");
+    // Long enough (30 frames) to keep the executor busy while Bob queues below.
+    make_clip(&media("carphone_pristine.mp4"), 30, false, &clip);
+    let upload = |token: &'static str| {
+        let (client, url, body) = (client.clone(), server.url("/v1/jobs?op=upscale&model=realesrgan-animevideov3&scale=2"), std::fs::read(&clip).unwrap());
+        async move { call(&client, reqwest::Method::POST, &url, Some(token), Some(body)).await }
+    };
+    let (status, job) = upload(ALICE).await;
+    assert_eq!(status, 202, "{job}");
+    assert_eq!(job["owner"], "alice");
+    let url = server.url(&format!("/v1/jobs/{}", job["id"].as_str().unwrap()));
+    assert_eq!(call(&client, get.clone(), &url, Some(ALICE), None).await.0, 200);
+    assert_eq!(call(&client, get.clone(), &url, Some(ROOT), None).await.0, 200);
+    let (status, body) = call(&client, get.clone(), &url, Some(BOB), None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("job-not-found")), "{body}");
+    assert_eq!(call(&client, post.clone(), &format!("{url}/cancel"), Some(BOB), None).await.0, 404);
+    assert_eq!(call(&client, delete.clone(), &url, Some(BOB), None).await.0, 404);
+    let listed = |token: &'static str| {
+        let (client, url) = (client.clone(), server.url("/v1/jobs"));
+        async move { call(&client, reqwest::Method::GET, &url, Some(token), None).await.1["jobs"].as_array().unwrap().len() }
+    };
+    assert_eq!((listed(ALICE).await, listed(BOB).await, listed(ROOT).await), (1, 0, 1));
+
+    // One queued job per token: while Alice's job runs, Bob's first waits and his second is refused.
+    let (first, _) = upload(BOB).await;
+    assert_eq!(first, 202);
+    let (second, body) = upload(BOB).await;
+    let running = call(&client, get.clone(), &url, Some(ALICE), None).await.1["status"] == "running";
+    if running {
+        assert_eq!((second, body["error"]["code"].as_str()), (429, Some("queue-full")), "{body}");
+    }
+
+    // The job finishes for Alice, who may download and delete it.
+    let job = wait_for_final_with(&client, &url, ALICE).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(call(&client, delete, &url, Some(ALICE), None).await.0, 204);
+}
+
+async fn wait_for_final_with(client: &reqwest::Client, url: &str, token: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let job = client.get(url).bearer_auth(token).send().await.unwrap().json::<Value>().await.unwrap();
+        if ["succeeded", "failed", "cancelled"].contains(&job["status"].as_str().unwrap_or("")) {
+            return job;
+        }
+        assert!(std::time::Instant::now() < deadline, "{job}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
