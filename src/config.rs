@@ -36,6 +36,8 @@ pub struct Config {
     pub max_duration_s: f64,
     /// Jobs waiting at once; more get 429 `queue-full`.
     pub max_queued_jobs: u32,
+    /// Uploads are refused with 507 `insufficient-storage` while the data dir's disk has less free (MiB).
+    pub min_free_disk_mib: u64,
     pub ffmpeg: PathBuf,
     pub ffprobe: PathBuf,
     pub probe_timeout_s: u64,
@@ -93,6 +95,7 @@ impl Default for Config {
             max_frames: 100_000,
             max_duration_s: 4.0 * 3600.0,
             max_queued_jobs: 256,
+            min_free_disk_mib: 1024,
             ffmpeg: "ffmpeg".into(),
             ffprobe: "ffprobe".into(),
             probe_timeout_s: 30,
@@ -211,6 +214,10 @@ pub enum ConfigError {
 
 pub const ENV_PREFIX: &str = "VAEBOX_";
 
+/// 4 PiB: any real budget, and far from where `MiB << 20` in bytes would wrap (a budget of 2^44 MiB
+/// used to wrap to the same plan as 1 MiB).
+pub const MAX_MEMORY_BUDGET_MIB: u64 = 1 << 32;
+
 impl Config {
     /// Defaults, then the file (explicit path, or `./config.toml` when present), then `VAEBOX_*`.
     pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
@@ -253,6 +260,9 @@ impl Config {
         }
         if self.output_crf > 51 {
             return invalid("output_crf", "x264 CRF is 0..=51");
+        }
+        if self.memory_budget_mib > MAX_MEMORY_BUDGET_MIB {
+            return invalid("memory_budget_mib", "must be at most 4294967296 (4 PiB)");
         }
         if self.max_queued_jobs == 0 {
             return invalid("max_queued_jobs", "must be positive");

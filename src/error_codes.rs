@@ -71,8 +71,15 @@ codes! {
     NORMALIZE_UNSUPPORTED = "normalize-unsupported";
     /// `/v1/decode`, `/v1/encode`: the URL names no model.
     MISSING_MODEL = "missing-model";
-    /// `/v1/decode`, `/v1/encode`: `shape` is not a list of positive sizes of the expected rank.
+    /// `/v1/decode`, `/v1/encode`: `shape` is not a list of positive sizes of the expected rank (or its
+    /// element count does not fit 64 bits).
     INVALID_SHAPE = "invalid-shape";
+    /// `/v1/encode`: the pixel tensor holds NaN or infinite values.
+    TENSOR_NOT_FINITE = "tensor-not-finite";
+    /// The job's output would exceed `max_width`, `max_height` or `max_frames`.
+    OUTPUT_TOO_LARGE = "output-too-large";
+    /// The data dir's disk has less than `min_free_disk_mib` free, or filled up during the upload.
+    INSUFFICIENT_STORAGE = "insufficient-storage";
     /// `/v1/decode`, `/v1/encode`: a diffusers option this box does not implement.
     UNSUPPORTED_OPTION = "unsupported-option";
     /// `/v1/decode`, `/v1/encode`: the body's length does not match `shape` and `dtype`.

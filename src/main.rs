@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use vaebox::config::Config;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
-use vaebox::jobs::{JobOutcome, JobParams, Op, Progress, RestoreParams, Timings};
+use vaebox::jobs::{JobOutcome, JobParams, JobPlan, Op, Progress, RestoreParams, Timings};
 use vaebox::models::registry;
 
 #[derive(Parser)]
@@ -388,7 +388,7 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
         let measured = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params, show_progress: false };
         let outcome = run_job(&executor, config, measured).await?;
         let t = &outcome.timings;
-        let frames = outcome.plan.as_ref().and_then(|p| p["frames"].as_u64()).unwrap_or(0) as f64;
+        let frames = outcome.plan.as_ref().and_then(JobPlan::frames).unwrap_or(0) as f64;
         let compute = t.compute.unwrap_or(f64::NAN);
         // The pipeline is everything after the model is resident: probe is the server's upload step.
         let pipeline = t.total.unwrap_or(f64::NAN) - t.load_model.unwrap_or(0.0);

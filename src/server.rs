@@ -13,14 +13,20 @@ use crate::api::{self, metrics::Metrics, AppState};
 use crate::config::Config;
 use crate::executor::{ExecutorConfig, ExecutorHandle};
 use crate::jobs::scheduler::{CancelFlags, Scheduler};
-use crate::jobs::{JobStore, SqliteStore};
+use crate::jobs::{preflight, JobStore, SqliteStore};
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&config.data_dir)?;
+    preflight::check_writable(&config.data_dir, "data_dir")?;
+    let database = config.database_path();
+    if let Some(dir) = database.parent().filter(|d| !d.as_os_str().is_empty()) {
+        preflight::check_writable(dir, "database")?;
+    }
     // Half-received uploads from a previous process are never referenced by a job row.
     let _ = std::fs::remove_dir_all(config.data_dir.join("uploads"));
     crate::redact::install(crate::redact::Redactor::new(&config.data_dir, &config.models_dir));
-    let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(&config.database_path()).await?);
+    let store: Arc<dyn JobStore> =
+        Arc::new(SqliteStore::open(&database).await.map_err(|e| preflight::database_error(&database, e))?);
+    preflight::check_jobs_known(store.as_ref(), &database, &config.data_dir.join("jobs")).await?;
     let requeued = store.requeue_interrupted().await?;
     if requeued > 0 {
         tracing::warn!(requeued, "jobs interrupted by the last shutdown were put back in the queue");
@@ -42,6 +48,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         device: executor.device().to_string(),
         uploads: Arc::new(Semaphore::new(config.max_concurrent_uploads.max(1) as usize)),
         shutdown: shutdown.clone(),
+        admission: Default::default(),
     };
     let scheduler = Scheduler { store, executor, wake: wake.clone(), events, cancels: cancels.clone() };
     let jobs = tokio::spawn(scheduler.run());

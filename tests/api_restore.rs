@@ -50,6 +50,12 @@ async fn a_clip_is_restored_with_its_timings_plan_and_audio() {
     assert!((parts - timings["compute"].as_f64().unwrap()).abs() < 1e-6, "compute is the sum of its stages: {timings}");
     assert!(timings["dit"].as_f64().unwrap() > 0.0 && timings["total"].as_f64().unwrap() >= parts);
     let plan = &job["plan"];
+    let (_, openapi) = get_json(&client, &server.url("/openapi.json")).await;
+    assert_eq!(undescribed_keys(&openapi, &job), Vec::<String>::new(), "{plan}");
+    // The check reaches into the plan: a nested key the document does not describe is named.
+    let mut trimmed = openapi.clone();
+    trimmed["components"]["schemas"]["DitPlan"]["properties"].as_object_mut().unwrap().remove("host_block_bytes");
+    assert_eq!(undescribed_keys(&trimmed, &job), ["RestorePlan.dit.host_block_bytes"]);
     assert_eq!((plan["batches"].as_i64(), plan["batch_frames"].as_i64(), plan["batch_overlap"].as_i64()), (Some(2), Some(5), Some(2)), "{plan}");
     assert_eq!((plan["output"][0].as_i64(), plan["output"][1].as_i64(), plan["seed"].as_i64()), (Some(80), Some(112), Some(7)), "{plan}");
     assert_eq!(job["params"]["restore"]["batch_frames"], 5, "{job}");
@@ -90,6 +96,7 @@ async fn a_clip_is_restored_with_its_timings_plan_and_audio() {
     assert!(vae["encode"]["spatial"].is_object() && vae["decode"]["spatial"].is_object(), "{vae}");
     assert_eq!((vae["decode"]["tile_major"].as_bool(), tiled["plan"]["batch_frames"].as_i64()), (Some(true), Some(5)), "{}", tiled["plan"]);
     assert_eq!(tiled["plan"]["spatial_tiles"], vae["decode"]["spatial"]);
+    assert_eq!(undescribed_keys(&openapi, &tiled), Vec::<String>::new(), "{}", tiled["plan"]);
     let tiled_rgb = rgb_frames(&fetch(&client, &server, &tiled).await, &dir.path().join("decode.mp4"));
     for (i, (a, b)) in input_means.iter().zip(&frame_means(&tiled_rgb, 112, 80)).enumerate() {
         let worst = (0..3).map(|c| (a[c] - b[c]).abs()).fold(0.0, f64::max);

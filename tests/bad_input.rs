@@ -32,7 +32,8 @@ async fn each_bad_input_gets_its_code_and_nothing_is_lost() {
         &[("VAEBOX_MAX_WIDTH", "600"), ("VAEBOX_MAX_FRAMES", "50"), ("VAEBOX_MAX_UPLOAD_BYTES", "300000")],
     );
     let client = client();
-    let query = "op=upscale&model=realesrgan-animevideov3&scale=4";
+    // 176 × 144 ×2: 352 wide, within the limit that refuses the 640-wide clip below (×4 would not be).
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=2";
 
     // A good job first: it must finish untouched by everything below.
     let (status, good_job) = upload_raw(&client, &server, query, good.clone()).await;
@@ -129,4 +130,107 @@ async fn a_full_queue_answers_429() {
     // One runs, one waits; the rest are refused while the queue is full.
     assert!(codes.iter().any(|(s, c)| *s == 429 && c == "queue-full"), "{codes:?}");
     assert!(codes.iter().filter(|(s, _)| *s == 202).count() >= 2, "{codes:?}");
+}
+
+/// The limit holds under concurrency: 50 uploads at once against `max_queued_jobs = 10` while the
+/// executor is busy. Only what the queue can hold is accepted (plus jobs that left it by starting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_uploads_do_not_overrun_the_queue_limit() {
+    const LIMIT: usize = 10;
+    const UPLOADS: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("carphone30.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 30, false, &clip);
+    let server = Server::start(dir.path(), &[("VAEBOX_MAX_QUEUED_JOBS", &LIMIT.to_string())]);
+    let client = client();
+    let body = std::fs::read(&clip).unwrap();
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";
+    let uploads = (0..UPLOADS).map(|_| {
+        let (client, body, url) = (client.clone(), body.clone(), server.url(&format!("/v1/jobs?{query}")));
+        tokio::spawn(async move {
+            let response = client.post(url).body(body).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<serde_json::Value>().await.unwrap_or_default())
+        })
+    });
+    let mut results = Vec::new();
+    for upload in uploads.collect::<Vec<_>>() {
+        results.push(upload.await.unwrap());
+    }
+    let accepted = results.iter().filter(|(s, _)| *s == 202).count();
+    let refused = results.iter().filter(|(s, b)| *s == 429 && b["error"]["code"] == "queue-full").count();
+    assert_eq!(accepted + refused, UPLOADS, "{results:?}");
+    let (_, list) = get_json(&client, &server.url("/v1/jobs")).await;
+    let started = list["jobs"].as_array().unwrap().iter().filter(|j| j["status"] != "queued").count();
+    println!("{accepted} accepted, {refused} refused, {started} started meanwhile");
+    assert!(accepted <= LIMIT + started, "{accepted} accepted with a limit of {LIMIT} and {started} started");
+    assert!(accepted >= LIMIT, "the queue should fill up: {accepted}");
+}
+
+/// Sizes are checked before anything is queued: shapes whose element count wraps, outputs past the box's
+/// limits (a latent that decodes to 8192² frames, an upscale past `max_width`), budgets whose bytes would
+/// wrap, and tensors of NaN for `/v1/encode`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sizes_that_overflow_or_exceed_the_limits_are_refused_before_queueing() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_wan21(dir.path());
+    std::os::unix::fs::symlink(std::path::Path::new(REPO).join("models/realesrgan"), models.join("realesrgan")).unwrap();
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_MAX_WIDTH", "600")]);
+    let client = client();
+    let post = |path: String, body: Vec<u8>| {
+        let client = client.clone();
+        async move {
+            let response = client.post(path).body(body).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    // 2^21 cubed times 16 is 2^67: wraps to 0 in 64 bits.
+    let big = 1u64 << 21;
+    let (status, body) = post(server.url(&format!("/v1/decode?model=wan21-small&shape=1&shape=16&shape={big}&shape={big}&shape={big}")), vec![]).await;
+    assert_error(status, &body, 400, "invalid-shape");
+    // 1 latent frame of 128 × 128 cells: 1024 × 1024 pixels, past max_width 600.
+    let (status, body) = post(server.url("/v1/decode?model=wan21-small&shape=1&shape=16&shape=1&shape=128&shape=128"), vec![0u8; 16]).await;
+    assert_error(status, &body, 422, "output-too-large");
+    assert!(body["error"]["message"].as_str().unwrap().contains("width 1024 (max 600)"), "{body}");
+    // The same latent as an uploaded file.
+    let latent = dir.path().join("wide.safetensors");
+    let tensor = tch::Tensor::zeros([1, 16, 1, 8, 80], (tch::Kind::Float, tch::Device::Cpu));
+    tch::Tensor::write_safetensors(&[("latent", &tensor)], &latent).unwrap();
+    let (status, body) = upload_raw(&client, &server, "op=vae_decode&model=wan21-small", std::fs::read(&latent).unwrap()).await;
+    assert_error(status, &body, 422, "output-too-large");
+    // An upscale ×4 of a 176-pixel-wide clip: 704 > 600.
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 2, false, &clip);
+    let (status, body) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=4", std::fs::read(&clip).unwrap()).await;
+    assert_error(status, &body, 422, "output-too-large");
+    // 2^44 MiB is 2^64 bytes.
+    let (status, body) = upload_raw(&client, &server, "op=vae_encode&model=wan21-small&memory_budget_mib=17592186044416", vec![]).await;
+    assert_error(status, &body, 400, "invalid-memory-budget");
+    // NaN pixels for /v1/encode.
+    let nan: Vec<u8> = (0..3 * 16 * 16).flat_map(|_| f32::NAN.to_le_bytes()).collect();
+    let (status, body) = post(server.url("/v1/encode?model=wan21-small&shape=1&shape=3&shape=16&shape=16"), nan).await;
+    assert_error(status, &body, 400, "tensor-not-finite");
+    // None of it was queued, and the server still works.
+    let (_, list) = get_json(&client, &server.url("/v1/jobs")).await;
+    let statuses: Vec<&str> = list["jobs"].as_array().unwrap().iter().filter_map(|j| j["status"].as_str()).collect();
+    assert!(statuses.is_empty(), "{statuses:?}");
+    let (status, body) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2", std::fs::read(&clip).unwrap()).await;
+    assert_eq!(status, 202, "{body}");
+}
+
+/// Below `min_free_disk_mib` an upload is refused before its body is read (507), and the rest of the API
+/// (listing, deleting) keeps working so space can be freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_refused_when_the_disk_is_below_the_free_space_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    // More free space than any disk has.
+    let server = Server::start(dir.path(), &[("VAEBOX_MIN_FREE_DISK_MIB", "1099511627776")]);
+    let client = client();
+    let (status, body) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2", vec![0u8; 1 << 20]).await;
+    assert_error(status, &body, 507, "insufficient-storage");
+    let uploads = files_under(&server.data_dir.join("data/uploads"));
+    assert!(uploads.is_empty(), "{uploads:?}");
+    let (status, _) = get_json(&client, &server.url("/v1/jobs")).await;
+    assert_eq!(status, 200);
 }

@@ -59,3 +59,45 @@ async fn sigkill_with_a_running_and_a_queued_job_then_both_complete() {
         .collect();
     assert!(partials.is_empty(), "{partials:?}");
 }
+
+/// `vaebox serve` on `data_dir`, expected to refuse to start: its stderr.
+fn refused_start(data_dir: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
+        .arg("serve")
+        .env("VAEBOX_LISTEN", "127.0.0.1:0")
+        .env("VAEBOX_DATA_DIR", data_dir)
+        .env("VAEBOX_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the server started: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Start-up stops with the path and what to do: an emptied database beside the folders of its jobs
+/// (which would otherwise be orphaned silently), and a data dir that cannot be written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_refuses_an_emptied_database_and_an_unwritable_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 2, false, &clip);
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let (status, job) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2", std::fs::read(&clip).unwrap()).await;
+    assert_eq!(status, 202, "{job}");
+    wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(120)).await;
+    drop(server);
+    let data = dir.path().join("data");
+    std::fs::write(data.join("vaebox.db"), b"").unwrap();
+    for sidecar in ["vaebox.db-wal", "vaebox.db-shm"] {
+        let _ = std::fs::remove_file(data.join(sidecar));
+    }
+    let message = refused_start(&data);
+    assert!(message.contains("knows no jobs") && message.contains(&data.join("jobs").display().to_string()), "{message}");
+    assert!(message.contains("Restore the database from a backup"), "{message}");
+
+    // A data dir that is a file's child cannot be created, whoever runs the test.
+    let blocked = dir.path().join("a-file");
+    std::fs::write(&blocked, b"").unwrap();
+    let message = refused_start(&blocked.join("data"));
+    assert!(message.contains(&blocked.join("data").display().to_string()) && message.contains("data_dir"), "{message}");
+}

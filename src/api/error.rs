@@ -58,6 +58,10 @@ pub enum ApiError {
     Conflict(String),
     #[error("the upload is larger than the limit of {limit} bytes")]
     UploadTooLarge { limit: u64 },
+    #[error("{0}")]
+    OutputTooLarge(String),
+    #[error("the box's disk is (nearly) full; uploads resume once space is freed (delete finished jobs)")]
+    InsufficientStorage,
     #[error("the queue is full ({limit} jobs waiting); try again later")]
     QueueFull { limit: u32 },
     #[error("form field `{field}` is over {limit} bytes; only the `file` part may be large")]
@@ -98,6 +102,8 @@ impl ApiError {
             ApiError::UploadStalled => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_STALLED),
             ApiError::TooManyUploads { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
             ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
+            ApiError::OutputTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, codes::OUTPUT_TOO_LARGE),
+            ApiError::InsufficientStorage => (StatusCode::INSUFFICIENT_STORAGE, codes::INSUFFICIENT_STORAGE),
             ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
             ApiError::Latent(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
@@ -129,6 +135,9 @@ impl IntoResponse for ApiError {
 
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::StorageFull || e.raw_os_error() == Some(libc::EDQUOT) {
+            return ApiError::InsufficientStorage;
+        }
         ApiError::Internal(format!("file system: {e}"))
     }
 }

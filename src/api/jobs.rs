@@ -10,6 +10,9 @@ use axum::Json;
 use futures_util::Stream;
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use super::admission::Ticket;
+use super::output_size::{check_output_size, InputSize};
 use tokio::sync::broadcast::error::RecvError;
 use tower::ServiceExt;
 use uuid::Uuid;
@@ -104,8 +107,9 @@ impl JobRequest {
         }
         let memory_budget_mib = match &fields.memory_budget_mib {
             None => None,
-            Some(raw) => Some(raw.trim().parse::<u64>().map_err(|_| {
-                ApiError::bad_request(codes::INVALID_MEMORY_BUDGET, format!("memory_budget_mib `{raw}` is not a whole number of MiB"))
+            Some(raw) => Some(raw.trim().parse::<u64>().ok().filter(|mib| *mib <= crate::config::MAX_MEMORY_BUDGET_MIB).ok_or_else(|| {
+                let max = crate::config::MAX_MEMORY_BUDGET_MIB;
+                ApiError::bad_request(codes::INVALID_MEMORY_BUDGET, format!("memory_budget_mib `{raw}` is not a whole number of MiB up to {max}"))
             })?),
         };
         let restore = if op == Op::Restore { Some(restore_params(fields, scale, &entry.name, models_dir)?) } else { None };
@@ -142,8 +146,9 @@ fn restore_params(fields: &JobFields, scale: Option<i64>, model: &str, models_di
     Ok(params)
 }
 
-/// A latent upload is checked before it is queued: shape, finiteness, channels and the model it came from.
-pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobRequest) -> Result<(), ApiError> {
+/// A latent upload is checked before it is queued: shape, finiteness, channels and the model it came from,
+/// and what it decodes to. Returns its shape.
+pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobRequest, limits: &media::MediaLimits) -> Result<[i64; 5], ApiError> {
     let path = path.to_path_buf();
     let latent::LatentSummary { shape, meta, .. } = tokio::task::spawn_blocking(move || latent::inspect_latent(&path))
         .await
@@ -165,20 +170,23 @@ pub(super) async fn check_latent_upload(path: &std::path::Path, request: &JobReq
     if meta.normalized {
         registry::check_normalization(&request.model, request.family, request.latent_channels, true)?;
     }
-    Ok(())
+    let shape: [i64; 5] = shape.try_into().map_err(|shape| LatentError::BadShape { shape })?;
+    check_output_size(request, &InputSize::Latent(shape), limits)?;
+    Ok(shape)
 }
 
 fn bad_scale(raw: &str, scales: &[i64]) -> ApiError {
     ApiError::bad_request(codes::INVALID_SCALE, format!("scale `{raw}` is not supported; use one of {scales:?}"))
 }
 
-/// Explicit admission: a full queue answers 429 at once rather than making clients wait unboundedly.
-pub(super) async fn admit(app: &AppState) -> Result<(), ApiError> {
-    let queued = app.store.count(JobStatus::Queued).await?;
-    if queued >= app.config.max_queued_jobs as i64 {
-        return Err(ApiError::QueueFull { limit: app.config.max_queued_jobs });
+/// A place in the queue (see `admission`), held until the job is queued or the upload fails.
+/// Refused before the body is read when the data dir's disk is below `min_free_disk_mib`.
+pub(super) async fn admit(app: &AppState) -> Result<Ticket, ApiError> {
+    let min_free = app.config.min_free_disk_mib << 20;
+    if crate::jobs::preflight::free_bytes(&app.config.data_dir).is_some_and(|free| free < min_free) {
+        return Err(ApiError::InsufficientStorage);
     }
-    Ok(())
+    app.admission.admit(app.store.as_ref(), app.config.max_queued_jobs).await
 }
 
 /// Create a job from an upload
@@ -213,9 +221,10 @@ pub(super) async fn admit(app: &AppState) -> Result<(), ApiError> {
 )]
 pub async fn create(State(app): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let _slot = upload::upload_slot(&app)?;
-    if let Err(refusal) = admit(&app).await {
-        return Err(upload::refuse_unread(request, refusal).await);
-    }
+    let _ticket = match admit(&app).await {
+        Ok(ticket) => ticket,
+        Err(refusal) => return Err(upload::refuse_unread(request, refusal).await),
+    };
     let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes };
     let (upload, job_request) = if upload::is_multipart(&request) {
         let upload = upload::receive_multipart(request, &limits).await?;
@@ -236,7 +245,7 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
 
     let probe_started = std::time::Instant::now();
     let info = if job_request.op == Op::VaeDecode {
-        check_latent_upload(&upload.file.path, &job_request).await?;
+        check_latent_upload(&upload.file.path, &job_request, &app.config.media_limits()).await?;
         None
     } else {
         let tools = app.config.media_tools();
@@ -247,6 +256,10 @@ pub async fn create(State(app): State<AppState>, request: Request) -> Result<Res
             .map_err(|e| ApiError::Internal(e.to_string()))??;
         Some(info)
     };
+    if let Some(info) = &info {
+        let input = InputSize::Video { width: info.width, height: info.height, frames: info.frames };
+        check_output_size(&job_request, &input, &app.config.media_limits())?;
+    }
     let probed = Probed { media: info, seconds: Some(probe_started.elapsed().as_secs_f64()) };
 
     let job = enqueue(&app, upload.file, job_request, probed).await?;

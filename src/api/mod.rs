@@ -1,11 +1,12 @@
 //! The HTTP API (axum): routes, upload handling, error mapping, metrics, the web page and the OpenAPI
 //! document that describes them all (`openapi`).
+pub mod admission;
 pub mod browser;
-pub mod described;
 pub mod error;
 pub mod jobs;
 pub mod metrics;
 pub mod openapi;
+mod output_size;
 pub mod params;
 pub mod remote;
 pub mod system;
@@ -43,6 +44,7 @@ pub struct AppState {
     pub uploads: Arc<Semaphore>,
     /// Cancelled when the server starts to stop: event streams end.
     pub shutdown: CancellationToken,
+    pub admission: admission::Admission,
 }
 
 impl AppState {

@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::error::{ApiError, ErrorBody};
 use super::jobs::{admit, check_latent_upload, enqueue, JobRequest, Probed};
 use super::openapi::{Binary, Faults};
+use super::output_size::{check_output_size, InputSize};
 use super::params::{self, JobFields, RemoteQuery};
 use super::upload::{refuse_unread, TempUpload};
 use super::AppState;
@@ -88,6 +89,9 @@ fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, A
     if shape.len() != 5 || shape[0] != 1 {
         return Err(bad(codes::INVALID_SHAPE, format!("shape {shape:?}: expected {expected_rank} (packed latents are not supported)")));
     }
+    if safetensors::checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size())).is_none() {
+        return Err(bad(codes::INVALID_SHAPE, format!("shape {shape:?} has more elements than a tensor can hold")));
+    }
     if query.partial_postprocess.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Err(bad(codes::UNSUPPORTED_OPTION, "partial_postprocess is not supported; use output_type=pt or mp4"));
     }
@@ -120,6 +124,10 @@ fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, A
                 return Err(bad(codes::UNSUPPORTED_OPTION, format!("output_type `{other}` is not supported for video; use pt or mp4")))
             }
         });
+    }
+    if op == Op::VaeDecode {
+        let latent: [i64; 5] = shape.clone().try_into().expect("rank checked above");
+        check_output_size(&job, &InputSize::Latent(latent), &app.config.media_limits())?;
     }
     Ok(RemoteCall { job, dtype, shape })
 }
@@ -184,8 +192,8 @@ pub async fn encode(State(app): State<AppState>, request: Request) -> Result<Res
 
 async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiError> {
     let slot = super::upload::upload_slot(&app)?;
-    let call = match admit(&app).await.and_then(|_| parse_call(&request, op, &app)) {
-        Ok(call) => call,
+    let (ticket, call) = match admit(&app).await.and_then(|ticket| Ok((ticket, parse_call(&request, op, &app)?))) {
+        Ok(admitted) => admitted,
         Err(e) => return Err(refuse_unread(request, e).await),
     };
     let name = if op == Op::VaeDecode { "latent" } else { "sample" };
@@ -193,7 +201,9 @@ async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiErr
     // The shape and dtype were checked from the query; a latent's values are checked as for an upload.
     let checked = std::time::Instant::now();
     if op == Op::VaeDecode {
-        check_latent_upload(&file.path, &call.job).await?;
+        check_latent_upload(&file.path, &call.job, &app.config.media_limits()).await?;
+    } else {
+        check_sample_finite(&file.path).await?;
     }
     let probed = Probed { media: None, seconds: (op == Op::VaeDecode).then(|| checked.elapsed().as_secs_f64()) };
     // Received: waiting for the job is not an upload.
@@ -201,6 +211,7 @@ async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiErr
     // Subscribe before queueing so that the job's last change cannot be missed.
     let mut changes = app.events.subscribe();
     let job = enqueue(&app, file, call.job, probed).await?;
+    drop(ticket);
     let job = wait_until_final(&app, job.id, &mut changes).await?;
     match job.status {
         JobStatus::Succeeded => respond_with_result(&job).await,
@@ -214,9 +225,23 @@ async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiErr
     }
 }
 
+/// A pixel tensor for `/v1/encode` must hold numbers: NaN in would be NaN out, with a 200.
+async fn check_sample_finite(path: &std::path::Path) -> Result<(), ApiError> {
+    let path = path.to_path_buf();
+    let finite = tokio::task::spawn_blocking(move || crate::media::latent::first_tensor_finite(&path))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| ApiError::Internal(format!("cannot read the received tensor: {e}")))?;
+    if !finite {
+        return Err(bad(codes::TENSOR_NOT_FINITE, "the tensor contains NaN or infinite values"));
+    }
+    Ok(())
+}
+
 /// Streams the raw body behind a safetensors prefix, so the executor reads it like any tensor file.
 async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &RemoteCall) -> Result<TempUpload, ApiError> {
-    let expected = call.shape.iter().map(|d| *d as u64).product::<u64>() * call.dtype.size();
+    // Checked not to overflow when the call was parsed.
+    let expected = safetensors::checked_numel(&call.shape).unwrap_or(u64::MAX).saturating_mul(call.dtype.size());
     if expected > app.config.max_upload_bytes {
         return Err(refuse_unread(request, ApiError::UploadTooLarge { limit: app.config.max_upload_bytes }).await);
     }

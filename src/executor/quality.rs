@@ -2,6 +2,8 @@
 //! (Gaussian window 11, σ 1.5, per channel, constants of Wang et al. 2004, pixels in [0, 1]).
 use tch::{Kind, Tensor};
 
+use crate::jobs::QualityMetrics;
+
 #[derive(Default)]
 pub struct QualityMeter {
     squared_error: f64,
@@ -35,8 +37,10 @@ impl QualityMeter {
         self.ssim_sum / (self.frames.max(1) as f64)
     }
 
-    pub fn frames(&self) -> u64 {
-        self.frames
+    /// JSON has no infinity: identical frames report a null PSNR.
+    pub fn metrics(&self) -> QualityMetrics {
+        let finite = |value: f64| value.is_finite().then_some(value);
+        QualityMetrics { psnr_db: finite(self.psnr_db()), ssim: finite(self.ssim()), frames_compared: self.frames }
     }
 }
 

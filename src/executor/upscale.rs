@@ -3,10 +3,10 @@
 //! timings record only the time this thread waited for them.
 use std::time::Instant;
 
-use serde_json::json;
 use tch::Tensor;
 
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
+use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{self, FrameReader, FrameWriter, ReadConfig, WriteConfig};
 use crate::models::realesrgan::RealEsrgan;
@@ -119,17 +119,17 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         output_bytes,
         output_media,
         timings: timings.clone(),
-        plan: Some(json!({
-            "chunk_frames": chunk_frames,
-            "tile": tiling.tile,
-            "overlap": tiling.overlap,
-            "receptive_radius": model.receptive_radius(),
-            "exact": tiling.is_exact(model.receptive_radius()),
-            "blend": tiling.blends(model.receptive_radius()),
-            "tiles_per_frame": tiles,
-            "scale": scale,
-            "frames": done,
-            "fallbacks": fallbacks,
+        plan: Some(JobPlan::Upscale(UpscalePlan {
+            chunk_frames,
+            tile: tiling.tile,
+            overlap: tiling.overlap,
+            receptive_radius: model.receptive_radius(),
+            exact: tiling.is_exact(model.receptive_radius()),
+            blend: tiling.blends(model.receptive_radius()),
+            tiles_per_frame: tiles,
+            scale,
+            frames: done,
+            fallbacks,
         })),
         metrics: None,
     })

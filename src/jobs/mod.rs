@@ -1,9 +1,12 @@
-//! Jobs: what a job is (`model`), where it is kept (`store`), who runs it next (`scheduler`), and what
-//! its life reports to metrics (`telemetry`).
+//! Jobs: what a job is (`model`), how it ran (`plan`), where it is kept (`store`), who runs it next
+//! (`scheduler`), what its life reports to metrics (`telemetry`), and the checks before the first (`preflight`).
 pub mod model;
+pub mod plan;
+pub mod preflight;
 pub mod scheduler;
 pub mod store;
 pub mod telemetry;
 
 pub use model::*;
+pub use plan::JobPlan;
 pub use store::{CancelOutcome, DeleteOutcome, JobStore, ListFilter, NewJob, SqliteStore, StoreError};

@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::plan::JobPlan;
 use crate::device::DtypeChoice;
 use crate::media::MediaInfo;
 
@@ -205,6 +206,16 @@ pub struct Timings {
     pub dtype: Option<String>,
 }
 
+/// `vae_reconstruct`: how close the decoded frames are to the input.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QualityMetrics {
+    /// Over all frames compared; null when the frames are identical.
+    pub psnr_db: Option<f64>,
+    /// Averaged over the frames; null if not a number.
+    pub ssim: Option<f64>,
+    pub frames_compared: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct JobError {
     pub code: String,
@@ -248,11 +259,9 @@ pub struct Job {
     pub progress: Option<Progress>,
     /// Null until the job has run.
     pub timings: Option<Timings>,
-    /// Free-form JSON made by the executor; the document describes its keys.
-    #[schema(value_type = Option<crate::api::described::Plan>)]
-    pub plan: Option<serde_json::Value>,
-    #[schema(value_type = Option<crate::api::described::QualityMetrics>)]
-    pub metrics: Option<serde_json::Value>,
+    /// How the job ran (tiles, chunks, batches, out-of-memory fallbacks); null until it has run.
+    pub plan: Option<JobPlan>,
+    pub metrics: Option<QualityMetrics>,
     /// Why a failed job failed (`code` is one of the Error schema's codes).
     pub error: Option<JobError>,
     pub attempts: i64,
@@ -270,8 +279,8 @@ pub struct JobOutcome {
     pub output_bytes: u64,
     pub output_media: Option<MediaInfo>,
     pub timings: Timings,
-    pub plan: Option<serde_json::Value>,
-    pub metrics: Option<serde_json::Value>,
+    pub plan: Option<JobPlan>,
+    pub metrics: Option<QualityMetrics>,
 }
 
 pub fn now_rfc3339() -> String {

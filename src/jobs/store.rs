@@ -357,3 +357,72 @@ impl JobStore for SqliteStore {
         Ok(done.rows_affected())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::device::DtypeChoice;
+    use crate::jobs::plan::{JobPlan, UpscalePlan};
+
+    async fn succeeded_job(store: &SqliteStore, plan: JobPlan) -> Uuid {
+        let id = Uuid::new_v4();
+        let new = NewJob {
+            id,
+            op: Op::Upscale,
+            model: "realesrgan-animevideov3".into(),
+            priority: 0,
+            params: JobParams::new(DtypeChoice::Auto),
+            input_name: "clip.mp4".into(),
+            input_path: "/nowhere/clip.mp4".into(),
+            input_bytes: 1,
+            input_media: None,
+            probe_s: None,
+        };
+        store.insert(new).await.unwrap();
+        let outcome = JobOutcome {
+            output_name: "out.mp4".into(),
+            output_path: "/nowhere/out.mp4".into(),
+            output_bytes: 1,
+            output_media: None,
+            timings: Timings::default(),
+            plan: Some(plan),
+            metrics: Some(QualityMetrics { psnr_db: None, ssim: Some(0.5), frames_compared: 2 }),
+        };
+        store.succeed(id, &outcome).await.unwrap();
+        id
+    }
+
+    #[tokio::test]
+    async fn plans_written_by_an_earlier_version_are_listed_as_they_were_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap();
+        let plan = UpscalePlan {
+            chunk_frames: 8,
+            tile: 0,
+            overlap: 19,
+            receptive_radius: 19,
+            exact: true,
+            blend: false,
+            tiles_per_frame: 1,
+            scale: 4,
+            frames: 2,
+            fallbacks: vec![],
+        };
+        let current = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
+        // An upscale plan as versions before the out-of-memory fallbacks and blending wrote it.
+        let earlier = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
+        let stored =
+            r#"{"chunk_frames":8,"exact":true,"frames":2,"overlap":19,"receptive_radius":19,"scale":4,"tile":0,"tiles_per_frame":1}"#;
+        sqlx::query("UPDATE jobs SET plan = ? WHERE id = ?").bind(stored).bind(earlier.to_string()).execute(&store.pool).await.unwrap();
+
+        let listed = store.list(&ListFilter { limit: 10, ..ListFilter::default() }).await.unwrap();
+        let plan_of = |id| listed.iter().find(|job| job.id == id).unwrap().plan.clone().unwrap();
+        assert_eq!(plan_of(current), JobPlan::Upscale(plan));
+        assert_eq!(plan_of(earlier), JobPlan::Other(serde_json::from_str(stored).unwrap()));
+        assert_eq!(serde_json::to_string(&plan_of(earlier)).unwrap(), stored);
+        let metrics = listed[0].metrics.unwrap();
+        assert_eq!(serde_json::to_value(metrics).unwrap(), json!({"psnr_db": null, "ssim": 0.5, "frames_compared": 2}));
+    }
+}

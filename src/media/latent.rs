@@ -148,8 +148,15 @@ pub fn inspect_latent(path: &Path) -> Result<LatentSummary, LatentError> {
     Ok(summary)
 }
 
-/// Scans the data in bounded blocks, so an upload of any size is checked in little memory.
 fn check_finite(path: &Path, entry: &TensorEntry) -> Result<(), LatentError> {
+    match values_finite(path, entry)? {
+        true => Ok(()),
+        false => Err(LatentError::NotFinite),
+    }
+}
+
+/// Scans the data in bounded blocks, so an upload of any size is checked in little memory.
+fn values_finite(path: &Path, entry: &TensorEntry) -> std::io::Result<bool> {
     let mut file = std::fs::File::open(path)?;
     file.seek(SeekFrom::Start(entry.start))?;
     let mut remaining = entry.end - entry.start;
@@ -158,11 +165,23 @@ fn check_finite(path: &Path, entry: &TensorEntry) -> Result<(), LatentError> {
         let n = remaining.min(block.len() as u64) as usize;
         file.read_exact(&mut block[..n])?;
         if !all_finite(&block[..n], entry.dtype) {
-            return Err(LatentError::NotFinite);
+            return Ok(false);
         }
         remaining -= n as u64;
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Whether every value of the file's first tensor is finite (a received pixel tensor, say).
+pub fn first_tensor_finite(path: &Path) -> std::io::Result<bool> {
+    let header = read_header(path).map_err(|e| match e {
+        HeaderError::Io(e) => e,
+        HeaderError::Format(why) => std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+    })?;
+    match header.tensors.values().next() {
+        Some(entry) => values_finite(path, entry),
+        None => Ok(true),
+    }
 }
 
 /// An exponent of all ones is NaN or infinity in every float format.

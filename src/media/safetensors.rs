@@ -130,8 +130,8 @@ pub fn read_header(path: &Path) -> Result<Header, HeaderError> {
         let shape: Vec<i64> = value["shape"].as_array().map(|d| d.iter().filter_map(Value::as_i64).collect()).unwrap_or_default();
         let offsets: Vec<u64> = value["data_offsets"].as_array().map(|o| o.iter().filter_map(Value::as_u64).collect()).unwrap_or_default();
         let [start, end] = offsets[..] else { return Err(format(&format!("tensor {name} has no data offsets"))) };
-        let numel: u64 = shape.iter().map(|d| (*d).max(0) as u64).product();
-        if end < start || end - start != numel * dtype.size() || data_start + end > file_len {
+        let bytes = checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size()));
+        if end < start || Some(end - start) != bytes || data_start.checked_add(end).is_none_or(|last| last > file_len) {
             return Err(format(&format!("tensor {name}: data does not match its shape or lies beyond the file (truncated?)")));
         }
         header.tensors.insert(name, TensorEntry { dtype, shape, start: data_start + start, end: data_start + end });
@@ -141,7 +141,7 @@ pub fn read_header(path: &Path) -> Result<Header, HeaderError> {
 
 /// The bytes that start a file holding one tensor; the data follows immediately.
 pub fn single_tensor_prefix(name: &str, dtype: Dtype, shape: &[i64], metadata: &BTreeMap<String, String>) -> Vec<u8> {
-    let numel: u64 = shape.iter().map(|d| *d as u64).product();
+    let numel = checked_numel(shape).expect("a shape the caller checked");
     let mut header = json!({ name: { "dtype": dtype.safetensors_name(), "shape": shape, "data_offsets": [0, numel * dtype.size()] } });
     if !metadata.is_empty() {
         header["__metadata__"] = json!(metadata);
@@ -169,7 +169,7 @@ pub struct TensorFileWriter {
 impl TensorFileWriter {
     pub fn create(path: &Path, name: &str, dtype: Dtype, shape: &[i64], metadata: &BTreeMap<String, String>) -> std::io::Result<Self> {
         let prefix = single_tensor_prefix(name, dtype, shape, metadata);
-        let numel: u64 = shape.iter().map(|d| *d as u64).product();
+        let numel = checked_numel(shape).expect("a shape the caller checked");
         let partial = partial_path(path);
         let mut file = File::create(&partial)?;
         file.write_all(&prefix)?;
@@ -236,4 +236,10 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         assert!(matches!(read_header(&path), Err(HeaderError::Format(_))));
     }
+}
+
+/// The element count of `shape`, or `None` when a size is negative or the product does not fit 64 bits
+/// (a shape whose product wraps would otherwise pass as a tiny tensor).
+pub fn checked_numel(shape: &[i64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |n, d| n.checked_mul(u64::try_from(*d).ok()?))
 }

@@ -33,7 +33,7 @@ pub struct FeatureCache {
 /// reading its (kernel − stride) halo rows from the full input, so no band sees a seam and the result
 /// equals the unsplit one. What it saves is the convolution's own working memory (the history-padded
 /// copy of its input, the scratch of one big call): the activations between layers stay whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct RowSplit {
     /// Upper bound on the input plus output bytes of one band.
     pub max_band_bytes: i64,

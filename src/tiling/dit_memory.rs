@@ -2,7 +2,7 @@
 //! VAE plans for them estimate) and the DiT's activations, which sit between them in time, so the batch
 //! needs the largest of the three. The DiT's figure is an estimate from the tensors alive at a block's peak, not a
 //! calibration: the out-of-memory retry (batches split in halves) is the last word.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 
 /// What the DiT's activations depend on.
@@ -28,7 +28,7 @@ impl DitShape {
 }
 
 /// One batch's estimated peak working memory, by stage.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BatchMemory {
     pub encode_bytes: f64,
     pub dit_bytes: f64,

@@ -35,7 +35,9 @@ pub struct PlanRequest {
     pub memory: MemoryModel,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What the planner chose for one VAE stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = TilePlan)]
 pub struct Plan {
     pub latent_frames_per_chunk: i64,
     pub spatial: Option<SpatialTiles>,

@@ -250,10 +250,11 @@ pub fn write_safetensors(path: &Path, name: &str, shape: &[usize], values: &[f32
     std::fs::write(path, bytes).unwrap();
 }
 
-/// Keys of a real job (and of its plan and timings) that /openapi.json does not describe, as `Schema.key`.
+/// Keys of a real job (and of its timings and metrics, and of its plan all the way down) that /openapi.json does not
+/// describe, as `Schema.key` (`Plan.key.key` inside the plan). The plan is checked against its op's schema.
 pub fn undescribed_keys(openapi: &Value, job: &Value) -> Vec<String> {
     let mut missing = Vec::new();
-    for (schema, part) in [("Job", job), ("Plan", &job["plan"]), ("Timings", &job["timings"])] {
+    for (schema, part) in [("Job", job), ("Timings", &job["timings"]), ("QualityMetrics", &job["metrics"])] {
         let described = &openapi["components"]["schemas"][schema]["properties"];
         assert!(described.is_object(), "/openapi.json has no {schema} schema");
         for key in part.as_object().map(|o| o.keys().collect()).unwrap_or_else(Vec::new) {
@@ -262,7 +263,45 @@ pub fn undescribed_keys(openapi: &Value, job: &Value) -> Vec<String> {
             }
         }
     }
+    let plan_schema = match job["op"].as_str() {
+        Some("upscale") => "UpscalePlan",
+        Some("restore") => "RestorePlan",
+        _ => "VaePlan",
+    };
+    let reference = json!({ "$ref": format!("#/components/schemas/{plan_schema}") });
+    let plans = openapi["components"]["schemas"]["JobPlan"]["anyOf"].as_array().expect("a JobPlan schema");
+    assert!(plans.contains(&reference), "JobPlan does not offer {plan_schema}");
+    undescribed_under(openapi, &reference, &job["plan"], plan_schema, &mut missing);
     missing
+}
+
+/// The properties `schema` describes, through `$ref`s and the parts of `allOf`, `oneOf` and `anyOf`.
+fn schema_properties<'a>(openapi: &'a Value, schema: &'a Value, out: &mut Vec<(&'a str, &'a Value)>) {
+    if let Some(name) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {
+        let named = &openapi["components"]["schemas"][name];
+        assert!(named.is_object(), "{name} is referenced but not in /openapi.json");
+        return schema_properties(openapi, named, out);
+    }
+    out.extend(schema["properties"].as_object().into_iter().flatten().map(|(key, property)| (key.as_str(), property)));
+    for parts in ["allOf", "oneOf", "anyOf"] {
+        for part in schema[parts].as_array().into_iter().flatten() {
+            schema_properties(openapi, part, out);
+        }
+    }
+}
+
+fn undescribed_under(openapi: &Value, schema: &Value, value: &Value, path: &str, missing: &mut Vec<String>) {
+    let Some(object) = value.as_object() else { return };
+    let mut described = Vec::new();
+    schema_properties(openapi, schema, &mut described);
+    for (key, inner) in object {
+        let of_key: Vec<Value> = described.iter().filter(|(k, _)| k == key).map(|(_, s)| (*s).clone()).collect();
+        if of_key.is_empty() {
+            missing.push(format!("{path}.{key}"));
+        } else {
+            undescribed_under(openapi, &json!({ "anyOf": of_key }), inner, &format!("{path}.{key}"), missing);
+        }
+    }
 }
 
 /// The page at `url` after its scripts ran, as headless Chromium serialises it.

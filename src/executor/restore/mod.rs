@@ -9,10 +9,10 @@ pub mod vae;
 
 use std::time::Instant;
 
-use serde_json::json;
 use tch::{Kind, Tensor};
 
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
+use crate::jobs::plan::{DeviceMemoryPlan, DitPlan, JobPlan, RestorePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
 use crate::models::restore::one_step::{self, Noise, RestoreStep, StageSeconds};
@@ -144,7 +144,7 @@ impl Pipeline<'_> {
             output_bytes: std::fs::metadata(&self.job.output_path).map(|m| m.len()).unwrap_or(0),
             output_media,
             timings: timings.clone(),
-            plan: Some(self.plan(done, batch_index, vae, &clock.fallbacks)),
+            plan: Some(JobPlan::Restore(self.plan(done, batch_index, vae, clock.fallbacks))),
             metrics: None,
         })
     }
@@ -212,36 +212,36 @@ impl Pipeline<'_> {
         timings.fps = Some(frames as f64 / since.elapsed().as_secs_f64().max(1e-9));
     }
 
-    fn plan(&self, frames: u64, batches: i64, vae: &StreamedVae, fallbacks: &[String]) -> serde_json::Value {
+    fn plan(&self, frames: u64, batches: i64, vae: &StreamedVae, fallbacks: Vec<String>) -> RestorePlan {
         let g = &self.geometry;
         let dit = self.restorer.dit.config();
         let memory = &self.memory;
-        json!({
-            "frames": frames,
-            "batch_frames": self.settings.batch.frames,
-            "batch_overlap": self.settings.batch.overlap,
-            "batches": batches,
-            "resize": [g.resize_h, g.resize_w],
-            "output": [g.crop_h, g.crop_w],
-            "latent_grid": [prepare::padded_frame_count(self.settings.batch.frames) / 4 + 1, g.crop_h / 8, g.crop_w / 8],
-            "seed": self.settings.seed,
-            "color_fix": self.settings.color_fix.as_str(),
-            "dit": {
-                "variant": dit.variant.as_str(),
-                "blocks": dit.num_blocks,
-                "dim": dit.dim,
-                "block_placement": self.restorer.dit.placement().as_str(),
-                "host_block_bytes": self.restorer.dit.host_block_bytes(),
+        RestorePlan {
+            frames,
+            batch_frames: self.settings.batch.frames,
+            batch_overlap: self.settings.batch.overlap,
+            batches,
+            resize: [g.resize_h, g.resize_w],
+            output: [g.crop_h, g.crop_w],
+            latent_grid: [prepare::padded_frame_count(self.settings.batch.frames) / 4 + 1, g.crop_h / 8, g.crop_w / 8],
+            seed: self.settings.seed,
+            color_fix: self.settings.color_fix,
+            dit: DitPlan {
+                variant: dit.variant.as_str().into(),
+                blocks: dit.num_blocks,
+                dim: dit.dim,
+                block_placement: self.restorer.dit.placement().as_str().into(),
+                host_block_bytes: self.restorer.dit.host_block_bytes(),
             },
-            "vae": vae.plans,
-            "spatial_tiles": vae.plans.decode.as_ref().and_then(|plan| plan.spatial),
-            "device_memory": {
-                "budget_bytes": memory.budget_bytes,
-                "dit_weight_bytes": memory.dit_weight_bytes,
-                "estimated_batch_bytes": memory.estimate,
-                "fits": memory.fits,
+            vae: vae.plans.clone(),
+            spatial_tiles: vae.plans.decode.as_ref().and_then(|plan| plan.spatial),
+            device_memory: DeviceMemoryPlan {
+                budget_bytes: memory.budget_bytes,
+                dit_weight_bytes: memory.dit_weight_bytes,
+                estimated_batch_bytes: memory.estimate,
+                fits: memory.fits,
             },
-            "fallbacks": fallbacks,
-        })
+            fallbacks,
+        }
     }
 }

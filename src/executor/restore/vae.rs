@@ -3,13 +3,13 @@
 //! the budget, and on out of memory first the push-level retry (shorter pushes, `vae::resilient`), then
 //! a re-plan for less memory (`vae::replan`), which the rest of the job keeps. Only when all of that
 //! fails does the batch itself get shorter (the caller's retry).
-use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::executor::attempt::attempt;
 use crate::executor::vae::replan::JobPlanning;
 use crate::executor::vae::resilient::{self, OomFallbacks, PushSize};
 use crate::executor::ExecError;
+use crate::jobs::plan::VaeStagePlans;
 use crate::models::restore::one_step::BatchVae;
 use crate::models::seedvr2::Posterior;
 use crate::models::vae::{split_moments, StreamOutput, VideoVae};
@@ -29,13 +29,6 @@ pub struct StreamSettings {
     pub device: Device,
 }
 
-/// The plans the last batch ran with, for the job's plan.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct StagePlans {
-    pub encode: Option<Plan>,
-    pub decode: Option<Plan>,
-}
-
 /// One per job: what had to give in one batch (a shorter push, a smaller budget) holds for the next.
 pub struct StreamedVae<'a> {
     vae: &'a VideoVae,
@@ -43,7 +36,8 @@ pub struct StreamedVae<'a> {
     memory: Option<MemoryModel>,
     encode: Stage,
     decode: Stage,
-    pub plans: StagePlans,
+    /// The plans the last batch ran with, for the job's plan.
+    pub plans: VaeStagePlans,
     /// What gave since the last [`StreamedVae::take_fallbacks`], in order, each line naming its stage.
     fallbacks: Vec<String>,
 }
@@ -72,7 +66,7 @@ impl<'a> StreamedVae<'a> {
             encode: Stage::new(settings.budget_mib),
             decode: Stage::new(settings.budget_mib),
             settings,
-            plans: StagePlans::default(),
+            plans: VaeStagePlans::default(),
             fallbacks: Vec::new(),
         })
     }

@@ -2,13 +2,13 @@
 use std::path::Path;
 use std::time::Instant;
 
-use serde_json::json;
 use tch::Tensor;
 
 use super::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob, DEFAULT_LATENT_FPS};
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::ExecError;
+use crate::jobs::plan::{VaeDecodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
 use crate::media::{self, FrameWriter};
@@ -105,13 +105,8 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         .then(|| media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok())
         .flatten();
     clock.record(timings, done, started);
-    let plan = ctx.plan(json!({
-        "latent_shape": latent.size(),
-        "latent_frames_per_push": latents_per_push,
-        "frames": done,
-        "fallbacks": fallback_log,
-        "row_split": row_split,
-    }));
+    let op = VaeDecodePlan { latent_shape: latent.size(), latent_frames_per_push: latents_per_push, frames: done, row_split };
+    let plan = ctx.plan(fallback_log, VaeOpPlan::Decode(op));
     Ok(ctx.outcome(output_media, timings, plan, None))
 }
 

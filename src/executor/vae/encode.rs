@@ -1,13 +1,13 @@
 //! `vae_encode`: a video (or a pixel tensor from `/v1/encode`) → a latent file.
 use std::time::Instant;
 
-use serde_json::json;
 use tch::{Device, Kind, Tensor};
 
 use super::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob};
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::ExecError;
+use crate::jobs::plan::{VaeEncodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, Timings};
 use crate::media::latent::LatentMeta;
 use crate::media::{FrameReader, MediaInfo};
@@ -154,12 +154,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     }
     StageClock::time(&mut clock.write, || sink.writer.finish())?;
     clock.record(timings, done, started);
-    let plan = ctx.plan(json!({
-        "latent_shape": shape,
-        "padded_frames": missing,
-        "normalized": normalized,
-        "fallbacks": fallbacks.log,
-        "row_split": encoder.row_split(),
-    }));
+    let op = VaeEncodePlan { latent_shape: shape.to_vec(), padded_frames: missing, normalized, row_split: encoder.row_split() };
+    let plan = ctx.plan(fallbacks.log, VaeOpPlan::Encode(op));
     Ok(ctx.outcome(None, timings, plan, None))
 }

@@ -9,11 +9,11 @@ pub(super) mod resilient;
 
 use std::time::Instant;
 
-use serde_json::json;
 use tch::{Kind, Tensor};
 
 use super::{ExecError, Executor, JobHooks, JobSpec};
-use crate::jobs::{JobOutcome, Op, Progress, Timings};
+use crate::jobs::plan::{JobPlan, VaeOpPlan, VaePlan};
+use crate::jobs::{JobOutcome, Op, Progress, QualityMetrics, Timings};
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
 use crate::models::registry::{self, ModelEntry};
 use crate::media::latent;
@@ -122,13 +122,8 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 
 /// The re-plans come first in the finished plan's fallbacks (they happened before its own).
 fn with_replans(mut outcome: JobOutcome, replans: &[String]) -> JobOutcome {
-    if replans.is_empty() {
-        return outcome;
-    }
-    if let Some(plan) = outcome.plan.as_mut().and_then(|plan| plan.as_object_mut()) {
-        let own = plan.remove("fallbacks").and_then(|f| f.as_array().cloned()).unwrap_or_default();
-        let all: Vec<serde_json::Value> = replans.iter().map(|note| json!(note)).chain(own).collect();
-        plan.insert("fallbacks".into(), json!(all));
+    if let Some(JobPlan::Vae(plan)) = &mut outcome.plan {
+        plan.prepend_fallbacks(replans);
     }
     outcome
 }
@@ -280,7 +275,7 @@ impl VaeJob<'_> {
         1 + (frames - 1 + t - 1) / t * t
     }
 
-    fn outcome(&self, output_media: Option<MediaInfo>, timings: &Timings, plan: serde_json::Value, metrics: Option<serde_json::Value>) -> JobOutcome {
+    fn outcome(&self, output_media: Option<MediaInfo>, timings: &Timings, plan: VaePlan, metrics: Option<QualityMetrics>) -> JobOutcome {
         let path = &self.job.output_path;
         JobOutcome {
             output_name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
@@ -288,28 +283,28 @@ impl VaeJob<'_> {
             output_bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
             output_media,
             timings: timings.clone(),
-            plan: Some(plan),
+            plan: Some(JobPlan::Vae(plan)),
             metrics,
         }
     }
 
-    fn plan(&self, extra: serde_json::Value) -> serde_json::Value {
-        let mut plan = json!({
-            "chunk_frames": self.chunk_frames,
-            "latent_frames_per_chunk": self.tile_plan.latent_frames_per_chunk,
-            "temporal_chunking": "exact (causal cache)",
-            "spatial_tiles": self.tiles,
-            "blending": self.tiles.map(|_| "raised cosine over the overlap"),
-            "estimated_peak_bytes": (self.tile_plan.estimated_peak_bytes > 0).then_some(self.tile_plan.estimated_peak_bytes),
-            "fits_budget": self.tile_plan.fits,
-            "memory_budget_mib": (self.budget_mib > 0).then_some(self.budget_mib),
-            "tile_major": self.tile_plan.tile_major,
-            "spatial_factor": self.vae.spatial_factor(),
-            "temporal_factor": self.vae.temporal_factor(),
-        });
-        if let (Some(plan), Some(extra)) = (plan.as_object_mut(), extra.as_object()) {
-            plan.extend(extra.clone());
+    /// The job's plan: what the planner chose, with what the op itself ran with and had to give.
+    fn plan(&self, fallbacks: Vec<String>, op: VaeOpPlan) -> VaePlan {
+        let plan = &self.tile_plan;
+        VaePlan {
+            chunk_frames: self.chunk_frames,
+            latent_frames_per_chunk: plan.latent_frames_per_chunk,
+            temporal_chunking: "exact (causal cache)".into(),
+            spatial_tiles: self.tiles,
+            blending: self.tiles.map(|_| "raised cosine over the overlap".into()),
+            estimated_peak_bytes: (plan.estimated_peak_bytes > 0).then_some(plan.estimated_peak_bytes),
+            fits_budget: plan.fits,
+            memory_budget_mib: (self.budget_mib > 0).then_some(self.budget_mib),
+            tile_major: plan.tile_major,
+            spatial_factor: self.vae.spatial_factor(),
+            temporal_factor: self.vae.temporal_factor(),
+            fallbacks,
+            op,
         }
-        plan
     }
 }

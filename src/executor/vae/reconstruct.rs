@@ -2,13 +2,13 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use serde_json::json;
 use tch::Tensor;
 
 use super::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob};
 use crate::executor::quality::QualityMeter;
 use crate::executor::{frames, ExecError};
+use crate::jobs::plan::{RowSplitHalves, VaeOpPlan, VaeReconstructPlan};
 use crate::jobs::{JobOutcome, Timings};
 use crate::media::{self, RgbFrames};
 
@@ -77,20 +77,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     StageClock::time(&mut clock.write, || writer.finish())?;
     let output_media = media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok();
     clock.record(timings, done, started);
-    let metrics = json!({ "psnr_db": finite_or_null(quality.psnr_db()), "ssim": quality.ssim(), "frames_compared": quality.frames() });
-    let plan = ctx.plan(json!({
-        "frames": done,
-        "fallbacks": fallbacks.log,
-        "row_split": { "encoder": encoder.row_split(), "decoder": decoder.row_split() },
-    }));
-    Ok(ctx.outcome(output_media, timings, plan, Some(metrics)))
-}
-
-/// JSON has no infinity; identical frames report a null PSNR.
-fn finite_or_null(value: f64) -> serde_json::Value {
-    if value.is_finite() {
-        json!(value)
-    } else {
-        serde_json::Value::Null
-    }
+    let row_split = RowSplitHalves { encoder: encoder.row_split(), decoder: decoder.row_split() };
+    let plan = ctx.plan(fallbacks.log, VaeOpPlan::Reconstruct(VaeReconstructPlan { frames: done, row_split }));
+    Ok(ctx.outcome(output_media, timings, plan, Some(quality.metrics())))
 }

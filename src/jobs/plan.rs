@@ -1,0 +1,432 @@
+//! How a finished job ran, one type per op: what the executor chose (chunks, tiles, batches, the memory
+//! budget) and what had to give (out-of-memory fallbacks). Stored with the job and served as its `plan`.
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{PartialSchema, ToSchema};
+
+use crate::models::causal_cache::RowSplit;
+use crate::models::restore::colorfix::ColorFix;
+use crate::tiling::dit_memory::BatchMemory;
+use crate::tiling::grid::SpatialTiles;
+use crate::tiling::planner::Plan as TilePlan;
+
+/// One variant per op; its JSON is the plan's own (untagged). The schema is written out below.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum JobPlan {
+    Upscale(UpscalePlan),
+    Vae(VaePlan),
+    Restore(RestorePlan),
+    /// A plan stored by an earlier version that the types above do not reproduce (see `from_value`).
+    Other(Value),
+}
+
+/// `upscale`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UpscalePlan {
+    /// Frames per chunk through the model.
+    pub chunk_frames: usize,
+    /// Tile core side in input pixels (0 = whole frames).
+    pub tile: i64,
+    /// Context pixels per tile side.
+    pub overlap: i64,
+    pub receptive_radius: i64,
+    /// Tiled output equals untiled output.
+    pub exact: bool,
+    /// Inexact tiles are blended with raised-cosine weights across their shared context.
+    pub blend: bool,
+    pub tiles_per_frame: usize,
+    pub scale: i64,
+    /// Frames written.
+    pub frames: u64,
+    /// Out-of-memory retries, in order, in words (a chunk split in halves, a smaller tile); empty when none
+    /// were needed.
+    pub fallbacks: Vec<String>,
+}
+
+/// `vae_encode`, `vae_decode`, `vae_reconstruct`: what the planner chose, and the op's own part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct VaePlan {
+    /// Pixel frames per push through the model.
+    pub chunk_frames: usize,
+    /// Latent frames per push the planner chose.
+    pub latent_frames_per_chunk: i64,
+    pub temporal_chunking: String,
+    /// Null for whole frames.
+    pub spatial_tiles: Option<SpatialTiles>,
+    /// How tiles are joined; null for whole frames.
+    pub blending: Option<String>,
+    /// The planner's estimate of working memory; null without a budget.
+    pub estimated_peak_bytes: Option<u64>,
+    pub fits_budget: bool,
+    /// The working-memory budget the plan was made for, in MiB (smaller than the job's after an
+    /// out-of-memory re-plan; see fallbacks); null without a budget.
+    pub memory_budget_mib: Option<u64>,
+    /// Decode: tiles run one at a time over the whole clip (one tile's causal cache alive), spooled to disk
+    /// beside the output and blended per push; chosen when one frame's caches exceed the budget.
+    pub tile_major: bool,
+    /// Pixels per latent cell along H and W.
+    pub spatial_factor: i64,
+    /// Pixel frames per latent frame after the first.
+    pub temporal_factor: i64,
+    /// Out-of-memory retries, in order, in words (the job re-planned for a smaller budget and started again,
+    /// a push split in halves, row-split convolutions); empty when none were needed.
+    pub fallbacks: Vec<String>,
+    #[serde(flatten)]
+    pub op: VaeOpPlan,
+}
+
+/// The part of a VAE plan that depends on the op.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum VaeOpPlan {
+    Encode(VaeEncodePlan),
+    Decode(VaeDecodePlan),
+    Reconstruct(VaeReconstructPlan),
+}
+
+/// `vae_encode`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct VaeEncodePlan {
+    /// `[1, C, t, h, w]`.
+    pub latent_shape: Vec<i64>,
+    /// Copies of the last frame added to reach 1 + 4k.
+    pub padded_frames: i64,
+    pub normalized: bool,
+    /// Null when the convolutions ran whole.
+    pub row_split: Option<RowSplit>,
+}
+
+/// `vae_decode`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct VaeDecodePlan {
+    /// `[1, C, t, h, w]`.
+    pub latent_shape: Vec<i64>,
+    pub latent_frames_per_push: i64,
+    /// Frames written.
+    pub frames: u64,
+    /// Null when the convolutions ran whole.
+    pub row_split: Option<RowSplit>,
+}
+
+/// `vae_reconstruct`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct VaeReconstructPlan {
+    /// Frames written.
+    pub frames: u64,
+    pub row_split: RowSplitHalves,
+}
+
+/// The row split each half of a reconstruct ended with; null for a half whose convolutions ran whole.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RowSplitHalves {
+    pub encoder: Option<RowSplit>,
+    pub decoder: Option<RowSplit>,
+}
+
+/// `restore`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RestorePlan {
+    /// Frames written.
+    pub frames: u64,
+    /// Frames per DiT call.
+    pub batch_frames: i64,
+    /// Frames shared and cross-faded by consecutive batches.
+    pub batch_overlap: i64,
+    /// DiT calls made.
+    pub batches: i64,
+    /// `[height, width]` the input was resized to.
+    pub resize: [i64; 2],
+    /// `[height, width]` of the output (the resized frames cropped to multiples of 16).
+    pub output: [i64; 2],
+    /// `[t, h, w]` of one batch's latent.
+    pub latent_grid: [i64; 3],
+    /// The noise seed of the first batch.
+    pub seed: i64,
+    pub color_fix: ColorFix,
+    pub dit: DitPlan,
+    /// The plans the VAE's last batch ran with.
+    pub vae: VaeStagePlans,
+    /// The decode's spatial tiles; null for whole frames.
+    pub spatial_tiles: Option<SpatialTiles>,
+    pub device_memory: DeviceMemoryPlan,
+    /// Out-of-memory retries, in order, in words, each naming its stage; empty when none were needed.
+    pub fallbacks: Vec<String>,
+}
+
+/// The DiT that ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DitPlan {
+    pub variant: String,
+    pub blocks: i64,
+    pub dim: i64,
+    /// `resident`: the blocks stay on the device; `swapped`: they are kept on the host and each goes to the
+    /// device for its own forward.
+    pub block_placement: String,
+    /// Bytes of block weights kept on the host (0 when resident).
+    pub host_block_bytes: u64,
+}
+
+/// A restore's VAE stages, each null until it ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct VaeStagePlans {
+    pub encode: Option<TilePlan>,
+    pub decode: Option<TilePlan>,
+}
+
+/// The device-memory estimate of one restore batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DeviceMemoryPlan {
+    /// Null without a budget.
+    pub budget_bytes: Option<u64>,
+    pub dit_weight_bytes: u64,
+    pub estimated_batch_bytes: BatchMemory,
+    /// Null without a budget.
+    pub fits: Option<bool>,
+}
+
+impl JobPlan {
+    /// The typed plan that reproduces `value` exactly, else `Other(value)`: a plan written by an earlier
+    /// version is served as it was stored, never cut down to the keys these types know nor refused.
+    pub fn from_value(value: Value) -> JobPlan {
+        fn typed<T: for<'de> Deserialize<'de>>(value: &Value, wrap: fn(T) -> JobPlan) -> Option<JobPlan> {
+            T::deserialize(value).ok().map(wrap)
+        }
+        [typed(&value, JobPlan::Upscale), typed(&value, JobPlan::Vae), typed(&value, JobPlan::Restore)]
+            .into_iter()
+            .flatten()
+            .find(|plan| serde_json::to_value(plan).is_ok_and(|again| again == value))
+            .unwrap_or(JobPlan::Other(value))
+    }
+
+    /// Frames written, when the plan says.
+    pub fn frames(&self) -> Option<u64> {
+        match self {
+            JobPlan::Upscale(plan) => Some(plan.frames),
+            JobPlan::Vae(plan) => match &plan.op {
+                VaeOpPlan::Decode(op) => Some(op.frames),
+                VaeOpPlan::Reconstruct(op) => Some(op.frames),
+                VaeOpPlan::Encode(_) => None,
+            },
+            JobPlan::Restore(plan) => Some(plan.frames),
+            JobPlan::Other(value) => value["frames"].as_u64(),
+        }
+    }
+}
+
+/// `anyOf` rather than the `oneOf` a derive would write: an earlier version's plan is any object, so it
+/// overlaps the typed ones.
+impl PartialSchema for JobPlan {
+    fn schema() -> RefOr<Schema> {
+        let earlier = ObjectBuilder::new().description(Some("A plan stored by an earlier version, as it was stored."));
+        AnyOfBuilder::new()
+            .description(Some("Which one follows the job's op."))
+            .item(Ref::from_schema_name(UpscalePlan::name()))
+            .item(Ref::from_schema_name(VaePlan::name()))
+            .item(Ref::from_schema_name(RestorePlan::name()))
+            .item(earlier)
+            .into()
+    }
+}
+
+impl ToSchema for JobPlan {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.extend([
+            (UpscalePlan::name().into_owned(), UpscalePlan::schema()),
+            (VaePlan::name().into_owned(), VaePlan::schema()),
+            (RestorePlan::name().into_owned(), RestorePlan::schema()),
+        ]);
+        UpscalePlan::schemas(schemas);
+        VaePlan::schemas(schemas);
+        RestorePlan::schemas(schemas);
+    }
+}
+
+impl<'de> Deserialize<'de> for JobPlan {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<JobPlan, D::Error> {
+        Value::deserialize(deserializer).map(JobPlan::from_value)
+    }
+}
+
+impl VaePlan {
+    /// Fallbacks that happened before this plan's own (the re-plans of the whole job) go first.
+    pub fn prepend_fallbacks(&mut self, earlier: &[String]) {
+        self.fallbacks.splice(0..0, earlier.iter().cloned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn vae_plan(op: VaeOpPlan) -> VaePlan {
+        VaePlan {
+            chunk_frames: 5,
+            latent_frames_per_chunk: 2,
+            temporal_chunking: "exact (causal cache)".into(),
+            spatial_tiles: Some(SpatialTiles::square(16, 4)),
+            blending: Some("raised cosine over the overlap".into()),
+            estimated_peak_bytes: Some(1 << 30),
+            fits_budget: true,
+            memory_budget_mib: Some(2048),
+            tile_major: false,
+            spatial_factor: 8,
+            temporal_factor: 4,
+            fallbacks: vec!["decode: out of memory on 2 latent frames: 1 + 1".into()],
+            op,
+        }
+    }
+
+    /// The JSON the VAE plans were built as before they were typed (`json!` in `executor::vae`), which
+    /// `static/app.js` and the tests read: the typed plans must serialise to exactly this.
+    fn vae_json(op: Value) -> Value {
+        let mut plan = json!({
+            "chunk_frames": 5, "latent_frames_per_chunk": 2, "temporal_chunking": "exact (causal cache)",
+            "spatial_tiles": {"tile_height_latent": 16, "tile_width_latent": 16, "overlap_latent": 4},
+            "blending": "raised cosine over the overlap", "estimated_peak_bytes": 1u64 << 30, "fits_budget": true,
+            "memory_budget_mib": 2048, "tile_major": false, "spatial_factor": 8, "temporal_factor": 4,
+            "fallbacks": ["decode: out of memory on 2 latent frames: 1 + 1"],
+        });
+        plan.as_object_mut().unwrap().extend(op.as_object().unwrap().clone());
+        plan
+    }
+
+    fn restore_plan() -> RestorePlan {
+        let tiles = SpatialTiles { tile_height_latent: 8, tile_width_latent: 14, overlap_latent: 2 };
+        let tile_plan =
+            |tile_major| TilePlan { latent_frames_per_chunk: 2, spatial: Some(tiles), estimated_peak_bytes: 9000, fits: true, tile_major };
+        RestorePlan {
+            frames: 7,
+            batch_frames: 5,
+            batch_overlap: 2,
+            batches: 2,
+            resize: [94, 115],
+            output: [80, 112],
+            latent_grid: [2, 10, 14],
+            seed: 7,
+            color_fix: ColorFix::Adain,
+            dit: DitPlan { variant: "3b".into(), blocks: 32, dim: 2560, block_placement: "swapped".into(), host_block_bytes: 123 },
+            vae: VaeStagePlans { encode: Some(tile_plan(false)), decode: Some(tile_plan(true)) },
+            spatial_tiles: Some(tiles),
+            device_memory: DeviceMemoryPlan {
+                budget_bytes: Some(20 << 20),
+                dit_weight_bytes: 456,
+                estimated_batch_bytes: BatchMemory { encode_bytes: 1.5, dit_bytes: 2.5, decode_bytes: 3.5 },
+                fits: Some(true),
+            },
+            fallbacks: vec![],
+        }
+    }
+
+    fn restore_json() -> Value {
+        let tiles = json!({"tile_height_latent": 8, "tile_width_latent": 14, "overlap_latent": 2});
+        let tile_plan = |tile_major| {
+            json!({"latent_frames_per_chunk": 2, "spatial": tiles, "estimated_peak_bytes": 9000, "fits": true, "tile_major": tile_major})
+        };
+        json!({
+            "frames": 7, "batch_frames": 5, "batch_overlap": 2, "batches": 2, "resize": [94, 115], "output": [80, 112],
+            "latent_grid": [2, 10, 14], "seed": 7, "color_fix": "adain",
+            "dit": {"variant": "3b", "blocks": 32, "dim": 2560, "block_placement": "swapped", "host_block_bytes": 123},
+            "vae": {"encode": tile_plan(false), "decode": tile_plan(true)},
+            "spatial_tiles": tiles,
+            "device_memory": {"budget_bytes": 20 << 20, "dit_weight_bytes": 456,
+                "estimated_batch_bytes": {"encode_bytes": 1.5, "dit_bytes": 2.5, "decode_bytes": 3.5}, "fits": true},
+            "fallbacks": [],
+        })
+    }
+
+    /// Every op's plan with the JSON it was served as before (the `json!` the executor built), and the
+    /// variant that JSON must read back as.
+    fn every_plan() -> Vec<(JobPlan, Value)> {
+        let split = Some(RowSplit { max_band_bytes: 1 << 20 });
+        let upscale = UpscalePlan {
+            chunk_frames: 8,
+            tile: 256,
+            overlap: 16,
+            receptive_radius: 349,
+            exact: false,
+            blend: true,
+            tiles_per_frame: 4,
+            scale: 4,
+            frames: 2,
+            fallbacks: vec!["out of memory at tile 512: tile 256".into()],
+        };
+        let encode = VaeEncodePlan { latent_shape: vec![1, 16, 3, 18, 22], padded_frames: 1, normalized: true, row_split: None };
+        let decode = VaeDecodePlan { latent_shape: vec![1, 16, 3, 18, 22], latent_frames_per_push: 2, frames: 9, row_split: split };
+        let reconstruct = VaeReconstructPlan { frames: 10, row_split: RowSplitHalves { encoder: None, decoder: split } };
+        vec![
+            (
+                JobPlan::Upscale(upscale),
+                json!({"chunk_frames": 8, "tile": 256, "overlap": 16, "receptive_radius": 349, "exact": false, "blend": true,
+                    "tiles_per_frame": 4, "scale": 4, "frames": 2, "fallbacks": ["out of memory at tile 512: tile 256"]}),
+            ),
+            (
+                JobPlan::Vae(vae_plan(VaeOpPlan::Encode(encode))),
+                vae_json(json!({"latent_shape": [1, 16, 3, 18, 22], "padded_frames": 1, "normalized": true, "row_split": null})),
+            ),
+            (
+                JobPlan::Vae(vae_plan(VaeOpPlan::Decode(decode))),
+                vae_json(json!({"latent_shape": [1, 16, 3, 18, 22], "latent_frames_per_push": 2, "frames": 9,
+                    "row_split": {"max_band_bytes": 1 << 20}})),
+            ),
+            (
+                JobPlan::Vae(vae_plan(VaeOpPlan::Reconstruct(reconstruct))),
+                vae_json(json!({"frames": 10, "row_split": {"encoder": null, "decoder": {"max_band_bytes": 1 << 20}}})),
+            ),
+            (JobPlan::Restore(restore_plan()), restore_json()),
+        ]
+    }
+
+    #[test]
+    fn typed_plans_serialise_to_the_json_served_before_and_read_back_as_themselves() {
+        for (plan, served_before) in every_plan() {
+            let json = serde_json::to_value(&plan).unwrap();
+            assert_eq!(json, served_before);
+            assert_eq!(serde_json::from_value::<JobPlan>(json).unwrap(), plan);
+        }
+    }
+
+    #[test]
+    fn a_plan_the_types_do_not_reproduce_is_served_as_stored() {
+        // A restore plan from before block swap: its DiT had no placement.
+        let mut before_swap = restore_json();
+        let dit = before_swap["dit"].as_object_mut().unwrap();
+        dit.remove("block_placement");
+        dit.remove("host_block_bytes");
+        // A key no type knows would be dropped by a typed read.
+        let mut extra_key = every_plan()[0].1.clone();
+        extra_key["notes"] = json!(["tiles exact"]);
+        // An upscale plan whose tile was a float.
+        let mut float_tile = every_plan()[0].1.clone();
+        float_tile["tile"] = json!(256.5);
+        for stored in [before_swap, extra_key, float_tile, json!({}), json!("not an object")] {
+            let text = serde_json::to_string(&stored).unwrap();
+            let read: JobPlan = serde_json::from_str(&text).unwrap();
+            assert_eq!(read, JobPlan::Other(stored.clone()));
+            assert_eq!(serde_json::to_value(&read).unwrap(), stored);
+        }
+    }
+
+    #[test]
+    fn frames_come_from_the_plan_that_wrote_them() {
+        let frames: Vec<Option<u64>> = every_plan().iter().map(|(plan, _)| plan.frames()).collect();
+        assert_eq!(frames, [Some(2), None, Some(9), Some(10), Some(7)]);
+        assert_eq!(JobPlan::Other(json!({"frames": 3})).frames(), Some(3));
+    }
+
+    #[test]
+    fn a_vae_job_s_replans_come_before_its_run_s_own_fallbacks() {
+        let row_split = RowSplitHalves { encoder: None, decoder: None };
+        let mut plan = vae_plan(VaeOpPlan::Reconstruct(VaeReconstructPlan { frames: 1, row_split }));
+        plan.prepend_fallbacks(&["re-planned for 1024 MiB".into(), "re-planned for 512 MiB".into()]);
+        let expected = ["re-planned for 1024 MiB", "re-planned for 512 MiB", "decode: out of memory on 2 latent frames: 1 + 1"];
+        assert_eq!(plan.fallbacks, expected);
+        plan.prepend_fallbacks(&[]);
+        assert_eq!(plan.fallbacks, expected);
+    }
+}
