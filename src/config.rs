@@ -38,6 +38,8 @@ pub struct Config {
     pub max_queued_jobs: u32,
     /// Uploads are refused with 507 `insufficient-storage` while the data dir's disk has less free (MiB).
     pub min_free_disk_mib: u64,
+    /// Finished jobs (their files and rows) are removed this long after they ended; 0 keeps them forever.
+    pub retention_hours: f64,
     pub ffmpeg: PathBuf,
     pub ffprobe: PathBuf,
     pub probe_timeout_s: u64,
@@ -96,6 +98,7 @@ impl Default for Config {
             max_duration_s: 4.0 * 3600.0,
             max_queued_jobs: 256,
             min_free_disk_mib: 1024,
+            retention_hours: 72.0,
             ffmpeg: "ffmpeg".into(),
             ffprobe: "ffprobe".into(),
             probe_timeout_s: 30,
@@ -260,6 +263,9 @@ impl Config {
         }
         if self.output_crf > 51 {
             return invalid("output_crf", "x264 CRF is 0..=51");
+        }
+        if !(self.retention_hours >= 0.0 && self.retention_hours.is_finite()) {
+            return invalid("retention_hours", "must be 0 (keep forever) or a positive number of hours");
         }
         if self.memory_budget_mib > MAX_MEMORY_BUDGET_MIB {
             return invalid("memory_budget_mib", "must be at most 4294967296 (4 PiB)");

@@ -80,6 +80,8 @@ codes! {
     OUTPUT_TOO_LARGE = "output-too-large";
     /// The data dir's disk has less than `min_free_disk_mib` free, or filled up during the upload.
     INSUFFICIENT_STORAGE = "insufficient-storage";
+    /// The job succeeded but its result file is no longer kept (a synchronous call's, or removed by hand).
+    RESULT_GONE = "result-gone";
     /// `/v1/decode`, `/v1/encode`: a diffusers option this box does not implement.
     UNSUPPORTED_OPTION = "unsupported-option";
     /// `/v1/decode`, `/v1/encode`: the body's length does not match `shape` and `dtype`.

@@ -13,6 +13,7 @@ use crate::api::{self, metrics::Metrics, AppState};
 use crate::config::Config;
 use crate::executor::{ExecutorConfig, ExecutorHandle};
 use crate::jobs::scheduler::{CancelFlags, Scheduler};
+use crate::jobs::retention::Retention;
 use crate::jobs::{preflight, JobStore, SqliteStore};
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -50,6 +51,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         shutdown: shutdown.clone(),
         admission: Default::default(),
     };
+    if config.retention_hours > 0.0 {
+        let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
+        tokio::spawn(Retention { store: store.clone(), jobs_dir: config.data_dir.join("jobs"), keep }.run());
+    }
     let scheduler = Scheduler { store, executor, wake: wake.clone(), events, cancels: cancels.clone() };
     let jobs = tokio::spawn(scheduler.run());
 

@@ -60,6 +60,8 @@ pub enum ApiError {
     UploadTooLarge { limit: u64 },
     #[error("{0}")]
     OutputTooLarge(String),
+    #[error("the result of job {0} is no longer kept (synchronous calls return it once; others after retention_hours)")]
+    ResultGone(String),
     #[error("the box's disk is (nearly) full; uploads resume once space is freed (delete finished jobs)")]
     InsufficientStorage,
     #[error("the queue is full ({limit} jobs waiting); try again later")]
@@ -104,6 +106,7 @@ impl ApiError {
             ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
             ApiError::OutputTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, codes::OUTPUT_TOO_LARGE),
             ApiError::InsufficientStorage => (StatusCode::INSUFFICIENT_STORAGE, codes::INSUFFICIENT_STORAGE),
+            ApiError::ResultGone(_) => (StatusCode::GONE, codes::RESULT_GONE),
             ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
             ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
             ApiError::Latent(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),

@@ -411,7 +411,7 @@ pub async fn result(State(app): State<AppState>, Path(id): Path<String>, request
             response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
         }
     } else if response.status() == StatusCode::NOT_FOUND {
-        return Err(ApiError::Internal(format!("the result file of job {id} is missing")));
+        return Err(ApiError::ResultGone(id));
     }
     Ok(response)
 }

@@ -214,7 +214,7 @@ async fn run(app: AppState, request: Request, op: Op) -> Result<Response, ApiErr
     drop(ticket);
     let job = wait_until_final(&app, job.id, &mut changes).await?;
     match job.status {
-        JobStatus::Succeeded => respond_with_result(&job).await,
+        JobStatus::Succeeded => respond_with_result(&app, &job).await,
         _ => {
             let error = job.error.clone().unwrap_or(JobError { code: codes::CANCELLED.into(), message: "the job was cancelled".into() });
             let status = if error.code == codes::CANCELLED { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
@@ -293,7 +293,18 @@ async fn wait_until_final(app: &AppState, id: Uuid, changes: &mut tokio::sync::b
     }
 }
 
-async fn respond_with_result(job: &Job) -> Result<Response, ApiError> {
+/// The result leaves in the response and nowhere else: once the file is open its job folder goes (the
+/// open file keeps its data readable until the response ends), so synchronous calls keep nothing on disk.
+/// The job's row stays, with its timings and plan, until the retention period ends.
+async fn respond_with_result(app: &AppState, job: &Job) -> Result<Response, ApiError> {
+    let response = result_response(job).await;
+    if let Err(error) = tokio::fs::remove_dir_all(app.job_dir(job.id)).await {
+        tracing::warn!(id = %job.id, %error, "could not remove a synchronous call's files");
+    }
+    response
+}
+
+async fn result_response(job: &Job) -> Result<Response, ApiError> {
     let path = job.output_path.clone().ok_or_else(|| ApiError::Internal(format!("job {} has no output", job.id)))?;
     let job_header = HeaderValue::from_str(&job.id.to_string()).expect("uuid is ascii");
     if !path.ends_with(".safetensors") {

@@ -26,6 +26,10 @@ pub struct Health {
     queue_depth: i64,
     /// The job running now, if any.
     running_job: Option<Uuid>,
+    /// Bytes the data dir holds (uploads, job folders, the database).
+    data_dir_bytes: u64,
+    /// Bytes free on the data dir's disk; uploads are refused below `min_free_disk_mib`.
+    disk_free_bytes: Option<u64>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -45,12 +49,15 @@ pub struct ModelList {
 pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiError> {
     let queue_depth = app.store.count(JobStatus::Queued).await?;
     let running = app.store.list(&ListFilter { status: Some(JobStatus::Running), limit: 1, offset: 0 }).await?;
+    let data_dir = app.config.data_dir.clone();
     Ok(Json(Health {
         status: HealthStatus::Ok,
         version: env!("CARGO_PKG_VERSION"),
         device: app.device,
         queue_depth,
         running_job: running.first().map(|job| job.id),
+        data_dir_bytes: tokio::task::spawn_blocking(move || bytes_under(&data_dir)).await.unwrap_or(0),
+        disk_free_bytes: crate::jobs::preflight::free_bytes(&app.config.data_dir),
     }))
 }
 
@@ -103,4 +110,17 @@ pub async fn app_js() -> impl IntoResponse {
 )]
 pub async fn style_css() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../static/style.css"))
+}
+
+/// Bytes of the regular files under `dir` (bounded by retention: finished jobs do not pile up).
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => bytes_under(&entry.path()),
+            Ok(kind) if kind.is_file() => entry.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
 }

@@ -3,6 +3,7 @@
 pub mod model;
 pub mod plan;
 pub mod preflight;
+pub mod retention;
 pub mod scheduler;
 pub mod store;
 pub mod telemetry;

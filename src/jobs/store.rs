@@ -74,6 +74,8 @@ pub trait JobStore: Send + Sync + 'static {
     async fn delete(&self, id: Uuid) -> Result<DeleteOutcome, StoreError>;
     /// After a restart: jobs that were running when the process died go back to the queue.
     async fn requeue_interrupted(&self) -> Result<u64, StoreError>;
+    /// Jobs that ended before `before` (RFC 3339), oldest first, at most `limit`.
+    async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError>;
 }
 
 pub struct SqliteStore {
@@ -342,6 +344,22 @@ impl JobStore for SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(DeleteOutcome::Deleted(job))
+    }
+
+    async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < ? ORDER BY finished_at LIMIT ?",
+        )
+        .bind(before)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let id: String = row.try_get("id")?;
+                Uuid::parse_str(&id).map_err(|e| StoreError::Corrupt { id, reason: e.to_string() })
+            })
+            .collect()
     }
 
     async fn requeue_interrupted(&self) -> Result<u64, StoreError> {
