@@ -165,19 +165,24 @@ fn run_restores_from_the_command_line() {
     std::fs::remove_file(&safetensors).unwrap();
     let clip = dir.path().join("clip.mp4");
     make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    // `vaebox run --op restore` of the clip into `out`, with extra environment; its JSON report.
+    let run = |out: &Path, env: &[(&str, &str)]| -> Value {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
+            .current_dir(dir.path())
+            .env("VAEBOX_MODELS_DIR", &models)
+            .env("VAEBOX_THREADS", "2")
+            .envs(env.iter().copied())
+            .args(["run", "--op", "restore", "--model", "seedvr2-7b-small", "--scale", "1", "--color-fix", "adain", "--input"])
+            .arg(&clip)
+            .arg("--output")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).expect("a JSON report")
+    };
     let out = dir.path().join("out.mp4");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
-        .current_dir(dir.path())
-        .env("VAEBOX_MODELS_DIR", &models)
-        .env("VAEBOX_THREADS", "2")
-        .args(["run", "--op", "restore", "--model", "seedvr2-7b-small", "--scale", "1", "--color-fix", "adain", "--input"])
-        .arg(&clip)
-        .arg("--output")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_slice(&output.stdout).expect("a JSON report");
+    let report = run(&out, &[]);
     // Scale 1: the same area, cropped to multiples of 16 (176 × 144 stays).
     assert_eq!((report["plan"]["output"][0].as_i64(), report["plan"]["output"][1].as_i64()), (Some(144), Some(176)), "{report}");
     assert_eq!((report["plan"]["color_fix"].as_str(), report["plan"]["batches"].as_i64()), (Some("adain"), Some(1)));
@@ -187,19 +192,7 @@ fn run_restores_from_the_command_line() {
 
     // The same job with the DiT's blocks swapped in one at a time: the same frames.
     let swapped_out = dir.path().join("swapped.mp4");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
-        .current_dir(dir.path())
-        .env("VAEBOX_MODELS_DIR", &models)
-        .env("VAEBOX_THREADS", "2")
-        .env("VAEBOX_DIT_BLOCK_SWAP", "always")
-        .args(["run", "--op", "restore", "--model", "seedvr2-7b-small", "--scale", "1", "--color-fix", "adain", "--input"])
-        .arg(&clip)
-        .arg("--output")
-        .arg(&swapped_out)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_slice(&output.stdout).expect("a JSON report");
+    let report = run(&swapped_out, &[("VAEBOX_DIT_BLOCK_SWAP", "always")]);
     assert_eq!(report["plan"]["dit"]["block_placement"], "swapped", "{report}");
     assert!(report["plan"]["dit"]["host_block_bytes"].as_u64().unwrap() > 0, "{report}");
     let (resident, swapped) = (rgb_frames(&std::fs::read(&out).unwrap(), &dir.path().join("a.mp4")), rgb_frames(&std::fs::read(&swapped_out).unwrap(), &dir.path().join("b.mp4")));

@@ -6,7 +6,7 @@
 use tch::{Device, Kind, Tensor};
 
 use crate::executor::attempt::attempt;
-use crate::executor::vae::replan::JobPlanning;
+use crate::executor::vae::replan::{JobPlanning, PlanLimits};
 use crate::executor::vae::resilient::{self, OomFallbacks, PushSize};
 use crate::executor::ExecError;
 use crate::jobs::plan::VaeStagePlans;
@@ -14,7 +14,7 @@ use crate::models::restore::one_step::BatchVae;
 use crate::models::seedvr2::Posterior;
 use crate::models::vae::{split_moments, StreamOutput, VideoVae};
 use crate::tiling::memory::{MemoryModel, TiledOp};
-use crate::tiling::planner::{Plan, PlanRequest};
+use crate::tiling::planner::Plan;
 use crate::tiling::tile_major::TileMajorDecode;
 use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
@@ -82,7 +82,8 @@ impl<'a> StreamedVae<'a> {
             TiledOp::Decode => self.decode.budget_mib,
             _ => self.encode.budget_mib,
         };
-        let planning = planning(self.vae, &self.settings, self.memory.clone(), op, latent, budget_mib);
+        let limits = PlanLimits { budget_mib, max_latent_frames: self.settings.max_latent_frames };
+        let planning = JobPlanning::for_vae(self.vae, op, latent, limits, self.memory.clone());
         (planning.plan(), planning)
     }
 
@@ -124,21 +125,7 @@ impl<'a> StreamedVae<'a> {
     }
 }
 
-fn planning(vae: &VideoVae, settings: &StreamSettings, memory: Option<MemoryModel>, op: TiledOp, latent: [i64; 3], budget_mib: u64) -> JobPlanning {
-    let [latent_frames, latent_height, latent_width] = latent;
-    let request = memory.map(|memory| PlanRequest {
-        op,
-        latent_frames,
-        latent_height,
-        latent_width,
-        spatial_factor: vae.spatial_factor(),
-        temporal_factor: vae.temporal_factor(),
-        budget_bytes: budget_mib << 20,
-        max_latent_frames_per_chunk: settings.max_latent_frames.min(latent_frames),
-        memory,
-    });
-    JobPlanning { request, budget_mib, max_latent_frames: settings.max_latent_frames }
-}
+
 
 /// Pushes of `latent_frames_per_chunk · t` frames; the stream takes care of the first one being `1 + 4a`.
 fn encode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, video: &Tensor) -> Result<Tensor, ExecError> {

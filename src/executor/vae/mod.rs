@@ -20,8 +20,8 @@ use crate::media::latent;
 use crate::models::vae::VideoVae;
 use crate::tiling::grid::SpatialTiles;
 use crate::tiling::memory::{MemoryModel, TiledOp};
-use crate::tiling::planner::{Plan, PlanRequest};
-use replan::JobPlanning;
+use crate::tiling::planner::Plan;
+use replan::{JobPlanning, PlanLimits};
 use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 const QUEUE_CHUNKS: usize = 2;
@@ -165,24 +165,14 @@ fn job_planning(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timi
     let Some(memory) = MemoryModel::for_vae(vae, kind, exec.device) else {
         return Ok(JobPlanning { request: None, budget_mib, max_latent_frames });
     };
-    let [latent_frames, latent_height, latent_width] = latent_dims(exec, job, vae, timings)?;
+    let latent = latent_dims(exec, job, vae, timings)?;
     let op = match job.op {
         Op::VaeEncode => TiledOp::Encode,
         Op::VaeDecode => TiledOp::Decode,
         _ => TiledOp::Reconstruct,
     };
-    let request = PlanRequest {
-        op,
-        latent_frames,
-        latent_height,
-        latent_width,
-        spatial_factor: vae.spatial_factor(),
-        temporal_factor: vae.temporal_factor(),
-        budget_bytes: budget_mib << 20,
-        max_latent_frames_per_chunk: max_latent_frames.min(latent_frames),
-        memory,
-    };
-    Ok(JobPlanning { request: Some(request), budget_mib, max_latent_frames })
+    let limits = PlanLimits { budget_mib, max_latent_frames };
+    Ok(JobPlanning::for_vae(vae, op, latent, limits, Some(memory)))
 }
 
 impl VaeJob<'_> {

@@ -4,7 +4,9 @@
 //! what the piece-level retry cannot: spatial tiles, smaller ones, or tile-major decoding, for when even
 //! the activations of one latent frame of the tiles do not fit (the memory model was made on another
 //! device, or other processes hold the memory). Each re-plan is one line in the plan's fallbacks.
+use crate::models::vae::VideoVae;
 use crate::tiling::grid::TileGrid;
+use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::{self, Plan, PlanRequest};
 
 /// Re-plans per job; each at least halves the memory asked for.
@@ -24,7 +26,35 @@ pub struct JobPlanning {
     pub max_latent_frames: i64,
 }
 
+/// What bounds a VAE stage's plan.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanLimits {
+    /// Working memory in MiB (0 = none).
+    pub budget_mib: u64,
+    /// The configured push length, in latent frames.
+    pub max_latent_frames: i64,
+}
+
 impl JobPlanning {
+    /// A stage of `op` over `[frames, height, width]` latent cells of `vae`; without a memory model for
+    /// the family there is nothing to plan with (whole frames, the configured pushes).
+    pub fn for_vae(vae: &VideoVae, op: TiledOp, latent: [i64; 3], limits: PlanLimits, memory: Option<MemoryModel>) -> JobPlanning {
+        let [latent_frames, latent_height, latent_width] = latent;
+        let PlanLimits { budget_mib, max_latent_frames } = limits;
+        let request = memory.map(|memory| PlanRequest {
+            op,
+            latent_frames,
+            latent_height,
+            latent_width,
+            spatial_factor: vae.spatial_factor(),
+            temporal_factor: vae.temporal_factor(),
+            budget_bytes: budget_mib << 20,
+            max_latent_frames_per_chunk: max_latent_frames.min(latent_frames),
+            memory,
+        });
+        JobPlanning { request, budget_mib, max_latent_frames }
+    }
+
     pub fn plan(&self) -> Plan {
         match &self.request {
             Some(request) if self.budget_mib > 0 => planner::plan(&PlanRequest { budget_bytes: self.budget_mib << 20, ..request.clone() }),
