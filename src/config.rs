@@ -75,6 +75,16 @@ pub struct Config {
     /// x264 quality and speed for outputs.
     pub output_crf: u8,
     pub output_preset: String,
+    /// Origins (`scheme://host:port`) of other pages allowed to call the API from a browser (CORS); empty = none.
+    pub cors_origins: Vec<String>,
+    /// A connection that has not sent a whole request head within this many seconds is closed.
+    pub header_timeout_s: u64,
+    /// A request body that sends nothing for this many seconds is cut off (408 `upload-stalled`).
+    pub body_idle_timeout_s: u64,
+    /// Uploads received at once (`POST /v1/jobs`, `/v1/decode`, `/v1/encode`); more get 503 `too-many-uploads`.
+    pub max_concurrent_uploads: u32,
+    /// On SIGTERM or Ctrl-C, a running job may finish for this many seconds; then it stops and is re-queued.
+    pub shutdown_grace_s: u64,
 }
 
 impl Default for Config {
@@ -111,6 +121,11 @@ impl Default for Config {
             dit_block_swap: BlockSwap::Auto,
             output_crf: 18,
             output_preset: "veryfast".into(),
+            cors_origins: Vec::new(),
+            header_timeout_s: 30,
+            body_idle_timeout_s: 60,
+            max_concurrent_uploads: 8,
+            shutdown_grace_s: 30,
         }
     }
 }
@@ -368,6 +383,10 @@ fn apply_env_overrides(
             toml::Value::Float(_) => raw.trim().parse().map(toml::Value::Float).map_err(|e| e.to_string()),
             toml::Value::Boolean(_) => raw.trim().parse().map(toml::Value::Boolean).map_err(|e| e.to_string()),
             toml::Value::Array(_) if key == "tokens" => tokens_from_env(&raw),
+            // Lists of text (`cors_origins`): comma-separated.
+            toml::Value::Array(_) => Ok(toml::Value::Array(
+                raw.split(',').map(str::trim).filter(|item| !item.is_empty()).map(|item| toml::Value::String(item.into())).collect(),
+            )),
             _ => Err("unsupported type".into()),
         };
         let value = parsed.map_err(|message| ConfigError::Env { var: var.clone(), message })?;

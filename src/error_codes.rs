@@ -33,6 +33,14 @@ codes! {
     UPLOAD_TOO_LARGE = "upload-too-large";
     /// `max_queued_jobs` jobs are already waiting.
     QUEUE_FULL = "queue-full";
+    /// A multipart field other than `file` is over 16 KiB.
+    FIELD_TOO_LARGE = "field-too-large";
+    /// The client sent nothing for `body_idle_timeout_s` in the middle of its body.
+    UPLOAD_STALLED = "upload-stalled";
+    /// `max_concurrent_uploads` uploads are already being received; refused before the body is read.
+    TOO_MANY_UPLOADS = "too-many-uploads";
+    /// A browser request (POST, DELETE) from a page of another origin that `cors_origins` does not list.
+    FOREIGN_ORIGIN = "foreign-origin";
 
     // What the job asks for.
     /// `op` is not one of the ops.

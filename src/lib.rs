@@ -10,5 +10,6 @@ pub mod executor;
 pub mod jobs;
 pub mod media;
 pub mod models;
+pub mod redact;
 pub mod server;
 pub mod tiling;

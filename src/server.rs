@@ -1,7 +1,13 @@
-//! Start-up: open the store, recover interrupted jobs, start the executor and scheduler, serve HTTP.
-use std::sync::Arc;
+//! Start-up: open the store, recover interrupted jobs, start the executor and scheduler, serve HTTP;
+//! and the stop on SIGTERM or Ctrl-C (see `stop`).
+mod listen;
 
-use tokio::sync::{broadcast, Notify};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, Notify, Semaphore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, metrics::Metrics, AppState};
 use crate::config::Config;
@@ -18,6 +24,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     // Half-received uploads from a previous process are never referenced by a job row.
     let _ = std::fs::remove_dir_all(config.data_dir.join("uploads"));
+    crate::redact::install(crate::redact::Redactor::new(&config.data_dir, &config.models_dir));
     let store: Arc<dyn JobStore> =
         Arc::new(SqliteStore::open(&database).await.map_err(|e| preflight::database_error(&database, e))?);
     preflight::check_jobs_known(store.as_ref(), &database, &config.data_dir.join("jobs")).await?;
@@ -31,6 +38,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (events, _) = broadcast::channel(1024);
     let cancels = CancelFlags::default();
     let metrics = Metrics::install()?;
+    let shutdown = CancellationToken::new();
     let state = AppState {
         config: Arc::new(config.clone()),
         store: store.clone(),
@@ -39,14 +47,16 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         cancels: cancels.clone(),
         metrics,
         device: executor.device().to_string(),
+        uploads: Arc::new(Semaphore::new(config.max_concurrent_uploads.max(1) as usize)),
+        shutdown: shutdown.clone(),
         admission: Default::default(),
     };
     if config.retention_hours > 0.0 {
         let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
         tokio::spawn(Retention { store: store.clone(), jobs_dir: config.data_dir.join("jobs"), keep }.run());
     }
-    let scheduler = Scheduler { store, executor, wake, events, cancels };
-    tokio::spawn(scheduler.run());
+    let scheduler = Scheduler { store, executor, wake: wake.clone(), events, cancels: cancels.clone() };
+    let jobs = tokio::spawn(scheduler.run());
 
     if !config.listen_addr().ip().is_loopback() && config.tokens.is_empty() {
         tracing::warn!(
@@ -61,8 +71,98 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Tests and scripts read this line to find the port when `listen` ends in :0.
     println!("vaebox listening on http://{addr} (device {})", state.device);
     tracing::info!(%addr, device = %state.device, "listening");
-    axum::serve(listener, api::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let header_timeout = Duration::from_secs(config.header_timeout_s.max(1));
+    let connections = listen::Connections::serve(listener, api::router(state), header_timeout);
+
+    shutdown_signal().await;
+    tokio::spawn(async {
+        shutdown_signal().await;
+        tracing::warn!("a second signal: ending now; a running job is re-queued at the next start");
+        end_now(130);
+    });
+    let stopping = Stopping { connections, shutdown, cancels, wake, grace: Duration::from_secs(config.shutdown_grace_s) };
+    if !stopping.run(jobs).await {
+        end_now(1);
+    }
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// Ends the process without the C++ static destructors a normal exit runs: libtorch may still be at work
+/// on the executor thread, and pulling its memory away mid-operation crashes it (noise in the log). The
+/// store is safe (SQLite, WAL) and the job stays `running` there, to be re-queued at the next start.
+fn end_now(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: _exit only ends the process; nothing runs after it.
+    unsafe { libc::_exit(code) }
+}
+
+/// What is stopped, in order, when the signal comes.
+struct Stopping {
+    connections: listen::Connections,
+    shutdown: CancellationToken,
+    cancels: CancelFlags,
+    wake: Arc<Notify>,
+    grace: Duration,
+}
+
+/// After the running job has stopped, the connections still open (a stalled upload, a client that does
+/// not hang up) get this long to finish before they are cut.
+const DRAIN_AFTER_JOBS: Duration = Duration::from_secs(2);
+/// A job whose flag is raised stops at its next chunk; this bounds the wait for it.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+impl Stopping {
+    /// Stops accepting, ends event streams, lets the running job finish for the grace period, then stops
+    /// it (it stays `running` in the store and is re-queued at the next start), and closes the
+    /// connections. Returns whether the executor is idle.
+    async fn run(self, jobs: JobHandle) -> bool {
+        tracing::info!(grace_s = self.grace.as_secs(), "stopping: no new connections or jobs; a running job may finish");
+        self.connections.stop();
+        self.shutdown.cancel();
+        self.cancels.stop_claiming();
+        self.wake.notify_one();
+        let jobs_stopped = CancellationToken::new();
+        let (executor_idle, ()) = tokio::join!(
+            async {
+                let idle = stop_jobs(jobs, &self.cancels, self.grace).await;
+                jobs_stopped.cancel();
+                idle
+            },
+            async {
+                tokio::select! {
+                    _ = self.connections.closed() => {}
+                    _ = async {
+                        jobs_stopped.cancelled().await;
+                        tokio::time::sleep(DRAIN_AFTER_JOBS).await;
+                    } => {
+                        tracing::info!("cutting the connections still open");
+                        self.connections.cut().await;
+                    }
+                }
+            }
+        );
+        executor_idle
+    }
+}
+
+type JobHandle = JoinHandle<()>;
+
+/// Waits for the scheduler to return: at once when idle, when the running job ends, or after the grace
+/// when its flag stops it. Returns whether it did.
+async fn stop_jobs(mut jobs: JobHandle, cancels: &CancelFlags, grace: Duration) -> bool {
+    if tokio::time::timeout(grace, &mut jobs).await.is_ok() {
+        return true;
+    }
+    tracing::warn!(grace_s = grace.as_secs(), "the running job did not finish within shutdown_grace_s; stopping it");
+    cancels.stop_running();
+    if tokio::time::timeout(STOP_WAIT, &mut jobs).await.is_ok() {
+        return true;
+    }
+    tracing::error!("the running job did not stop within {STOP_WAIT:?}; ending the process anyway");
+    false
 }
 
 async fn shutdown_signal() {
@@ -72,5 +172,4 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term.recv() => {},
     }
-    tracing::info!("shutting down; a running job is re-queued at the next start");
 }

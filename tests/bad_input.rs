@@ -141,7 +141,9 @@ async fn concurrent_uploads_do_not_overrun_the_queue_limit() {
     let dir = tempfile::tempdir().unwrap();
     let clip = dir.path().join("carphone30.mp4");
     make_clip(&media("carphone_pristine.mp4"), 30, false, &clip);
-    let server = Server::start(dir.path(), &[("VAEBOX_MAX_QUEUED_JOBS", &LIMIT.to_string())]);
+    // Every upload gets a place to be received in (tests/lan_safety.rs covers that bound): the queue limit is under test.
+    let settings = [("VAEBOX_MAX_QUEUED_JOBS", LIMIT.to_string()), ("VAEBOX_MAX_CONCURRENT_UPLOADS", UPLOADS.to_string())];
+    let server = Server::start(dir.path(), &settings.each_ref().map(|(k, v)| (*k, v.as_str())));
     let client = client();
     let body = std::fs::read(&clip).unwrap();
     let query = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";

@@ -70,6 +70,14 @@ pub enum ApiError {
     TokenQueueFull { limit: u32 },
     #[error("the queue is full ({limit} jobs waiting); try again later")]
     QueueFull { limit: u32 },
+    #[error("form field `{field}` is over {limit} bytes; only the `file` part may be large")]
+    FieldTooLarge { field: String, limit: usize },
+    #[error("the upload stalled: nothing arrived for body_idle_timeout_s seconds")]
+    UploadStalled,
+    #[error("{limit} uploads are being received already; try again shortly")]
+    TooManyUploads { limit: u32 },
+    #[error("requests from pages of origin `{origin}` are refused (not this box's origin, not in cors_origins)")]
+    ForeignOrigin { origin: String },
     #[error(transparent)]
     Media(#[from] MediaError),
     #[error(transparent)]
@@ -96,6 +104,10 @@ impl ApiError {
             ApiError::Conflict(_) => (StatusCode::CONFLICT, codes::JOB_NOT_FINISHED),
             ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::UPLOAD_TOO_LARGE),
             ApiError::QueueFull { .. } | ApiError::TokenQueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::QUEUE_FULL),
+            ApiError::FieldTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::FIELD_TOO_LARGE),
+            ApiError::UploadStalled => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_STALLED),
+            ApiError::TooManyUploads { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
+            ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
             ApiError::OutputTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, codes::OUTPUT_TOO_LARGE),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED),
             ApiError::InsufficientStorage => (StatusCode::INSUFFICIENT_STORAGE, codes::INSUFFICIENT_STORAGE),
@@ -116,10 +128,16 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        if status.is_server_error() {
-            tracing::error!(code, error = %self, "request failed");
+        let full = self.to_string();
+        let message = crate::redact::client_message(&full);
+        if matches!(self, ApiError::TooManyUploads { .. }) {
+            tracing::warn!(code, "upload refused: all places taken");
+        } else if status.is_server_error() {
+            tracing::error!(code, error = %full, "request failed");
+        } else if message != full {
+            tracing::info!(code, error = %full, "request refused");
         }
-        (status, Json(ErrorBody::new(code, self.to_string()))).into_response()
+        (status, Json(ErrorBody::new(code, message))).into_response()
     }
 }
 

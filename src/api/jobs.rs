@@ -208,15 +208,21 @@ pub(super) async fn admit(app: &AppState, caller: &Caller) -> Result<Ticket, Api
             unsupported-op, model-weights-missing, invalid-scale, invalid-restore-parameter, invalid-priority, invalid-dtype, \
             invalid-tile, invalid-normalize, invalid-memory-budget, normalize-unsupported, invalid-query, invalid-multipart, \
             missing-file, too-many-files, invalid-params, upload-interrupted)"),
-        (status = 413, body = ErrorBody, description = "Upload over the size limit (upload-too-large)"),
+        (status = 403, body = ErrorBody, description = "Sent by a page of another origin not in cors_origins (foreign-origin)"),
+        (status = 408, body = ErrorBody, description = "The body stalled for body_idle_timeout_s (upload-stalled)"),
+        (status = 413, body = ErrorBody, description = "Upload over the size limit (upload-too-large), or a form field other than \
+            `file` over 16 KiB (field-too-large)"),
         (status = 422, body = ErrorBody, description = "Not a usable video or latent (empty-file, not-a-video, truncated-media, \
             media-too-large, not-a-latent, latent-bad-shape, latent-channel-mismatch, latent-not-finite, latent-model-mismatch, \
             latent-normalize-unsupported: a latent marked normalized for a VAE without published statistics)"),
         (status = 429, body = ErrorBody, description = "Queue full (queue-full)"),
+        (status = 503, body = ErrorBody, description = "max_concurrent_uploads uploads are being received; refused before the body \
+            is read (too-many-uploads)"),
         Faults,
     )
 )]
 pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Response, ApiError> {
+    let _slot = upload::upload_slot(&app)?;
     let _ticket = match admit(&app, &caller).await {
         Ok(ticket) => ticket,
         Err(refusal) => return Err(upload::refuse_unread(request, refusal).await),
@@ -494,7 +500,8 @@ pub async fn delete(State(app): State<AppState>, Extension(caller): Extension<Ca
 
 /// Follow a job: Server-Sent Events
 ///
-/// `event: job` with the whole job as data, at once and whenever it changes, until a final status.
+/// `event: job` with the whole job as data, at once and whenever it changes, until a final status; when the
+/// server stops first, `event: shutdown` ends the stream.
 #[utoipa::path(
     get,
     path = "/v1/jobs/{id}/events",
@@ -529,7 +536,11 @@ pub async fn events(
         let job = match s.first.take() {
             Some(job) => job,
             None => {
-                let _ = tokio::time::timeout(Duration::from_secs(5), wait_for_change(&mut s.changes, s.id)).await;
+                let waited = tokio::time::timeout(Duration::from_secs(5), wait_for_change(&mut s.changes, s.id));
+                if s.app.shutdown.run_until_cancelled(waited).await.is_none() {
+                    s.done = true;
+                    return Some((Ok(shutdown_event()), s));
+                }
                 match s.app.store.get(s.id).await {
                     Ok(Some(job)) => job,
                     _ => return None,
@@ -541,6 +552,11 @@ pub async fn events(
         Some((Ok(event), s))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// The last event of a stream cut short because the server is stopping; the job goes on after the restart.
+fn shutdown_event() -> Event {
+    Event::default().event("shutdown").data("the server is stopping; follow the job again once it is back")
 }
 
 async fn wait_for_change(changes: &mut tokio::sync::broadcast::Receiver<Uuid>, id: Uuid) {

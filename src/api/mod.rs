@@ -2,6 +2,7 @@
 //! document that describes them all (`openapi`).
 pub mod admission;
 pub mod auth;
+pub mod browser;
 pub mod error;
 pub mod jobs;
 pub mod metrics;
@@ -14,12 +15,16 @@ pub mod upload;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
+use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 use uuid::Uuid;
 
@@ -36,6 +41,10 @@ pub struct AppState {
     pub cancels: CancelFlags,
     pub metrics: metrics::Metrics,
     pub device: String,
+    /// Places for uploads being received (`max_concurrent_uploads`).
+    pub uploads: Arc<Semaphore>,
+    /// Cancelled when the server starts to stop: event streams end.
+    pub shutdown: CancellationToken,
     pub admission: admission::Admission,
 }
 
@@ -50,7 +59,8 @@ impl AppState {
 }
 
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let origins = browser::Origins::new(&state.config.cors_origins);
+    let router = Router::new()
         .route("/", get(system::index))
         .route("/static/app.js", get(system::app_js))
         .route("/static/style.css", get(system::style_css))
@@ -74,7 +84,14 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
             error::ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().into() }
         })
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        // A body that goes silent is cut (408 upload-stalled where the handler still answers).
+        .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(state.config.body_idle_timeout_s.max(1))))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(middleware::from_fn_with_state(origins.clone(), browser::refuse_foreign_origins));
+    // Outside the origin check, so that preflights of the listed origins are answered.
+    let router = match origins.cors_layer() {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router.layer(middleware::from_fn(browser::security_headers)).layer(TraceLayer::new_for_http()).with_state(state)
 }

@@ -19,7 +19,9 @@ use super::{jobs, remote, system};
         description = "A LAN-shared GPU box for video VAEs and upscaling. Jobs are queued in SQLite and run one at a time. \
             Errors are `{error: {code, message}}` with a stable code (the Error schema lists them all); a parameter an endpoint \
             does not take is refused with 400 unknown-parameter naming it, a path that is not here answers 404 not-found, and a \
-            method a path does not take 405 method-not-allowed with an Allow header."
+            method a path does not take 405 method-not-allowed with an Allow header. A POST or DELETE that a browser sends from a page \
+            of another origin is refused with 403 foreign-origin unless the box's cors_origins lists that origin; requests without an \
+            Origin header (curl, scripts) are not affected."
     ),
     paths(
         jobs::create,

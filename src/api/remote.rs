@@ -154,6 +154,7 @@ fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, A
         (status = 413, body = ErrorBody, description = "The tensor is over the upload limit (upload-too-large)"),
         (status = 422, body = ErrorBody, description = "The job failed: its code, with `job`"),
         (status = 429, body = ErrorBody, description = "Queue full (queue-full)"),
+        (status = 503, body = ErrorBody, description = "Too many uploads at once, refused before the body is read (too-many-uploads)"),
         Faults,
     )
 )]
@@ -182,6 +183,7 @@ pub async fn decode(State(app): State<AppState>, Extension(caller): Extension<Ca
         (status = 413, body = ErrorBody, description = "The tensor is over the upload limit (upload-too-large)"),
         (status = 422, body = ErrorBody, description = "The job failed: its code, with `job`"),
         (status = 429, body = ErrorBody, description = "Queue full (queue-full)"),
+        (status = 503, body = ErrorBody, description = "Too many uploads at once, refused before the body is read (too-many-uploads)"),
         Faults,
     )
 )]
@@ -190,6 +192,7 @@ pub async fn encode(State(app): State<AppState>, Extension(caller): Extension<Ca
 }
 
 async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<Response, ApiError> {
+    let slot = super::upload::upload_slot(&app)?;
     let (ticket, call) = match admit(&app, &caller).await.and_then(|ticket| Ok((ticket, parse_call(&request, op, &app)?))) {
         Ok(admitted) => admitted,
         Err(e) => return Err(refuse_unread(request, e).await),
@@ -204,6 +207,8 @@ async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<
         check_sample_finite(&file.path).await?;
     }
     let probed = Probed { media: None, seconds: (op == Op::VaeDecode).then(|| checked.elapsed().as_secs_f64()) };
+    // Received: waiting for the job is not an upload.
+    drop(slot);
     // Subscribe before queueing so that the job's last change cannot be missed.
     let mut changes = app.events.subscribe();
     let job = enqueue(&app, file, call.job, probed, caller.owner()).await?;
@@ -248,7 +253,7 @@ async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &Rem
     out.write_all(&single_tensor_prefix(name, call.dtype, &call.shape, &BTreeMap::new())).await?;
     let mut stream = request.into_body().into_data_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| bad(codes::UPLOAD_INTERRUPTED, format!("the upload broke off: {e}")))?;
+        let chunk = chunk.map_err(|e| super::upload::body_error(&e))?;
         file.bytes += chunk.len() as u64;
         if file.bytes > expected {
             break;

@@ -2,6 +2,7 @@
 //! query parameters. The bytes stream to a temporary file under a size limit; memory stays flat.
 use std::path::{Path, PathBuf};
 
+use axum::extract::multipart::Field;
 use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::header::CONTENT_TYPE;
 use bytes::Bytes;
@@ -74,37 +75,11 @@ pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> R
     let mut multipart = Multipart::from_request(request, &())
         .await
         .map_err(|e| ApiError::bad_request(codes::INVALID_MULTIPART, e.body_text()))?;
-    let mut fields = serde_json::Map::new();
-    let mut file = None;
-    while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
-        let name = field.name().unwrap_or("").to_string();
-        match name.as_str() {
-            "file" => {
-                if file.is_some() {
-                    return Err(ApiError::bad_request(codes::TOO_MANY_FILES, "send exactly one `file` part"));
-                }
-                let file_name = sanitize_file_name(field.file_name().unwrap_or("input.mp4"));
-                let stream = field.map(|chunk| chunk.map_err(std::io::Error::other));
-                file = Some(stream_to_temp(stream, file_name, limits).await?);
-            }
-            "params" => {
-                let text = field.text().await.map_err(multipart_error)?;
-                let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
-                    .map_err(|e| ApiError::bad_request(codes::INVALID_PARAMS, format!("`params` is not a JSON object: {e}")))?;
-                for (key, value) in params {
-                    let value = match value {
-                        serde_json::Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    fields.insert(key, value.into());
-                }
-            }
-            _ => {
-                let text = field.text().await.map_err(multipart_error)?;
-                fields.insert(name, text.into());
-            }
-        }
+    let received = receive_parts(&mut multipart, limits).await;
+    if let Err(ApiError::FieldTooLarge { .. }) = &received {
+        drain_multipart(multipart).await;
     }
+    let (fields, file) = received?;
     // Refused after the body is read: a form's fields may come after its file.
     let fields: JobFields = params::from_map(fields)?;
     if fields.filename.is_some() {
@@ -117,21 +92,116 @@ pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> R
     Ok(Upload { file, fields })
 }
 
+type Parts = (serde_json::Map<String, serde_json::Value>, Option<TempUpload>);
+
+async fn receive_parts(multipart: &mut Multipart, limits: &UploadLimits<'_>) -> Result<Parts, ApiError> {
+    let mut fields = serde_json::Map::new();
+    let mut file = None;
+    while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
+        let name = field.name().unwrap_or("").to_string();
+        match name.as_str() {
+            "file" => {
+                if file.is_some() {
+                    return Err(ApiError::bad_request(codes::TOO_MANY_FILES, "send exactly one `file` part"));
+                }
+                let file_name = sanitize_file_name(field.file_name().unwrap_or("input.mp4"));
+                file = Some(stream_to_temp(field, file_name, limits).await?);
+            }
+            "params" => {
+                let text = small_field(field).await?;
+                let params: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
+                    .map_err(|e| ApiError::bad_request(codes::INVALID_PARAMS, format!("`params` is not a JSON object: {e}")))?;
+                for (key, value) in params {
+                    let value = match value {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    fields.insert(key, value.into());
+                }
+            }
+            _ => {
+                let text = small_field(field).await?;
+                fields.insert(name, text.into());
+            }
+        }
+    }
+    Ok((fields, file))
+}
+
+/// Form fields other than the file are a few words each; a larger one is refused without being held in memory.
+pub const MAX_FIELD_BYTES: usize = 16 << 10;
+
+async fn small_field(mut field: Field<'_>) -> Result<String, ApiError> {
+    let name = field.name().unwrap_or("").to_string();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+        if bytes.len() + chunk.len() > MAX_FIELD_BYTES {
+            return Err(ApiError::FieldTooLarge { field: name, limit: MAX_FIELD_BYTES });
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    String::from_utf8(bytes).map_err(|_| ApiError::bad_request(codes::INVALID_MULTIPART, format!("form field `{name}` is not UTF-8 text")))
+}
+
+/// Reads (and drops) the rest of a refused form, bounded as `drain` is, so the client gets the answer.
+async fn drain_multipart(mut multipart: Multipart) {
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        let mut drained = 0u64;
+        while let Ok(Some(mut field)) = multipart.next_field().await {
+            while let Ok(Some(chunk)) = field.chunk().await {
+                drained += chunk.len() as u64;
+                if drained > DRAIN_LIMIT {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+}
+
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    if is_stall(&e) {
+        return ApiError::UploadStalled;
+    }
     ApiError::bad_request(codes::INVALID_MULTIPART, e.body_text())
+}
+
+/// A body error: the client went silent past `body_idle_timeout_s` (408), or the body broke off.
+pub fn body_error(e: &(dyn std::error::Error + 'static)) -> ApiError {
+    if is_stall(e) {
+        return ApiError::UploadStalled;
+    }
+    ApiError::bad_request(codes::UPLOAD_INTERRUPTED, format!("the upload broke off: {e}"))
+}
+
+/// Whether the body timeout (`RequestBodyTimeoutLayer`) is somewhere in the error's chain of causes.
+fn is_stall(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(error) = cause {
+        if error.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
+/// One of `max_concurrent_uploads` places, held while a body is received; taken before the body is read.
+pub fn upload_slot(app: &super::AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    app.uploads.clone().try_acquire_owned().map_err(|_| ApiError::TooManyUploads { limit: app.config.max_concurrent_uploads })
 }
 
 async fn stream_to_temp<S, E>(mut stream: S, file_name: String, limits: &UploadLimits<'_>) -> Result<TempUpload, ApiError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
-    E: std::fmt::Display,
+    E: std::error::Error + 'static,
 {
     tokio::fs::create_dir_all(limits.dir).await?;
     let path = limits.dir.join(format!("{}.part", uuid::Uuid::new_v4()));
     let mut upload = TempUpload::new(path, file_name);
     let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&upload.path).await?);
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(codes::UPLOAD_INTERRUPTED, format!("the upload broke off: {e}")))?;
+        let chunk = chunk.map_err(|e| body_error(&e))?;
         upload.bytes += chunk.len() as u64;
         if upload.bytes > limits.max_bytes {
             drain(stream).await;

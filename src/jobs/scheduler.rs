@@ -22,30 +22,49 @@ const IDLE_POLL: Duration = Duration::from_secs(2);
 const OUTCOME_ATTEMPTS: u32 = 7;
 const OUTCOME_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(250);
 
-/// Cancellation flags of running jobs, shared between the API and the scheduler.
+/// Cancellation flags of running jobs, shared between the API and the scheduler, and whether the server
+/// is stopping (then nothing more is claimed, and a job stopped by its flag is left to be re-queued).
 #[derive(Clone, Default)]
-pub struct CancelFlags(Arc<Mutex<HashMap<Uuid, Arc<AtomicBool>>>>);
+pub struct CancelFlags {
+    running: Arc<Mutex<HashMap<Uuid, Arc<AtomicBool>>>>,
+    stopping: Arc<AtomicBool>,
+}
 
 impl CancelFlags {
     fn register(&self, id: Uuid) -> Arc<AtomicBool> {
         let flag = Arc::new(AtomicBool::new(false));
-        self.0.lock().unwrap().insert(id, flag.clone());
+        self.running.lock().unwrap().insert(id, flag.clone());
         flag
     }
 
     fn remove(&self, id: Uuid) {
-        self.0.lock().unwrap().remove(&id);
+        self.running.lock().unwrap().remove(&id);
     }
 
     /// Returns whether the job was running here.
     pub fn raise(&self, id: Uuid) -> bool {
-        match self.0.lock().unwrap().get(&id) {
+        match self.running.lock().unwrap().get(&id) {
             Some(flag) => {
                 flag.store(true, Ordering::Relaxed);
                 true
             }
             None => false,
         }
+    }
+
+    /// The server is stopping: the scheduler claims no more jobs.
+    pub fn stop_claiming(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// The shutdown grace is over: running jobs stop at their next chunk and are re-queued at the next start.
+    pub fn stop_running(&self) {
+        self.stop_claiming();
+        self.running.lock().unwrap().values().for_each(|flag| flag.store(true, Ordering::Relaxed));
+    }
+
+    fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 }
 
@@ -61,8 +80,9 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// Runs jobs until the server stops (`CancelFlags::stop_claiming`); returns once the job in hand ended.
     pub async fn run(self) {
-        loop {
+        while !self.cancels.is_stopping() {
             match self.store.claim_next().await {
                 Ok(Some(job)) => self.execute(job).await,
                 Ok(None) => {
@@ -99,6 +119,12 @@ impl Scheduler {
         let (result, timings) = self.executor.run(spec, JobHooks { progress: progress_tx, cancel }).await;
         let _ = forwarder.await;
         self.cancels.remove(id);
+        if matches!(result, Err(ExecError::Cancelled)) && self.cancels.is_stopping() {
+            // Left `running` in the store: the next start re-queues it (or marks it cancelled if a user asked).
+            tracing::warn!(%id, "job stopped by the shutdown; it is re-queued at the next start");
+            let _ = self.events.send(id);
+            return;
+        }
 
         let status = match &result {
             Ok(_) => JobStatus::Succeeded,
@@ -125,7 +151,8 @@ impl Scheduler {
                 Ok(outcome) => self.store.succeed(id, outcome).await,
                 Err(ExecError::Cancelled) => self.store.mark_cancelled(id, Some(timings)).await,
                 Err(e) => {
-                    let error = JobError { code: e.code().into(), message: e.to_string() };
+                    // What clients see; the log line of `execute` keeps the paths.
+                    let error = JobError { code: e.code().into(), message: crate::redact::client_message(&e.to_string()) };
                     self.store.fail(id, &error, Some(timings)).await
                 }
             };

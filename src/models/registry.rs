@@ -114,7 +114,8 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
         if let Some(Detected { family, latent_channels, .. }) = headers.detect(&path).filter(|d| d.family.is_vae()) {
             entries.push(ModelEntry {
                 latent_channels,
-                description: format!("{} video VAE from {}", family.as_str(), path.display()),
+                // Named inside the models folder: /v1/models is public, where this box keeps its files is not.
+                description: format!("{} video VAE from {}", family.as_str(), inside(models_dir, &path)),
                 name,
                 family,
                 ops: VAE_OPS.to_vec(),
@@ -131,7 +132,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
         let Some(name) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
         if let Some(Detected { family: Family::Seedvr2Dit, variant, .. }) = headers.detect(&path) {
             entries.push(ModelEntry {
-                description: format!("SeedVR2 {} restoration DiT from {}", variant.unwrap_or("?"), path.display()),
+                description: format!("SeedVR2 {} restoration DiT from {}", variant.unwrap_or("?"), inside(models_dir, &path)),
                 name,
                 family: Family::Seedvr2Dit,
                 ops: vec![Op::Restore],
@@ -224,6 +225,10 @@ impl HeaderCache {
     fn forget_missing(&self, dir: &Path, present: &[PathBuf]) {
         self.files.lock().unwrap().retain(|path, _| path.parent() != Some(dir) || present.contains(path));
     }
+}
+
+fn inside(models_dir: &Path, path: &Path) -> String {
+    path.strip_prefix(models_dir).unwrap_or(path).display().to_string()
 }
 
 pub fn find(models_dir: &Path, name: &str) -> Option<ModelEntry> {

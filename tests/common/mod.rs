@@ -24,16 +24,23 @@ pub struct Server {
     pub base: String,
     pub data_dir: PathBuf,
     env: Vec<(String, String)>,
+    log: Option<PathBuf>,
 }
 
 impl Server {
     /// Starts a server on a fresh data dir; `env` adds `VAEBOX_*` overrides.
     pub fn start(data_dir: &Path, env: &[(&str, &str)]) -> Server {
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Self::spawn(data_dir.to_path_buf(), env)
+        Self::spawn(data_dir.to_path_buf(), env, None)
     }
 
-    fn spawn(data_dir: PathBuf, env: Vec<(String, String)>) -> Server {
+    /// As `start`, with the server's log (stderr) appended to `log` instead of the test's output.
+    pub fn start_logged(data_dir: &Path, env: &[(&str, &str)], log: &Path) -> Server {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Self::spawn(data_dir.to_path_buf(), env, Some(log.to_path_buf()))
+    }
+
+    fn spawn(data_dir: PathBuf, env: Vec<(String, String)>, log: Option<PathBuf>) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_vaebox"));
         command
             .arg("serve")
@@ -44,7 +51,10 @@ impl Server {
             .env("VAEBOX_THREADS", "2")
             .env("VAEBOX_LOG", "info,tower_http=warn,sqlx=warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(match &log {
+                Some(path) => Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open the log file")),
+                None => Stdio::inherit(),
+            });
         for (k, v) in &env {
             command.env(k, v);
         }
@@ -60,7 +70,7 @@ impl Server {
             }
         });
         let base = rx.recv_timeout(Duration::from_secs(60)).expect("server did not report its address");
-        Server { child, base, data_dir, env }
+        Server { child, base, data_dir, env, log }
     }
 
     pub fn pid(&self) -> u32 {
@@ -80,8 +90,28 @@ impl Server {
     /// Kills this process and starts a new one on the same data dir and settings.
     pub fn restart_after_kill9(mut self) -> Server {
         self.kill9();
-        let (data_dir, env) = (self.data_dir.clone(), self.env.clone());
-        Self::spawn(data_dir, env)
+        let (data_dir, env, log) = (self.data_dir.clone(), self.env.clone(), self.log.clone());
+        Self::spawn(data_dir, env, log)
+    }
+
+    /// SIGTERM, as `systemctl stop` or `docker stop` send it.
+    pub fn sigterm(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("run kill");
+        assert!(status.success());
+    }
+
+    /// The exit status once the process ends, or `None` if it is still running after `within`.
+    pub fn wait_for_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for vaebox") {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
