@@ -136,13 +136,36 @@
     return new ApiError(status, `http-${status}`, snippet || statusText || "Request failed");
   }
 
-  async function api(method, url) {
+  // ---------- access token ----------
+  // A box with access tokens answers 401 to /v1 calls without one: the page asks once and keeps it in
+  // this browser. Event streams and download links cannot send headers, so they carry it as
+  // ?access_token= (GET only).
+  const TOKEN_KEY = "vaebox-token";
+  function token() { return localStorage.getItem(TOKEN_KEY) || ""; }
+  function authHeaders(headers) {
+    const t = token();
+    return t ? Object.assign({}, headers, { Authorization: `Bearer ${t}` }) : headers;
+  }
+  function withToken(url) {
+    const t = token();
+    if (!t || !url) return url;
+    return `${url}${url.includes("?") ? "&" : "?"}access_token=${encodeURIComponent(t)}`;
+  }
+  function askForToken() {
+    const given = window.prompt("This box needs an access token. Paste yours (it is kept in this browser):", "");
+    if (given === null || !given.trim()) return false;
+    localStorage.setItem(TOKEN_KEY, given.trim());
+    return true;
+  }
+
+  async function api(method, url, retried) {
     let res;
     try {
-      res = await fetch(url, { method, headers: { Accept: "application/json" }, cache: "no-store" });
+      res = await fetch(url, { method, headers: authHeaders({ Accept: "application/json" }), cache: "no-store" });
     } catch (e) {
       throw new ApiError(0, "network-error", "Could not reach the server.");
     }
+    if (res.status === 401 && !retried && askForToken()) return api(method, url, true);
     if (res.status === 204) return null;
     const text = await res.text();
     if (!res.ok) throw errorFromBody(res.status, res.statusText, text);
@@ -478,6 +501,7 @@
     });
     xhr.open("POST", "/v1/jobs");
     xhr.setRequestHeader("Accept", "application/json");
+    if (token()) xhr.setRequestHeader("Authorization", `Bearer ${token()}`);
     xhr.send(fd);
   }
 
@@ -616,7 +640,7 @@
   }
 
   function openStream(id) {
-    const es = new EventSource(`/v1/jobs/${encodeURIComponent(id)}/events`);
+    const es = new EventSource(withToken(`/v1/jobs/${encodeURIComponent(id)}/events`));
     state.streams.set(id, es);
     es.addEventListener("job", (ev) => {
       let job;
@@ -749,7 +773,7 @@
     const actions = h("div", { class: "job-actions" });
     if (job.output && job.output.url && st === "succeeded") {
       actions.append(h("a", {
-        class: "button primary", href: job.output.url, download: job.output.file_name || "",
+        class: "button primary", href: withToken(job.output.url), download: job.output.file_name || "",
         "aria-label": `Download ${job.output.file_name || "result"}`,
       }, "Download"));
     }
@@ -797,7 +821,7 @@
     if (job.output) {
       const o = job.output;
       addFact("Output",
-        o.url ? h("a", { href: o.url, download: o.file_name || "", text: o.file_name || "result" }) : (o.file_name || DASH),
+        o.url ? h("a", { href: withToken(o.url), download: o.file_name || "", text: o.file_name || "result" }) : (o.file_name || DASH),
         " ", h("span", { class: "muted", text: fmtBytes(o.bytes) }),
         o.media ? h("span", { class: "media", text: fmtMedia(o.media) }) : null);
     }

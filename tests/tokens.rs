@@ -73,6 +73,13 @@ async fn jobs_belong_to_their_token() {
         assert_eq!((second, body["error"]["code"].as_str()), (429, Some("queue-full")), "{body}");
     }
 
+    // Where a browser cannot send headers (event streams, download links) a GET may carry the token in
+    // the query; nothing that changes a job may.
+    let events = client.get(format!("{url}/events?access_token={ALICE}")).send().await.unwrap();
+    assert_eq!(events.status(), 200);
+    drop(events);
+    assert_eq!(call(&client, post.clone(), &format!("{url}/cancel?access_token={ALICE}"), None, None).await.0, 401);
+
     // The job finishes for Alice, who may download and delete it.
     let job = wait_for_final_with(&client, &url, ALICE).await;
     assert_eq!(job["status"], "succeeded", "{job}");

@@ -65,18 +65,32 @@ fn identify(tokens: &[AccessToken], request: &Request) -> Result<Caller, ApiErro
     if tokens.is_empty() {
         return Ok(Caller::Anyone);
     }
-    let presented = request
+    let from_header = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
-        .map(str::trim)
+        .map(|value| value.trim().to_string());
+    let presented = from_header
+        .or_else(|| query_token(request))
         .ok_or_else(|| ApiError::Unauthorized("this box needs an access token: send `Authorization: Bearer <secret>`".into()))?;
+    let presented = presented.as_str();
     tokens
         .iter()
         .find(|token| same_secret(token.secret.as_bytes(), presented.as_bytes()))
         .map(|token| Caller::Token { name: token.name.clone(), admin: token.admin })
         .ok_or_else(|| ApiError::Unauthorized("the access token is not valid on this box".into()))
+}
+
+/// `?access_token=` on a GET: what a browser can send where it cannot set headers (an event stream, a
+/// download link). Only for reading; anything that changes a job needs the header.
+fn query_token(request: &Request) -> Option<String> {
+    if request.method() != axum::http::Method::GET {
+        return None;
+    }
+    let query = request.uri().query()?;
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).ok()?;
+    pairs.into_iter().find(|(key, _)| key == "access_token").map(|(_, value)| value)
 }
 
 /// Compares in time that does not depend on where the first difference is.
