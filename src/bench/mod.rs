@@ -8,5 +8,6 @@ mod script;
 pub mod seedvr2;
 pub mod tiling;
 pub mod vae;
+mod vae_args;
 
 pub use script::{run_json, PythonScript};
