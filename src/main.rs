@@ -38,12 +38,12 @@ enum Command {
         what: BenchCommand,
     },
     /// Re-measure a VAE's working memory per chunk and tile (the planner's memory model).
-    Calibrate(vaebox::tiling::calibrate::CalibrateArgs),
+    Calibrate(vaebox::bench::tiling::calibrate::CalibrateArgs),
     /// One measured encode/decode run, reported as a JSON line (the child process of `calibrate` and
     /// `bench tiling`, so every memory reading starts from a fresh process).
     #[command(hide = true)]
     MeasureRun {
-        /// A `tiling::measure::RunSpec` as JSON.
+        /// A `bench::tiling::measure::RunSpec` as JSON.
         #[arg(long)]
         spec: String,
     },
@@ -153,7 +153,7 @@ enum BenchCommand {
     /// SeedVR2 one-step restoration with a random DiT at a chosen width: s/frame per stage, DiT GFLOP/s against the matmul peak.
     Restore(vaebox::bench::restore::RestoreBenchArgs),
     /// For a few memory budgets: the plan chosen, peak memory, time, and error against untiled.
-    Tiling(vaebox::tiling::bench::TilingBenchArgs),
+    Tiling(vaebox::bench::tiling::bench::TilingBenchArgs),
     /// Upscale a real clip end to end for each dtype; prints model-only fps, end-to-end fps and total/compute.
     Upscale {
         #[arg(long, default_value = "tests/media/carphone_pristine.mp4")]
@@ -200,9 +200,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
-        Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::tiling::bench::run(&args),
-        Command::Calibrate(args) => vaebox::tiling::calibrate::run(&args),
-        Command::MeasureRun { spec } => vaebox::tiling::measure::child_main(&spec),
+        Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::bench::tiling::bench::run(&args),
+        Command::Calibrate(args) => vaebox::bench::tiling::calibrate::run(&args),
+        Command::MeasureRun { spec } => vaebox::bench::tiling::measure::child_main(&spec),
     }
 }
 

@@ -7,7 +7,7 @@ use tch::{Device, Kind, Tensor};
 use vaebox::models::registry::Family;
 use vaebox::models::vae::VideoVae;
 use vaebox::models::wan::{RowSplit, WanLoadOptions, WanTuning, WanVae};
-use vaebox::tiling::bench::synthetic_video;
+use vaebox::bench::tiling::synthetic_video;
 
 const WEIGHTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original/weights.safetensors");
 const EXACT_ATOL: f64 = 1e-4;

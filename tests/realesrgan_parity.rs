@@ -7,7 +7,8 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 use vaebox::models::realesrgan::{LoadOptions, RealEsrgan, RealEsrganArch};
 use vaebox::models::ModelError;
-use vaebox::tiling::spatial::{upscale_tiled, SpatialTiling};
+use vaebox::executor::tiled::upscale::upscale_tiled;
+use vaebox::tiling::spatial::SpatialTiling;
 
 const ANIMEVIDEO_X4: &str = "REALESRGAN_ANIMAVIDEOV3_UP4X";
 const ANIMEVIDEO_X2: &str = "REALESRGAN_ANIMAVIDEOV3_UP2X";

@@ -6,16 +6,17 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use tch::{Device, Kind, Tensor};
+use vaebox::bench::tiling::bench::decode_spec;
+use vaebox::bench::tiling::measure::{ChildRunner, ModelSpec, RunSpec};
+use vaebox::bench::tiling::synthetic_video;
+use vaebox::executor::tiled::streams::{TiledDecoder, TiledEncoder};
+use vaebox::executor::tiled::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
+use vaebox::models::ModelError;
 use vaebox::models::registry::Family;
 use vaebox::models::vae::{StreamOutput, VideoVae};
 use vaebox::models::wan::{WanLoadOptions, WanVae};
-use vaebox::tiling::bench::{decode_spec, synthetic_video};
 use vaebox::tiling::grid::SpatialTiles;
-use vaebox::tiling::measure::{ChildRunner, ModelSpec, RunSpec};
 use vaebox::tiling::planner::{plan, MemoryModel, PlanRequest, TiledOp};
-use vaebox::models::ModelError;
-use vaebox::tiling::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
-use vaebox::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const REFERENCE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original");

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Peak memory of diffusers' own `AutoencoderKLWan.decode` (its frame-by-frame decode, no tiling),
-measured as vaebox measures its runs (src/tiling/measure.rs), so the two can be compared:
+measured as vaebox measures its runs (src/bench/tiling/measure.rs), so the two can be compared:
 
 - tensors of 64 KiB and more get their own mappings (`mallopt(M_MMAP_THRESHOLD, 64 KiB)`, set before torch
   loads), so RSS follows live tensors;

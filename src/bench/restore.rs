@@ -270,7 +270,7 @@ fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype) -> anyhow::Re
     let vae_weight_bytes = vae_parameter_bytes(args, kind)?;
     tch::manual_seed(args.seed as i64 + 1);
     let text = Tensor::randn([args.text_len, TXT_IN_DIM], (Kind::Float, Device::Cpu)).to_kind(kind);
-    let clip = crate::tiling::bench::synthetic_video(args.frames, args.height, args.width).squeeze_dim(0);
+    let clip = super::tiling::synthetic_video(args.frames, args.height, args.width).squeeze_dim(0);
     let models = RestoreModels { dit: &dit, text: &text };
     let work = DitWork::of(dit.config(), plan.latent_grid, args.text_len);
     let run = || {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use tch::{Device, Kind, Tensor};
 
-use super::vae::VaeBenchArgs;
+use super::vae_args::VaeBenchArgs;
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 
 /// The released checkpoint's tensor names and shapes, one `name<TAB>[shape]<TAB>count` per line.

@@ -11,67 +11,9 @@ use anyhow::{bail, Context};
 use tch::{Device, Kind, Tensor};
 
 use super::script::PythonScript;
+pub use super::vae_args::{VaeBenchArgs, VaeFamily};
 use crate::device::HostAllocator;
 use crate::models::wan::{WanLoadOptions, WanTuning, WanVae};
-
-/// Model families the bench knows: Wan against diffusers; SeedVR2 alone (no diffusers port exists).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum VaeFamily {
-    Wan,
-    Seedvr2,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct VaeBenchArgs {
-    #[arg(long, value_enum, default_value = "wan")]
-    pub family: VaeFamily,
-    /// Model shape, as the reference script names it: wan2.1 (full size), wan2.2, wan2.1-tiny (smoke test).
-    #[arg(long, default_value = "wan2.1")]
-    pub preset: String,
-    /// Pixel frames of the encode input (1 + 4k); the decode input has the matching latent frames.
-    #[arg(long, default_value_t = 9)]
-    pub frames: i64,
-    #[arg(long, default_value_t = 128)]
-    pub height: i64,
-    #[arg(long, default_value_t = 128)]
-    pub width: i64,
-    /// Comma list of f32, bf16.
-    #[arg(long, default_value = "f32,bf16")]
-    pub dtypes: String,
-    /// Comma list of encode, decode.
-    #[arg(long, default_value = "encode,decode")]
-    pub ops: String,
-    /// CPU threads for both sides.
-    #[arg(long, default_value_t = 2)]
-    pub threads: usize,
-    /// Timed runs per (dtype, op) after one warm-up; the median is reported.
-    #[arg(long, default_value_t = 3)]
-    pub repeats: usize,
-    /// Seed of the random weights and input.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Generated weights, inputs and reference outputs live here (created once, then reused).
-    #[arg(long, default_value = ".cache/bench")]
-    pub cache_dir: PathBuf,
-    #[arg(long, default_value = ".venv/bin/python", env = "VAEBOX_BENCH_PYTHON")]
-    pub python: PathBuf,
-    #[arg(long, default_value = "scripts/bench/diffusers_vae.py")]
-    pub script: PathBuf,
-    /// Limit for each reference-script call or command (one model run).
-    #[arg(long, default_value_t = 900)]
-    pub timeout_secs: u64,
-    /// Our Wan model with channels-last-3d weights and activations (`false` to measure without).
-    #[arg(long, default_value_t = WanTuning::default().channels_last, action = clap::ArgAction::Set)]
-    pub channels_last: bool,
-    /// Host allocator of both sides: `bounded` (the server's default `cpu_allocator`: tensors of
-    /// 64 KiB and more in their own mappings; diffusers gets the same through MALLOC_MMAP_THRESHOLD_)
-    /// or `fast` (glibc's default on both sides).
-    #[arg(long, default_value = "bounded", value_parser = parse_allocator)]
-    pub allocator: HostAllocator,
-    /// SeedVR2: the released checkpoint's key list (default: ../shared/reference/seedvr2/full_keys.txt).
-    #[arg(long)]
-    pub seedvr2_keys: Option<PathBuf>,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -196,10 +138,6 @@ struct Setup<'a> {
     inputs: Vec<(String, Tensor)>,
     ops: Vec<Op>,
     tuning: WanTuning,
-}
-
-fn parse_allocator(s: &str) -> Result<HostAllocator, String> {
-    HostAllocator::parse(s).ok_or_else(|| "expected bounded or fast".to_string())
 }
 
 pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {

@@ -1,12 +1,15 @@
 //! The executor: one `std::thread` that owns the device, the loaded models and every tensor.
 //! Async code reaches it through a channel of commands, each with a oneshot reply; progress goes
-//! back on a `watch` channel and cancellation arrives as a flag checked between chunks.
+//! back on a `watch` channel and cancellation arrives as a flag checked between chunks. The jobs'
+//! ops are in `vae`, `upscale` and `restore`; running a model tile by tile on a planned layout is in
+//! `tiled`.
 mod attempt;
 mod error;
 mod frames;
 mod models;
 mod quality;
 pub mod restore;
+pub mod tiled;
 mod upscale;
 mod vae;
 

@@ -6,12 +6,13 @@ use std::time::Instant;
 use tch::Tensor;
 
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
+use crate::executor::tiled::upscale::upscale_tiled;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{self, FrameReader, FrameWriter, ReadConfig, WriteConfig};
 use crate::models::realesrgan::RealEsrgan;
 use crate::models::registry;
-use crate::tiling::spatial::{upscale_tiled, SpatialTiling};
+use crate::tiling::spatial::SpatialTiling;
 
 /// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
 const QUEUE_CHUNKS: usize = 2;

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::error_codes as codes;
 use crate::jobs::Op;
+use crate::models::wan::{WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -279,12 +280,23 @@ impl NormalizeRefusal {
     }
 }
 
+/// Wan's published per-channel `(mean, std)`, which exist for the released latent sizes only. The registry
+/// asks the same question of a checkpoint's header, so a job that would need missing ones is refused
+/// before it is queued rather than after its model is loaded.
+pub fn published_latent_stats(family: Family, latent_channels: i64) -> Option<(&'static [f64], &'static [f64])> {
+    match (family, latent_channels) {
+        (Family::Wan21, 16) => Some((&WAN21_LATENTS_MEAN, &WAN21_LATENTS_STD)),
+        (Family::Wan22, 48) => Some((&WAN22_LATENTS_MEAN, &WAN22_LATENTS_STD)),
+        _ => None,
+    }
+}
+
 /// Whether a VAE can apply (or undo) `normalize`: SeedVR2 always (a scaling factor), Wan only at the latent
 /// sizes with published statistics. `decoding`: undoing it on a latent marked `normalized`. A header that
 /// did not show the latent size refuses nothing; the loaded model decides then.
 pub fn check_normalization(model: &str, family: Family, latent_channels: Option<i64>, decoding: bool) -> Result<(), NormalizeRefusal> {
     let Some(channels) = latent_channels else { return Ok(()) };
-    if !matches!(family, Family::Wan21 | Family::Wan22) || crate::models::vae::published_latent_stats(family, channels).is_some() {
+    if !matches!(family, Family::Wan21 | Family::Wan22) || published_latent_stats(family, channels).is_some() {
         return Ok(());
     }
     let (model, family) = (model.to_string(), family.as_str());

@@ -2,9 +2,9 @@
 //! care which model they run. Each family keeps its own code; this file only dispatches.
 use tch::{Device, Kind, Tensor};
 
-use super::registry::{Family, ModelEntry};
+use super::registry::{published_latent_stats, Family, ModelEntry};
 use super::seedvr2::{self, SeedVr2LoadOptions, SeedVr2Vae};
-use super::wan::{DecodeStream, EncodeStream, RowSplit, WanLoadOptions, WanVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
+use super::wan::{DecodeStream, EncodeStream, RowSplit, WanLoadOptions, WanVae};
 use super::ModelError;
 
 pub struct LoadOptions {
@@ -151,17 +151,6 @@ impl VideoVae {
             what: "latent normalisation (no published statistics for this latent size)".into(),
         })?;
         Ok((column(mean), column(std)))
-    }
-}
-
-/// Wan's published per-channel `(mean, std)`, which exist for the released latent sizes only. The registry
-/// asks the same question of a checkpoint's header, so a job that would need missing ones is refused
-/// before it is queued rather than after its model is loaded.
-pub fn published_latent_stats(family: Family, latent_channels: i64) -> Option<(&'static [f64], &'static [f64])> {
-    match (family, latent_channels) {
-        (Family::Wan21, 16) => Some((&WAN21_LATENTS_MEAN, &WAN21_LATENTS_STD)),
-        (Family::Wan22, 48) => Some((&WAN22_LATENTS_MEAN, &WAN22_LATENTS_STD)),
-        _ => None,
     }
 }
 

@@ -1,13 +1,13 @@
 //! Raised-cosine blending of overlapping tiles. Each tile's weight is the outer product of one ramp
 //! per axis; ramps run only across the overlap with a neighbour, and the weights are normalised once
-//! per layout so every output cell's weights sum to one. Weight maps are cached per tile shape.
+//! per layout so every output cell's weights sum to one. Weight maps are cached per tile shape. These
+//! are the weights; `executor::tiled::blend` sums the weighted tiles.
 use std::collections::HashMap;
 use std::f64::consts::PI;
 
 use tch::{Device, Kind, Tensor};
 
 use super::spatial::Span;
-use crate::models::ModelError;
 
 /// How one tile meets its neighbours along one axis, in output cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,34 +134,6 @@ fn edges_along(spans: &[Span]) -> Vec<(Span, AxisEdges)> {
         .collect()
 }
 
-/// Sums weighted tiles `[B, C, n, h, w]` into one Float `[B, C, n, H, W]` output.
-pub struct BlendAccumulator {
-    sum: Tensor,
-}
-
-impl BlendAccumulator {
-    pub fn new(like: &Tensor, height: i64, width: i64) -> BlendAccumulator {
-        let size = like.size();
-        let sum = Tensor::zeros([size[0], size[1], size[2], height, width], (Kind::Float, like.device()));
-        BlendAccumulator { sum }
-    }
-
-    pub fn add(&mut self, tile_output: &Tensor, tile: &BlendTile) -> Result<(), ModelError> {
-        // Weights live where the layout was made; a no-op when that is the output's device already.
-        let weighted = tile_output.f_to_kind(Kind::Float)?.f_mul(&tile.weight.f_to_device(self.sum.device())?)?;
-        let _ = self
-            .sum
-            .f_narrow(3, tile.rows.start, tile.rows.len())?
-            .f_narrow(4, tile.cols.start, tile.cols.len())?
-            .f_add_(&weighted)?;
-        Ok(())
-    }
-
-    pub fn finish(self) -> Tensor {
-        self.sum
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,22 +155,6 @@ mod tests {
         }
         let ramp = raised_cosine_ramp(16);
         assert!(ramp[0] > 0.0 && ramp[0] < 0.01 && ramp[15] > 0.99 && ramp[15] < 1.0, "{ramp:?}");
-    }
-
-    #[test]
-    fn normalised_weights_sum_to_one_everywhere() {
-        let rows = [span(0, 80), span(48, 128)];
-        let cols = [span(0, 80), span(32, 112), span(72, 152), span(112, 192)];
-        let blender = TileBlender::new(&rows, &cols, Device::Cpu);
-        assert!(blender.kept().iter().all(|&k| k));
-        let mut acc = BlendAccumulator::new(&Tensor::ones([1, 2, 3, 1, 1], (Kind::Float, Device::Cpu)), 128, 192);
-        for i in 0..8 {
-            let tile = blender.tile(i).unwrap();
-            acc.add(&Tensor::ones([1, 2, 3, tile.rows.len(), tile.cols.len()], (Kind::Float, Device::Cpu)), tile).unwrap();
-        }
-        let out = acc.finish();
-        let deviation = (out - 1.0).abs().max().double_value(&[]);
-        assert!(deviation < 1e-6, "{deviation}");
     }
 
     #[test]

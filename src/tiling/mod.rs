@@ -1,14 +1,11 @@
-//! Tile planning and tiled execution: exact tiles for the upscaler (`spatial`), blended overlapping
-//! tiles for the VAEs (`grid`, `blend`, `vae_tiles`; `tile_major` when one frame's caches do not fit),
-//! and the memory model that picks them (`memory`, `planner`); a restoration batch's memory (`dit_memory`).
-pub mod bench;
+//! Tile planning, pure arithmetic and the memory model, with no model run: exact tiles for the
+//! upscaler (`spatial`), overlapping tile grids for the VAEs and their raised-cosine weights (`grid`,
+//! `blend`), the memory model that picks the tiles and pushes (`memory`, `planner`), and a restoration
+//! batch's memory (`dit_memory`). Running the tiles is the executor's (`executor::tiled`); measuring
+//! the model's constants is the bench's (`bench::tiling`).
 pub mod blend;
-pub mod calibrate;
 pub mod dit_memory;
 pub mod grid;
-pub mod measure;
 pub mod memory;
 pub mod planner;
 pub mod spatial;
-pub mod tile_major;
-pub mod vae_tiles;

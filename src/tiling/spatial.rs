@@ -2,13 +2,8 @@
 //! once; each tile is run with `overlap` extra input pixels of context per side (clipped at the
 //! frame edge) and only its core's output is kept. With `overlap >= model.receptive_radius()`
 //! every kept pixel saw the same input as in a whole-frame run, so no blending is needed; below it
-//! (RRDB's 349 px) the tiles' whole outputs can be blended instead (`SpatialTiling::blend`).
-use tch::{Kind, Tensor};
-
-use super::blend::{BlendAccumulator, TileBlender};
-use crate::models::realesrgan::RealEsrgan;
-use crate::models::ModelError;
-
+//! (RRDB's 349 px) the tiles' whole outputs can be blended instead (`SpatialTiling::blend`). This is the
+//! plan; `executor::tiled::upscale` runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpatialTiling {
     /// Largest core side in input pixels (0 = whole frame). The model sees at most
@@ -78,7 +73,7 @@ pub fn plan_tiles(height: i64, width: i64, tiling: &SpatialTiling) -> Vec<Tile> 
 }
 
 /// (core, context) spans along one axis.
-fn plan_axis(len: i64, tiling: &SpatialTiling) -> Vec<(Span, Span)> {
+pub fn plan_axis(len: i64, tiling: &SpatialTiling) -> Vec<(Span, Span)> {
     if len <= 0 {
         return Vec::new();
     }
@@ -91,64 +86,6 @@ fn plan_axis(len: i64, tiling: &SpatialTiling) -> Vec<(Span, Span)> {
             (core, context)
         })
         .collect()
-}
-
-/// Upscales `[N,3,H,W]` (Float, [0,1], on the model's device) tile by tile into one pre-allocated
-/// `[N,3,H*scale,W*scale]` Float output.
-pub fn upscale_tiled(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
-    let size = x.size();
-    let &[batch, channels, height, width] = size.as_slice() else {
-        return Err(unsupported(format!("input of shape {size:?} (expected [N,3,H,W])")));
-    };
-    if channels != 3 || height == 0 || width == 0 {
-        return Err(unsupported(format!("input of shape {size:?} (expected [N,3,H,W] with H,W > 0)")));
-    }
-    if tiling.overlap < 0 || tiling.tile < 0 {
-        return Err(unsupported(format!("tile {} / overlap {} (both must be >= 0)", tiling.tile, tiling.overlap)));
-    }
-    let tiles = plan_tiles(height, width, tiling);
-    if let [_single] = tiles.as_slice() {
-        return model.upscale(x, scale);
-    }
-    if tiling.blends(model.receptive_radius()) {
-        return upscale_blended(model, x, scale, tiling);
-    }
-    let output = Tensor::empty([batch, channels, height * scale, width * scale], (Kind::Float, x.device()));
-    for tile in &tiles {
-        let _span = tracing::trace_span!("upscale_tile", row = tile.core_rows.start, col = tile.core_cols.start).entered();
-        let input = x
-            .narrow(2, tile.context_rows.start, tile.context_rows.len())
-            .narrow(3, tile.context_cols.start, tile.context_cols.len());
-        let upscaled = model.upscale(&input, scale)?;
-        let core = upscaled
-            .narrow(2, (tile.core_rows.start - tile.context_rows.start) * scale, tile.core_rows.len() * scale)
-            .narrow(3, (tile.core_cols.start - tile.context_cols.start) * scale, tile.core_cols.len() * scale);
-        output
-            .narrow(2, tile.core_rows.start * scale, tile.core_rows.len() * scale)
-            .narrow(3, tile.core_cols.start * scale, tile.core_cols.len() * scale)
-            .f_copy_(&core)?;
-    }
-    Ok(output)
-}
-
-/// Every tile's whole output (core and context), blended where contexts overlap.
-fn upscale_blended(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
-    let size = x.size();
-    let scaled = |spans: Vec<(Span, Span)>| spans.into_iter().map(|(_, context)| context.scaled(scale)).collect::<Vec<_>>();
-    let rows = scaled(plan_axis(size[2], tiling));
-    let cols = scaled(plan_axis(size[3], tiling));
-    let blender = TileBlender::new(&rows, &cols, x.device());
-    let mut sum = BlendAccumulator::new(&x.unsqueeze(2), size[2] * scale, size[3] * scale);
-    for (index, (r, c)) in rows.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))).enumerate() {
-        let Some(tile) = blender.tile(index) else { continue };
-        let input = x.narrow(2, r.start / scale, r.len() / scale).narrow(3, c.start / scale, c.len() / scale);
-        sum.add(&model.upscale(&input, scale)?.unsqueeze(2), tile)?;
-    }
-    Ok(sum.finish().squeeze_dim(2))
-}
-
-fn unsupported(what: String) -> ModelError {
-    ModelError::Unsupported { model: "realesrgan (tiled)".into(), what }
 }
 
 #[cfg(test)]

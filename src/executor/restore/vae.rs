@@ -5,18 +5,18 @@
 //! fails does the batch itself get shorter (the caller's retry).
 use tch::{Device, Kind, Tensor};
 
+use crate::executor::ExecError;
 use crate::executor::attempt::attempt;
+use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
+use crate::executor::tiled::tile_major::TileMajorDecode;
 use crate::executor::vae::replan::{JobPlanning, PlanLimits};
 use crate::executor::vae::resilient::{self, OomFallbacks, PushSize};
-use crate::executor::ExecError;
 use crate::jobs::plan::VaeStagePlans;
 use crate::models::restore::one_step::BatchVae;
 use crate::models::seedvr2::Posterior;
 use crate::models::vae::{split_moments, StreamOutput, VideoVae};
 use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::Plan;
-use crate::tiling::tile_major::TileMajorDecode;
-use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 /// How the VAE works on a job's batches.
 #[derive(Debug, Clone, Copy)]

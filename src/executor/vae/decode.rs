@@ -6,17 +6,17 @@ use tch::Tensor;
 
 use super::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob, DEFAULT_LATENT_FPS};
-use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::ExecError;
+use crate::executor::frames::{self, VideoTensorWriter};
+use crate::executor::tiled::tile_major::{TileMajorDecode, TileMajorHooks};
 use crate::jobs::plan::{VaeDecodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
 use crate::media::{self, FrameWriter};
-use crate::models::vae::StreamOutput;
 use crate::models::ModelError;
-use crate::tiling::grid::SpatialTiles;
+use crate::models::vae::StreamOutput;
 use crate::models::wan::RowSplit;
-use crate::tiling::tile_major::{TileMajorDecode, TileMajorHooks};
+use crate::tiling::grid::SpatialTiles;
 
 /// Where decoded frames go: an MP4 through ffmpeg, or a float32 `sample` tensor for `/v1/decode`.
 enum DecodeSink {

@@ -14,15 +14,15 @@ use tch::{Kind, Tensor};
 use super::{ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{JobPlan, VaeOpPlan, VaePlan};
 use crate::jobs::{JobOutcome, Op, Progress, QualityMetrics, Timings};
+use crate::media::latent;
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
 use crate::models::registry::{self, ModelEntry};
-use crate::media::latent;
 use crate::models::vae::VideoVae;
 use crate::tiling::grid::SpatialTiles;
 use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::Plan;
 use replan::{JobPlanning, PlanLimits};
-use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
+use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 
 const QUEUE_CHUNKS: usize = 2;
 /// Wan and SeedVR2 are trained on 16 fps clips; a latent without an fps decodes at that rate.

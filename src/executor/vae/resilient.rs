@@ -6,12 +6,12 @@
 //! are tried, and keep the row split), and every step is logged in the job's plan once.
 use tch::Tensor;
 
-use crate::executor::attempt::attempt;
 use crate::executor::ExecError;
+use crate::executor::attempt::attempt;
+use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 use crate::models::vae::VideoVae;
 use crate::models::wan::RowSplit;
 use crate::tiling::grid::SpatialTiles;
-use crate::tiling::vae_tiles::{TiledDecoder, TiledEncoder};
 
 /// Below this, bands are a few rows of a small frame and the retry is not going to fit either.
 const MIN_BAND_BYTES: i64 = 256 << 10;

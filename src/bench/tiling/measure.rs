@@ -10,14 +10,14 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use super::calibrate::{load_vae, parse_family};
-use super::grid::{SpatialTiles, TileGrid};
-use super::memory::TiledOp;
-use super::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
-use super::vae_tiles::{TiledDecoder, TiledEncoder};
+use super::fixtures::{load_vae, parse_family, synthetic_video};
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
+use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
+use crate::executor::tiled::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
 use crate::models::vae::{StreamOutput, VideoVae};
 use crate::models::wan::RowSplit;
+use crate::tiling::grid::{SpatialTiles, TileGrid};
+use crate::tiling::memory::TiledOp;
 
 /// A whole-model run on the full-size layout takes minutes on 2 cores; a stuck child must not hang a
 /// calibration or a test forever.
@@ -278,7 +278,7 @@ fn synthetic_input(vae: &VideoVae, spec: &RunSpec) -> Tensor {
         _ => {
             let f = vae.spatial_factor();
             let frames = 1 + (spec.latent_frames - 1) * vae.temporal_factor();
-            super::bench::synthetic_video(frames, spec.latent_height * f, spec.latent_width * f)
+            synthetic_video(frames, spec.latent_height * f, spec.latent_width * f)
         }
     }
 }

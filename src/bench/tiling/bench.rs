@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use tch::{Device, Kind, Tensor};
 
-use super::calibrate::{load_vae, measured_device, parse_family};
+use super::fixtures::{load_vae, measured_device, parse_family, synthetic_video};
 use super::measure::{ChildRunner, ModelSpec, RunReport, RunSpec};
-use super::memory::{MemoryModel, TiledOp};
-use super::planner::{plan, Plan, PlanRequest};
 use crate::device::{kind_name, DtypeChoice};
+use crate::tiling::memory::{MemoryModel, TiledOp};
+use crate::tiling::planner::{plan, Plan, PlanRequest};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TilingBenchArgs {
@@ -43,17 +43,6 @@ pub struct TilingBenchArgs {
     /// from that device's memory model.
     #[arg(long, default_value = "cpu")]
     pub device: String,
-}
-
-/// A smooth moving pattern in [-1, 1], `[1, 3, frames, height, width]`.
-pub fn synthetic_video(frames: i64, height: i64, width: i64) -> Tensor {
-    let options = (Kind::Float, Device::Cpu);
-    let t = Tensor::arange(frames, options).view([1, 1, frames, 1, 1]);
-    let y = Tensor::arange(height, options).view([1, 1, 1, height, 1]);
-    let x = Tensor::arange(width, options).view([1, 1, 1, 1, width]);
-    let phase = Tensor::from_slice(&[0.0f32, 2.0, 4.0]).view([1, 3, 1, 1, 1]);
-    let wave = (&x * 0.07 + &y * 0.05 + &t * 0.3 + &phase).sin() * 0.6 + ((&x - &y * 0.5) * 0.031 - &t * 0.2).cos() * 0.3;
-    wave.clamp(-1.0, 1.0)
 }
 
 /// A decode of the latent in `input` with `plan`'s pushes and tiles, as a child-process run spec.

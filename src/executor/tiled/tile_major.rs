@@ -1,5 +1,5 @@
 //! Tile-major decoding: each spatial tile runs over the whole clip before the next one starts, so
-//! only one tile's causal cache is alive at a time. Time-major tiling ([`super::vae_tiles`]) keeps
+//! only one tile's causal cache is alive at a time. Time-major tiling ([`super::streams`]) keeps
 //! every tile's cache, which puts the caches of one whole frame under any plan; this order removes
 //! that floor. The tiles' decoded frames are spooled to disk (next to the job's output, not in a
 //! tmpfs) and blended chunk by chunk afterwards, so nothing holds the whole output video. Each tile
@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use tch::{Kind, Tensor};
 
 use super::blend::BlendAccumulator;
-use super::grid::SpatialTiles;
-use super::vae_tiles::{Layout, TiledDecoder};
+use super::streams::{Layout, TiledDecoder};
+use crate::models::ModelError;
 use crate::models::vae::{StreamOutput, VideoVae};
 use crate::models::wan::RowSplit;
-use crate::models::ModelError;
+use crate::tiling::grid::SpatialTiles;
 
 pub struct TileMajorDecode<'a> {
     pub vae: &'a VideoVae,

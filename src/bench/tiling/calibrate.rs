@@ -1,19 +1,16 @@
 //! `vaebox calibrate`: measures the peak working memory of the encoder and decoder streams for a few
 //! chunk and frame sizes (peak RSS growth on CPU, one child process per run) and fits the
 //! [`MemoryModel`] constants to them.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use tch::{Device, Kind};
+use tch::Device;
 
-use super::grid::SpatialTiles;
+use super::fixtures::{load_vae, measured_device, parse_family};
 use super::measure::{ChildRunner, ModelSpec, RunReport, RunSpec};
-use super::memory::{model_width, MemoryModel, StreamCost, TiledOp};
 use crate::device::{kind_name, DtypeChoice};
-use crate::models::registry::Family;
-use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
-use crate::models::vae::VideoVae;
-use crate::models::wan::{WanLoadOptions, WanVae};
+use crate::tiling::grid::SpatialTiles;
+use crate::tiling::memory::{model_width, MemoryModel, StreamCost, TiledOp};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CalibrateArgs {
@@ -202,31 +199,6 @@ fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
         x[row] = (b[row] - tail) / a[row][row];
     }
     Some([x[0] / scale[0], x[1] / scale[1], x[2] / scale[2]])
-}
-
-pub fn parse_family(name: &str) -> anyhow::Result<Family> {
-    match name {
-        "wan21" => Ok(Family::Wan21),
-        "wan22" => Ok(Family::Wan22),
-        "seedvr2" => Ok(Family::Seedvr2),
-        other => bail!("unknown VAE family `{other}` (wan21, wan22, seedvr2)"),
-    }
-}
-
-/// The device a measurement runs on: named explicitly, so a table never mixes devices.
-pub fn measured_device(name: &str) -> anyhow::Result<Device> {
-    match crate::device::parse_device(name).context("device must be cpu, cuda or cuda:N")? {
-        crate::device::DeviceChoice::Cuda(index) => Ok(Device::Cuda(index)),
-        crate::device::DeviceChoice::Cpu => Ok(Device::Cpu),
-        crate::device::DeviceChoice::Auto => bail!("measure on an explicit device: cpu, cuda or cuda:N"),
-    }
-}
-
-pub fn load_vae(weights: &Path, family: Family, kind: Kind, device: Device) -> anyhow::Result<VideoVae> {
-    Ok(match family {
-        Family::Seedvr2 => VideoVae::SeedVr2(SeedVr2Vae::load(weights, &SeedVr2LoadOptions { device, kind })?),
-        _ => VideoVae::Wan { family, model: WanVae::load(weights, &WanLoadOptions { device, kind })? },
-    })
 }
 
 fn parse_list<T>(text: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {

@@ -4,12 +4,13 @@
 //! swap one for the other; with a single tile they are the untiled stream itself.
 use tch::Tensor;
 
-use super::blend::{BlendAccumulator, TileBlender};
-use super::grid::{SpatialTiles, TileGrid};
-use super::spatial::Span;
+use super::blend::BlendAccumulator;
+use crate::models::ModelError;
 use crate::models::vae::{StreamOutput, VaeDecoder, VaeEncoder, VideoVae};
 use crate::models::wan::RowSplit;
-use crate::models::ModelError;
+use crate::tiling::blend::TileBlender;
+use crate::tiling::grid::{SpatialTiles, TileGrid};
+use crate::tiling::spatial::Span;
 
 /// Where the tiles of one frame size sit and how they blend. A stream's layout is fixed by its first
 /// push: the frame size of a stream does not change.
