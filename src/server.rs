@@ -50,6 +50,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         uploads: Arc::new(Semaphore::new(config.max_concurrent_uploads.max(1) as usize)),
         shutdown: shutdown.clone(),
         admission: Default::default(),
+        data_dir_bytes: Default::default(),
     };
     if config.retention_hours > 0.0 {
         let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);

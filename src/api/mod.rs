@@ -46,6 +46,7 @@ pub struct AppState {
     /// Cancelled when the server starts to stop: event streams end.
     pub shutdown: CancellationToken,
     pub admission: admission::Admission,
+    pub data_dir_bytes: system::DataDirBytes,
 }
 
 impl AppState {

@@ -56,7 +56,7 @@ pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiErr
         device: app.device,
         queue_depth,
         running_job: running.first().map(|job| job.id),
-        data_dir_bytes: tokio::task::spawn_blocking(move || bytes_under(&data_dir)).await.unwrap_or(0),
+        data_dir_bytes: app.data_dir_bytes.get(data_dir).await,
         disk_free_bytes: crate::jobs::preflight::free_bytes(&app.config.data_dir),
     }))
 }
@@ -110,6 +110,29 @@ pub async fn app_js() -> impl IntoResponse {
 )]
 pub async fn style_css() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../static/style.css"))
+}
+
+/// The data dir's size, walked at most once per [`DataDirBytes::MAX_AGE`]: every open page polls
+/// `/healthz` every few seconds, and a walk visits every job's files.
+#[derive(Clone, Default)]
+pub struct DataDirBytes {
+    last: std::sync::Arc<tokio::sync::Mutex<Option<(std::time::Instant, u64)>>>,
+}
+
+impl DataDirBytes {
+    const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(30);
+
+    async fn get(&self, dir: std::path::PathBuf) -> u64 {
+        let mut last = self.last.lock().await;
+        if let Some((at, bytes)) = *last {
+            if at.elapsed() < Self::MAX_AGE {
+                return bytes;
+            }
+        }
+        let bytes = tokio::task::spawn_blocking(move || bytes_under(&dir)).await.unwrap_or(0);
+        *last = Some((std::time::Instant::now(), bytes));
+        bytes
+    }
 }
 
 /// Bytes of the regular files under `dir` (bounded by retention: finished jobs do not pile up).
