@@ -2,6 +2,7 @@
 //! reference implementations (diffusers, through a Python script) on the same weights and inputs, and
 //! models with random weights at chosen sizes; and the tiling tools (`tiling`: calibration, the
 //! child-process measurement and `bench tiling`).
+pub mod load;
 pub mod peak;
 pub mod restore;
 mod script;
