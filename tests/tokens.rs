@@ -97,3 +97,34 @@ async fn wait_for_final_with(client: &reqwest::Client, url: &str, token: &str) -
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// diffusers' `remote_decode` takes only an endpoint URL; with the secret as the URL's password (sent as
+/// HTTP Basic) the call is the token's job, and without it the client gets the 401 body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diffusers_remote_decode_sends_the_token_in_the_url() {
+    let reference = std::path::Path::new(REPO).join("../shared/reference/wan21_original");
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("vae")).unwrap();
+    std::fs::copy(reference.join("weights.safetensors"), models.join("vae/wan21-tiny.safetensors")).unwrap();
+    let tokens = format!("alice:{ALICE},root:{ROOT}:admin");
+    let server = Server::start(dir.path(), &[("VAEBOX_TOKENS", &tokens), ("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let with_token = server.base.replacen("http://", &format!("http://alice:{ALICE}@"), 1);
+    let out = tokio::process::Command::new(python())
+        .arg(std::path::Path::new(REPO).join("tests/python/diffusers_remote_token.py"))
+        .args([&with_token, &server.base])
+        .arg(reference.join("case.safetensors"))
+        .arg("latent_mu")
+        .output()
+        .await
+        .expect("run python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["shape"], serde_json::json!([1, 3, 9, 64, 96]), "{result}");
+    assert_eq!(result["without_token"]["error"]["code"], "unauthorized", "{result}");
+
+    let (status, list) = call(&client(), reqwest::Method::GET, &server.url("/v1/jobs"), Some(ROOT), None).await;
+    assert_eq!(status, 200);
+    let owners: Vec<&str> = list["jobs"].as_array().unwrap().iter().map(|job| job["owner"].as_str().unwrap_or("-")).collect();
+    assert_eq!(owners, ["alice"], "{list}");
+}

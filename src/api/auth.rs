@@ -1,9 +1,11 @@
 //! Who is calling. With `tokens` configured every `/v1/*` call names its token
-//! (`Authorization: Bearer <secret>`, 401 `unauthorized` otherwise) and a job belongs to the token that
+//! (`Authorization: Bearer <secret>`, or HTTP Basic with the secret as the password — what a client that
+//! only takes a URL sends for `http://any:<secret>@box/…`; 401 `unauthorized` otherwise) and a job belongs to the token that
 //! made it: other tokens get 404 for it and do not see it in lists; admin tokens see all. Without tokens
 //! everyone is the same anonymous caller. The page shell, `/healthz`, `/metrics` and the API description
 //! stay open, so a browser can load the page before it has a token.
 use axum::extract::{Request, State};
+use base64::Engine;
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -65,12 +67,7 @@ fn identify(tokens: &[AccessToken], request: &Request) -> Result<Caller, ApiErro
     if tokens.is_empty() {
         return Ok(Caller::Anyone);
     }
-    let from_header = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
-        .map(|value| value.trim().to_string());
+    let from_header = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).and_then(header_secret);
     let presented = from_header
         .or_else(|| query_token(request))
         .ok_or_else(|| ApiError::Unauthorized("this box needs an access token: send `Authorization: Bearer <secret>`".into()))?;
@@ -80,6 +77,22 @@ fn identify(tokens: &[AccessToken], request: &Request) -> Result<Caller, ApiErro
         .find(|token| same_secret(token.secret.as_bytes(), presented.as_bytes()))
         .map(|token| Caller::Token { name: token.name.clone(), admin: token.admin })
         .ok_or_else(|| ApiError::Unauthorized("the access token is not valid on this box".into()))
+}
+
+/// The secret of `Bearer <secret>`, or of `Basic base64(user:secret)` (any user name; a lone user name
+/// with an empty password counts as the secret too, as `curl -u secret:` sends it).
+fn header_secret(value: &str) -> Option<String> {
+    let (scheme, credentials) = value.split_once(' ')?;
+    let credentials = credentials.trim();
+    if scheme.eq_ignore_ascii_case("bearer") {
+        return Some(credentials.to_string());
+    }
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(credentials).ok()?).ok()?;
+    let (user, password) = decoded.split_once(':')?;
+    Some(if password.is_empty() { user } else { password }.to_string())
 }
 
 /// `?access_token=` on a GET: what a browser can send where it cannot set headers (an event stream, a
