@@ -77,6 +77,8 @@ pub struct Config {
     pub output_preset: String,
     /// Origins (`scheme://host:port`) of other pages allowed to call the API from a browser (CORS); empty = none.
     pub cors_origins: Vec<String>,
+    /// Host names the box answers to besides its IP addresses, `localhost` and its own host name; `*`: any.
+    pub allowed_hosts: Vec<String>,
     /// A connection that has not sent a whole request head within this many seconds is closed.
     pub header_timeout_s: u64,
     /// A request body that sends nothing for this many seconds is cut off (408 `upload-stalled`).
@@ -122,6 +124,7 @@ impl Default for Config {
             output_crf: 18,
             output_preset: "veryfast".into(),
             cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             header_timeout_s: 30,
             body_idle_timeout_s: 60,
             max_concurrent_uploads: 8,
@@ -297,6 +300,10 @@ impl Config {
         }
         if !(self.max_duration_s > 0.0) {
             return invalid("max_duration_s", "must be positive");
+        }
+        let host_name = |name: &String| name == "*" || (!name.is_empty() && !name.contains([':', '/', ' ', '@']));
+        if !self.allowed_hosts.iter().all(host_name) {
+            return invalid("allowed_hosts", "host names only (no scheme, port or path), or \"*\"");
         }
         if self.chunk_frames == 0 || self.chunk_frames > 256 {
             return invalid("chunk_frames", "must be between 1 and 256");

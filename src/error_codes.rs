@@ -41,6 +41,8 @@ codes! {
     TOO_MANY_UPLOADS = "too-many-uploads";
     /// A browser request (POST, DELETE) from a page of another origin that `cors_origins` does not list.
     FOREIGN_ORIGIN = "foreign-origin";
+    /// The request's `Host` is a name this box does not have (DNS rebinding); `allowed_hosts` adds names.
+    UNKNOWN_HOST = "unknown-host";
 
     // What the job asks for.
     /// `op` is not one of the ops.

@@ -202,7 +202,7 @@ async fn slow_clients_are_cut_off_and_uploads_at_once_are_bounded() {
     // Half a request head, then silence: closed after the header timeout, without an answer.
     let started = Instant::now();
     let mut socket = TcpStream::connect(&address).await.unwrap();
-    socket.write_all(b"POST /v1/jobs?op=upscale HTTP/1.1\r\nHost: x\r\nContent-Len").await.unwrap();
+    socket.write_all(format!("POST /v1/jobs?op=upscale HTTP/1.1\r\nHost: {address}\r\nContent-Len").as_bytes()).await.unwrap();
     let answer = read_until_closed(&mut socket, Duration::from_secs(10)).await.expect("a stalled request head keeps its socket");
     let elapsed = started.elapsed();
     assert!(answer.is_empty(), "{answer}");
@@ -211,7 +211,7 @@ async fn slow_clients_are_cut_off_and_uploads_at_once_are_bounded() {
     // A body shorter than its Content-Length, then silence: 408 after the idle timeout, and closed.
     let started = Instant::now();
     let mut socket = TcpStream::connect(&address).await.unwrap();
-    let head = "POST /v1/jobs?op=upscale&model=realesrgan-animevideov3 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n";
+    let head = format!("POST /v1/jobs?op=upscale&model=realesrgan-animevideov3 HTTP/1.1\r\nHost: {address}\r\nContent-Length: 100000\r\n\r\n");
     socket.write_all(head.as_bytes()).await.unwrap();
     socket.write_all(&[0u8; 1000]).await.unwrap();
     let answer = read_until_closed(&mut socket, Duration::from_secs(10)).await.expect("a stalled body keeps its socket");
@@ -225,7 +225,7 @@ async fn slow_clients_are_cut_off_and_uploads_at_once_are_bounded() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let started = Instant::now();
     let mut socket = TcpStream::connect(&address).await.unwrap();
-    let head = "POST /v1/jobs?op=upscale HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n";
+    let head = format!("POST /v1/jobs?op=upscale HTTP/1.1\r\nHost: {address}\r\nContent-Length: 5000000\r\n\r\n");
     socket.write_all(head.as_bytes()).await.unwrap();
     let answer = read_until_closed(&mut socket, Duration::from_secs(10)).await.expect("the extra upload got no answer");
     assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("too-many-uploads"), "{answer}");
@@ -307,7 +307,7 @@ async fn sigterm_ends_event_streams_stops_the_job_after_the_grace_and_it_runs_af
     let first = tokio::time::timeout(Duration::from_secs(10), events.chunk()).await.unwrap().unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("event: job"));
     let mut stalled = TcpStream::connect(address(&server)).await.unwrap();
-    let head = "POST /v1/jobs?op=upscale&model=realesrgan-animevideov3 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n";
+    let head = format!("POST /v1/jobs?op=upscale&model=realesrgan-animevideov3 HTTP/1.1\r\nHost: {}\r\nContent-Length: 1000000\r\n\r\n", address(&server));
     stalled.write_all(head.as_bytes()).await.unwrap();
     stalled.write_all(&[0u8; 100]).await.unwrap();
 
@@ -340,4 +340,40 @@ async fn sigterm_ends_event_streams_stops_the_job_after_the_grace_and_it_runs_af
     let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["attempts"], 2, "{job}");
+}
+
+/// DNS rebinding: a page whose own name resolves to the box is same-origin for the browser, but its
+/// requests name that host; the box answers only to its addresses, localhost, its host name and
+/// `allowed_hosts`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_for_names_the_box_does_not_have_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[("VAEBOX_ALLOWED_HOSTS", "vae.example.lan")]);
+    let client = client();
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    let get = |host: String, path: &'static str| {
+        let request = client.get(server.url(path)).header(reqwest::header::HOST, host);
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    for refused in [format!("evil.example:{port}"), format!("vae.example.lan.evil.example:{port}")] {
+        for path in ["/", "/v1/jobs", "/healthz"] {
+            let (status, body) = get(refused.clone(), path).await;
+            assert_eq!((status, body["error"]["code"].as_str()), (403, Some("unknown-host")), "{refused}{path}: {body}");
+        }
+    }
+    for accepted in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("VAE.example.lan:{port}")] {
+        assert_eq!(get(accepted.clone(), "/v1/jobs").await.0, 200, "{accepted}");
+    }
+    // A name with a port or a scheme in the list stops start-up, naming the key.
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
+        .arg("serve")
+        .env("VAEBOX_ALLOWED_HOSTS", "http://vae.example.lan")
+        .env("VAEBOX_DATA_DIR", dir.path().join("other"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("allowed_hosts"), "{}", String::from_utf8_lossy(&bad.stderr));
 }

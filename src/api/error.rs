@@ -78,6 +78,8 @@ pub enum ApiError {
     TooManyUploads { limit: u32 },
     #[error("requests from pages of origin `{origin}` are refused (not this box's origin, not in cors_origins)")]
     ForeignOrigin { origin: String },
+    #[error("this box does not answer to the name `{host}`: use its IP address, localhost or its host name, or add the name to allowed_hosts")]
+    UnknownHost { host: String },
     #[error(transparent)]
     Media(#[from] MediaError),
     #[error(transparent)]
@@ -108,6 +110,7 @@ impl ApiError {
             ApiError::UploadStalled => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_STALLED),
             ApiError::TooManyUploads { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
             ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
+            ApiError::UnknownHost { .. } => (StatusCode::FORBIDDEN, codes::UNKNOWN_HOST),
             ApiError::OutputTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, codes::OUTPUT_TOO_LARGE),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED),
             ApiError::InsufficientStorage => (StatusCode::INSUFFICIENT_STORAGE, codes::INSUFFICIENT_STORAGE),

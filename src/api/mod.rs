@@ -4,6 +4,7 @@ pub mod admission;
 pub mod auth;
 pub mod browser;
 pub mod error;
+mod hosts;
 pub mod jobs;
 pub mod metrics;
 pub mod openapi;
@@ -61,6 +62,7 @@ impl AppState {
 
 pub fn router(state: AppState) -> Router {
     let origins = browser::Origins::new(&state.config.cors_origins);
+    let hosts = hosts::Hosts::new(&state.config.allowed_hosts, hosts::Hosts::machine_name());
     let router = Router::new()
         .route("/", get(system::index))
         .route("/static/app.js", get(system::app_js))
@@ -94,5 +96,9 @@ pub fn router(state: AppState) -> Router {
         Some(cors) => router.layer(cors),
         None => router,
     };
-    router.layer(middleware::from_fn(browser::security_headers)).layer(TraceLayer::new_for_http()).with_state(state)
+    router
+        .layer(middleware::from_fn_with_state(hosts, hosts::refuse_unknown_hosts))
+        .layer(middleware::from_fn(browser::security_headers))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
 }
