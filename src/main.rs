@@ -154,6 +154,8 @@ enum BenchCommand {
     Restore(vaebox::bench::restore::RestoreBenchArgs),
     /// Many pollers on `GET /v1/jobs/{id}` while a job runs on a server on loopback: poll latency p50/p99 and the job's slowdown.
     Load(vaebox::bench::load::LoadBenchArgs),
+    /// Host memory a checkpoint load takes above the runtime's base, against the file's size (run in a fresh process).
+    LoadWeights(vaebox::bench::weights_load::LoadWeightsArgs),
     /// For a few memory budgets: the plan chosen, peak memory, time, and error against untiled.
     Tiling(vaebox::bench::tiling::bench::TilingBenchArgs),
     /// Upscale a real clip end to end for each dtype; prints model-only fps, end-to-end fps and total/compute.
@@ -203,6 +205,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
         Command::Bench { what: BenchCommand::Load(args) } => runtime.block_on(vaebox::bench::load::run(&args)),
+        Command::Bench { what: BenchCommand::LoadWeights(args) } => vaebox::bench::weights_load::run(&args),
         Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::bench::tiling::bench::run(&args),
         Command::Calibrate(args) => vaebox::bench::tiling::calibrate::run(&args),
         Command::MeasureRun { spec } => vaebox::bench::tiling::measure::child_main(&spec),

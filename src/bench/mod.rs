@@ -10,5 +10,6 @@ pub mod seedvr2;
 pub mod tiling;
 pub mod vae;
 mod vae_args;
+pub mod weights_load;
 
 pub use script::{run_json, PythonScript};

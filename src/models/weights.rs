@@ -2,6 +2,9 @@
 //! the modules ask for, lookups that name the offending key as the user's file spells it, and a check
 //! that nothing in the file was left unused. A family with a second naming scheme renames once, at load,
 //! and tells the store how to spell a key back ([`Weights::with_file_names`]).
+//! Opened on a file ([`Weights::open`]), the store reads each tensor only when a module takes it, straight
+//! at the module's dtype: a load holds the model's tensors plus one tensor in flight, never the file's
+//! contents next to the model's copy of them.
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
@@ -9,14 +12,68 @@ use std::path::{Path, PathBuf};
 
 use tch::{Device, Kind, Tensor};
 
+use crate::models::tensor_file::{LoadAs, TensorFile};
 use crate::models::ModelError;
 
 /// How the checkpoint file spells one of the store's keys.
 pub type FileNames = Box<dyn Fn(&str) -> String>;
 
+/// Where the tensors are: in memory already, or in a file read on demand.
+enum Tensors {
+    Memory(BTreeMap<String, Tensor>),
+    /// Each store key with the name the file gives its tensor.
+    File { file: TensorFile, names: BTreeMap<String, String> },
+}
+
+impl Tensors {
+    fn keys(&self) -> Box<dyn Iterator<Item = &String> + '_> {
+        match self {
+            Tensors::Memory(map) => Box::new(map.keys()),
+            Tensors::File { names, .. } => Box::new(names.keys()),
+        }
+    }
+
+    fn keys_from<'a>(&'a self, prefix: &str) -> Box<dyn Iterator<Item = &'a String> + 'a> {
+        match self {
+            Tensors::Memory(map) => Box::new(map.range(prefix.to_string()..).map(|(k, _)| k)),
+            Tensors::File { names, .. } => Box::new(names.range(prefix.to_string()..).map(|(k, _)| k)),
+        }
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        match self {
+            Tensors::Memory(map) => map.contains_key(key),
+            Tensors::File { names, .. } => names.contains_key(key),
+        }
+    }
+
+    fn info(&self, key: &str) -> Option<(Vec<i64>, Option<Kind>)> {
+        match self {
+            Tensors::Memory(map) => map.get(key).map(|t| (t.size(), Some(t.kind()))),
+            Tensors::File { file, names } => names.get(key).and_then(|name| file.get(name)).map(|info| (info.shape.clone(), info.stored.kind())),
+        }
+    }
+
+    /// The tensor of `key` (present) on `device` as `load_as` says.
+    fn read(&self, key: &str, device: Device, load_as: LoadAs) -> Result<Tensor, ModelError> {
+        match self {
+            Tensors::Memory(map) => {
+                let tensor = &map[key];
+                let kind = match load_as {
+                    LoadAs::KeepFp8(_) if is_fp8(tensor.kind()) => tensor.kind(),
+                    LoadAs::Kind(kind) | LoadAs::KeepFp8(kind) => kind,
+                    LoadAs::Stored => tensor.kind(),
+                };
+                Ok(tensor.f_to_kind(kind)?.f_to_device(device)?)
+            }
+            Tensors::File { file, names } => file.load(&names[key], device, load_as),
+        }
+    }
+}
+
 pub struct Weights {
     source: PathBuf,
-    tensors: BTreeMap<String, Tensor>,
+    tensors: Tensors,
     file_names: Option<FileNames>,
     /// Load-time bookkeeping only (which keys the modules asked for); never touched during inference.
     used: RefCell<BTreeSet<String>>,
@@ -31,7 +88,27 @@ pub struct Weights {
 impl Weights {
     /// `source` only labels errors; tensors are cast to `kind` and moved to `device` as modules take them.
     pub fn new(source: &Path, tensors: BTreeMap<String, Tensor>, device: Device, kind: Kind) -> Self {
+        Self::with_tensors(source, Tensors::Memory(tensors), device, kind)
+    }
+
+    /// A checkpoint file (safetensors or GGUF), its header read; each tensor is read when a module takes it.
+    pub fn open(path: &Path, device: Device, kind: Kind) -> Result<Self, ModelError> {
+        let file = TensorFile::open(path)?;
+        let names = file.tensors().iter().map(|t| (t.name.clone(), t.name.clone())).collect();
+        Ok(Self::with_tensors(path, Tensors::File { file, names }, device, kind))
+    }
+
+    fn with_tensors(source: &Path, tensors: Tensors, device: Device, kind: Kind) -> Self {
         Self { source: source.to_path_buf(), tensors, file_names: None, used: RefCell::default(), handed_bytes: Cell::new(0), device, kind, conv_channels_last: false }
+    }
+
+    /// Every key renamed once (a family's second naming scheme); pair with [`Weights::with_file_names`].
+    pub fn renamed(mut self, rename: impl Fn(&str) -> String) -> Self {
+        self.tensors = match self.tensors {
+            Tensors::Memory(map) => Tensors::Memory(map.into_iter().map(|(k, t)| (rename(&k), t)).collect()),
+            Tensors::File { file, names } => Tensors::File { file, names: names.into_values().map(|name| (rename(&name), name)).collect() },
+        };
+        self
     }
 
     pub fn with_file_names(mut self, file_names: FileNames) -> Self {
@@ -64,15 +141,16 @@ impl Weights {
     }
 
     pub fn shape(&self, key: &str) -> Option<Vec<i64>> {
-        self.tensors.get(key).map(|t| t.size())
+        self.tensors.info(key).map(|(shape, _)| shape)
     }
 
+    /// The kind the tensor has as stored (GGUF block formats: f32, what they are read as).
     pub fn stored_kind(&self, key: &str) -> Option<Kind> {
-        self.tensors.get(key).map(|t| t.kind())
+        self.tensors.info(key).and_then(|(_, kind)| kind)
     }
 
     pub fn contains(&self, key: &str) -> bool {
-        self.tensors.contains_key(key)
+        self.tensors.contains(key)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
@@ -81,7 +159,7 @@ impl Weights {
 
     /// The first key (in sorted order) under `prefix`, if any.
     pub fn first_key_under(&self, prefix: &str) -> Option<&str> {
-        self.tensors.range(prefix.to_string()..).next().map(|(k, _)| k.as_str()).filter(|k| k.starts_with(prefix))
+        self.tensors.keys_from(prefix).next().map(String::as_str).filter(|k| k.starts_with(prefix))
     }
 
     /// A key as the checkpoint file spells it.
@@ -109,34 +187,32 @@ impl Weights {
     /// Fails on the first key no module asked for; such a key means the file is not the model we built.
     pub fn ensure_all_used(&self) -> Result<(), ModelError> {
         let used = self.used.borrow();
-        match self.tensors.keys().find(|k| !used.contains(*k)) {
+        match self.tensors.keys().find(|k| !used.contains(k.as_str())) {
             None => Ok(()),
             Some(key) => Err(self.format_error(format!("unexpected tensor `{}` (not part of the detected model)", self.name_in_file(key)))),
         }
     }
 
-    fn checked(&self, key: &str, shape: &[i64]) -> Result<&Tensor, ModelError> {
+    fn checked(&self, key: &str, shape: &[i64]) -> Result<(), ModelError> {
         let name = || self.name_in_file(key);
-        let tensor = self.tensors.get(key).ok_or_else(|| self.format_error(format!("missing tensor `{}` (expected shape {shape:?})", name())))?;
-        if tensor.size() != shape {
-            return Err(self.format_error(format!("tensor `{}` has shape {:?}, expected {shape:?}", name(), tensor.size())));
+        let (found, _) = self.tensors.info(key).ok_or_else(|| self.format_error(format!("missing tensor `{}` (expected shape {shape:?})", name())))?;
+        if found != shape {
+            return Err(self.format_error(format!("tensor `{}` has shape {found:?}, expected {shape:?}", name())));
         }
         self.used.borrow_mut().insert(key.to_string());
-        Ok(tensor)
+        Ok(())
     }
 
     fn fetch(&self, key: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
-        Ok(self.hand(self.checked(key, shape)?.f_to_kind(self.kind)?.f_to_device(self.device)?))
+        self.checked(key, shape)?;
+        Ok(self.hand(self.tensors.read(key, self.device, LoadAs::Kind(self.kind))?))
     }
 
     /// Like `fetch`, but an fp8 tensor stays fp8 on the device (its layer up-casts it per call), which
     /// halves the memory of a checkpoint shipped in fp8 compared with holding it at the compute dtype.
     fn fetch_stored(&self, key: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
-        let tensor = self.checked(key, shape)?;
-        if is_fp8(tensor.kind()) {
-            return Ok(self.hand(tensor.f_to_device(self.device)?));
-        }
-        Ok(self.hand(tensor.f_to_kind(self.kind)?.f_to_device(self.device)?))
+        self.checked(key, shape)?;
+        Ok(self.hand(self.tensors.read(key, self.device, LoadAs::KeepFp8(self.kind))?))
     }
 }
 
@@ -145,11 +221,10 @@ impl Weights {
     /// the host, marked used: for weights that go to the device only while they compute. On CUDA they are
     /// pinned, so the copies in can overlap with work.
     pub fn take_host(&self, prefix: &str) -> Result<BTreeMap<String, Tensor>, ModelError> {
-        let keys: Vec<String> = self.tensors.range(prefix.to_string()..).map(|(k, _)| k).take_while(|k| k.starts_with(prefix)).cloned().collect();
+        let keys: Vec<String> = self.tensors.keys_from(prefix).take_while(|k| k.starts_with(prefix)).cloned().collect();
         let mut taken = BTreeMap::new();
         for key in keys {
-            let stored = &self.tensors[&key];
-            let mut tensor = if is_fp8(stored.kind()) { stored.shallow_clone() } else { stored.f_to_kind(self.kind)? };
+            let mut tensor = self.tensors.read(&key, Device::Cpu, LoadAs::KeepFp8(self.kind))?;
             if self.device.is_cuda() {
                 tensor = tensor.f_pin_memory(self.device)?;
             }

@@ -87,6 +87,8 @@ pub struct SeedVr2Vae {
     pub(super) post_quant_conv: Option<Conv3d>,
     pub(super) device: Device,
     pub(super) kind: Kind,
+    /// Bytes of the tensors the modules hold.
+    weight_bytes: u64,
 }
 
 impl SeedVr2Vae {
@@ -108,7 +110,7 @@ impl SeedVr2Vae {
         let optional_conv = |name: &str, channels: i64| -> Result<Option<Conv3d>, ModelError> {
             config.use_quant_conv.then(|| Conv3d::new(&root.pp(name), &ConvSpec::pointwise(channels, channels))).transpose()
         };
-        let vae = Self {
+        let mut vae = Self {
             encoder: Encoder::new(&root.pp("encoder"), &config)?,
             decoder: Decoder::new(&root.pp("decoder"), &config)?,
             quant_conv: optional_conv("quant_conv", 2 * latent)?,
@@ -116,8 +118,10 @@ impl SeedVr2Vae {
             device: weights.device(),
             kind: weights.kind(),
             config,
+            weight_bytes: 0,
         };
         weights.ensure_all_used()?;
+        vae.weight_bytes = weights.handed_bytes();
         Ok(vae)
     }
 
@@ -127,6 +131,11 @@ impl SeedVr2Vae {
 
     pub fn device(&self) -> Device {
         self.device
+    }
+
+    /// Bytes of the weights as held (at the compute dtype, on the device).
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_bytes
     }
 
     pub fn kind(&self) -> Kind {

@@ -12,24 +12,23 @@ use crate::models::ModelError;
 const DEPRECATED_ATTENTION_NAMES: [(&str, &str); 4] =
     [("query.", "to_q."), ("key.", "to_k."), ("value.", "to_v."), ("proj_attn.", "to_out.0.")];
 
-/// Reads a safetensors or GGUF file (told apart by the GGUF magic, not the file name); tensors are
-/// cast to `kind` as modules take them.
+/// Opens a safetensors or GGUF file (told apart by the GGUF magic, not the file name); tensors are
+/// read, at `kind`, as modules take them.
 pub fn read(path: &Path, device: Device, kind: Kind) -> Result<Weights, ModelError> {
     std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-    let tensors = crate::models::checkpoint::read_tensors(path)?;
-    from_tensors(path, tensors, device, kind)
+    with_current_names(Weights::open(path, device, kind)?)
 }
 
 /// Takes named tensors in either attention naming style.
 pub fn from_tensors(source: &Path, tensors: Vec<(String, Tensor)>, device: Device, kind: Kind) -> Result<Weights, ModelError> {
-    if !tensors.iter().any(|(k, _)| k == "encoder.conv_in.weight") {
-        return Err(ModelError::Format {
-            path: source.to_path_buf(),
-            reason: "no `encoder.conv_in.weight`: not a SeedVR2 VAE checkpoint".into(),
-        });
+    with_current_names(Weights::new(source, tensors.into_iter().collect(), device, kind))
+}
+
+fn with_current_names(weights: Weights) -> Result<Weights, ModelError> {
+    if !weights.contains("encoder.conv_in.weight") {
+        return Err(weights.format_error("no `encoder.conv_in.weight`: not a SeedVR2 VAE checkpoint"));
     }
-    let renamed = tensors.into_iter().map(|(k, t)| (current_attention_name(&k), t)).collect();
-    Ok(Weights::new(source, renamed, device, kind))
+    Ok(weights.renamed(current_attention_name))
 }
 
 /// `….attentions.0.query.weight` → `….attentions.0.to_q.weight`; other keys unchanged.

@@ -77,13 +77,15 @@ pub struct SeedVr2Dit {
 impl SeedVr2Dit {
     pub fn load(path: &Path, opts: &DitLoadOptions) -> Result<Self, ModelError> {
         std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-        let tensors = crate::models::checkpoint::read_tensors(path)?;
         let metadata = file_config(path);
-        Self::from_tensors(path, tensors, metadata.as_ref(), opts)
+        Self::from_weights(Weights::open(path, opts.device, opts.kind)?, metadata.as_ref(), opts)
     }
 
     pub fn from_tensors(source: &Path, tensors: Vec<(String, Tensor)>, metadata_config: Option<&Value>, opts: &DitLoadOptions) -> Result<Self, ModelError> {
-        let weights = Weights::new(source, tensors.into_iter().collect(), opts.device, opts.kind);
+        Self::from_weights(Weights::new(source, tensors.into_iter().collect(), opts.device, opts.kind), metadata_config, opts)
+    }
+
+    fn from_weights(weights: Weights, metadata_config: Option<&Value>, opts: &DitLoadOptions) -> Result<Self, ModelError> {
         let config = DitConfig::detect(&weights, metadata_config)?;
         let _guard = tch::no_grad_guard();
         let blocks = Blocks::build(&weights, &config, opts.placement, opts.qkv_bf16.then_some(Kind::BFloat16))?;

@@ -58,6 +58,8 @@ pub struct WanVae {
     pub(super) device: Device,
     pub(super) kind: Kind,
     pub(super) tuning: WanTuning,
+    /// Bytes of the tensors the modules hold.
+    weight_bytes: u64,
 }
 
 impl WanVae {
@@ -85,7 +87,7 @@ impl WanVae {
         let config = WanConfig::detect(weights)?;
         let root = weights.root();
         let z = config.z_dim;
-        let vae = Self {
+        let mut vae = Self {
             encoder: Encoder::new(&root.pp("encoder"), &config)?,
             decoder: Decoder::new(&root.pp("decoder"), &config)?,
             quant_conv: Conv3d::new(&root.pp("quant_conv"), &ConvSpec::pointwise(2 * z, 2 * z))?,
@@ -94,8 +96,10 @@ impl WanVae {
             kind: weights.kind(),
             tuning: WanTuning { channels_last: weights.conv_channels_last() },
             config,
+            weight_bytes: 0,
         };
         weights.ensure_all_used()?;
+        vae.weight_bytes = weights.handed_bytes();
         Ok(vae)
     }
 
@@ -105,6 +109,11 @@ impl WanVae {
 
     pub fn device(&self) -> Device {
         self.device
+    }
+
+    /// Bytes of the weights as held (at the compute dtype, on the device).
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_bytes
     }
 
     pub fn kind(&self) -> Kind {
