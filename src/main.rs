@@ -380,37 +380,54 @@ struct BenchUpscale {
 }
 
 async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<()> {
-    let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
+    use vaebox::bench::upscale::{measure, StepRequest};
     let out_dir = tempfile_dir()?;
-    println!("bench upscale: model {} x{} on {} (device {}, {} threads)", bench.model, bench.scale, bench.input.display(), executor.device(), tch::get_num_threads());
-    println!("{:<6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>13}", "dtype", "frames", "load s", "read s", "compute s", "write s", "total s", "model fps", "e2e fps", "total/compute");
+    println!("bench upscale: model {} x{} on {} ({} threads)", bench.model, bench.scale, bench.input.display(), tch::get_num_threads());
+    println!("pipeline: the job's stages; steps: the compute stage's parts timed one by one on the clip's first frames (best of 2 passes), and the bare model on the same chunks");
+    println!(
+        "| dtype | chunk | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | to_tensor | model (tiled) | to_rgb | bare model s/frame | compute / bare |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for dtype_name in bench.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let Some(dtype) = DtypeChoice::parse(dtype_name) else { bail!("unknown dtype {dtype_name}") };
-        let output = out_dir.join(format!("bench_{dtype_name}.mp4"));
-        let params = JobParams { scale: Some(bench.scale), ..JobParams::new(dtype) };
-        // The first run loads the model; the measured run finds it resident, as a busy server would.
-        let warm = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params: params.clone(), show_progress: false };
-        let first = run_job(&executor, config, warm).await?;
-        let measured = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params, show_progress: false };
-        let outcome = run_job(&executor, config, measured).await?;
-        let t = &outcome.timings;
-        let frames = outcome.plan.as_ref().and_then(JobPlan::frames).unwrap_or(0) as f64;
-        let compute = t.compute.unwrap_or(f64::NAN);
-        // The pipeline is everything after the model is resident: probe is the server's upload step.
-        let pipeline = t.total.unwrap_or(f64::NAN) - t.load_model.unwrap_or(0.0);
-        println!(
-            "{:<6} {:>7} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.2} {:>10.2} {:>13.3}",
-            t.dtype.as_deref().unwrap_or("?"),
-            frames,
-            first.timings.load_model.unwrap_or(f64::NAN),
-            t.read.unwrap_or(f64::NAN),
-            compute,
-            t.write.unwrap_or(f64::NAN),
-            pipeline,
-            frames / compute,
-            frames / pipeline,
-            pipeline / compute,
-        );
+        for chunk_frames in [1, 4] {
+            let config = Config { chunk_frames, ..config.clone() };
+            let executor_config = ExecutorConfig::from_config(&config);
+            let executor = ExecutorHandle::spawn(executor_config.clone());
+            let output = out_dir.join(format!("bench_{dtype_name}_{chunk_frames}.mp4"));
+            let params = JobParams { scale: Some(bench.scale), ..JobParams::new(dtype) };
+            // The first run loads the model; the measured run finds it resident, as a busy server would.
+            let warm = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params: params.clone(), show_progress: false };
+            run_job(&executor, &config, warm).await?;
+            let measured = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params, show_progress: false };
+            let outcome = run_job(&executor, &config, measured).await?;
+            drop(executor);
+            let t = &outcome.timings;
+            let kind = match t.dtype.as_deref() {
+                Some("bf16") => tch::Kind::BFloat16,
+                Some("f16") => tch::Kind::Half,
+                _ => tch::Kind::Float,
+            };
+            let request = StepRequest { config: &executor_config, input: &bench.input, model: &bench.model, kind, scale: bench.scale, chunk_frames };
+            let steps = tokio::task::block_in_place(|| measure(&request))?;
+            let frames = outcome.plan.as_ref().and_then(JobPlan::frames).unwrap_or(0) as f64;
+            let compute = t.compute.unwrap_or(f64::NAN);
+            // The pipeline is everything after the model is resident: probe is the server's upload step.
+            let pipeline = t.total.unwrap_or(f64::NAN) - t.load_model.unwrap_or(0.0);
+            println!(
+                "| {} | {chunk_frames} | {frames} | {:.3} | {compute:.3} | {:.3} | {pipeline:.3} | {:.2} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.3} |",
+                t.dtype.as_deref().unwrap_or("?"),
+                t.read.unwrap_or(f64::NAN),
+                t.write.unwrap_or(f64::NAN),
+                frames / pipeline,
+                compute / frames,
+                steps.to_tensor,
+                steps.model_tiled,
+                steps.to_rgb,
+                steps.bare_model,
+                (compute / frames) / steps.bare_model,
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&out_dir);
     Ok(())

@@ -5,7 +5,7 @@
 //! `tiled`.
 mod attempt;
 mod error;
-mod frames;
+pub mod frames;
 mod models;
 mod quality;
 pub mod restore;
