@@ -168,6 +168,9 @@ enum BenchCommand {
         dtypes: String,
         #[arg(long, default_value_t = 4)]
         scale: i64,
+        /// Python with PyPI `ncnn` (the project's venv), for the ncnn engine's timing.
+        #[arg(long, default_value = ".venv/bin/python", env = "VAEBOX_BENCH_PYTHON")]
+        python: PathBuf,
     },
 }
 
@@ -199,8 +202,8 @@ fn main() -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => runtime.block_on(vaebox::server::serve(config)),
         Command::Run(args) => runtime.block_on(run_once(&config, args)),
-        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale } } => {
-            runtime.block_on(bench_upscale(&config, BenchUpscale { input, model, dtypes, scale }))
+        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, python } } => {
+            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale }))
         }
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
@@ -373,6 +376,7 @@ fn check_output_folder(output: &Path) -> anyhow::Result<()> {
 }
 
 struct BenchUpscale {
+    python: PathBuf,
     input: PathBuf,
     model: String,
     dtypes: String,
@@ -380,7 +384,7 @@ struct BenchUpscale {
 }
 
 async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<()> {
-    use vaebox::bench::upscale::{measure, StepRequest};
+    use vaebox::bench::upscale::{measure, ncnn_seconds, NcnnRequest, StepRequest};
     let out_dir = tempfile_dir()?;
     println!("bench upscale: model {} x{} on {} ({} threads)", bench.model, bench.scale, bench.input.display(), tch::get_num_threads());
     println!("pipeline: the job's stages; steps: the compute stage's parts timed one by one on the clip's first frames (best of 2 passes), and the bare model on the same chunks");
@@ -428,6 +432,22 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                 (compute / frames) / steps.bare_model,
             );
         }
+    }
+    let executor_config = ExecutorConfig::from_config(config);
+    let threads = tch::get_num_threads().max(1) as usize;
+    for packing in [false, true] {
+        let request = NcnnRequest {
+            config: &executor_config,
+            input: &bench.input,
+            model: &bench.model,
+            python: bench.python.clone(),
+            threads,
+            repeat: 5,
+            packing,
+        };
+        let (median, best) = ncnn_seconds(&request)?;
+        let layout = if packing { "pack4/pack8 layouts" } else { "plain layout, as the parity tests" };
+        println!("ncnn engine fp32 ({layout}), first frame at the native scale, {threads} threads: {median:.4} s/frame median, {best:.4} best of 5");
     }
     let _ = std::fs::remove_dir_all(&out_dir);
     Ok(())

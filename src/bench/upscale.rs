@@ -1,12 +1,15 @@
 //! The steps of the upscale pipeline's `compute` stage timed one by one on the clip's own frames, next
 //! to the bare model on the same frames: u8 frames → float tensor, the (tiled) model, float → u8 frames.
-//! `vaebox bench upscale` prints these after its end-to-end runs, per dtype and chunk length.
-use std::path::Path;
-use std::time::Instant;
+//! `vaebox bench upscale` prints these after its end-to-end runs, per dtype and chunk length, and the
+//! real ncnn engine (PyPI `ncnn`, fp32 on the CPU, scripts/ncnn_reference.py) on the clip's first frame
+//! at the same thread count, in the same run.
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tch::{Device, Kind, Tensor};
 
+use super::PythonScript;
 use crate::device::HeapReuse;
 use crate::executor::frames;
 use crate::executor::tiled::upscale::upscale_tiled;
@@ -64,6 +67,50 @@ fn seconds(run: impl FnOnce()) -> f64 {
     let started = Instant::now();
     run();
     started.elapsed().as_secs_f64()
+}
+
+/// The ncnn engine's seconds for the clip's first frame at the model's native scale, `(median, best)` of
+/// `repeat` runs; its pack4/pack8 layouts on (`packing`) or off.
+pub struct NcnnRequest<'a> {
+    pub config: &'a ExecutorConfig,
+    pub input: &'a Path,
+    pub model: &'a str,
+    pub python: PathBuf,
+    pub threads: usize,
+    pub repeat: u32,
+    pub packing: bool,
+}
+
+pub fn ncnn_seconds(request: &NcnnRequest) -> anyhow::Result<(f64, f64)> {
+    let entry = registry::find(&request.config.models_dir, request.model).with_context(|| format!("no model {}", request.model))?;
+    let steps = StepRequest { config: request.config, input: request.input, model: request.model, kind: Kind::Float, scale: 1, chunk_frames: 1 };
+    let chunk = read_chunks(&steps)?.swap_remove(0);
+    let frame = frames::to_tensor(&chunk, Device::Cpu).get(0).contiguous();
+    let dir = tempfile::tempdir()?;
+    let (input, output) = (dir.path().join("frame.f32"), dir.path().join("out.f32"));
+    let numel = frame.numel();
+    let mut values = vec![0f32; numel];
+    frame.copy_data(&mut values, numel);
+    std::fs::write(&input, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
+    let script = PythonScript {
+        python: request.python.clone(),
+        script: PathBuf::from("scripts/ncnn_reference.py"),
+        timeout: Duration::from_secs(600),
+        threads: request.threads,
+        env: Vec::new(),
+    };
+    let path = |p: &Path| p.display().to_string();
+    let mut args = vec![
+        "--param".into(), path(&entry.files[0]), "--bin".into(), path(&entry.files[1]),
+        "--input-raw".into(), path(&input), "--shape".into(), format!("3,{},{}", chunk.height, chunk.width),
+        "--output-out".into(), path(&output), "--repeat".into(), request.repeat.to_string(), "--threads".into(), request.threads.to_string(),
+    ];
+    if request.packing {
+        args.push("--packing".into());
+    }
+    let report = script.run_json(&args)?;
+    let seconds = |key: &str| report[key].as_f64().with_context(|| format!("ncnn_reference.py: no {key} in {report}"));
+    Ok((seconds("median_seconds")?, seconds("min_seconds")?))
 }
 
 pub fn measure(request: &StepRequest) -> anyhow::Result<StepTimes> {
