@@ -146,3 +146,43 @@ fn check_restore(params: RestoreParams, scale: Option<i64>, model: &str, models_
         .map_err(|why| QueueError::refused(codes::UNKNOWN_MODEL, why.to_string()))?;
     Ok(params)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_of(options: &JobOptions, models_dir: &Path) -> &'static str {
+        check(options, models_dir).err().map(|e| e.code()).unwrap_or("accepted")
+    }
+
+    /// The same refusals whoever submits (the HTTP tests check them through the API; `vaebox run` gets these).
+    #[test]
+    fn options_are_refused_with_their_codes() {
+        let empty = tempfile::tempdir().unwrap();
+        let upscale = JobOptions::new(Op::Upscale);
+        assert_eq!(code_of(&upscale, empty.path()), codes::MODEL_WEIGHTS_MISSING);
+        assert_eq!(code_of(&JobOptions { model: Some("no-such-model".into()), ..upscale.clone() }, empty.path()), codes::UNKNOWN_MODEL);
+        assert_eq!(code_of(&JobOptions::new(Op::VaeEncode), empty.path()), codes::UNSUPPORTED_OP);
+
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+        if registry::find(&models, registry::DEFAULT_UPSCALE_MODEL).is_none_or(|m| !m.present()) {
+            eprintln!("skipped the range checks: no {} in {}", registry::DEFAULT_UPSCALE_MODEL, models.display());
+            return;
+        }
+        assert_eq!(code_of(&upscale, &models), "accepted");
+        let cases = [
+            (JobOptions { scale: Some(3), ..upscale.clone() }, codes::INVALID_SCALE),
+            (JobOptions { priority: 1001, ..upscale.clone() }, codes::INVALID_PRIORITY),
+            (JobOptions { priority: -1000, ..upscale.clone() }, "accepted"),
+            (JobOptions { tile: Some(8), ..upscale.clone() }, codes::INVALID_TILE),
+            (JobOptions { tile: Some(0), ..upscale.clone() }, "accepted"),
+            (JobOptions { tile: Some(8193), ..upscale.clone() }, codes::INVALID_TILE),
+            (JobOptions { memory_budget_mib: Some(MAX_MEMORY_BUDGET_MIB + 1), ..upscale.clone() }, codes::INVALID_MEMORY_BUDGET),
+        ];
+        for (options, code) in cases {
+            assert_eq!(code_of(&options, &models), code, "{options:?}");
+        }
+        let request = check(&upscale, &models).unwrap();
+        assert_eq!((request.params.scale, request.priority), (Some(4), 0), "the documented defaults");
+    }
+}
