@@ -1,6 +1,7 @@
 //! vaebox: a LAN-shared GPU box for video VAEs and upscaling.
-//! HTTP (`api`) → job store (`jobs`, SQLite) → scheduler → one executor thread (`executor`) that owns
-//! the device and models (`models`), streams frames through ffmpeg (`media`) and tiles work (`tiling`).
+//! HTTP (`api`) → a job's life (`queue`) over the job store and scheduler (`jobs`, SQLite) → one executor
+//! thread (`executor`) that owns the device and models (`models`), streams frames through ffmpeg (`media`)
+//! and tiles work (`tiling`).
 pub mod api;
 pub mod bench;
 pub mod config;
@@ -8,6 +9,7 @@ pub mod device;
 pub mod error_codes;
 pub mod executor;
 pub mod jobs;
+pub mod queue;
 pub mod media;
 pub mod models;
 pub mod redact;

@@ -12,8 +12,9 @@ use tokio::sync::watch;
 use vaebox::config::Config;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
-use vaebox::jobs::{JobOutcome, JobParams, JobPlan, Op, Progress, RestoreParams, Timings};
+use vaebox::jobs::{JobOutcome, JobPlan, Op, Progress, RestoreParams, Timings};
 use vaebox::models::registry;
+use vaebox::queue::{self, InputKind, JobOptions, JobRequest, Probed, QueueError};
 
 #[derive(Parser)]
 #[command(name = "vaebox", version, about = "A LAN-shared GPU box for video VAEs and upscaling")]
@@ -109,12 +110,9 @@ struct RunArgs {
 }
 
 impl RunArgs {
-    /// `restore`'s parameters, checked as the server checks them at submission.
-    fn restore_params(&self, config: &Config) -> anyhow::Result<Option<RestoreParams>> {
-        if self.op != Op::Restore {
-            return Ok(None);
-        }
-        let params = RestoreParams {
+    /// The flags as the options a client would submit; the queue's checks then apply to them alike.
+    fn options(&self, dtype: DtypeChoice) -> JobOptions {
+        let restore = (self.op == Op::Restore).then(|| RestoreParams {
             vae: self.vae.clone(),
             height: self.height,
             width: self.width,
@@ -122,10 +120,16 @@ impl RunArgs {
             color_fix: vaebox::models::restore::colorfix::ColorFix::parse(&self.color_fix),
             batch_frames: self.batch_frames,
             batch_overlap: self.batch_overlap,
-        };
-        vaebox::executor::restore::RestoreSettings::resolve(self.scale, Some(&params)).map_err(|why| anyhow::anyhow!("{why}"))?;
-        vaebox::executor::restore::restore_files(&config.models_dir, &self.model, params.vae.as_deref())?;
-        Ok(Some(params))
+        });
+        JobOptions {
+            model: Some(self.model.clone()),
+            scale: self.scale,
+            dtype,
+            tile: self.tile,
+            normalize: Some(self.normalize),
+            restore,
+            ..JobOptions::new(self.op)
+        }
     }
 }
 
@@ -216,34 +220,34 @@ fn main() -> anyhow::Result<()> {
 }
 
 struct OneJob<'a> {
-    op: Op,
-    model: &'a str,
+    request: JobRequest,
+    probed: Probed,
     input: &'a Path,
     output: &'a Path,
-    params: JobParams,
     show_progress: bool,
 }
 
+/// The server's checks at submission, on the options and then on the input, before a model is loaded.
+async fn prepare(config: &Config, options: &JobOptions, input: &Path) -> anyhow::Result<(JobRequest, Probed)> {
+    fn refusal(e: QueueError) -> anyhow::Error {
+        anyhow::anyhow!("{e} ({})", e.code())
+    }
+    let request = queue::check(options, &config.models_dir).map_err(refusal)?;
+    let probed = queue::inspect_input(config, &request, input, InputKind::File).await.map_err(refusal)?;
+    Ok((request, probed))
+}
+
 /// Runs one job on a private executor, exactly as the server would.
-async fn run_job(executor: &ExecutorHandle, config: &Config, job: OneJob<'_>) -> anyhow::Result<JobOutcome> {
-    let probe_started = Instant::now();
-    let tools = config.media_tools();
-    let limits = config.media_limits();
-    let input = job.input.to_path_buf();
-    // A latent file is not a video: the decode pipeline reads and checks it itself.
-    let media = match job.op {
-        Op::VaeDecode => None,
-        _ => Some(tokio::task::spawn_blocking(move || vaebox::media::probe(&tools, &input, &limits)).await??),
-    };
+async fn run_job(executor: &ExecutorHandle, job: OneJob<'_>) -> anyhow::Result<JobOutcome> {
     let spec = JobSpec {
         id: uuid::Uuid::new_v4(),
-        op: job.op,
-        model: job.model.to_string(),
-        params: job.params,
+        op: job.request.op,
+        model: job.request.model,
+        params: job.request.params,
         input_path: job.input.to_path_buf(),
-        input_media: media,
+        input_media: job.probed.media,
         output_path: job.output.to_path_buf(),
-        timings: Timings { probe: Some(probe_started.elapsed().as_secs_f64()), ..Timings::default() },
+        timings: Timings { probe: job.probed.seconds, ..Timings::default() },
     };
     let (progress, mut progress_rx) = watch::channel(Progress::default());
     let printer = job.show_progress.then(|| {
@@ -324,33 +328,12 @@ fn progress_tail(p: &Progress) -> String {
 }
 
 async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
-    let op = args.op;
     check_output_folder(&args.output)?;
     let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32, bf16 or f16") };
-    let Some(entry) = registry::find(&config.models_dir, &args.model) else { bail!("unknown model `{}`", args.model) };
-    // Refused here as the server refuses it at submission, before a model is loaded.
-    let refusal = match op {
-        Op::VaeEncode if args.normalize => registry::check_normalization(&entry.name, entry.family, entry.latent_channels, false).err(),
-        Op::VaeDecode => match vaebox::media::latent::latent_header(&args.input) {
-            Ok(latent) if latent.meta.normalized => registry::check_normalization(&entry.name, entry.family, entry.latent_channels, true).err(),
-            // The decode pipeline reports an unreadable latent itself.
-            _ => None,
-        },
-        _ => None,
-    };
-    if let Some(refusal) = refusal {
-        bail!("{refusal} ({})", refusal.code());
-    }
+    let (request, probed) = prepare(config, &args.options(dtype), &args.input).await?;
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
-    let scale = match op {
-        Op::Upscale => Some(args.scale.unwrap_or(4)),
-        Op::Restore => Some(args.scale.unwrap_or(2)),
-        _ => None,
-    };
-    let restore = args.restore_params(config)?;
-    let params = JobParams { scale, tile: args.tile, normalize: Some(args.normalize), restore, ..JobParams::new(dtype) };
-    let job = OneJob { op, model: &args.model, input: &args.input, output: &args.output, params, show_progress: true };
-    let outcome = run_job(&executor, config, job).await?;
+    let job = OneJob { request, probed, input: &args.input, output: &args.output, show_progress: true };
+    let outcome = run_job(&executor, job).await?;
     println!("{}", serde_json::to_string_pretty(&serde_json::json!({
         "output": outcome.output_path,
         "bytes": outcome.output_bytes,
@@ -399,12 +382,12 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
             let executor_config = ExecutorConfig::from_config(&config);
             let executor = ExecutorHandle::spawn(executor_config.clone());
             let output = out_dir.join(format!("bench_{dtype_name}_{chunk_frames}.mp4"));
-            let params = JobParams { scale: Some(bench.scale), ..JobParams::new(dtype) };
+            let options = JobOptions { model: Some(bench.model.clone()), scale: Some(bench.scale), dtype, ..JobOptions::new(Op::Upscale) };
             // The first run loads the model; the measured run finds it resident, as a busy server would.
-            let warm = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params: params.clone(), show_progress: false };
-            run_job(&executor, &config, warm).await?;
-            let measured = OneJob { op: Op::Upscale, model: &bench.model, input: &bench.input, output: &output, params, show_progress: false };
-            let outcome = run_job(&executor, &config, measured).await?;
+            let (request, probed) = prepare(&config, &options, &bench.input).await?;
+            run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
+            let (request, probed) = prepare(&config, &options, &bench.input).await?;
+            let outcome = run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
             drop(executor);
             let t = &outcome.timings;
             let kind = match t.dtype.as_deref() {

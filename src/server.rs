@@ -15,6 +15,7 @@ use crate::executor::{ExecutorConfig, ExecutorHandle};
 use crate::jobs::scheduler::{CancelFlags, Scheduler};
 use crate::jobs::retention::Retention;
 use crate::jobs::{preflight, JobStore, SqliteStore};
+use crate::queue::{Queue, QueueParts};
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     preflight::check_writable(&config.data_dir, "data_dir")?;
@@ -39,17 +40,21 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let cancels = CancelFlags::default();
     let metrics = Metrics::install()?;
     let shutdown = CancellationToken::new();
-    let state = AppState {
-        config: Arc::new(config.clone()),
+    let config_shared = Arc::new(config.clone());
+    let queue = Queue::new(QueueParts {
+        config: config_shared.clone(),
         store: store.clone(),
         wake: wake.clone(),
         events: events.clone(),
         cancels: cancels.clone(),
+        shutdown: shutdown.clone(),
+    });
+    let state = AppState {
+        config: config_shared,
+        queue,
         metrics,
         device: executor.device().to_string(),
         uploads: Arc::new(Semaphore::new(config.max_concurrent_uploads.max(1) as usize)),
-        shutdown: shutdown.clone(),
-        admission: Default::default(),
         data_dir_bytes: Default::default(),
     };
     if config.retention_hours > 0.0 {

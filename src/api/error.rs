@@ -9,9 +9,8 @@ use uuid::Uuid;
 
 use crate::error_codes as codes;
 use crate::jobs::StoreError;
-use crate::media::latent::LatentError;
-use crate::media::MediaError;
 use crate::models::registry::NormalizeRefusal;
+use crate::queue::QueueError;
 
 /// Every error answer: 4XX for the request, 5XX for faults of this box. A path that is not listed here
 /// answers 404 not-found; a listed path with a method it does not take, 405 method-not-allowed (with an
@@ -48,28 +47,14 @@ fn code_schema() -> ObjectBuilder {
 pub enum ApiError {
     #[error("{message}")]
     BadRequest { code: &'static str, message: String },
-    #[error("no job with id {0}")]
-    JobNotFound(String),
     #[error("no route {method} {path}; the API is described at /openapi.json")]
     RouteNotFound { method: String, path: String },
     #[error("{path} does not take {method}; see the Allow header and /openapi.json")]
     MethodNotAllowed { method: String, path: String },
-    #[error("{0}")]
-    Conflict(String),
     #[error("the upload is larger than the limit of {limit} bytes")]
     UploadTooLarge { limit: u64 },
     #[error("{0}")]
-    OutputTooLarge(String),
-    #[error("{0}")]
     Unauthorized(String),
-    #[error("the result of job {0} is no longer kept (synchronous calls return it once; others after retention_hours)")]
-    ResultGone(String),
-    #[error("the box's disk is (nearly) full; uploads resume once space is freed (delete finished jobs)")]
-    InsufficientStorage,
-    #[error("this token has {limit} jobs waiting, its limit; try again when one has started")]
-    TokenQueueFull { limit: u32 },
-    #[error("the queue is full ({limit} jobs waiting); try again later")]
-    QueueFull { limit: u32 },
     #[error("form field `{field}` is over {limit} bytes; only the `file` part may be large")]
     FieldTooLarge { field: String, limit: usize },
     #[error("the upload stalled: nothing arrived for body_idle_timeout_s seconds")]
@@ -80,12 +65,9 @@ pub enum ApiError {
     ForeignOrigin { origin: String },
     #[error("this box does not answer to the name `{host}`: use its IP address, localhost or its host name, or add the name to allowed_hosts")]
     UnknownHost { host: String },
+    /// A job's life: submission, lookup, cancel, delete, result.
     #[error(transparent)]
-    Media(#[from] MediaError),
-    #[error(transparent)]
-    Latent(#[from] LatentError),
-    #[error(transparent)]
-    Normalize(#[from] NormalizeRefusal),
+    Queue(#[from] QueueError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -100,31 +82,39 @@ impl ApiError {
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
-            ApiError::JobNotFound(_) => (StatusCode::NOT_FOUND, codes::JOB_NOT_FOUND),
             ApiError::RouteNotFound { .. } => (StatusCode::NOT_FOUND, codes::NOT_FOUND),
             ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, codes::METHOD_NOT_ALLOWED),
-            ApiError::Conflict(_) => (StatusCode::CONFLICT, codes::JOB_NOT_FINISHED),
             ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::UPLOAD_TOO_LARGE),
-            ApiError::QueueFull { .. } | ApiError::TokenQueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, codes::QUEUE_FULL),
             ApiError::FieldTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::FIELD_TOO_LARGE),
             ApiError::UploadStalled => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_STALLED),
             ApiError::TooManyUploads { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
             ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
             ApiError::UnknownHost { .. } => (StatusCode::FORBIDDEN, codes::UNKNOWN_HOST),
-            ApiError::OutputTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, codes::OUTPUT_TOO_LARGE),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED),
-            ApiError::InsufficientStorage => (StatusCode::INSUFFICIENT_STORAGE, codes::INSUFFICIENT_STORAGE),
-            ApiError::ResultGone(_) => (StatusCode::GONE, codes::RESULT_GONE),
-            ApiError::Media(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
-            ApiError::Media(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
-            ApiError::Latent(e) if e.is_client_error() => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
-            ApiError::Latent(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.code()),
-            // A request parameter, or the content of the uploaded latent.
-            ApiError::Normalize(e @ NormalizeRefusal::Encode { .. }) => (StatusCode::BAD_REQUEST, e.code()),
-            ApiError::Normalize(e) => (StatusCode::UNPROCESSABLE_ENTITY, e.code()),
+            ApiError::Queue(e) => (queue_status(e), e.code()),
             ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, codes::STORE_ERROR),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL_ERROR),
         }
+    }
+}
+
+/// The queue's refusals and faults, each with its status; the code is the queue's own.
+fn queue_status(e: &QueueError) -> StatusCode {
+    match e {
+        QueueError::Refused { .. } => StatusCode::BAD_REQUEST,
+        QueueError::JobNotFound(_) => StatusCode::NOT_FOUND,
+        QueueError::NotFinished(_) => StatusCode::CONFLICT,
+        QueueError::OutputTooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        QueueError::ResultGone(_) => StatusCode::GONE,
+        QueueError::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
+        QueueError::QueueFull { .. } | QueueError::TokenQueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+        QueueError::Media(e) if e.is_client_error() => StatusCode::UNPROCESSABLE_ENTITY,
+        QueueError::Latent(e) if e.is_client_error() => StatusCode::UNPROCESSABLE_ENTITY,
+        QueueError::Media(_) | QueueError::Latent(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        // A request parameter, or the content of the uploaded latent.
+        QueueError::Normalize(NormalizeRefusal::Encode { .. }) => StatusCode::BAD_REQUEST,
+        QueueError::Normalize(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        QueueError::Store(_) | QueueError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -144,11 +134,9 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A full disk is the queue's `insufficient-storage`, whichever layer's write found it.
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
-        if e.kind() == std::io::ErrorKind::StorageFull || e.raw_os_error() == Some(libc::EDQUOT) {
-            return ApiError::InsufficientStorage;
-        }
-        ApiError::Internal(format!("file system: {e}"))
+        ApiError::Queue(e.into())
     }
 }

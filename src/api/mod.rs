@@ -1,14 +1,13 @@
 //! The HTTP API (axum): routes, upload handling, error mapping, metrics, the web page and the OpenAPI
 //! document that describes them all (`openapi`).
-pub mod admission;
 pub mod auth;
 pub mod browser;
 pub mod error;
+mod fields;
 mod hosts;
 pub mod jobs;
 pub mod metrics;
 pub mod openapi;
-mod output_size;
 pub mod params;
 pub mod remote;
 pub mod system;
@@ -23,38 +22,26 @@ use axum::http::{Method, Uri};
 use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
-use tokio::sync::{Notify, Semaphore};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Semaphore;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
-use uuid::Uuid;
 
 use crate::config::Config;
-use crate::jobs::scheduler::{CancelFlags, JobEvents};
-use crate::jobs::JobStore;
+use crate::queue::Queue;
 
 #[derive(Clone)]
 pub struct AppState {
     pub config: Arc<Config>,
-    pub store: Arc<dyn JobStore>,
-    pub wake: Arc<Notify>,
-    pub events: JobEvents,
-    pub cancels: CancelFlags,
+    /// Every job's life: submit, follow, cancel, delete.
+    pub queue: Queue,
     pub metrics: metrics::Metrics,
     pub device: String,
     /// Places for uploads being received (`max_concurrent_uploads`).
     pub uploads: Arc<Semaphore>,
-    /// Cancelled when the server starts to stop: event streams end.
-    pub shutdown: CancellationToken,
-    pub admission: admission::Admission,
     pub data_dir_bytes: system::DataDirBytes,
 }
 
 impl AppState {
-    pub fn job_dir(&self, id: Uuid) -> PathBuf {
-        self.config.data_dir.join("jobs").join(id.to_string())
-    }
-
     pub fn uploads_dir(&self) -> PathBuf {
         self.config.data_dir.join("uploads")
     }

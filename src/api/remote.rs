@@ -3,7 +3,6 @@
 //! tensors back as raw bytes with `shape` and `dtype` headers, JSON errors. Each call is an ordinary
 //! job (queued, serialised on the executor, listed), answered when it finishes.
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -12,20 +11,19 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
-use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::jobs::{admit, check_latent_upload, enqueue, JobRequest, Probed};
+use super::fields;
 use super::openapi::{Binary, Faults};
-use super::output_size::{check_output_size, InputSize};
 use super::params::{self, JobFields, RemoteQuery};
-use super::upload::{refuse_unread, TempUpload};
+use super::upload::refuse_unread;
 use super::AppState;
 use crate::error_codes as codes;
 use crate::jobs::{Job, JobError, JobStatus, Op, OutputFormat};
 use crate::media::safetensors::{self, single_tensor_prefix, Dtype};
+use crate::queue::{check_output_size, InputKind, InputSize, JobRequest, JobResult, StagedFile, Submission};
 
 const REMOTE_REFUSALS: &str = "unknown-parameter, missing-model, invalid-shape, invalid-dtype, invalid-query, \
     unsupported-option, tensor-size-mismatch, upload-interrupted, and the job fields' codes as for POST /v1/jobs";
@@ -114,7 +112,7 @@ fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, A
         memory_budget_mib: query.memory_budget_mib.clone(),
         ..JobFields::default()
     };
-    let mut job = JobRequest::from_fields(&fields, &app.config.models_dir)?;
+    let mut job = fields::job_request(&fields, &app.config.models_dir)?;
     job.params.latent_scaling = latent_scaling;
     job.params.latent_shift = latent_shift;
     if op == Op::VaeDecode {
@@ -193,29 +191,29 @@ pub async fn encode(State(app): State<AppState>, Extension(caller): Extension<Ca
 
 async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<Response, ApiError> {
     let slot = super::upload::upload_slot(&app)?;
-    let (ticket, call) = match admit(&app, &caller).await.and_then(|ticket| Ok((ticket, parse_call(&request, op, &app)?))) {
+    let admitted = match app.queue.admit(caller.owner()).await {
+        Ok(ticket) => parse_call(&request, op, &app).map(|call| (ticket, call)),
+        Err(refusal) => Err(refusal.into()),
+    };
+    let (ticket, call) = match admitted {
         Ok(admitted) => admitted,
         Err(e) => return Err(refuse_unread(request, e).await),
     };
     let name = if op == Op::VaeDecode { "latent" } else { "sample" };
     let file = receive_tensor(&app, request, name, &call).await?;
-    // The shape and dtype were checked from the query; a latent's values are checked as for an upload.
-    let checked = std::time::Instant::now();
-    if op == Op::VaeDecode {
-        check_latent_upload(&file.path, &call.job, &app.config.media_limits()).await?;
-    } else {
-        check_sample_finite(&file.path).await?;
-    }
-    let probed = Probed { media: None, seconds: (op == Op::VaeDecode).then(|| checked.elapsed().as_secs_f64()) };
-    // Received: waiting for the job is not an upload.
+    // Subscribed before queueing so that the job's last change cannot be missed.
+    let mut changes = app.queue.changes();
+    let submission = Submission { request: call.job, input: file, kind: InputKind::Tensor, owner: caller.owner(), ticket };
+    let job = app.queue.submit(submission).await?;
+    // Queued: waiting for the job is not an upload.
     drop(slot);
-    // Subscribe before queueing so that the job's last change cannot be missed.
-    let mut changes = app.events.subscribe();
-    let job = enqueue(&app, file, call.job, probed, caller.owner()).await?;
-    drop(ticket);
-    let job = wait_until_final(&app, job.id, &mut changes).await?;
+    let job = app.queue.wait(job.id, &mut changes).await?;
     match job.status {
-        JobStatus::Succeeded => respond_with_result(&app, &job).await,
+        JobStatus::Succeeded => {
+            let response = result_response(&job, app.queue.result(&job, &job.id.to_string())?).await;
+            app.queue.discard_files(job.id).await;
+            response
+        }
         _ => {
             let error = job.error.clone().unwrap_or(JobError { code: codes::CANCELLED.into(), message: "the job was cancelled".into() });
             let status = if error.code == codes::CANCELLED { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
@@ -226,21 +224,8 @@ async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<
     }
 }
 
-/// A pixel tensor for `/v1/encode` must hold numbers: NaN in would be NaN out, with a 200.
-async fn check_sample_finite(path: &std::path::Path) -> Result<(), ApiError> {
-    let path = path.to_path_buf();
-    let finite = tokio::task::spawn_blocking(move || crate::media::latent::first_tensor_finite(&path))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(|e| ApiError::Internal(format!("cannot read the received tensor: {e}")))?;
-    if !finite {
-        return Err(bad(codes::TENSOR_NOT_FINITE, "the tensor contains NaN or infinite values"));
-    }
-    Ok(())
-}
-
 /// Streams the raw body behind a safetensors prefix, so the executor reads it like any tensor file.
-async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &RemoteCall) -> Result<TempUpload, ApiError> {
+async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &RemoteCall) -> Result<StagedFile, ApiError> {
     // Checked not to overflow when the call was parsed.
     let expected = safetensors::checked_numel(&call.shape).unwrap_or(u64::MAX).saturating_mul(call.dtype.size());
     if expected > app.config.max_upload_bytes {
@@ -248,7 +233,7 @@ async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &Rem
     }
     let dir = app.uploads_dir();
     tokio::fs::create_dir_all(&dir).await?;
-    let mut file = TempUpload::new(dir.join(format!("{}.part", Uuid::new_v4())), format!("{name}.safetensors"));
+    let mut file = StagedFile::new(dir.join(format!("{}.part", Uuid::new_v4())), format!("{name}.safetensors"));
     let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&file.path).await?);
     out.write_all(&single_tensor_prefix(name, call.dtype, &call.shape, &BTreeMap::new())).await?;
     let mut stream = request.into_body().into_data_stream();
@@ -270,52 +255,18 @@ async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &Rem
     Ok(file)
 }
 
-async fn wait_until_final(app: &AppState, id: Uuid, changes: &mut tokio::sync::broadcast::Receiver<Uuid>) -> Result<Job, ApiError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(app.config.job_timeout_s);
-    loop {
-        let job = app.store.get(id).await?.ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
-        if job.status.is_terminal() {
-            return Ok(job);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(ApiError::Internal(format!("job {id} did not finish within job_timeout_s")));
-        }
-        // Re-read on any change, and now and then regardless (a missed or lagged announcement).
-        let _ = tokio::time::timeout(Duration::from_secs(2), async {
-            loop {
-                match changes.recv().await {
-                    Ok(changed) if changed == id => return,
-                    Ok(_) => continue,
-                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
-                }
-            }
-        })
-        .await;
-    }
-}
-
-/// The result leaves in the response and nowhere else: once the file is open its job folder goes (the
-/// open file keeps its data readable until the response ends), so synchronous calls keep nothing on disk.
-/// The job's row stays, with its timings and plan, until the retention period ends.
-async fn respond_with_result(app: &AppState, job: &Job) -> Result<Response, ApiError> {
-    let response = result_response(job).await;
-    if let Err(error) = tokio::fs::remove_dir_all(app.job_dir(job.id)).await {
-        tracing::warn!(id = %job.id, %error, "could not remove a synchronous call's files");
-    }
-    response
-}
-
-async fn result_response(job: &Job) -> Result<Response, ApiError> {
-    let path = job.output_path.clone().ok_or_else(|| ApiError::Internal(format!("job {} has no output", job.id)))?;
+/// The result leaves in the response and nowhere else (the caller then discards the job's files).
+async fn result_response(job: &Job, output: JobResult) -> Result<Response, ApiError> {
+    let path = output.path;
     let job_header = HeaderValue::from_str(&job.id.to_string()).expect("uuid is ascii");
-    if !path.ends_with(".safetensors") {
+    if path.extension().is_none_or(|e| e != "safetensors") {
         let file = tokio::fs::File::open(&path).await?;
         let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
         let mut response = (StatusCode::OK, [(header::CONTENT_TYPE, "video/mp4")], body).into_response();
         response.headers_mut().insert("x-vaebox-job", job_header);
         return Ok(response);
     }
-    let header_path = std::path::PathBuf::from(&path);
+    let header_path = path.clone();
     let parsed = tokio::task::spawn_blocking(move || safetensors::read_header(&header_path))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?

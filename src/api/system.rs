@@ -47,8 +47,8 @@ pub struct ModelList {
 /// Health: device and queue depth
 #[utoipa::path(get, path = "/healthz", tag = "box", responses((status = 200, description = "Healthy", body = Health), ServerFault))]
 pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiError> {
-    let queue_depth = app.store.count(JobStatus::Queued).await?;
-    let running = app.store.list(&ListFilter { status: Some(JobStatus::Running), limit: 1, ..ListFilter::default() }).await?;
+    let queue_depth = app.queue.store().count(JobStatus::Queued).await?;
+    let running = app.queue.store().list(&ListFilter { status: Some(JobStatus::Running), limit: 1, ..ListFilter::default() }).await?;
     let data_dir = app.config.data_dir.clone();
     Ok(Json(Health {
         status: HealthStatus::Ok,
@@ -79,7 +79,7 @@ pub async fn models(State(app): State<AppState>) -> Json<ModelList> {
 pub async fn metrics(State(app): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let mut counts = Vec::new();
     for status in [JobStatus::Queued, JobStatus::Running, JobStatus::Succeeded, JobStatus::Failed, JobStatus::Cancelled] {
-        counts.push((status, app.store.count(status).await?));
+        counts.push((status, app.queue.store().count(status).await?));
     }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render(&counts)))
 }

@@ -1,6 +1,6 @@
 //! Receiving an upload: multipart (`file` part + fields or a `params` JSON part) or a raw body with
 //! query parameters. The bytes stream to a temporary file under a size limit; memory stays flat.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use axum::extract::multipart::Field;
 use axum::extract::{FromRequest, Multipart, Request};
@@ -12,38 +12,10 @@ use tokio::io::AsyncWriteExt;
 use super::error::ApiError;
 use super::params::{self, JobFields};
 use crate::error_codes as codes;
-
-/// An uploaded file on disk; removed on drop unless it was kept.
-pub struct TempUpload {
-    pub path: PathBuf,
-    pub file_name: String,
-    pub bytes: u64,
-    kept: bool,
-}
-
-impl TempUpload {
-    pub fn new(path: PathBuf, file_name: String) -> TempUpload {
-        TempUpload { path, file_name, bytes: 0, kept: false }
-    }
-
-    /// Moves the file to its final place; from then on it is not ours to clean up.
-    pub async fn keep_as(mut self, dest: &Path) -> std::io::Result<()> {
-        tokio::fs::rename(&self.path, dest).await?;
-        self.kept = true;
-        Ok(())
-    }
-}
-
-impl Drop for TempUpload {
-    fn drop(&mut self) {
-        if !self.kept {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
+use crate::queue::StagedFile;
 
 pub struct Upload {
-    pub file: TempUpload,
+    pub file: StagedFile,
     pub fields: JobFields,
 }
 
@@ -92,7 +64,7 @@ pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> R
     Ok(Upload { file, fields })
 }
 
-type Parts = (serde_json::Map<String, serde_json::Value>, Option<TempUpload>);
+type Parts = (serde_json::Map<String, serde_json::Value>, Option<StagedFile>);
 
 async fn receive_parts(multipart: &mut Multipart, limits: &UploadLimits<'_>) -> Result<Parts, ApiError> {
     let mut fields = serde_json::Map::new();
@@ -191,14 +163,14 @@ pub fn upload_slot(app: &super::AppState) -> Result<tokio::sync::OwnedSemaphoreP
     app.uploads.clone().try_acquire_owned().map_err(|_| ApiError::TooManyUploads { limit: app.config.max_concurrent_uploads })
 }
 
-async fn stream_to_temp<S, E>(mut stream: S, file_name: String, limits: &UploadLimits<'_>) -> Result<TempUpload, ApiError>
+async fn stream_to_temp<S, E>(mut stream: S, file_name: String, limits: &UploadLimits<'_>) -> Result<StagedFile, ApiError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::error::Error + 'static,
 {
     tokio::fs::create_dir_all(limits.dir).await?;
     let path = limits.dir.join(format!("{}.part", uuid::Uuid::new_v4()));
-    let mut upload = TempUpload::new(path, file_name);
+    let mut upload = StagedFile::new(path, file_name);
     let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&upload.path).await?);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| body_error(&e))?;

@@ -1,7 +1,6 @@
 //! What a job will write, checked against the box's limits before it is queued: the limits on inputs
 //! alone let a small latent decode to an 8192×8192 video or a restore scale past them.
-use super::error::ApiError;
-use super::jobs::JobRequest;
+use super::{JobRequest, QueueError};
 use crate::executor::restore::RestoreSettings;
 use crate::jobs::Op;
 use crate::media::MediaLimits;
@@ -9,7 +8,7 @@ use crate::models::registry::Family;
 use crate::models::restore::prepare::target_size;
 
 /// What the checks before queueing know of the input.
-pub(super) enum InputSize {
+pub enum InputSize {
     Video { width: u32, height: u32, frames: u64 },
     /// `[1, C, t, h, w]`, already checked positive and not overflowing.
     Latent([i64; 5]),
@@ -17,13 +16,13 @@ pub(super) enum InputSize {
 
 /// The output's `(width, height, frames)`, where it can grow past the input; `None` for ops whose output
 /// is no larger than what was already admitted (encode, reconstruct).
-pub(super) fn output_size(request: &JobRequest, input: &InputSize) -> Result<Option<(u64, u64, u64)>, ApiError> {
+pub fn output_size(request: &JobRequest, input: &InputSize) -> Result<Option<(u64, u64, u64)>, QueueError> {
     let scale = request.params.scale.unwrap_or(1).max(1) as u64;
     Ok(match (request.op, input) {
         (Op::Upscale, InputSize::Video { width, height, frames }) => Some((u64::from(*width) * scale, u64::from(*height) * scale, *frames)),
         (Op::Restore, InputSize::Video { width, height, frames }) => {
             let settings = RestoreSettings::resolve(request.params.scale, request.params.restore.as_ref())
-                .map_err(|why| ApiError::bad_request(crate::error_codes::INVALID_RESTORE_PARAMETER, why))?;
+                .map_err(|why| QueueError::refused(crate::error_codes::INVALID_RESTORE_PARAMETER, why))?;
             let g = target_size(i64::from(*height), i64::from(*width), settings.target);
             Some((g.crop_w.max(0) as u64, g.crop_h.max(0) as u64, *frames))
         }
@@ -38,7 +37,7 @@ pub(super) fn output_size(request: &JobRequest, input: &InputSize) -> Result<Opt
 }
 
 /// Refuses (422 `output-too-large`) a job whose output would exceed `max_width`/`max_height`/`max_frames`.
-pub(super) fn check_output_size(request: &JobRequest, input: &InputSize, limits: &MediaLimits) -> Result<(), ApiError> {
+pub fn check_output_size(request: &JobRequest, input: &InputSize, limits: &MediaLimits) -> Result<(), QueueError> {
     let Some((width, height, frames)) = output_size(request, input)? else { return Ok(()) };
     let over = [("width", width, u64::from(limits.max_width)), ("height", height, u64::from(limits.max_height)), ("frames", frames, limits.max_frames)]
         .into_iter()
@@ -48,5 +47,5 @@ pub(super) fn check_output_size(request: &JobRequest, input: &InputSize, limits:
     if over.is_empty() {
         return Ok(());
     }
-    Err(ApiError::OutputTooLarge(format!("the {} would write {width}×{height}×{frames} frames: {}", request.op.as_str(), over.join(", "))))
+    Err(QueueError::OutputTooLarge(format!("the {} would write {width}×{height}×{frames} frames: {}", request.op.as_str(), over.join(", "))))
 }

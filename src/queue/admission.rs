@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex as SyncMutex};
 
 use tokio::sync::Mutex;
 
-use super::error::ApiError;
+use super::QueueError;
 use crate::jobs::{JobStatus, JobStore, ListFilter};
 
 #[derive(Clone, Default)]
@@ -43,7 +43,7 @@ impl Drop for Ticket {
 }
 
 impl Admission {
-    pub async fn admit(&self, store: &dyn JobStore, owner: Option<String>, limits: &Limits) -> Result<Ticket, ApiError> {
+    pub async fn admit(&self, store: &dyn JobStore, owner: Option<String>, limits: &Limits) -> Result<Ticket, QueueError> {
         let _gate = self.gate.lock().await;
         let (all_in_flight, own_in_flight) = {
             let in_flight = self.in_flight.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -53,13 +53,13 @@ impl Admission {
         // on the side of refusing.
         let queued = store.count(JobStatus::Queued).await?.max(0) as usize;
         if queued + all_in_flight >= limits.queued as usize {
-            return Err(ApiError::QueueFull { limit: limits.queued });
+            return Err(QueueError::QueueFull { limit: limits.queued });
         }
         if let (Some(name), per_token @ 1..) = (&owner, limits.queued_per_token) {
             let filter = ListFilter { status: Some(JobStatus::Queued), owner: Some(name.clone()), limit: i64::from(per_token), offset: 0 };
             let own_queued = store.list(&filter).await?.len();
             if own_queued + own_in_flight >= per_token as usize {
-                return Err(ApiError::TokenQueueFull { limit: per_token });
+                return Err(QueueError::TokenQueueFull { limit: per_token });
             }
         }
         *self.in_flight.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).entry(owner.clone()).or_default() += 1;

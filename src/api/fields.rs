@@ -1,0 +1,80 @@
+//! The job fields' text read into the queue's typed `JobOptions`; what the values mean (models, scales,
+//! ranges) is checked by the queue, for HTTP and `vaebox run` alike.
+use std::path::Path;
+
+use super::error::ApiError;
+use super::params::JobFields;
+use crate::device::DtypeChoice;
+use crate::error_codes as codes;
+use crate::jobs::{Op, RestoreParams};
+use crate::models::registry;
+use crate::models::restore::colorfix::ColorFix;
+use crate::queue::{self, JobOptions, JobRequest};
+
+/// Reads and checks the fields: the request the queue will take.
+pub fn job_request(fields: &JobFields, models_dir: &Path) -> Result<JobRequest, ApiError> {
+    Ok(queue::check(&job_options(fields, models_dir)?, models_dir)?)
+}
+
+pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, ApiError> {
+    let op_name = fields.op.as_deref().unwrap_or("upscale");
+    let op = Op::parse(op_name).ok_or_else(|| {
+        let known: Vec<_> = Op::ALL.iter().map(|op| op.as_str()).collect();
+        ApiError::bad_request(codes::UNKNOWN_OP, format!("unknown op `{op_name}`; expected one of {}", known.join(", ")))
+    })?;
+    let model = fields.model.clone().unwrap_or_else(|| registry::DEFAULT_UPSCALE_MODEL.into());
+    // The model comes first, as its refusals name what the box has; a scale's refusal names the model's scales.
+    let entry = queue::find_model(models_dir, op, &model)?;
+    let scale = match (op, &fields.scale) {
+        (Op::Upscale | Op::Restore, Some(raw)) => Some(raw.trim().parse::<i64>().map_err(|_| queue::bad_scale(raw, &entry.scales))?),
+        _ => None,
+    };
+    let priority = match &fields.priority {
+        None => 0,
+        Some(raw) => raw.trim().parse::<i64>().map_err(|_| queue::bad_priority(raw))?,
+    };
+    let dtype = match &fields.dtype {
+        None => DtypeChoice::Auto,
+        Some(raw) => DtypeChoice::parse(raw)
+            .ok_or_else(|| ApiError::bad_request(codes::INVALID_DTYPE, format!("dtype `{raw}` is not one of auto, f32, bf16, f16")))?,
+    };
+    let tile = fields.tile.as_deref().map(|raw| raw.trim().parse::<i64>().map_err(|_| queue::bad_tile(raw))).transpose()?;
+    let normalize = match fields.normalize.as_deref().map(|v| v.trim().to_ascii_lowercase()) {
+        None => None,
+        Some(v) if matches!(v.as_str(), "true" | "1" | "yes") => Some(true),
+        Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Some(false),
+        Some(v) => return Err(ApiError::bad_request(codes::INVALID_NORMALIZE, format!("normalize `{v}` is not true or false"))),
+    };
+    let memory_budget_mib =
+        fields.memory_budget_mib.as_deref().map(|raw| raw.trim().parse::<u64>().map_err(|_| queue::bad_memory_budget(raw))).transpose()?;
+    let restore = if op == Op::Restore { Some(restore_params(fields)?) } else { None };
+    Ok(JobOptions { op, model: Some(model), scale, priority, dtype, tile, normalize, memory_budget_mib, restore })
+}
+
+/// `restore`'s own fields; the queue checks them together (`RestoreSettings::resolve`).
+fn restore_params(fields: &JobFields) -> Result<RestoreParams, ApiError> {
+    fn number<T: std::str::FromStr>(name: &str, raw: &Option<String>) -> Result<Option<T>, ApiError> {
+        raw.as_deref()
+            .map(|raw| {
+                raw.trim()
+                    .parse::<T>()
+                    .map_err(|_| ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("{name} `{raw}` is not a number")))
+            })
+            .transpose()
+    }
+    let color_fix = match fields.color_fix.as_deref() {
+        None => None,
+        Some(raw) => Some(ColorFix::parse(raw.trim()).ok_or_else(|| {
+            ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("color_fix `{raw}` is not one of wavelet, adain, none"))
+        })?),
+    };
+    Ok(RestoreParams {
+        vae: fields.vae.clone(),
+        height: number("height", &fields.height)?,
+        width: number("width", &fields.width)?,
+        seed: number("seed", &fields.seed)?,
+        color_fix,
+        batch_frames: number("batch_frames", &fields.batch_frames)?,
+        batch_overlap: number("batch_overlap", &fields.batch_overlap)?,
+    })
+}

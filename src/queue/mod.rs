@@ -1,0 +1,71 @@
+//! A job's life has one home: `Queue` submits (the checks and admission shared by HTTP, the remote-VAE
+//! endpoints and `vaebox run`), follows, waits for, cancels and deletes jobs, over the store and the scheduler.
+mod admission;
+mod error;
+mod follow;
+mod inspect;
+mod manage;
+mod output_size;
+mod request;
+mod staged;
+mod submit;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+pub use admission::{Admission, Limits, Ticket};
+pub use error::QueueError;
+pub use follow::{Changes, Followed};
+pub use inspect::{inspect_input, InputKind, Probed};
+pub use manage::JobResult;
+pub use output_size::{check_output_size, InputSize};
+pub use request::{bad_memory_budget, bad_priority, bad_scale, bad_tile, check, find_model, JobOptions, JobRequest};
+pub use staged::StagedFile;
+pub use submit::Submission;
+
+use crate::config::Config;
+use crate::jobs::scheduler::{CancelFlags, JobEvents};
+use crate::jobs::JobStore;
+
+/// What the queue works over; the scheduler shares the store, the wake-up, the announcements and the flags.
+pub struct QueueParts {
+    pub config: Arc<Config>,
+    pub store: Arc<dyn JobStore>,
+    /// Rung when a job is queued, so the scheduler need not wait for its next poll.
+    pub wake: Arc<Notify>,
+    pub events: JobEvents,
+    pub cancels: CancelFlags,
+    /// Cancelled when the server starts to stop: followers are told and let go.
+    pub shutdown: CancellationToken,
+}
+
+#[derive(Clone)]
+pub struct Queue {
+    config: Arc<Config>,
+    store: Arc<dyn JobStore>,
+    wake: Arc<Notify>,
+    events: JobEvents,
+    cancels: CancelFlags,
+    shutdown: CancellationToken,
+    admission: Admission,
+}
+
+impl Queue {
+    pub fn new(parts: QueueParts) -> Queue {
+        let QueueParts { config, store, wake, events, cancels, shutdown } = parts;
+        Queue { config, store, wake, events, cancels, shutdown, admission: Admission::default() }
+    }
+
+    /// The store, for what reads it beyond one job's life (health, metrics).
+    pub fn store(&self) -> &dyn JobStore {
+        self.store.as_ref()
+    }
+
+    fn job_dir(&self, id: Uuid) -> PathBuf {
+        self.config.data_dir.join("jobs").join(id.to_string())
+    }
+}

@@ -1,0 +1,188 @@
+//! A job's options, checked against what this box can do: one set of checks for the HTTP fields, the
+//! remote-VAE query and `vaebox run`'s flags, each of which has already read its text into these types.
+use std::path::Path;
+
+use super::QueueError;
+use crate::config::MAX_MEMORY_BUDGET_MIB;
+use crate::device::DtypeChoice;
+use crate::error_codes as codes;
+use crate::executor::restore::{self, RestoreSettings};
+use crate::jobs::{JobParams, Op, RestoreParams};
+use crate::models::registry;
+
+/// What a client asks for, typed; `None` takes the default (of the op, the model or the config).
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    pub op: Op,
+    /// Default: `registry::DEFAULT_UPSCALE_MODEL`.
+    pub model: Option<String>,
+    /// upscale, restore only (ignored for the others).
+    pub scale: Option<i64>,
+    pub priority: i64,
+    pub dtype: DtypeChoice,
+    pub tile: Option<i64>,
+    pub normalize: Option<bool>,
+    pub memory_budget_mib: Option<u64>,
+    /// restore only (ignored for the others); `None` is every default.
+    pub restore: Option<RestoreParams>,
+}
+
+impl JobOptions {
+    pub fn new(op: Op) -> JobOptions {
+        JobOptions {
+            op,
+            model: None,
+            scale: None,
+            priority: 0,
+            dtype: DtypeChoice::Auto,
+            tile: None,
+            normalize: None,
+            memory_budget_mib: None,
+            restore: None,
+        }
+    }
+}
+
+/// A job request checked against what this box can do.
+pub struct JobRequest {
+    pub op: Op,
+    pub model: String,
+    pub family: registry::Family,
+    pub latent_channels: Option<i64>,
+    pub priority: i64,
+    pub params: JobParams,
+}
+
+/// The model by name, able to do `op`, with its weights on this box.
+pub fn find_model(models_dir: &Path, op: Op, name: &str) -> Result<registry::ModelEntry, QueueError> {
+    let entry = registry::find(models_dir, name).ok_or_else(|| {
+        let known: Vec<_> = registry::scan(models_dir).into_iter().map(|m| m.name).collect();
+        QueueError::refused(codes::UNKNOWN_MODEL, format!("unknown model `{name}`; this box has {}", known.join(", ")))
+    })?;
+    if !entry.ops.contains(&op) {
+        return Err(QueueError::refused(codes::UNSUPPORTED_OP, format!("model `{}` cannot do `{}`", entry.name, op.as_str())));
+    }
+    if !entry.present() {
+        return Err(QueueError::refused(
+            codes::MODEL_WEIGHTS_MISSING,
+            format!("the weights of `{}` are not in the models folder of this box", entry.name),
+        ));
+    }
+    Ok(entry)
+}
+
+pub fn bad_scale(raw: &str, scales: &[i64]) -> QueueError {
+    QueueError::refused(codes::INVALID_SCALE, format!("scale `{raw}` is not supported; use one of {scales:?}"))
+}
+
+pub fn bad_priority(raw: &str) -> QueueError {
+    QueueError::refused(codes::INVALID_PRIORITY, format!("priority `{raw}` is not an integer in -1000..=1000"))
+}
+
+pub fn bad_tile(raw: &str) -> QueueError {
+    QueueError::refused(codes::INVALID_TILE, format!("tile `{raw}` must be 0 or between 16 and 8192 pixels"))
+}
+
+pub fn bad_memory_budget(raw: &str) -> QueueError {
+    let message = format!("memory_budget_mib `{raw}` is not a whole number of MiB up to {MAX_MEMORY_BUDGET_MIB}");
+    QueueError::refused(codes::INVALID_MEMORY_BUDGET, message)
+}
+
+/// Checks the options as the executor will use them, so that a job that cannot run is refused before it is
+/// queued (or, for `vaebox run`, before a model is loaded).
+pub fn check(options: &JobOptions, models_dir: &Path) -> Result<JobRequest, QueueError> {
+    let op = options.op;
+    let model = options.model.as_deref().unwrap_or(registry::DEFAULT_UPSCALE_MODEL);
+    let entry = find_model(models_dir, op, model)?;
+    let scale = match op {
+        Op::Upscale | Op::Restore => {
+            let scale = options.scale.unwrap_or(if op == Op::Restore { 2 } else { 4 });
+            if !entry.scales.contains(&scale) {
+                return Err(bad_scale(&scale.to_string(), &entry.scales));
+            }
+            Some(scale)
+        }
+        _ => None,
+    };
+    if options.priority.abs() > 1000 {
+        return Err(bad_priority(&options.priority.to_string()));
+    }
+    if let Some(tile) = options.tile.filter(|t| *t != 0 && !(16..=8192).contains(t)) {
+        return Err(bad_tile(&tile.to_string()));
+    }
+    if op == Op::VaeEncode && options.normalize == Some(true) {
+        registry::check_normalization(&entry.name, entry.family, entry.latent_channels, false)?;
+    }
+    if let Some(mib) = options.memory_budget_mib.filter(|mib| *mib > MAX_MEMORY_BUDGET_MIB) {
+        return Err(bad_memory_budget(&mib.to_string()));
+    }
+    let restore = match op {
+        Op::Restore => Some(check_restore(options.restore.clone().unwrap_or_default(), scale, &entry.name, models_dir)?),
+        _ => None,
+    };
+    let params = JobParams {
+        scale,
+        tile: options.tile,
+        normalize: options.normalize,
+        memory_budget_mib: options.memory_budget_mib,
+        restore,
+        ..JobParams::new(options.dtype)
+    };
+    Ok(JobRequest {
+        op,
+        latent_channels: entry.latent_channels,
+        family: entry.family,
+        model: entry.name,
+        priority: options.priority,
+        params,
+    })
+}
+
+/// `restore`'s own fields, checked as the executor will use them (the same `RestoreSettings::resolve`),
+/// and its VAE and text embeddings looked up.
+fn check_restore(params: RestoreParams, scale: Option<i64>, model: &str, models_dir: &Path) -> Result<RestoreParams, QueueError> {
+    RestoreSettings::resolve(scale, Some(&params)).map_err(|why| QueueError::refused(codes::INVALID_RESTORE_PARAMETER, why))?;
+    restore::restore_files(models_dir, model, params.vae.as_deref())
+        .map_err(|why| QueueError::refused(codes::UNKNOWN_MODEL, why.to_string()))?;
+    Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_of(options: &JobOptions, models_dir: &Path) -> &'static str {
+        check(options, models_dir).err().map(|e| e.code()).unwrap_or("accepted")
+    }
+
+    /// The same refusals whoever submits (the HTTP tests check them through the API; `vaebox run` gets these).
+    #[test]
+    fn options_are_refused_with_their_codes() {
+        let empty = tempfile::tempdir().unwrap();
+        let upscale = JobOptions::new(Op::Upscale);
+        assert_eq!(code_of(&upscale, empty.path()), codes::MODEL_WEIGHTS_MISSING);
+        assert_eq!(code_of(&JobOptions { model: Some("no-such-model".into()), ..upscale.clone() }, empty.path()), codes::UNKNOWN_MODEL);
+        assert_eq!(code_of(&JobOptions::new(Op::VaeEncode), empty.path()), codes::UNSUPPORTED_OP);
+
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+        if registry::find(&models, registry::DEFAULT_UPSCALE_MODEL).is_none_or(|m| !m.present()) {
+            eprintln!("skipped the range checks: no {} in {}", registry::DEFAULT_UPSCALE_MODEL, models.display());
+            return;
+        }
+        assert_eq!(code_of(&upscale, &models), "accepted");
+        let cases = [
+            (JobOptions { scale: Some(3), ..upscale.clone() }, codes::INVALID_SCALE),
+            (JobOptions { priority: 1001, ..upscale.clone() }, codes::INVALID_PRIORITY),
+            (JobOptions { priority: -1000, ..upscale.clone() }, "accepted"),
+            (JobOptions { tile: Some(8), ..upscale.clone() }, codes::INVALID_TILE),
+            (JobOptions { tile: Some(0), ..upscale.clone() }, "accepted"),
+            (JobOptions { tile: Some(8193), ..upscale.clone() }, codes::INVALID_TILE),
+            (JobOptions { memory_budget_mib: Some(MAX_MEMORY_BUDGET_MIB + 1), ..upscale.clone() }, codes::INVALID_MEMORY_BUDGET),
+        ];
+        for (options, code) in cases {
+            assert_eq!(code_of(&options, &models), code, "{options:?}");
+        }
+        let request = check(&upscale, &models).unwrap();
+        assert_eq!((request.params.scale, request.priority), (Some(4), 0), "the documented defaults");
+    }
+}

@@ -1,0 +1,79 @@
+//! Submission: a place in the queue (`admit`, before any of the input is read), then the input's checks
+//! and the job's row (`submit`). HTTP uploads and the remote-VAE endpoints go through both; `vaebox run`
+//! shares the checks (`request::check`, `inspect::inspect_input`) without a queue.
+use uuid::Uuid;
+
+use super::admission::{Limits, Ticket};
+use super::inspect::{inspect_input, InputKind, Probed};
+use super::{JobRequest, Queue, QueueError, StagedFile};
+use crate::jobs::{Job, NewJob};
+
+/// A checked request with its received input, and the place in the queue admitted for it.
+pub struct Submission {
+    pub request: JobRequest,
+    pub input: StagedFile,
+    pub kind: InputKind,
+    pub owner: Option<String>,
+    pub ticket: Ticket,
+}
+
+impl Queue {
+    /// A place in the queue (see `admission`), held until the job is queued or the upload fails.
+    /// Refused before the body is read when the data dir's disk is below `min_free_disk_mib`.
+    pub async fn admit(&self, owner: Option<String>) -> Result<Ticket, QueueError> {
+        let min_free = self.config.min_free_disk_mib << 20;
+        if crate::jobs::preflight::free_bytes(&self.config.data_dir).is_some_and(|free| free < min_free) {
+            return Err(QueueError::InsufficientStorage);
+        }
+        let limits = Limits { queued: self.config.max_queued_jobs, queued_per_token: self.config.max_queued_jobs_per_token };
+        self.admission.admit(self.store.as_ref(), owner, &limits).await
+    }
+
+    /// Checks the input, then queues the job; its place in the queue is given back once the row exists.
+    pub async fn submit(&self, submission: Submission) -> Result<Job, QueueError> {
+        let Submission { request, input, kind, owner, ticket } = submission;
+        let probed = inspect_input(&self.config, &request, &input.path, kind).await?;
+        let job = self.enqueue(input, request, probed, owner).await?;
+        drop(ticket);
+        Ok(job)
+    }
+
+    /// Moves a checked input into its job folder and queues the job; the folder goes if the row cannot be written.
+    async fn enqueue(&self, file: StagedFile, request: JobRequest, probed: Probed, owner: Option<String>) -> Result<Job, QueueError> {
+        let id = Uuid::new_v4();
+        let job_dir = self.job_dir(id);
+        tokio::fs::create_dir_all(&job_dir).await?;
+        let extension = std::path::Path::new(&file.file_name)
+            .extension()
+            .map(|e| e.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "mp4".into());
+        let input_path = job_dir.join(format!("input.{extension}"));
+        let (file_name, bytes) = (file.file_name.clone(), file.bytes);
+        file.keep_as(&input_path).await?;
+        let new_job = NewJob {
+            id,
+            op: request.op,
+            model: request.model,
+            priority: request.priority,
+            params: request.params,
+            input_name: file_name,
+            input_path: input_path.to_string_lossy().into_owned(),
+            input_bytes: bytes,
+            input_media: probed.media,
+            probe_s: probed.seconds,
+            owner,
+        };
+        let job = match self.store.insert(new_job).await {
+            Ok(job) => job,
+            Err(e) => {
+                let _ = tokio::fs::remove_dir_all(&job_dir).await;
+                return Err(e.into());
+            }
+        };
+        crate::jobs::telemetry::job_created(job.op, bytes);
+        self.wake.notify_one();
+        let _ = self.events.send(id);
+        tracing::info!(%id, op = job.op.as_str(), model = %job.model, bytes, "job queued");
+        Ok(job)
+    }
+}
