@@ -40,6 +40,9 @@ pub struct Config {
     pub max_queued_jobs_per_token: u32,
     /// Uploads are refused with 507 `insufficient-storage` while the data dir's disk has less free (MiB).
     pub min_free_disk_mib: u64,
+    /// Space (MiB) held in a file in the data dir and given up when the disk fills, so that a job's
+    /// failure and a `DELETE` can still be written; 0 = none.
+    pub disk_reserve_mib: u64,
     /// Finished jobs (their files and rows) are removed this long after they ended; 0 keeps them forever.
     pub retention_hours: f64,
     pub ffmpeg: PathBuf,
@@ -107,6 +110,7 @@ impl Default for Config {
             max_queued_jobs: 256,
             max_queued_jobs_per_token: 0,
             min_free_disk_mib: 1024,
+            disk_reserve_mib: 64,
             retention_hours: 72.0,
             ffmpeg: "ffmpeg".into(),
             ffprobe: "ffprobe".into(),
@@ -313,6 +317,9 @@ impl Config {
         }
         if self.upscale_overlap < 0 {
             return invalid("upscale_overlap", "must not be negative");
+        }
+        if self.disk_reserve_mib > 1 << 20 {
+            return invalid("disk_reserve_mib", "must be at most 1048576 (1 TiB)");
         }
         if self.output_crf > 51 {
             return invalid("output_crf", "x264 CRF is 0..=51");

@@ -86,6 +86,8 @@ codes! {
     INSUFFICIENT_STORAGE = "insufficient-storage";
     /// The job succeeded but its result file is no longer kept (a synchronous call's, or removed by hand).
     RESULT_GONE = "result-gone";
+    /// A thumbnail or preview of a side that is not a video (a latent input, an output not made yet).
+    PREVIEW_UNAVAILABLE = "preview-unavailable";
     /// `/v1/decode`, `/v1/encode`: a diffusers option this box does not implement.
     UNSUPPORTED_OPTION = "unsupported-option";
     /// `/v1/decode`, `/v1/encode`: the body's length does not match `shape` and `dtype`.
@@ -106,6 +108,8 @@ codes! {
     EXECUTOR_GONE = "executor-gone";
     /// The device ran out of memory, also after the smaller plans.
     OUT_OF_MEMORY = "out-of-memory";
+    /// The data dir's disk filled up while the job wrote its output; the partial output is removed.
+    DISK_FULL = "disk-full";
 
     // Media.
     /// The upload has zero bytes.

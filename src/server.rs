@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::executor::{ExecutorConfig, ExecutorHandle};
 use crate::jobs::scheduler::{CancelFlags, Scheduler};
 use crate::jobs::retention::Retention;
+use crate::jobs::disk::DiskReserve;
 use crate::jobs::{preflight, JobStore, SqliteStore};
 use crate::queue::{Queue, QueueParts};
 
@@ -34,6 +35,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::warn!(requeued, "jobs interrupted by the last shutdown were put back in the queue");
     }
 
+    let reserve = Arc::new(DiskReserve::new(&config.data_dir, config.disk_reserve_mib << 20));
+    reserve.ensure();
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(&config));
     let wake = Arc::new(Notify::new());
     let (events, _) = broadcast::channel(1024);
@@ -48,6 +51,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         events: events.clone(),
         cancels: cancels.clone(),
         shutdown: shutdown.clone(),
+        reserve: reserve.clone(),
     });
     let state = AppState {
         config: config_shared,
@@ -61,7 +65,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
         tokio::spawn(Retention { store: store.clone(), jobs_dir: config.data_dir.join("jobs"), keep }.run());
     }
-    let scheduler = Scheduler { store, executor, wake: wake.clone(), events, cancels: cancels.clone() };
+    let scheduler = Scheduler { store, executor, wake: wake.clone(), events, cancels: cancels.clone(), reserve };
     let jobs = tokio::spawn(scheduler.run());
 
     if !config.listen_addr().ip().is_loopback() && config.tokens.is_empty() {

@@ -762,6 +762,7 @@
     const params = job.params || {};
     const title = titleOf(job);
     const head = h("div", { class: "job-head" },
+      thumbnailOf(job),
       h("span", { class: `badge st-${st}`, text: st }),
       h("h3", { class: "job-title", title }, title),
       h("span", { class: "job-meta muted" },
@@ -777,6 +778,9 @@
         "aria-label": `Download ${job.output.file_name || "result"}`,
       }, "Download"));
     }
+    if (canCompare(job)) {
+      actions.append(h("button", { type: "button", onclick: () => openCompare(job.id), "aria-label": `Compare ${title} before and after` }, "Compare"));
+    }
     if (st === "queued" || st === "running") {
       actions.append(h("button", { type: "button", onclick: (e) => cancelJob(job.id, e.currentTarget), "aria-label": `Cancel job ${title}` }, "Cancel"));
     }
@@ -784,6 +788,100 @@
       actions.append(h("button", { type: "button", class: "danger", onclick: (e) => deleteJob(job.id, e.currentTarget), "aria-label": `Delete job ${title}` }, "Delete"));
     }
     return h("div", { class: "job-top" }, head, actions);
+  }
+
+  // ---------- previews ----------
+  // The server makes a still of the output once the job succeeded, of the input before; the URL is the
+  // same, so the card is rebuilt (and the image re-fetched, revalidated) when the status changes.
+  function thumbnailOf(job) {
+    const hasVideo = (job.input && job.input.media) || (job.status === "succeeded" && job.output && job.output.media);
+    if (!hasVideo) return null;
+    const img = h("img", { class: "thumb", alt: "", loading: "lazy", src: withToken(`/v1/jobs/${job.id}/thumbnail`) });
+    img.addEventListener("error", () => img.remove());
+    return img;
+  }
+
+  const COMPARABLE_OPS = new Set(["upscale", "restore", "vae_reconstruct"]);
+  function canCompare(job) {
+    return job.status === "succeeded" && COMPARABLE_OPS.has(job.op) && job.input && job.input.media && job.output && job.output.media;
+  }
+
+  // Before (the input) under after (the output), the output clipped to the right of the split.
+  // Both are served at the same width, frame for frame; the output's clock leads and the input follows.
+  function setSplit(percent) {
+    const p = Math.min(100, Math.max(0, Number(percent)));
+    $("compare-after").style.clipPath = `inset(0 0 0 ${p}%)`;
+    $("compare-divider").style.left = `${p}%`;
+    $("compare-split").value = String(p);
+  }
+
+  function openCompare(id, split) {
+    const before = $("compare-before");
+    const after = $("compare-after");
+    $("compare-status").textContent = "loading (a first view makes the previews)…";
+    before.src = withToken(`/v1/jobs/${id}/preview?side=input`);
+    after.src = withToken(`/v1/jobs/${id}/preview?side=output`);
+    const job = state.jobs.get(id);
+    $("compare-title").textContent = `Before / after: ${job ? titleOf(job) : shortId(id)}`;
+    setSplit(split === undefined ? 50 : split);
+    $("compare-play").textContent = "Play";
+    const dialog = $("compare");
+    if (!dialog.open) dialog.showModal();
+  }
+
+  function closeCompare() {
+    for (const v of [$("compare-before"), $("compare-after")]) { v.pause(); v.removeAttribute("src"); v.load(); }
+    if ($("compare").open) $("compare").close();
+  }
+
+  function followLeader() {
+    const before = $("compare-before");
+    const after = $("compare-after");
+    if (Math.abs(before.currentTime - after.currentTime) > 0.04) before.currentTime = after.currentTime;
+  }
+
+  function setupCompare() {
+    const before = $("compare-before");
+    const after = $("compare-after");
+    $("compare-split").addEventListener("input", (e) => setSplit(e.target.value));
+    $("compare-close").addEventListener("click", closeCompare);
+    $("compare").addEventListener("close", closeCompare);
+    $("compare-play").addEventListener("click", () => {
+      if (after.paused) {
+        followLeader();
+        Promise.all([after.play(), before.play()]).catch(() => {});
+        $("compare-play").textContent = "Pause";
+      } else {
+        after.pause(); before.pause(); followLeader();
+        $("compare-play").textContent = "Play";
+      }
+    });
+    after.addEventListener("seeked", followLeader);
+    after.addEventListener("timeupdate", followLeader);
+    const ready = () => {
+      if (before.readyState >= 2 && after.readyState >= 2) $("compare-status").textContent = `${after.videoWidth}×${after.videoHeight}`;
+    };
+    for (const v of [before, after]) {
+      v.addEventListener("loadeddata", ready);
+      v.addEventListener("error", () => { $("compare-status").textContent = "this preview cannot be shown"; });
+    }
+    // Dragging across the picture moves the split too.
+    const stage = $("compare-stage");
+    const fromPointer = (e) => {
+      const r = stage.getBoundingClientRect();
+      if (r.width > 0) setSplit(((e.clientX - r.left) / r.width) * 100);
+    };
+    stage.addEventListener("pointerdown", (e) => { stage.setPointerCapture(e.pointerId); fromPointer(e); });
+    stage.addEventListener("pointermove", (e) => { if (stage.hasPointerCapture(e.pointerId)) fromPointer(e); });
+  }
+
+  // `#compare=<job id>&split=<percent>` opens the view at once: a link to share, and what the tests drive.
+  function compareFromHash() {
+    const params = new URLSearchParams(location.hash.slice(1));
+    const id = params.get("compare");
+    if (!id) return;
+    const split = params.has("split") ? Number(params.get("split")) : undefined;
+    openCompare(id, Number.isFinite(split) ? split : undefined);
   }
 
   function buildProgress(job) {
@@ -1061,6 +1159,8 @@
     document.addEventListener("visibilitychange", () => { if (!document.hidden) { poll(); refreshHealth(); } });
     window.addEventListener("beforeunload", (e) => { if (state.xhr) { e.preventDefault(); e.returnValue = ""; } });
 
+    setupCompare();
+    compareFromHash();
     updateSubmit();
     loadModels();
     refreshHealth();

@@ -106,6 +106,7 @@ fn queue_status(e: &QueueError) -> StatusCode {
         QueueError::NotFinished(_) => StatusCode::CONFLICT,
         QueueError::OutputTooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
         QueueError::ResultGone(_) => StatusCode::GONE,
+        QueueError::PreviewUnavailable(_) => StatusCode::CONFLICT,
         QueueError::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         QueueError::QueueFull { .. } | QueueError::TokenQueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
         QueueError::Media(e) if e.is_client_error() => StatusCode::UNPROCESSABLE_ENTITY,

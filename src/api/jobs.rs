@@ -17,7 +17,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::fields;
 use super::openapi::{Binary, Faults};
-use super::params::{self, JobFields, ListQuery, UploadForm};
+use super::params::{self, JobFields, ListQuery, ResultQuery, UploadForm};
 use super::upload::{self, UploadLimits};
 use super::AppState;
 use crate::error_codes as codes;
@@ -123,13 +123,13 @@ pub async fn list(State(app): State<AppState>, Extension(caller): Extension<Call
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
 #[allow(dead_code)] // described, never built: the handlers read the id as text
-pub struct JobId {
+pub(super) struct JobId {
     /// The job's id (an unknown or malformed one answers 404 job-not-found).
     id: Uuid,
 }
 
 /// The job, if this caller may see it (another token's job is as unknown as a missing one).
-async fn find(app: &AppState, caller: &Caller, raw: &str) -> Result<Job, ApiError> {
+pub(super) async fn find(app: &AppState, caller: &Caller, raw: &str) -> Result<Job, ApiError> {
     Ok(app.queue.find(raw, |job| caller.sees(job)).await?)
 }
 
@@ -153,7 +153,7 @@ pub async fn get(State(app): State<AppState>, Extension(caller): Extension<Calle
     get,
     path = "/v1/jobs/{id}/result",
     tag = "jobs",
-    params(JobId),
+    params(JobId, ResultQuery),
     responses(
         (status = 200, description = "The file, with a Content-Disposition naming it",
             content((Binary = "video/mp4"), (Binary = "application/octet-stream"))),
@@ -167,22 +167,27 @@ pub async fn result(
     State(app): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let query: ResultQuery = params::from_query(query.as_deref().unwrap_or(""))?;
+    let inline = params::flag("inline", query.inline.as_deref())?;
     let job = find(&app, &caller, &id).await?;
     let output = app.queue.result(&job, &id)?;
-    let mut response = tower_http::services::ServeFile::new(&output.path)
-        .oneshot(request)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .into_response();
+    let disposition = if inline { "inline" } else { "attachment" };
+    serve_file(&output.path, request, Some(&format!("{disposition}; filename=\"{}\"", output.file_name)), &id).await
+}
+
+/// A file with Range support (`ServeFile`), named by `disposition`; a file that went away is `result-gone`.
+pub(super) async fn serve_file(path: &std::path::Path, request: Request, disposition: Option<&str>, id: &str) -> Result<Response, ApiError> {
+    let mut response =
+        tower_http::services::ServeFile::new(path).oneshot(request).await.map_err(|e| ApiError::Internal(e.to_string()))?.into_response();
     if response.status().is_success() || response.status() == StatusCode::PARTIAL_CONTENT {
-        let disposition = format!("attachment; filename=\"{}\"", output.file_name);
-        if let Ok(value) = HeaderValue::from_str(&disposition) {
+        if let Some(value) = disposition.and_then(|d| HeaderValue::from_str(d).ok()) {
             response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
         }
     } else if response.status() == StatusCode::NOT_FOUND {
-        return Err(QueueError::ResultGone(id).into());
+        return Err(QueueError::ResultGone(id.to_string()).into());
     }
     Ok(response)
 }

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
+mod preview;
 pub mod remote;
 pub mod system;
 pub mod upload;
@@ -65,6 +66,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/encode", post(remote::encode).layer(DefaultBodyLimit::disable()))
         .route("/v1/jobs/{id}/events", get(jobs::events))
         .route("/v1/jobs/{id}/result", get(jobs::result))
+        .route("/v1/jobs/{id}/thumbnail", get(preview::thumbnail))
+        .route("/v1/jobs/{id}/preview", get(preview::preview))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         // Before the fallbacks, so that they answer for /docs too.
         .merge(openapi::docs_routes().with_state(()))

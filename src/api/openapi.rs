@@ -10,7 +10,7 @@ use utoipa::openapi::RefOr;
 use utoipa::{IntoResponses, Modify, OpenApi};
 
 use super::error::ErrorBody;
-use super::{jobs, remote, system};
+use super::{jobs, preview, remote, system};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -30,6 +30,8 @@ use super::{jobs, remote, system};
         jobs::delete,
         jobs::events,
         jobs::result,
+        preview::thumbnail,
+        preview::preview,
         jobs::cancel,
         remote::decode,
         remote::encode,

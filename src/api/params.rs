@@ -15,6 +15,7 @@ use crate::device::DtypeChoice;
 use crate::error_codes as codes;
 use crate::jobs::{JobStatus, Op};
 use crate::models::restore::colorfix::ColorFix;
+use crate::queue::PreviewSide;
 
 /// The fields of `POST /v1/jobs`: query parameters of a raw upload, form fields, or keys of a
 /// `params` JSON part. Values stay text here; each is checked where its meaning is, with its own code.
@@ -91,6 +92,51 @@ pub struct ListQuery {
     /// Jobs to skip (the list's `next_offset`).
     #[param(value_type = i64, required = false, default = 0, minimum = 0)]
     pub offset: Option<i64>,
+}
+
+/// `GET /v1/jobs/{id}/result`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ResultQuery {
+    /// true (or 1): `Content-Disposition: inline`, so a browser plays or shows the file instead of saving it.
+    #[param(value_type = bool, required = false, default = false)]
+    pub inline: Option<String>,
+    /// The access token, for a link that cannot send a header.
+    #[param(value_type = String, required = false)]
+    pub access_token: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}/preview`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PreviewQuery {
+    /// Which side: the job's input or its output.
+    #[param(value_type = PreviewSide, inline, required = false, default = "output")]
+    pub side: Option<String>,
+    /// The access token, for a player that cannot send a header.
+    #[param(value_type = String, required = false)]
+    pub access_token: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}/thumbnail`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TokenQuery {
+    /// The access token, for an image that cannot send a header.
+    #[param(value_type = String, required = false)]
+    pub access_token: Option<String>,
+}
+
+/// A yes/no query value: `true`/`1` or `false`/`0`.
+pub fn flag(name: &str, value: Option<&str>) -> Result<bool, ApiError> {
+    match value {
+        None | Some("false" | "0") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(codes::INVALID_QUERY, format!("`{name}` is true or false, not `{other}`"))),
+    }
 }
 
 /// The query of `POST /v1/decode` and `/v1/encode`: the endpoint's own (`model` and the job fields

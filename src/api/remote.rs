@@ -216,7 +216,11 @@ async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<
         }
         _ => {
             let error = job.error.clone().unwrap_or(JobError { code: codes::CANCELLED.into(), message: "the job was cancelled".into() });
-            let status = if error.code == codes::CANCELLED { StatusCode::CONFLICT } else { StatusCode::UNPROCESSABLE_ENTITY };
+            let status = match error.code.as_str() {
+                codes::CANCELLED => StatusCode::CONFLICT,
+                codes::DISK_FULL => StatusCode::INSUFFICIENT_STORAGE,
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            };
             let mut body = ErrorBody::new(error.code, error.message);
             body.error.job = Some(job.id);
             Ok((status, Json(body)).into_response())

@@ -57,7 +57,7 @@ pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiErr
         queue_depth,
         running_job: running.first().map(|job| job.id),
         data_dir_bytes: app.data_dir_bytes.get(data_dir).await,
-        disk_free_bytes: crate::jobs::preflight::free_bytes(&app.config.data_dir),
+        disk_free_bytes: crate::jobs::disk::free_bytes(&app.config.data_dir),
     }))
 }
 

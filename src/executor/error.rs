@@ -33,6 +33,9 @@ impl From<tch::TchError> for ExecError {
 
 impl ExecError {
     pub fn code(&self) -> &'static str {
+        if crate::jobs::disk::is_full(self) {
+            return codes::DISK_FULL;
+        }
         match self {
             ExecError::Cancelled => codes::CANCELLED,
             ExecError::Media(e) => e.code(),

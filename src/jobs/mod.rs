@@ -1,5 +1,7 @@
 //! Jobs: what a job is (`model`), how it ran (`plan`), where it is kept (`store`), who runs it next
-//! (`scheduler`), what its life reports to metrics (`telemetry`), and the checks before the first (`preflight`).
+//! (`scheduler`), what its life reports to metrics (`telemetry`), the checks before the first (`preflight`), and the
+//! data dir's disk (`disk`).
+pub mod disk;
 pub mod model;
 pub mod plan;
 pub mod preflight;

@@ -3,6 +3,7 @@
 //! and what to do, instead of "disk I/O error" from deep inside SQLite or jobs silently orphaned.
 use std::path::{Path, PathBuf};
 
+use super::disk::free_bytes;
 use super::store::{JobStore, ListFilter};
 
 #[derive(Debug, thiserror::Error)]
@@ -54,14 +55,3 @@ pub fn database_error(database: &Path, reason: impl std::fmt::Display) -> Prefli
 
 /// Below this the database cannot grow its write-ahead log reliably.
 const LOW_SPACE_BYTES: u64 = 16 << 20;
-
-/// Bytes available to this user on the file system holding `path`.
-pub fn free_bytes(path: &Path) -> Option<u64> {
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid NUL-terminated path and a struct statvfs fills.
-    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
-        return None;
-    }
-    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
-}

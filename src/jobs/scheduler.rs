@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch, Notify};
 use uuid::Uuid;
 
+use super::disk::DiskReserve;
 use super::model::*;
 use super::store::JobStore;
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
@@ -77,12 +78,15 @@ pub struct Scheduler {
     pub wake: Arc<Notify>,
     pub events: JobEvents,
     pub cancels: CancelFlags,
+    /// Taken back before each claim; given up when a job's outcome cannot be written for lack of space.
+    pub reserve: Arc<DiskReserve>,
 }
 
 impl Scheduler {
     /// Runs jobs until the server stops (`CancelFlags::stop_claiming`); returns once the job in hand ended.
     pub async fn run(self) {
         while !self.cancels.is_stopping() {
+            self.reserve.ensure();
             match self.store.claim_next().await {
                 Ok(Some(job)) => self.execute(job).await,
                 Ok(None) => {
@@ -162,6 +166,7 @@ impl Scheduler {
                     tracing::error!(%id, error = %e, "cannot record the job's outcome; the job is re-queued at the next start");
                     return;
                 }
+                Err(e) if self.reserve.release_if_full(&e) => continue,
                 Err(e) => tracing::warn!(%id, error = %e, attempt, "cannot record the job's outcome yet; trying again"),
             }
             tokio::time::sleep(pause).await;

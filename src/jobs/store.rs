@@ -232,6 +232,10 @@ impl JobStore for SqliteStore {
     }
 
     async fn claim_next(&self) -> Result<Option<Job>, StoreError> {
+        // In a transaction whose commit is checked: as a bare statement, `RETURNING` hands the row back
+        // before SQLite has written it, so a claim that failed to commit (a full disk) ran the job all
+        // the same, and again at every poll.
+        let mut tx = self.pool.begin().await?;
         let claimed = sqlx::query(
             "UPDATE jobs SET status = 'running', started_at = ?, attempts = attempts + 1, progress = NULL
              WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY priority DESC, seq ASC LIMIT 1)
@@ -239,8 +243,9 @@ impl JobStore for SqliteStore {
              RETURNING id",
         )
         .bind(now_rfc3339())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
+        tx.commit().await?;
         match claimed {
             Some(row) => {
                 let id: String = row.try_get("id")?;

@@ -1,8 +1,10 @@
 //! ffprobe/ffmpeg processes (bounded: timeouts, kill on drop) and raw RGB frame streams:
-//! `probe` validates an input, `FrameReader` decodes it in chunks, `FrameWriter` encodes an MP4.
+//! `probe` validates an input, `FrameReader` decodes it in chunks, `FrameWriter` encodes an MP4,
+//! `preview` makes stills and browser-playable proxies.
 mod error;
 mod frames;
 pub mod latent;
+pub mod preview;
 pub mod safetensors;
 mod probe;
 mod process;

@@ -19,6 +19,8 @@ pub enum QueueError {
     OutputTooLarge(String),
     #[error("the result of job {0} is no longer kept (synchronous calls return it once; others after retention_hours)")]
     ResultGone(String),
+    #[error("{0}")]
+    PreviewUnavailable(String),
     #[error("the box's disk is (nearly) full; uploads resume once space is freed (delete finished jobs)")]
     InsufficientStorage,
     #[error("this token has {limit} jobs waiting, its limit; try again when one has started")]
@@ -49,6 +51,7 @@ impl QueueError {
             QueueError::NotFinished(_) => codes::JOB_NOT_FINISHED,
             QueueError::OutputTooLarge(_) => codes::OUTPUT_TOO_LARGE,
             QueueError::ResultGone(_) => codes::RESULT_GONE,
+            QueueError::PreviewUnavailable(_) => codes::PREVIEW_UNAVAILABLE,
             QueueError::InsufficientStorage => codes::INSUFFICIENT_STORAGE,
             QueueError::TokenQueueFull { .. } | QueueError::QueueFull { .. } => codes::QUEUE_FULL,
             QueueError::Media(e) => e.code(),

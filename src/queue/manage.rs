@@ -45,22 +45,26 @@ impl Queue {
         Ok(job)
     }
 
-    /// Deletes a finished job's row and its files.
+    /// Deletes a finished job's files, then its row. Files first: on a full disk removing them is what
+    /// makes room for the row's deletion (and the disk reserve is given up if that is still not enough).
     pub async fn delete(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<(), QueueError> {
-        let id = self.find(raw_id, visible).await?.id;
-        match self.store.delete(id).await? {
+        let job = self.find(raw_id, visible).await?;
+        if !job.status.is_terminal() {
+            return Err(not_finished(raw_id, &job));
+        }
+        if let Err(e) = tokio::fs::remove_dir_all(self.job_dir(job.id)).await {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(id = %job.id, error = %e, "could not remove a deleted job's files");
+            }
+        }
+        let deleted = match self.store.delete(job.id).await {
+            Err(e) if self.reserve.release_if_full(&e) => self.store.delete(job.id).await?,
+            other => other?,
+        };
+        match deleted {
             DeleteOutcome::NotFound => Err(QueueError::JobNotFound(raw_id.into())),
-            DeleteOutcome::NotFinished(job) => {
-                Err(QueueError::NotFinished(format!("job {raw_id} is {}; cancel it first, then delete it", job.status.as_str())))
-            }
-            DeleteOutcome::Deleted(_) => {
-                if let Err(e) = tokio::fs::remove_dir_all(self.job_dir(id)).await {
-                    if e.kind() != std::io::ErrorKind::NotFound {
-                        tracing::warn!(%id, error = %e, "job deleted but its files remain");
-                    }
-                }
-                Ok(())
-            }
+            DeleteOutcome::NotFinished(job) => Err(not_finished(raw_id, &job)),
+            DeleteOutcome::Deleted(_) => Ok(()),
         }
     }
 
@@ -80,4 +84,8 @@ impl Queue {
             tracing::warn!(%id, %error, "could not remove a synchronous call's files");
         }
     }
+}
+
+fn not_finished(raw_id: &str, job: &Job) -> QueueError {
+    QueueError::NotFinished(format!("job {raw_id} is {}; cancel it first, then delete it", job.status.as_str()))
 }

@@ -6,6 +6,7 @@ mod follow;
 mod inspect;
 mod manage;
 mod output_size;
+mod preview;
 mod request;
 mod staged;
 mod submit;
@@ -13,7 +14,7 @@ mod submit;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -23,12 +24,14 @@ pub use follow::{Changes, Followed};
 pub use inspect::{inspect_input, InputKind, Probed};
 pub use manage::JobResult;
 pub use output_size::{check_output_size, InputSize};
+pub use preview::PreviewSide;
 pub use request::{bad_memory_budget, bad_priority, bad_scale, bad_tile, check, find_model, JobOptions, JobRequest};
 pub use staged::StagedFile;
 pub use submit::Submission;
 
 use crate::config::Config;
 use crate::jobs::scheduler::{CancelFlags, JobEvents};
+use crate::jobs::disk::DiskReserve;
 use crate::jobs::JobStore;
 
 /// What the queue works over; the scheduler shares the store, the wake-up, the announcements and the flags.
@@ -41,6 +44,8 @@ pub struct QueueParts {
     pub cancels: CancelFlags,
     /// Cancelled when the server starts to stop: followers are told and let go.
     pub shutdown: CancellationToken,
+    /// Given up when a deletion cannot be written for lack of space.
+    pub reserve: Arc<DiskReserve>,
 }
 
 #[derive(Clone)]
@@ -51,13 +56,16 @@ pub struct Queue {
     events: JobEvents,
     cancels: CancelFlags,
     shutdown: CancellationToken,
+    reserve: Arc<DiskReserve>,
     admission: Admission,
+    /// Previews made at once (thumbnails, proxies): one, beside the running job.
+    previews: Arc<Semaphore>,
 }
 
 impl Queue {
     pub fn new(parts: QueueParts) -> Queue {
-        let QueueParts { config, store, wake, events, cancels, shutdown } = parts;
-        Queue { config, store, wake, events, cancels, shutdown, admission: Admission::default() }
+        let QueueParts { config, store, wake, events, cancels, shutdown, reserve } = parts;
+        Queue { config, store, wake, events, cancels, shutdown, reserve, admission: Admission::default(), previews: Arc::new(Semaphore::new(1)) }
     }
 
     /// The store, for what reads it beyond one job's life (health, metrics).

@@ -21,8 +21,8 @@ impl Queue {
     /// A place in the queue (see `admission`), held until the job is queued or the upload fails.
     /// Refused before the body is read when the data dir's disk is below `min_free_disk_mib`.
     pub async fn admit(&self, owner: Option<String>) -> Result<Ticket, QueueError> {
-        let min_free = self.config.min_free_disk_mib << 20;
-        if crate::jobs::preflight::free_bytes(&self.config.data_dir).is_some_and(|free| free < min_free) {
+        let min_free = self.config.min_free_disk_mib.saturating_mul(1 << 20);
+        if crate::jobs::disk::free_bytes(&self.config.data_dir).is_some_and(|free| free < min_free) {
             return Err(QueueError::InsufficientStorage);
         }
         let limits = Limits { queued: self.config.max_queued_jobs, queued_per_token: self.config.max_queued_jobs_per_token };
