@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 export VAEBOX_PYTHON="$PWD/.venv/bin/python"
-cargo test --release -- --test-threads=2 "$@"
+cargo test --release --no-fail-fast -- --test-threads=2 "$@"

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::device::{DeviceChoice, DtypeChoice, HostAllocator};
-use crate::media::{MediaLimits, MediaTools};
+use crate::media::{MediaLimits, MediaTools, OutputFormat};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -75,7 +75,10 @@ pub struct Config {
     /// SeedVR2 DiT blocks kept on the host and brought to the device one at a time: `auto` (on CUDA when
     /// the weights and a one-frame batch do not fit the free memory together), `always` or `never`.
     pub dit_block_swap: BlockSwap,
-    /// x264 quality and speed for outputs.
+    /// The results' format when a job names none: h264, h265, prores, ffv1 or png.
+    #[serde(with = "as_text")]
+    pub output_format: OutputFormat,
+    /// x264/x265 quality and speed for outputs.
     pub output_crf: u8,
     pub output_preset: String,
     /// Origins (`scheme://host:port`) of other pages allowed to call the API from a browser (CORS); empty = none.
@@ -125,6 +128,7 @@ impl Default for Config {
             cpu_allocator: HostAllocator::Bounded,
             tokens: Vec::new(),
             dit_block_swap: BlockSwap::Auto,
+            output_format: OutputFormat::H264,
             output_crf: 18,
             output_preset: "veryfast".into(),
             cors_origins: Vec::new(),
@@ -220,6 +224,16 @@ impl TextValue for DeviceChoice {
             DeviceChoice::Cpu => "cpu".into(),
             DeviceChoice::Cuda(index) => format!("cuda:{index}"),
         }
+    }
+}
+
+impl TextValue for OutputFormat {
+    const EXPECTED: &'static str = "output_format: expected h264, h265, prores, ffv1 or png";
+    fn parse_text(text: &str) -> Option<Self> {
+        OutputFormat::parse(text)
+    }
+    fn to_text(&self) -> String {
+        self.as_str().into()
     }
 }
 
@@ -320,6 +334,9 @@ impl Config {
         }
         if self.disk_reserve_mib > 1 << 20 {
             return invalid("disk_reserve_mib", "must be at most 1048576 (1 TiB)");
+        }
+        if self.output_format == OutputFormat::Safetensors {
+            return invalid("output_format", "safetensors is for vae_decode jobs that ask for it, not a default");
         }
         if self.output_crf > 51 {
             return invalid("output_crf", "x264 CRF is 0..=51");

@@ -65,6 +65,13 @@ codes! {
     INVALID_TILE = "invalid-tile";
     /// `normalize` is not true or false.
     INVALID_NORMALIZE = "invalid-normalize";
+    /// `keep_audio` or `metrics` is not true or false.
+    INVALID_BOOLEAN = "invalid-boolean";
+    /// `output_format` is not one of h264, h265, prores, ffv1, png, safetensors, or not one the op
+    /// writes (`safetensors` is for `vae_decode`; `vae_encode` writes a latent).
+    INVALID_OUTPUT_FORMAT = "invalid-output-format";
+    /// This box's ffmpeg has no encoder for the `output_format` (see `output_formats` in `/healthz`).
+    OUTPUT_FORMAT_UNAVAILABLE = "output-format-unavailable";
     /// `memory_budget_mib` is not a whole number.
     INVALID_MEMORY_BUDGET = "invalid-memory-budget";
     /// `status` (listing jobs) is not a job status.

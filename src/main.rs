@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use vaebox::config::Config;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
-use vaebox::jobs::{JobOutcome, JobPlan, Op, Progress, RestoreParams, Timings};
+use vaebox::jobs::{JobOutcome, JobPlan, Op, OutputFormat, Progress, RestoreParams, Timings};
 use vaebox::models::registry;
 use vaebox::queue::{self, InputKind, JobOptions, JobRequest, Probed, QueueError};
 
@@ -65,10 +65,20 @@ struct RunArgs {
     /// The input file: a video, or for `vae_decode` a latent (`.safetensors`, or a ComfyUI `.latent`).
     #[arg(long)]
     input: PathBuf,
-    /// Where the result is written: an MP4, or for `vae_encode` a latent `.safetensors`. Its folder
-    /// must exist and be writable.
+    /// Where the result is written (in `--output-format`; for `vae_encode` a latent `.safetensors`). Its
+    /// folder must exist and be writable.
     #[arg(long)]
     output: PathBuf,
+    /// The result's format [default: the config's `output_format`, built in h264]; safetensors is for
+    /// `vae_decode` only.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(OutputFormat::ALL.map(OutputFormat::as_str)))]
+    output_format: Option<String>,
+    /// Leave the input's audio, subtitles and chapters out of the result.
+    #[arg(long)]
+    no_audio: bool,
+    /// `upscale` only: report PSNR/SSIM of the output scaled back down to the input's size.
+    #[arg(long)]
+    metrics: bool,
     /// `upscale`: the factor, 2 or 4 [default: 4]. `restore`: 1 to 4, the output's area is the input's
     /// times scale² [default: 2].
     #[arg(long)]
@@ -127,6 +137,9 @@ impl RunArgs {
             dtype,
             tile: self.tile,
             normalize: Some(self.normalize),
+            output_format: self.output_format.as_deref().and_then(OutputFormat::parse),
+            keep_audio: Some(!self.no_audio),
+            metrics: self.metrics.then_some(true),
             restore,
             ..JobOptions::new(self.op)
         }
@@ -232,7 +245,7 @@ async fn prepare(config: &Config, options: &JobOptions, input: &Path) -> anyhow:
     fn refusal(e: QueueError) -> anyhow::Error {
         anyhow::anyhow!("{e} ({})", e.code())
     }
-    let request = queue::check(options, &config.models_dir).map_err(refusal)?;
+    let request = queue::check(options, config).map_err(refusal)?;
     let probed = queue::inspect_input(config, &request, input, InputKind::File).await.map_err(refusal)?;
     Ok((request, probed))
 }

@@ -20,6 +20,7 @@ use crate::queue::{Queue, QueueParts};
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     preflight::check_writable(&config.data_dir, "data_dir")?;
+    preflight::check_default_output_format(&config)?;
     let database = config.database_path();
     if let Some(dir) = database.parent().filter(|d| !d.as_os_str().is_empty()) {
         preflight::check_writable(dir, "database")?;

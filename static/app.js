@@ -215,6 +215,14 @@
       if (hz.status && hz.status !== "ok") parts.unshift(h("strong", { text: hz.status }));
       if (hz.version) parts.push(h("span", { class: "hz-item muted", text: `v${hz.version}` }));
       text.replaceChildren(...parts.flatMap((n, i) => (i ? [" ", n] : [n])));
+      if (hz.output_formats) {
+        for (const option of $("output-format").options) {
+          const available = !option.value || hz.output_formats[option.value] !== false;
+          option.disabled = !available;
+          option.title = available ? "" : "this box's ffmpeg has no encoder for it";
+        }
+        if (hz.default_output_format) $("output-format").options[0].textContent = `box default (${hz.default_output_format})`;
+      }
     } catch (e) {
       box.dataset.state = "down";
       text.replaceChildren(h("strong", { text: "unreachable" }), " ", h("span", { class: "muted", text: e.code === "network-error" ? "" : `${e.code}` }));
@@ -442,6 +450,7 @@
     for (const [k, v] of opFields) fd.append(k, v);
     fd.append("priority", String(prio));
     fd.append("dtype", $("dtype").value);
+    if (op !== "vae_encode" && $("output-format").value) fd.append("output_format", $("output-format").value);
     fd.append("file", state.file, state.file.name);
 
     const xhr = new XMLHttpRequest();

@@ -218,7 +218,7 @@ async fn health_models_metrics_openapi_and_page_are_served() {
     // RRDB's receptive radius (349 px) rules out exact tiles: the job blends them.
     let frame = dir.path().join("carphone1.mp4");
     make_clip(&media("carphone_pristine.mp4"), 1, false, &frame);
-    let (_, job) = upload_raw(&client, &server, "op=upscale&model=realesrgan-x4plus&scale=4&dtype=bf16&tile=96", std::fs::read(&frame).unwrap()).await;
+    let (_, job) = upload_raw(&client, &server, "op=upscale&model=realesrgan-x4plus&scale=4&dtype=f32&tile=96", std::fs::read(&frame).unwrap()).await;
     let job = wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(300)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
     let plan = &job["plan"];

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use vaebox::media::{
-    probe, FrameReader, FrameWriter, MediaError, MediaInfo, MediaLimits, MediaTools, ReadConfig, RgbFrames,
+    probe, Colour, FrameReader, FrameWriter, MediaError, MediaInfo, MediaLimits, MediaTools, OutputFormat, ReadConfig, RgbFrames,
     WriteConfig,
 };
 
@@ -58,7 +58,7 @@ fn ffprobe_audio_codec(path: &Path) -> String {
 }
 
 fn read_all(path: &Path, width: u32, height: u32, chunk_frames: usize) -> Vec<RgbFrames> {
-    let config = ReadConfig { input: path.to_path_buf(), width, height, chunk_frames, queue_chunks: 2 };
+    let config = ReadConfig { input: path.to_path_buf(), width, height, chunk_frames, queue_chunks: 2, colour: probe_ok(path).colour };
     let mut reader = FrameReader::spawn(&tools(), config).unwrap();
     let mut chunks = Vec::new();
     while let Some(chunk) = reader.next_chunk().unwrap() {
@@ -74,7 +74,9 @@ fn write_config(output: &Path, width: u32, height: u32) -> WriteConfig {
         width,
         height,
         fps_rational: "30000/1001".into(),
-        audio_from: None,
+        streams_from: None,
+        format: OutputFormat::H264,
+        colour: Colour::default_for_height(height),
         crf: 12,
         preset: "veryfast".into(),
         queue_chunks: 2,
@@ -117,7 +119,7 @@ fn decoding_in_chunks_yields_every_frame_once_and_matches_the_ffmpeg_cli() {
 fn reencoding_the_first_frames_keeps_size_count_rate_and_pixels() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out.mp4");
-    let config = ReadConfig { input: clip(), width: CLIP_WIDTH, height: CLIP_HEIGHT, chunk_frames: 7, queue_chunks: 2 };
+    let config = ReadConfig { input: clip(), width: CLIP_WIDTH, height: CLIP_HEIGHT, chunk_frames: 7, queue_chunks: 2, colour: Colour::default_for_height(CLIP_HEIGHT) };
     let mut reader = FrameReader::spawn(&tools(), config).unwrap();
     let mut writer = FrameWriter::spawn(&tools(), write_config(&output, CLIP_WIDTH, CLIP_HEIGHT)).unwrap();
     let mut originals = Vec::new();
@@ -187,7 +189,7 @@ fn reencode_with_audio(input: &Path, output: &Path) -> MediaInfo {
     assert!(source.has_audio);
     let mut writer = FrameWriter::spawn(
         &tools(),
-        WriteConfig { audio_from: Some(input.to_path_buf()), fps_rational: source.fps_rational.clone(), ..write_config(output, source.width, source.height) },
+        WriteConfig { streams_from: Some(input.to_path_buf()), fps_rational: source.fps_rational.clone(), ..write_config(output, source.width, source.height) },
     )
     .unwrap();
     for chunk in read_all(input, source.width, source.height, 8) {
@@ -222,7 +224,7 @@ fn audio_that_mp4_cannot_hold_is_reencoded_to_aac() {
 fn audio_from_a_silent_file_gives_a_silent_output() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out.mp4");
-    let config = WriteConfig { audio_from: Some(clip()), ..write_config(&output, CLIP_WIDTH, CLIP_HEIGHT) };
+    let config = WriteConfig { streams_from: Some(clip()), ..write_config(&output, CLIP_WIDTH, CLIP_HEIGHT) };
     let mut writer = FrameWriter::spawn(&tools(), config).unwrap();
     writer.write(RgbFrames::new(CLIP_WIDTH, CLIP_HEIGHT, vec![128; (CLIP_WIDTH * CLIP_HEIGHT * 3 * 3) as usize]).unwrap()).unwrap();
     writer.finish().unwrap();
@@ -325,7 +327,7 @@ fn a_failing_encoder_reports_ffmpegs_stderr_and_publishes_nothing() {
 #[test]
 fn the_stream_timeout_kills_a_stalled_decode() {
     let tools = MediaTools { stream_timeout: Duration::from_millis(500), ..tools() };
-    let config = ReadConfig { input: clip(), width: CLIP_WIDTH, height: CLIP_HEIGHT, chunk_frames: 1, queue_chunks: 1 };
+    let config = ReadConfig { input: clip(), width: CLIP_WIDTH, height: CLIP_HEIGHT, chunk_frames: 1, queue_chunks: 1, colour: Colour::default_for_height(CLIP_HEIGHT) };
     let mut reader = FrameReader::spawn(&tools, config).unwrap();
     let started = Instant::now();
     let first = reader.next_chunk().unwrap().unwrap();

@@ -6,14 +6,15 @@ use super::error::ApiError;
 use super::params::JobFields;
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
-use crate::jobs::{Op, RestoreParams};
+use crate::config::Config;
+use crate::jobs::{Op, OutputFormat, RestoreParams};
 use crate::models::registry;
 use crate::models::restore::colorfix::ColorFix;
 use crate::queue::{self, JobOptions, JobRequest};
 
 /// Reads and checks the fields: the request the queue will take.
-pub fn job_request(fields: &JobFields, models_dir: &Path) -> Result<JobRequest, ApiError> {
-    Ok(queue::check(&job_options(fields, models_dir)?, models_dir)?)
+pub fn job_request(fields: &JobFields, config: &Config) -> Result<JobRequest, ApiError> {
+    Ok(queue::check(&job_options(fields, &config.models_dir)?, config)?)
 }
 
 pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, ApiError> {
@@ -39,16 +40,30 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
             .ok_or_else(|| ApiError::bad_request(codes::INVALID_DTYPE, format!("dtype `{raw}` is not one of auto, f32, bf16, f16")))?,
     };
     let tile = fields.tile.as_deref().map(|raw| raw.trim().parse::<i64>().map_err(|_| queue::bad_tile(raw))).transpose()?;
-    let normalize = match fields.normalize.as_deref().map(|v| v.trim().to_ascii_lowercase()) {
+    let normalize = boolean("normalize", &fields.normalize, codes::INVALID_NORMALIZE)?;
+    let keep_audio = boolean("keep_audio", &fields.keep_audio, codes::INVALID_BOOLEAN)?;
+    let metrics = boolean("metrics", &fields.metrics, codes::INVALID_BOOLEAN)?;
+    let output_format = match fields.output_format.as_deref() {
         None => None,
-        Some(v) if matches!(v.as_str(), "true" | "1" | "yes") => Some(true),
-        Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Some(false),
-        Some(v) => return Err(ApiError::bad_request(codes::INVALID_NORMALIZE, format!("normalize `{v}` is not true or false"))),
+        Some(raw) => Some(OutputFormat::parse(raw).ok_or_else(|| {
+            let known: Vec<_> = OutputFormat::ALL.iter().map(|f| f.as_str()).collect();
+            ApiError::bad_request(codes::INVALID_OUTPUT_FORMAT, format!("output_format `{raw}` is not one of {}", known.join(", ")))
+        })?),
     };
     let memory_budget_mib =
         fields.memory_budget_mib.as_deref().map(|raw| raw.trim().parse::<u64>().map_err(|_| queue::bad_memory_budget(raw))).transpose()?;
     let restore = if op == Op::Restore { Some(restore_params(fields)?) } else { None };
-    Ok(JobOptions { op, model: Some(model), scale, priority, dtype, tile, normalize, memory_budget_mib, restore })
+    Ok(JobOptions { op, model: Some(model), scale, priority, dtype, tile, normalize, memory_budget_mib, output_format, keep_audio, metrics, restore })
+}
+
+/// `true`/`1`/`yes` or `false`/`0`/`no`, any case.
+fn boolean(name: &str, raw: &Option<String>, code: &'static str) -> Result<Option<bool>, ApiError> {
+    match raw.as_deref().map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(None),
+        Some(v) if matches!(v.as_str(), "true" | "1" | "yes") => Ok(Some(true)),
+        Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Ok(Some(false)),
+        Some(v) => Err(ApiError::bad_request(code, format!("{name} `{v}` is not true or false"))),
+    }
 }
 
 /// `restore`'s own fields; the queue checks them together (`RestoreSettings::resolve`).

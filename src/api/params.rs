@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::ApiError;
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
-use crate::jobs::{JobStatus, Op};
+use crate::jobs::{JobStatus, Op, OutputFormat};
 use crate::models::restore::colorfix::ColorFix;
 use crate::queue::PreviewSide;
 
@@ -50,6 +50,20 @@ pub struct JobFields {
     /// Working memory for this VAE job in MiB (0 = none); overrides the configured memory_budget_mib.
     #[param(value_type = u64, required = false, minimum = 0)]
     pub memory_budget_mib: Option<String>,
+    /// The result's format (default: the box's output_format, h264 unless configured): h264 (8-bit
+    /// MP4), h265 (10-bit MP4), prores (ProRes 422 HQ MOV), ffv1 (lossless 16-bit RGB MKV), png (a zip
+    /// of 16-bit PNG frames), safetensors (vae_decode only: the float frames). 400
+    /// output-format-unavailable when this box's ffmpeg lacks the encoder (output_formats in /healthz).
+    #[param(value_type = OutputFormat, inline, required = false)]
+    pub output_format: Option<String>,
+    /// Copy the input's audio, subtitles and chapters into the result where its container takes them
+    /// (default true; a PNG zip has none).
+    #[param(value_type = bool, required = false, default = true)]
+    pub keep_audio: Option<String>,
+    /// upscale: report PSNR/SSIM of the output scaled back down (area average) to the input's size
+    /// against the input, in the job's metrics: a sanity figure that catches broken runs.
+    #[param(value_type = bool, required = false, default = false)]
+    pub metrics: Option<String>,
     /// restore: the SeedVR2 VAE to encode and decode with (default: the DiT's pairs_with in /v1/models).
     #[param(value_type = String, required = false)]
     pub vae: Option<String>,

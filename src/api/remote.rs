@@ -112,13 +112,13 @@ fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, A
         memory_budget_mib: query.memory_budget_mib.clone(),
         ..JobFields::default()
     };
-    let mut job = fields::job_request(&fields, &app.config.models_dir)?;
+    let mut job = fields::job_request(&fields, &app.config)?;
     job.params.latent_scaling = latent_scaling;
     job.params.latent_shift = latent_shift;
     if op == Op::VaeDecode {
-        job.params.output = Some(match query.output_type.as_deref().unwrap_or("pt") {
-            "pt" => OutputFormat::Tensor,
-            "mp4" => OutputFormat::Mp4,
+        job.params.output_format = Some(match query.output_type.as_deref().unwrap_or("pt") {
+            "pt" => OutputFormat::Safetensors,
+            "mp4" => OutputFormat::H264,
             other => {
                 return Err(bad(codes::UNSUPPORTED_OPTION, format!("output_type `{other}` is not supported for video; use pt or mp4")))
             }

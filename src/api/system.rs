@@ -30,6 +30,10 @@ pub struct Health {
     data_dir_bytes: u64,
     /// Bytes free on the data dir's disk; uploads are refused below `min_free_disk_mib`.
     disk_free_bytes: Option<u64>,
+    /// Each `output_format` and whether this box's ffmpeg can write it (one that cannot is refused at submission).
+    output_formats: std::collections::BTreeMap<crate::media::OutputFormat, bool>,
+    /// The format of jobs that name none.
+    default_output_format: crate::media::OutputFormat,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -58,6 +62,8 @@ pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiErr
         running_job: running.first().map(|job| job.id),
         data_dir_bytes: app.data_dir_bytes.get(data_dir).await,
         disk_free_bytes: crate::jobs::disk::free_bytes(&app.config.data_dir),
+        output_formats: crate::media::available_formats(&app.config.media_tools()).clone(),
+        default_output_format: app.config.output_format,
     }))
 }
 

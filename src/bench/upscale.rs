@@ -50,7 +50,7 @@ impl StepTimes {
 
 fn read_chunks(request: &StepRequest) -> anyhow::Result<Vec<RgbFrames>> {
     let info = media::probe(&request.config.tools, request.input, &media::MediaLimits::unlimited())?;
-    let read = ReadConfig { input: request.input.to_path_buf(), width: info.width, height: info.height, chunk_frames: request.chunk_frames, queue_chunks: 2 };
+    let read = ReadConfig { input: request.input.to_path_buf(), width: info.width, height: info.height, chunk_frames: request.chunk_frames, queue_chunks: 2, colour: info.colour.clone() };
     let mut reader = FrameReader::spawn(&request.config.tools, read)?;
     let mut chunks = Vec::new();
     while chunks.len() * request.chunk_frames < SAMPLE_FRAMES {
@@ -133,7 +133,7 @@ pub fn measure(request: &StepRequest) -> anyhow::Result<StepTimes> {
             let mut output = Tensor::new();
             pass_times.model_tiled += seconds(|| output = upscale_tiled(&model, &input, request.scale, &tiling).expect("the model runs"));
             pass_times.bare_model += seconds(|| drop(model.upscale(&input, request.scale).expect("the model runs")));
-            pass_times.to_rgb += seconds(|| drop(frames::to_rgb(&output)));
+            pass_times.to_rgb += seconds(|| drop(frames::to_rgb(&output, crate::media::SampleDepth::Eight)));
         }
         if pass > 0 {
             best.to_tensor = best.to_tensor.min(pass_times.to_tensor);

@@ -7,29 +7,38 @@ use tch::{Device, Kind, Tensor};
 use super::ExecError;
 use crate::media::latent::LatentError;
 use crate::media::safetensors::{Dtype, TensorFileWriter};
-use crate::media::RgbFrames;
+use crate::media::{RgbFrames, SampleDepth};
 
 pub fn to_tensor(chunk: &RgbFrames, device: Device) -> Tensor {
     let (n, h, w) = (chunk.count as i64, chunk.height as i64, chunk.width as i64);
     Tensor::from_slice(&chunk.data).view([n, h, w, 3]).to_device(device).permute([0, 3, 1, 2]).to_kind(Kind::Float) / 255.0
 }
 
-/// Frame by frame, so the conversion never holds more than one float frame beyond its input.
-pub fn to_rgb(frames: &Tensor) -> RgbFrames {
+/// Frame by frame, so the conversion never holds more than one float frame beyond its input; at
+/// 16 bits straight from the floats (a 10-bit or lossless encoder gets what the model made).
+pub fn to_rgb(frames: &Tensor, depth: SampleDepth) -> RgbFrames {
     let (n, _, h, w) = frames.size4().expect("frames are [n, 3, H, W]");
-    let frame_bytes = (3 * h * w) as usize;
+    let samples = (3 * h * w) as usize;
+    let frame_bytes = samples * depth.bytes();
     let mut data = vec![0u8; n as usize * frame_bytes];
     for (i, out) in data.chunks_exact_mut(frame_bytes).enumerate() {
-        let pixels = (frames.get(i as i64) * 255.0)
-            .round_()
-            .clamp_(0.0, 255.0)
-            .to_kind(Kind::Uint8)
-            .permute([1, 2, 0])
-            .contiguous()
-            .to_device(Device::Cpu);
-        pixels.copy_data_u8(out, frame_bytes);
+        let top = match depth {
+            SampleDepth::Eight => 255.0,
+            SampleDepth::Sixteen => 65535.0,
+        };
+        let pixels = (frames.get(i as i64) * top).round_().clamp_(0.0, top).permute([1, 2, 0]).contiguous().to_device(Device::Cpu);
+        match depth {
+            SampleDepth::Eight => pixels.to_kind(Kind::Uint8).copy_data_u8(out, frame_bytes),
+            SampleDepth::Sixteen => {
+                let mut values = vec![0i32; samples];
+                pixels.to_kind(Kind::Int).copy_data(&mut values, samples);
+                for (bytes, value) in out.chunks_exact_mut(2).zip(values) {
+                    bytes.copy_from_slice(&(value as u16).to_le_bytes());
+                }
+            }
+        }
     }
-    RgbFrames { width: w as u32, height: h as u32, count: n as usize, data }
+    RgbFrames { width: w as u32, height: h as u32, count: n as usize, depth, data }
 }
 
 /// A `[1, C, T, H, W]` float32 safetensors file filled chunk by chunk along T. Each channel's frames

@@ -6,6 +6,7 @@
 mod attempt;
 mod error;
 pub mod frames;
+mod media_io;
 mod models;
 mod quality;
 pub mod restore;

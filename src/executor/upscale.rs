@@ -5,17 +5,17 @@ use std::time::Instant;
 
 use tch::Tensor;
 
+use super::media_io::{read_frames, write_frames, OutputVideo};
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
+use crate::executor::quality::QualityMeter;
 use crate::executor::tiled::upscale::upscale_tiled;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
-use crate::media::{self, FrameReader, FrameWriter, ReadConfig, WriteConfig};
+use crate::media;
 use crate::models::realesrgan::RealEsrgan;
 use crate::models::registry;
 use crate::tiling::spatial::SpatialTiling;
 
-/// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
-const QUEUE_CHUNKS: usize = 2;
 /// Largest overlap chosen automatically (see below).
 const AUTO_OVERLAP_CAP: i64 = 32;
 /// Below this, tiles are mostly overlap; out of memory there is a real failure.
@@ -62,23 +62,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let (out_width, out_height) = (width * scale as u32, height * scale as u32);
     let chunk_frames = exec.config.chunk_frames;
 
-    let mut reader = FrameReader::spawn(
-        &exec.config.tools,
-        ReadConfig { input: job.input_path.clone(), width, height, chunk_frames, queue_chunks: QUEUE_CHUNKS },
-    )?;
-    let mut writer = FrameWriter::spawn(
-        &exec.config.tools,
-        WriteConfig {
-            output: job.output_path.clone(),
-            width: out_width,
-            height: out_height,
-            fps_rational: info.fps_rational.clone(),
-            audio_from: info.has_audio.then(|| job.input_path.clone()),
-            crf: exec.config.output_crf,
-            preset: exec.config.output_preset.clone(),
-            queue_chunks: QUEUE_CHUNKS,
-        },
-    )?;
+    let mut reader = read_frames(exec, job, &info, chunk_frames)?;
+    let mut writer = write_frames(exec, job, OutputVideo::like(&info, out_width, out_height))?;
+    let mut quality = job.params.metrics.unwrap_or(false).then(QualityMeter::default);
 
     let (mut read_s, mut compute_s, mut write_s) = (0.0, 0.0, 0.0);
     let mut done = 0u64;
@@ -95,8 +81,15 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         let computed = Instant::now();
         let frames_in = frames::to_tensor(&chunk, exec.device);
         let upscaled = tch::no_grad(|| upscale_resilient(&model, &frames_in, scale, &mut tiling, &mut fallbacks))?;
-        let output = frames::to_rgb(&upscaled);
+        let output = frames::to_rgb(&upscaled, writer.depth());
         compute_s += computed.elapsed().as_secs_f64();
+        if let Some(meter) = quality.as_mut() {
+            // Area-averaged back to the input's size: each input pixel against the mean of the
+            // scale × scale pixels made from it, as written (rounded to the output's depth).
+            let top = if writer.depth() == crate::media::SampleDepth::Eight { 255.0 } else { 65535.0 };
+            let written = (upscaled.to_kind(tch::Kind::Float).clamp(0.0, 1.0) * top).round() / top;
+            meter.add(&frames_in, &written.avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>));
+        }
 
         done += chunk.count as u64;
         let waited = Instant::now();
@@ -136,7 +129,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             frames: done,
             fallbacks,
         })),
-        metrics: None,
+        metrics: quality.map(|meter| meter.metrics()),
     })
 }
 

@@ -89,9 +89,16 @@ pub struct JobParams {
     /// Working-memory budget for this job in MiB (0 = none); overrides `memory_budget_mib`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_budget_mib: Option<u64>,
-    /// `vae_decode`: `tensor` writes the decoded frames as a float32 safetensors `sample` instead of an MP4.
+    /// The result's format (default: the box's `output_format`, filled in at submission); `safetensors`
+    /// is for `vae_decode` only. Stored jobs called this `output`.
+    #[serde(default, alias = "output", skip_serializing_if = "Option::is_none")]
+    pub output_format: Option<OutputFormat>,
+    /// Copy the input's audio, subtitles and chapters into the result (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<OutputFormat>,
+    pub keep_audio: Option<bool>,
+    /// `upscale`: PSNR/SSIM of the output scaled back down to the input's size against the input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<bool>,
     /// `restore`: how the DiT's output is run, beside `scale` (or `height` × `width`) and `dtype`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreParams>,
@@ -120,13 +127,7 @@ pub struct RestoreParams {
     pub batch_overlap: Option<i64>,
 }
 
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OutputFormat {
-    Mp4,
-    Tensor,
-}
+pub use crate::media::OutputFormat;
 
 impl JobParams {
     pub fn new(dtype: DtypeChoice) -> JobParams {
@@ -137,7 +138,9 @@ impl JobParams {
             normalize: None,
             latent_scaling: None,
             latent_shift: None,
-            output: None,
+            output_format: None,
+            keep_audio: None,
+            metrics: None,
             memory_budget_mib: None,
             restore: None,
         }

@@ -17,6 +17,18 @@ pub enum PreflightError {
     OrphanedJobs { database: PathBuf, folders: usize, jobs_dir: PathBuf },
     #[error("the database {database} cannot be opened: {reason}{space}")]
     Database { database: PathBuf, reason: String, space: String },
+    #[error("output_format = \"{format}\", but {ffmpeg} has no {encoder} encoder; install an ffmpeg with it, or choose another output_format")]
+    OutputFormatUnavailable { format: &'static str, encoder: &'static str, ffmpeg: PathBuf },
+}
+
+/// The default output format must be one this ffmpeg writes, or every job that names none would fail.
+pub fn check_default_output_format(config: &crate::config::Config) -> Result<(), PreflightError> {
+    let tools = config.media_tools();
+    let format = config.output_format;
+    match crate::media::available_formats(&tools).get(&format) {
+        Some(true) => Ok(()),
+        _ => Err(PreflightError::OutputFormatUnavailable { format: format.as_str(), encoder: format.encoder().unwrap_or("?"), ffmpeg: tools.ffmpeg.clone() }),
+    }
 }
 
 /// Writes and removes a probe file in `dir` (created if missing).

@@ -182,13 +182,13 @@ pub fn output_path_for(job: &Job) -> PathBuf {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "video".into());
+    let extension = job.params.output_format.unwrap_or(OutputFormat::H264).extension();
     let name = match job.op {
-        Op::Upscale => format!("{stem}_x{}.mp4", job.params.scale.unwrap_or(4)),
+        Op::Upscale => format!("{stem}_x{}.{extension}", job.params.scale.unwrap_or(4)),
         Op::VaeEncode => format!("{stem}.latent.safetensors"),
-        Op::VaeDecode if job.params.output == Some(OutputFormat::Tensor) => format!("{stem}_decoded.safetensors"),
-        Op::VaeDecode => format!("{stem}_decoded.mp4"),
-        Op::VaeReconstruct => format!("{stem}_reconstructed.mp4"),
-        Op::Restore => format!("{stem}_restored.mp4"),
+        Op::VaeDecode => format!("{stem}_decoded.{extension}"),
+        Op::VaeReconstruct => format!("{stem}_reconstructed.{extension}"),
+        Op::Restore => format!("{stem}_restored.{extension}"),
     };
     input.parent().map(|dir| dir.join(&name)).unwrap_or_else(|| PathBuf::from(name))
 }

@@ -176,7 +176,9 @@ fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
 pub fn content_type_for(file_name: &str) -> &'static str {
     match file_name.rsplit('.').next().unwrap_or("") {
         "mp4" => "video/mp4",
-        "safetensors" | "latent" => "application/octet-stream",
+        "mov" => "video/quicktime",
+        "mkv" => "video/x-matroska",
+        "zip" => "application/zip",
         _ => "application/octet-stream",
     }
 }

@@ -6,33 +6,41 @@ use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
+use super::colour::Colour;
+use super::format::SampleDepth;
 use super::probe::file_url;
 use super::process::{BoundedChild, ChildKiller, ProcessSpec};
 use super::{MediaError, MediaTools};
 
-/// `count` frames of packed rgb24, row-major, frame after frame.
+/// `count` frames of packed RGB (rgb24, or rgb48le at 16 bits), row-major, frame after frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RgbFrames {
     pub width: u32,
     pub height: u32,
     pub count: usize,
+    pub depth: SampleDepth,
     pub data: Vec<u8>,
 }
 
 impl RgbFrames {
     pub fn new(width: u32, height: u32, data: Vec<u8>) -> Result<Self, MediaError> {
-        let frame_bytes = frame_bytes(width, height)?;
+        Self::with_depth(width, height, SampleDepth::Eight, data)
+    }
+
+    pub fn with_depth(width: u32, height: u32, depth: SampleDepth, data: Vec<u8>) -> Result<Self, MediaError> {
+        let frame_bytes = frame_bytes(width, height)? * depth.bytes();
         if !data.len().is_multiple_of(frame_bytes) {
             return Err(MediaError::InvalidRequest(format!(
-                "{} bytes is not a whole number of {width}x{height} rgb24 frames",
-                data.len()
+                "{} bytes is not a whole number of {width}x{height} {} frames",
+                data.len(),
+                depth.rgb_pix_fmt()
             )));
         }
-        Ok(RgbFrames { width, height, count: data.len() / frame_bytes, data })
+        Ok(RgbFrames { width, height, count: data.len() / frame_bytes, depth, data })
     }
 
     pub fn frame_bytes(&self) -> usize {
-        self.width as usize * self.height as usize * 3
+        self.width as usize * self.height as usize * 3 * self.depth.bytes()
     }
 
     pub fn frame(&self, index: usize) -> &[u8] {
@@ -71,6 +79,8 @@ pub struct ReadConfig {
     pub chunk_frames: usize,
     /// Decoded chunks waiting for the consumer; memory is about (queue_chunks + 2) chunks.
     pub queue_chunks: usize,
+    /// The input's colour (`MediaInfo::colour`): YUV becomes RGB with its matrix and range.
+    pub colour: Colour,
 }
 
 /// `Ok(None)` marks a clean end, so a vanished thread is never mistaken for one.
@@ -98,8 +108,9 @@ impl FrameReader {
         let mut args: Vec<OsString> =
             ["-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i"].iter().map(OsString::from).collect();
         args.push(file_url(&config.input));
+        let to_rgb = format!("{},format=rgb24", config.colour.to_rgb_filter());
         args.extend(
-            ["-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-fps_mode", "passthrough", "pipe:1"]
+            ["-map", "0:v:0", "-vf", &to_rgb, "-f", "rawvideo", "-pix_fmt", "rgb24", "-fps_mode", "passthrough", "pipe:1"]
                 .iter()
                 .map(OsString::from),
         );
@@ -194,7 +205,7 @@ fn pump_frames(mut child: BoundedChild, shape: ChunkShape, sender: SyncSender<Ch
         }
         if filled > 0 {
             data.truncate(filled);
-            let chunk = RgbFrames { width: shape.width, height: shape.height, count: filled / shape.frame_bytes, data };
+            let chunk = RgbFrames { width: shape.width, height: shape.height, count: filled / shape.frame_bytes, depth: SampleDepth::Eight, data };
             if sender.send(Ok(Some(chunk))).is_err() {
                 return; // the reader was dropped; dropping `child` kills ffmpeg
             }

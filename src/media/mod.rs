@@ -1,7 +1,9 @@
 //! ffprobe/ffmpeg processes (bounded: timeouts, kill on drop) and raw RGB frame streams:
-//! `probe` validates an input, `FrameReader` decodes it in chunks, `FrameWriter` encodes an MP4,
+//! `probe` validates an input, `FrameReader` decodes it in chunks, `FrameWriter` encodes the output format,
 //! `preview` makes stills and browser-playable proxies.
+pub mod colour;
 mod error;
+pub mod format;
 mod frames;
 pub mod latent;
 pub mod preview;
@@ -11,7 +13,9 @@ mod process;
 mod settings;
 mod writer;
 
+pub use colour::Colour;
 pub use error::MediaError;
+pub use format::{available_formats, OutputFormat, SampleDepth};
 pub use frames::{FrameReader, ReadConfig, RgbFrames};
 pub use probe::{probe, MediaInfo};
 pub use settings::{MediaLimits, MediaTools};

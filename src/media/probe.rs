@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::colour::{Colour, ProbedColour};
 use super::process::{BoundedChild, ProcessSpec};
 use super::{MediaError, MediaLimits, MediaTools};
 
@@ -27,6 +28,14 @@ pub struct MediaInfo {
     pub duration_s: f64,
     pub has_audio: bool,
     pub bytes: u64,
+    /// As flagged in the file, else the defaults for its height (written explicitly into outputs).
+    /// Jobs stored before colour was probed read as BT.601 limited range.
+    #[serde(default = "unprobed_colour")]
+    pub colour: Colour,
+}
+
+fn unprobed_colour() -> Colour {
+    Colour::default_for_height(0)
 }
 
 /// ffprobe's JSON for a crafted file with thousands of streams could be large; real ones are a few KiB.
@@ -62,16 +71,29 @@ pub fn probe(tools: &MediaTools, path: &Path, limits: &MediaLimits) -> Result<Me
     Ok(info)
 }
 
-/// The codec of the first audio stream, if any (used by the writer to decide copy vs re-encode).
-pub(crate) fn first_audio_codec(tools: &MediaTools, path: &Path) -> Result<Option<String>, MediaError> {
-    let (json, _warnings) = run_ffprobe(tools, path, &["-select_streams", "a:0", "-show_entries", "stream=codec_name"])?;
+/// What besides the picture a file carries, for the writer to copy.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct SourceStreams {
+    /// The codec of the first audio stream.
+    pub audio: Option<String>,
+    /// The codec of each subtitle stream, in order.
+    pub subtitles: Vec<String>,
+    pub chapters: bool,
+}
+
+pub(crate) fn source_streams(tools: &MediaTools, path: &Path) -> Result<SourceStreams, MediaError> {
+    let (json, _warnings) = run_ffprobe(tools, path, &["-show_entries", "stream=codec_type,codec_name:chapter=id"])?;
     let report: ProbeReport = serde_json::from_str(&json)
         .map_err(|e| MediaError::NotAVideo { reason: format!("unreadable ffprobe output: {e}") })?;
-    Ok(report.streams.into_iter().next().map(|s| s.codec_name.unwrap_or_default()))
+    let of_type = |kind: &'static str| -> Vec<String> {
+        report.streams.iter().filter(|s| s.codec_type.as_deref() == Some(kind)).map(|s| s.codec_name.clone().unwrap_or_default()).collect()
+    };
+    Ok(SourceStreams { audio: of_type("audio").into_iter().next(), subtitles: of_type("subtitle"), chapters: !report.chapters.is_empty() })
 }
 
 const SHOW_ENTRIES: &str = "format=format_name:format_tags=major_brand:\
-stream=codec_type,codec_name,width,height,nb_frames,nb_read_packets,avg_frame_rate,r_frame_rate,duration:\
+stream=codec_type,codec_name,width,height,nb_frames,nb_read_packets,avg_frame_rate,r_frame_rate,duration,\
+color_range,color_space,color_primaries,color_transfer:\
 stream_disposition=attached_pic:stream_side_data=rotation";
 
 /// ffprobe's stderr when it reaches the end of a cut file (exit status 0).
@@ -171,6 +193,8 @@ struct ProbeReport {
     streams: Vec<ProbeStream>,
     #[serde(default)]
     format: Option<ProbeFormat>,
+    #[serde(default)]
+    chapters: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -187,6 +211,8 @@ struct ProbeStream {
     disposition: Option<Disposition>,
     #[serde(default)]
     side_data_list: Vec<SideData>,
+    #[serde(flatten)]
+    colour: ProbedColour,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -256,6 +282,7 @@ fn media_info_from(report: &ProbeReport, bytes: u64) -> Result<MediaInfo, MediaE
         duration_s,
         has_audio: report.streams.iter().any(|s| s.codec_type.as_deref() == Some("audio")),
         bytes,
+        colour: Colour::from_probe(&video.colour, height),
     })
 }
 

@@ -1,4 +1,6 @@
-//! `FrameWriter`: raw RGB chunks into an H.264 MP4, published by rename only when complete.
+//! `FrameWriter`: raw RGB chunks into the job's output format (H.264/H.265 MP4, ProRes MOV, FFV1 MKV, a
+//! zip of PNG frames), with the input's colour, audio, subtitles and chapters; published by rename only
+//! when complete.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -7,13 +9,17 @@ use std::process::ChildStdin;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
+use super::colour::Colour;
+use super::format::{OutputFormat, SampleDepth};
 use super::frames::frame_bytes;
-use super::probe::{file_url, first_audio_codec, parse_rate};
+use super::probe::{file_url, parse_rate, source_streams, SourceStreams};
 use super::process::{BoundedChild, ProcessSpec};
 use super::{MediaError, MediaTools, RgbFrames};
 
-/// Audio codecs ffmpeg's MP4 muxer takes as they are; anything else (PCM, Vorbis, …) becomes AAC.
+/// Audio codecs the MP4 and MOV muxers take as they are; anything else (PCM, Vorbis, …) becomes AAC.
 const MP4_AUDIO_CODECS: &[&str] = &["aac", "mp3", "ac3", "eac3", "alac", "opus"];
+/// Text subtitles, which MP4 and MOV carry as `mov_text`; picture subtitles (DVD, PGS) they cannot carry.
+const TEXT_SUBTITLES: &[&str] = &["subrip", "ass", "ssa", "mov_text", "webvtt", "text"];
 
 pub struct WriteConfig {
     pub output: PathBuf,
@@ -21,29 +27,38 @@ pub struct WriteConfig {
     pub height: u32,
     /// The input's `MediaInfo::fps_rational`, so the output plays at the same speed.
     pub fps_rational: String,
-    /// Copy the first audio stream of this file (usually the job's input), if it has one.
-    pub audio_from: Option<PathBuf>,
-    /// libx264 quality, 0–51 (lower is better; 18 is visually lossless).
+    /// Copy the audio (first stream), subtitles and chapters of this file (the job's input) where
+    /// the output's container takes them; `None` keeps none.
+    pub streams_from: Option<PathBuf>,
+    /// Any but `safetensors`.
+    pub format: OutputFormat,
+    /// Written into the output, and the matrix and range its YUV is made with.
+    pub colour: Colour,
+    /// x264/x265 quality, 0–51 (lower is better; 18 is visually lossless).
     pub crf: u8,
-    /// libx264 preset, e.g. `medium`.
+    /// x264/x265 preset, e.g. `medium`.
     pub preset: String,
     /// Chunks waiting for the encoder; lets the caller compute while ffmpeg encodes.
     pub queue_chunks: usize,
 }
 
-/// Encodes every frame written, once, at `fps_rational` (libx264, yuv420p, `+faststart`).
-/// Odd widths/heights are padded to even (4:2:0 needs even sizes) by repeating the last
-/// column/row, so no pixel is lost or resampled; the output is then up to 1 px larger.
-/// ffmpeg writes to `.NAME.partial` beside the output; `finish` renames it into place only after
-/// ffmpeg exits 0, and dropping the writer unfinished kills ffmpeg and deletes the partial file.
+/// Encodes every frame written, once, at `fps_rational`, from RGB at the format's depth
+/// (`OutputFormat::depth`). YUV formats pad odd widths/heights to even (4:2:0 and 4:2:2 need them)
+/// by repeating the last column/row, so no pixel is lost or resampled; the output is then up to
+/// 1 px larger. ffmpeg writes to `.NAME.partial` beside the output (PNG frames into `.NAME.partial.d/`,
+/// zipped at the end); `finish` renames it into place only after ffmpeg exits 0, and dropping the
+/// writer unfinished kills ffmpeg and deletes what it wrote.
 pub struct FrameWriter {
     child: Option<BoundedChild>,
     chunks: Option<SyncSender<RgbFrames>>,
     pump: Option<JoinHandle<std::io::Result<()>>>,
     partial_path: PathBuf,
+    /// PNG frames, before they are zipped.
+    frames_dir: Option<PathBuf>,
     output: PathBuf,
     width: u32,
     height: u32,
+    depth: SampleDepth,
     frames_written: u64,
 }
 
@@ -60,14 +75,29 @@ impl FrameWriter {
         if config.queue_chunks == 0 {
             return invalid("queue_chunks must be at least 1".into());
         }
+        if !config.format.is_video() && config.format != OutputFormat::Png {
+            return invalid(format!("{} is not written by ffmpeg", config.format.as_str()));
+        }
         let partial_path = partial_path_for(&config.output)?;
-        let audio = match &config.audio_from {
-            Some(path) => first_audio_codec(tools, path)?.map(|codec| (path.clone(), codec)),
-            None => None,
+        let sources = match &config.streams_from {
+            Some(path) if config.format != OutputFormat::Png => Some((path.clone(), source_streams(tools, path)?)),
+            _ => None,
         };
+        let frames_dir = (config.format == OutputFormat::Png).then(|| {
+            let mut dir = partial_path.clone().into_os_string();
+            dir.push(".d");
+            PathBuf::from(dir)
+        });
+        if let Some(dir) = &frames_dir {
+            let _ = std::fs::remove_dir_all(dir);
+            std::fs::create_dir_all(dir).map_err(|e| MediaError::io("making the frames folder", e))?;
+        }
 
-        let mut args = encode_args(&config, &fps_rational, audio.as_ref());
-        args.push(file_url(&partial_path));
+        let mut args = encode_args(&config, &fps_rational, sources.as_ref());
+        match &frames_dir {
+            Some(dir) => args.push(file_url(&dir.join("frame_%06d.png"))),
+            None => args.push(file_url(&partial_path)),
+        }
         let mut child = BoundedChild::spawn(ProcessSpec {
             program: &tools.ffmpeg,
             args,
@@ -86,15 +116,20 @@ impl FrameWriter {
             chunks: Some(sender),
             pump: Some(pump),
             partial_path,
+            frames_dir,
             output: config.output,
             width: config.width,
             height: config.height,
+            depth: config.format.depth(),
             frames_written: 0,
         })
     }
 
     pub fn write(&mut self, frames: RgbFrames) -> Result<(), MediaError> {
         frames.check_shape(self.width, self.height)?;
+        if frames.depth != self.depth {
+            return Err(MediaError::InvalidRequest(format!("{} frames for a {} encoder", frames.depth.rgb_pix_fmt(), self.depth.rgb_pix_fmt())));
+        }
         let Some(chunks) = &self.chunks else {
             return Err(MediaError::InvalidRequest("the writer already failed".into()));
         };
@@ -116,11 +151,19 @@ impl FrameWriter {
         let pumped = self.pump.take().map(join_pump).unwrap_or(Ok(()));
         self.child.take().expect("child lives until finish").finish()?;
         pumped.map_err(|e| MediaError::io("writing frames to ffmpeg", e))?;
+        if let Some(dir) = &self.frames_dir {
+            zip_frames(dir, &self.partial_path).map_err(|e| MediaError::io("zipping the PNG frames", e))?;
+        }
         let context = |e| MediaError::io(format!("publishing {}", self.output.display()), e);
         // Durable before visible: a crash must not leave a named but empty result.
         std::fs::File::open(&self.partial_path).and_then(|f| f.sync_all()).map_err(context)?;
         std::fs::rename(&self.partial_path, &self.output).map_err(context)?;
         Ok(())
+    }
+
+    /// The depth `write` takes (the format's).
+    pub fn depth(&self) -> SampleDepth {
+        self.depth
     }
 
     pub fn frames_written(&self) -> u64 {
@@ -151,6 +194,9 @@ impl Drop for FrameWriter {
         self.child.take(); // reaps ffmpeg
         // After a successful finish the partial file was renamed away and this is a no-op.
         let _ = std::fs::remove_file(&self.partial_path);
+        if let Some(dir) = &self.frames_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -175,27 +221,103 @@ fn partial_path_for(output: &Path) -> Result<PathBuf, MediaError> {
     Ok(output.with_file_name(partial))
 }
 
-fn encode_args(config: &WriteConfig, fps_rational: &str, audio: Option<&(PathBuf, String)>) -> Vec<OsString> {
+/// A zip of the frames, stored (PNG is already compressed), in frame order.
+fn zip_frames(dir: &Path, zip_path: &Path) -> std::io::Result<()> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)?.map(|entry| entry.map(|e| e.file_name())).collect::<Result<_, _>>()?;
+    names.sort();
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(zip_path)?);
+    let options = zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored).large_file(true);
+    for name in names {
+        let name = name.to_string_lossy().into_owned();
+        zip.start_file(name.as_str(), options).map_err(std::io::Error::other)?;
+        std::io::copy(&mut std::fs::File::open(dir.join(&name))?, &mut zip)?;
+    }
+    zip.finish().map_err(std::io::Error::other)?;
+    std::fs::remove_dir_all(dir)
+}
+
+fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathBuf, SourceStreams)>) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let size = format!("{}x{}", config.width, config.height);
+    let format = config.format;
     push_all(&mut args, &["-nostdin", "-v", "error", "-y"]);
-    push_all(&mut args, &["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", &size, "-framerate", fps_rational, "-i", "pipe:0"]);
-    if let Some((path, _)) = audio {
+    let input_pix_fmt = format.depth().rgb_pix_fmt();
+    push_all(&mut args, &["-f", "rawvideo", "-pix_fmt", input_pix_fmt, "-s", &size, "-framerate", fps_rational, "-i", "pipe:0"]);
+    if let Some((path, _)) = sources {
         push_all(&mut args, &["-protocol_whitelist", "file", "-i"]);
         args.push(file_url(path));
     }
     push_all(&mut args, &["-map", "0:v:0"]);
-    if let Some(filter) = even_size_filter(config.width, config.height) {
-        push_all(&mut args, &["-vf", &filter]);
+    let mut filters = Vec::new();
+    if !format.is_rgb() {
+        filters.extend(even_size_filter(config.width, config.height));
+        filters.push(config.colour.from_rgb_filter());
     }
+    filters.push(format!("format={}", output_pix_fmt(format)));
+    push_all(&mut args, &["-vf", &filters.join(",")]);
     let crf = config.crf.to_string();
-    push_all(&mut args, &["-c:v", "libx264", "-preset", &config.preset, "-crf", &crf, "-pix_fmt", "yuv420p"]);
-    if let Some((_, codec)) = audio {
-        let audio_codec = if MP4_AUDIO_CODECS.contains(&codec.as_str()) { "copy" } else { "aac" };
-        push_all(&mut args, &["-map", "1:a:0?", "-c:a", audio_codec]);
+    match format {
+        OutputFormat::H264 => push_all(&mut args, &["-c:v", "libx264", "-preset", &config.preset, "-crf", &crf]),
+        OutputFormat::H265 => {
+            push_all(&mut args, &["-c:v", "libx265", "-preset", &config.preset, "-crf", &crf, "-tag:v", "hvc1", "-x265-params", "log-level=error"])
+        }
+        OutputFormat::Prores => push_all(&mut args, &["-c:v", "prores_ks", "-profile:v", "3", "-vendor", "apl0"]),
+        OutputFormat::Ffv1 => push_all(&mut args, &["-c:v", "ffv1", "-level", "3", "-slicecrc", "1"]),
+        OutputFormat::Png | OutputFormat::Safetensors => push_all(&mut args, &["-c:v", "png", "-start_number", "0"]),
     }
-    push_all(&mut args, &["-fps_mode", "passthrough", "-movflags", "+faststart", "-f", "mp4"]);
+    push_all(&mut args, &["-pix_fmt", output_pix_fmt(format)]);
+    args.extend(config.colour.output_flags(format.is_rgb()).into_iter().map(OsString::from));
+    if let Some((_, streams)) = sources {
+        push_kept_streams(&mut args, format, streams);
+    }
+    push_all(&mut args, &["-fps_mode", "passthrough"]);
+    match format {
+        OutputFormat::H264 | OutputFormat::H265 => push_all(&mut args, &["-movflags", "+faststart", "-f", "mp4"]),
+        OutputFormat::Prores => push_all(&mut args, &["-f", "mov"]),
+        OutputFormat::Ffv1 => push_all(&mut args, &["-f", "matroska"]),
+        OutputFormat::Png | OutputFormat::Safetensors => push_all(&mut args, &["-f", "image2"]),
+    }
     args
+}
+
+/// The encoder's pixel format: what each format's users expect of it.
+fn output_pix_fmt(format: OutputFormat) -> &'static str {
+    match format {
+        OutputFormat::H264 => "yuv420p",
+        OutputFormat::H265 => "yuv420p10le",
+        OutputFormat::Prores => "yuv422p10le",
+        OutputFormat::Ffv1 => "gbrp16le",
+        OutputFormat::Png | OutputFormat::Safetensors => "rgb48be",
+    }
+}
+
+/// Audio, subtitles and chapters of input 1, as the container takes them: Matroska copies them as they
+/// are; MP4 and MOV re-encode audio they cannot hold to AAC and text subtitles to `mov_text`, and leave
+/// out picture subtitles (said in the log).
+fn push_kept_streams(args: &mut Vec<OsString>, format: OutputFormat, streams: &SourceStreams) {
+    let matroska = format == OutputFormat::Ffv1;
+    if let Some(codec) = &streams.audio {
+        let audio_codec = if matroska || MP4_AUDIO_CODECS.contains(&codec.as_str()) { "copy" } else { "aac" };
+        push_all(args, &["-map", "1:a:0?", "-c:a", audio_codec]);
+    }
+    let mut kept = 0;
+    for (index, codec) in streams.subtitles.iter().enumerate() {
+        let text = TEXT_SUBTITLES.contains(&codec.as_str());
+        let subtitle_codec = match (matroska, codec.as_str()) {
+            (true, "mov_text") => "subrip", // Matroska has no mov_text
+            (true, _) => "copy",
+            (false, _) if text => "mov_text",
+            (false, _) => {
+                tracing::info!(codec, "picture subtitles do not fit an MP4/MOV output: left out");
+                continue;
+            }
+        };
+        push_all(args, &["-map", &format!("1:s:{index}"), &format!("-c:s:{kept}"), subtitle_codec]);
+        kept += 1;
+    }
+    if streams.chapters {
+        push_all(args, &["-map_chapters", "1"]);
+    }
 }
 
 fn push_all(args: &mut Vec<OsString>, items: &[&str]) {

@@ -3,11 +3,11 @@
 use std::path::Path;
 
 use super::QueueError;
-use crate::config::MAX_MEMORY_BUDGET_MIB;
+use crate::config::{Config, MAX_MEMORY_BUDGET_MIB};
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
 use crate::executor::restore::{self, RestoreSettings};
-use crate::jobs::{JobParams, Op, RestoreParams};
+use crate::jobs::{JobParams, Op, OutputFormat, RestoreParams};
 use crate::models::registry;
 
 /// What a client asks for, typed; `None` takes the default (of the op, the model or the config).
@@ -23,6 +23,11 @@ pub struct JobOptions {
     pub tile: Option<i64>,
     pub normalize: Option<bool>,
     pub memory_budget_mib: Option<u64>,
+    /// Default: the config's `output_format` (`vae_encode` writes a latent and takes none).
+    pub output_format: Option<OutputFormat>,
+    pub keep_audio: Option<bool>,
+    /// upscale only: PSNR/SSIM of the output scaled back down against the input.
+    pub metrics: Option<bool>,
     /// restore only (ignored for the others); `None` is every default.
     pub restore: Option<RestoreParams>,
 }
@@ -38,6 +43,9 @@ impl JobOptions {
             tile: None,
             normalize: None,
             memory_budget_mib: None,
+            output_format: None,
+            keep_audio: None,
+            metrics: None,
             restore: None,
         }
     }
@@ -90,7 +98,8 @@ pub fn bad_memory_budget(raw: &str) -> QueueError {
 
 /// Checks the options as the executor will use them, so that a job that cannot run is refused before it is
 /// queued (or, for `vaebox run`, before a model is loaded).
-pub fn check(options: &JobOptions, models_dir: &Path) -> Result<JobRequest, QueueError> {
+pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueError> {
+    let models_dir = config.models_dir.as_path();
     let op = options.op;
     let model = options.model.as_deref().unwrap_or(registry::DEFAULT_UPSCALE_MODEL);
     let entry = find_model(models_dir, op, model)?;
@@ -120,12 +129,20 @@ pub fn check(options: &JobOptions, models_dir: &Path) -> Result<JobRequest, Queu
         Op::Restore => Some(check_restore(options.restore.clone().unwrap_or_default(), scale, &entry.name, models_dir)?),
         _ => None,
     };
+    let output_format = check_output_format(op, options.output_format, config)?;
+    if options.metrics == Some(true) && op != Op::Upscale {
+        let why = format!("metrics=true is for upscale jobs; {} reports its own or none", op.as_str());
+        return Err(QueueError::refused(codes::UNSUPPORTED_OPTION, why));
+    }
     let params = JobParams {
         scale,
         tile: options.tile,
         normalize: options.normalize,
         memory_budget_mib: options.memory_budget_mib,
         restore,
+        output_format,
+        keep_audio: options.keep_audio,
+        metrics: options.metrics,
         ..JobParams::new(options.dtype)
     };
     Ok(JobRequest {
@@ -136,6 +153,30 @@ pub fn check(options: &JobOptions, models_dir: &Path) -> Result<JobRequest, Queu
         priority: options.priority,
         params,
     })
+}
+
+/// The format the job will write, resolved against the config's default and checked against the op
+/// and this ffmpeg's encoders (`None` for `vae_encode`, whose result is a latent).
+fn check_output_format(op: Op, asked: Option<OutputFormat>, config: &Config) -> Result<Option<OutputFormat>, QueueError> {
+    if op == Op::VaeEncode {
+        return match asked {
+            None => Ok(None),
+            Some(format) => Err(QueueError::refused(
+                codes::INVALID_OUTPUT_FORMAT,
+                format!("vae_encode writes a latent (safetensors); output_format `{}` is for video results", format.as_str()),
+            )),
+        };
+    }
+    let format = asked.unwrap_or(config.output_format);
+    if format.only_for_vae_decode() && op != Op::VaeDecode {
+        return Err(QueueError::refused(codes::INVALID_OUTPUT_FORMAT, format!("output_format safetensors is for vae_decode, not {}", op.as_str())));
+    }
+    if !crate::media::available_formats(&config.media_tools()).get(&format).copied().unwrap_or(false) {
+        let encoder = format.encoder().unwrap_or("?");
+        let why = format!("this box's ffmpeg has no {encoder} encoder for output_format {}; /healthz lists those it has", format.as_str());
+        return Err(QueueError::refused(codes::OUTPUT_FORMAT_UNAVAILABLE, why));
+    }
+    Ok(Some(format))
 }
 
 /// `restore`'s own fields, checked as the executor will use them (the same `RestoreSettings::resolve`),
@@ -151,8 +192,12 @@ fn check_restore(params: RestoreParams, scale: Option<i64>, model: &str, models_
 mod tests {
     use super::*;
 
+    fn config_with(models_dir: &Path) -> Config {
+        Config { models_dir: models_dir.to_path_buf(), ..Config::default() }
+    }
+
     fn code_of(options: &JobOptions, models_dir: &Path) -> &'static str {
-        check(options, models_dir).err().map(|e| e.code()).unwrap_or("accepted")
+        check(options, &config_with(models_dir)).err().map(|e| e.code()).unwrap_or("accepted")
     }
 
     /// The same refusals whoever submits (the HTTP tests check them through the API; `vaebox run` gets these).
@@ -178,11 +223,15 @@ mod tests {
             (JobOptions { tile: Some(0), ..upscale.clone() }, "accepted"),
             (JobOptions { tile: Some(8193), ..upscale.clone() }, codes::INVALID_TILE),
             (JobOptions { memory_budget_mib: Some(MAX_MEMORY_BUDGET_MIB + 1), ..upscale.clone() }, codes::INVALID_MEMORY_BUDGET),
+            (JobOptions { output_format: Some(OutputFormat::Safetensors), ..upscale.clone() }, codes::INVALID_OUTPUT_FORMAT),
+            (JobOptions { output_format: Some(OutputFormat::Ffv1), ..upscale.clone() }, "accepted"),
+            (JobOptions { metrics: Some(true), ..upscale.clone() }, "accepted"),
         ];
         for (options, code) in cases {
             assert_eq!(code_of(&options, &models), code, "{options:?}");
         }
-        let request = check(&upscale, &models).unwrap();
+        let request = check(&upscale, &config_with(&models)).unwrap();
         assert_eq!((request.params.scale, request.priority), (Some(4), 0), "the documented defaults");
+        assert_eq!(request.params.output_format, Some(OutputFormat::H264), "the config's format, recorded with the job");
     }
 }

@@ -14,7 +14,8 @@ use tch::{Kind, Tensor};
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{DeviceMemoryPlan, DitPlan, JobPlan, RestorePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
-use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
+use super::media_io::{read_frames, write_frames, OutputVideo};
+use crate::media::{self, FrameWriter, MediaInfo};
 use crate::models::restore::one_step::{self, Noise, RestoreStep, StageSeconds};
 use crate::models::restore::prepare::{self, FrameGeometry};
 use crate::models::restore::restorer::{Restorer, RestorerOptions};
@@ -24,7 +25,6 @@ use settings::halved_batch;
 use vae::{StreamSettings, StreamedVae};
 pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT_BATCH_OVERLAP, DEFAULT_SEED};
 
-const QUEUE_CHUNKS: usize = 2;
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
     let settings = RestoreSettings::resolve(job.params.scale, job.params.restore.as_ref()).map_err(ExecError::Invalid)?;
@@ -84,23 +84,8 @@ struct Clock {
 impl Pipeline<'_> {
     fn run(&self, vae: &mut StreamedVae, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
         let (exec, info) = (self.exec, self.info);
-        let mut reader = FrameReader::spawn(
-            &exec.config.tools,
-            ReadConfig { input: self.job.input_path.clone(), width: info.width, height: info.height, chunk_frames: exec.config.chunk_frames, queue_chunks: QUEUE_CHUNKS },
-        )?;
-        let mut writer = FrameWriter::spawn(
-            &exec.config.tools,
-            WriteConfig {
-                output: self.job.output_path.clone(),
-                width: self.geometry.crop_w as u32,
-                height: self.geometry.crop_h as u32,
-                fps_rational: info.fps_rational.clone(),
-                audio_from: info.has_audio.then(|| self.job.input_path.clone()),
-                crf: exec.config.output_crf,
-                preset: exec.config.output_preset.clone(),
-                queue_chunks: QUEUE_CHUNKS,
-            },
-        )?;
+        let mut reader = read_frames(exec, self.job, info, exec.config.chunk_frames)?;
+        let mut writer = write_frames(exec, self.job, OutputVideo::like(info, self.geometry.crop_w as u32, self.geometry.crop_h as u32))?;
         let (mut buffer, mut blender) = (BatchBuffer::new(self.settings.batch), TemporalBlender::new(self.settings.batch));
         let (mut clock, mut done, mut batch_index) = (Clock::default(), 0u64, 0i64);
         let started = Instant::now();
@@ -194,7 +179,7 @@ impl Pipeline<'_> {
         if count == 0 {
             return Ok(0);
         }
-        let rgb = frames::to_rgb(&((frames_11.to_kind(Kind::Float) + 1.0) * 0.5));
+        let rgb = frames::to_rgb(&((frames_11.to_kind(Kind::Float) + 1.0) * 0.5), writer.depth());
         let waited = Instant::now();
         writer.write(rgb)?;
         clock.write += waited.elapsed().as_secs_f64();

@@ -12,7 +12,8 @@ use crate::executor::tiled::tile_major::{TileMajorDecode, TileMajorHooks};
 use crate::jobs::plan::{VaeDecodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
-use crate::media::{self, FrameWriter};
+use crate::executor::media_io::OutputVideo;
+use crate::media::{self, Colour, FrameWriter};
 use crate::models::ModelError;
 use crate::models::vae::StreamOutput;
 use crate::models::wan::RowSplit;
@@ -26,17 +27,25 @@ enum DecodeSink {
 
 impl DecodeSink {
     fn open(ctx: &VaeJob, frames: u64, height: i64, width: i64, fps: &str) -> Result<DecodeSink, ExecError> {
-        if ctx.job.params.output == Some(OutputFormat::Tensor) {
+        if ctx.job.params.output_format == Some(OutputFormat::Safetensors) {
             let shape = [1, 3, frames as i64, height, width];
             return Ok(DecodeSink::Tensor(VideoTensorWriter::create(&ctx.job.output_path, "sample", shape, &Default::default())?));
         }
-        Ok(DecodeSink::Video(ctx.writer(width as u32, height as u32, fps, None)?))
+        // A latent says nothing of the colour it came from: the defaults for the size, written explicitly.
+        let video = OutputVideo {
+            width: width as u32,
+            height: height as u32,
+            fps_rational: fps.into(),
+            colour: Colour::default_for_height(height as u32),
+            from_input_video: false,
+        };
+        Ok(DecodeSink::Video(ctx.writer(video)?))
     }
 
     /// `frames`: `[n, 3, h, w]` in [-1, 1], the next ones.
     fn write(&mut self, frames: &Tensor) -> Result<(), ExecError> {
         match self {
-            DecodeSink::Video(writer) => Ok(writer.write(frames::to_rgb(&VaeJob::to_unit_range(frames)))?),
+            DecodeSink::Video(writer) => Ok(writer.write(frames::to_rgb(&VaeJob::to_unit_range(frames), writer.depth()))?),
             DecodeSink::Tensor(writer) => writer.append(&frames.permute([1, 0, 2, 3]).unsqueeze(0)),
         }
     }

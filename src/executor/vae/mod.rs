@@ -15,7 +15,8 @@ use super::{ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{JobPlan, VaeOpPlan, VaePlan};
 use crate::jobs::{JobOutcome, Op, Progress, QualityMetrics, Timings};
 use crate::media::latent;
-use crate::media::{self, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
+use crate::executor::media_io::{read_frames, write_frames, OutputVideo};
+use crate::media::{self, FrameReader, FrameWriter, MediaInfo};
 use crate::models::registry::{self, ModelEntry};
 use crate::models::vae::VideoVae;
 use crate::tiling::grid::SpatialTiles;
@@ -24,7 +25,6 @@ use crate::tiling::planner::Plan;
 use replan::{JobPlanning, PlanLimits};
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 
-const QUEUE_CHUNKS: usize = 2;
 /// Wan and SeedVR2 are trained on 16 fps clips; a latent without an fps decodes at that rate.
 const DEFAULT_LATENT_FPS: &str = "16/1";
 
@@ -201,32 +201,11 @@ impl VaeJob<'_> {
     }
 
     fn reader(&self, info: &MediaInfo) -> Result<FrameReader, ExecError> {
-        Ok(FrameReader::spawn(
-            &self.exec.config.tools,
-            ReadConfig {
-                input: self.job.input_path.clone(),
-                width: info.width,
-                height: info.height,
-                chunk_frames: self.chunk_frames,
-                queue_chunks: QUEUE_CHUNKS,
-            },
-        )?)
+        read_frames(self.exec, self.job, info, self.chunk_frames)
     }
 
-    fn writer(&self, width: u32, height: u32, fps_rational: &str, audio_from: Option<std::path::PathBuf>) -> Result<FrameWriter, ExecError> {
-        Ok(FrameWriter::spawn(
-            &self.exec.config.tools,
-            WriteConfig {
-                output: self.job.output_path.clone(),
-                width,
-                height,
-                fps_rational: fps_rational.into(),
-                audio_from,
-                crf: self.exec.config.output_crf,
-                preset: self.exec.config.output_preset.clone(),
-                queue_chunks: QUEUE_CHUNKS,
-            },
-        )?)
+    fn writer(&self, video: OutputVideo) -> Result<FrameWriter, ExecError> {
+        write_frames(self.exec, self.job, video)
     }
 
     /// Frames in [0, 1] `[n, 3, H, W]` → the model's input `[1, 3, n, H', W']` in [-1, 1].

@@ -10,6 +10,7 @@ use crate::executor::quality::QualityMeter;
 use crate::executor::{frames, ExecError};
 use crate::jobs::plan::{RowSplitHalves, VaeOpPlan, VaeReconstructPlan};
 use crate::jobs::{JobOutcome, Timings};
+use crate::executor::media_io::OutputVideo;
 use crate::media::{self, RgbFrames};
 
 pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
@@ -17,7 +18,8 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let device = ctx.exec.device;
     let (height, width) = (info.height as i64, info.width as i64);
     let mut reader = ctx.reader(&info)?;
-    let mut writer = ctx.writer(info.width, info.height, &info.fps_rational, info.has_audio.then(|| ctx.job.input_path.clone()))?;
+    let mut writer = ctx.writer(OutputVideo::like(&info, info.width, info.height))?;
+    let depth = writer.depth();
     let mut encoder = ctx.encoder();
     let mut decoder = ctx.decoder();
     let mut fallbacks = OomFallbacks::default();
@@ -65,7 +67,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             let frames = frames.narrow(0, 0, keep);
             let sources: Vec<Tensor> = waiting.drain(..keep as usize).collect();
             quality.add(&Tensor::cat(&sources, 0), &frames);
-            Ok(Some(frames::to_rgb(&frames)))
+            Ok(Some(frames::to_rgb(&frames, depth)))
         })?;
         if let Some(out) = out {
             done += out.count as u64;

@@ -1,0 +1,54 @@
+//! Where every op opens its frames: the reader at the input's colour, the writer in the job's
+//! format with that colour and, unless `keep_audio=false`, the input's audio, subtitles and chapters.
+use super::{ExecError, Executor, JobSpec};
+use crate::jobs::OutputFormat;
+use crate::media::{Colour, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
+
+/// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
+const QUEUE_CHUNKS: usize = 2;
+
+/// The video a job writes.
+pub struct OutputVideo {
+    pub width: u32,
+    pub height: u32,
+    pub fps_rational: String,
+    pub colour: Colour,
+    /// The input is a video whose other streams belong in the result.
+    pub from_input_video: bool,
+}
+
+impl OutputVideo {
+    /// The input's rate, colour and streams at a new size.
+    pub fn like(info: &MediaInfo, width: u32, height: u32) -> OutputVideo {
+        OutputVideo { width, height, fps_rational: info.fps_rational.clone(), colour: info.colour.clone(), from_input_video: true }
+    }
+}
+
+pub fn read_frames(exec: &Executor, job: &JobSpec, info: &MediaInfo, chunk_frames: usize) -> Result<FrameReader, ExecError> {
+    let config = ReadConfig {
+        input: job.input_path.clone(),
+        width: info.width,
+        height: info.height,
+        chunk_frames,
+        queue_chunks: QUEUE_CHUNKS,
+        colour: info.colour.clone(),
+    };
+    Ok(FrameReader::spawn(&exec.config.tools, config)?)
+}
+
+pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Result<FrameWriter, ExecError> {
+    let keep_streams = video.from_input_video && job.params.keep_audio != Some(false);
+    let config = WriteConfig {
+        output: job.output_path.clone(),
+        width: video.width,
+        height: video.height,
+        fps_rational: video.fps_rational,
+        streams_from: keep_streams.then(|| job.input_path.clone()),
+        format: job.params.output_format.unwrap_or(OutputFormat::H264),
+        colour: video.colour,
+        crf: exec.config.output_crf,
+        preset: exec.config.output_preset.clone(),
+        queue_chunks: QUEUE_CHUNKS,
+    };
+    Ok(FrameWriter::spawn(&exec.config.tools, config)?)
+}
