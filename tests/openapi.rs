@@ -26,6 +26,8 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/encode", &["post"]),
     ("/v1/jobs/{id}/events", &["get"]),
     ("/v1/jobs/{id}/result", &["get"]),
+    ("/v1/jobs/{id}/thumbnail", &["get"]),
+    ("/v1/jobs/{id}/preview", &["get"]),
     ("/v1/jobs/{id}/cancel", &["post"]),
 ];
 
