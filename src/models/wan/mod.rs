@@ -15,6 +15,7 @@ mod residual;
 mod stream;
 mod upsample;
 mod vae;
+mod video_vae;
 pub mod weights;
 
 pub use cache::{FeatureCache, RowSplit};
@@ -23,3 +24,4 @@ pub use decoder::Decoder;
 pub use encoder::Encoder;
 pub use stream::{DecodeStream, EncodeStream};
 pub use vae::{WanLoadOptions, WanTuning, WanVae};
+pub use video_vae::WanVideoVae;
