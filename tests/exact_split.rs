@@ -6,7 +6,7 @@ use std::path::Path;
 use tch::{Device, Kind, Tensor};
 use vaebox::models::registry::Family;
 use vaebox::models::vae::VideoVae;
-use vaebox::models::wan::{RowSplit, WanLoadOptions, WanTuning, WanVae};
+use vaebox::models::wan::{RowSplit, WanLoadOptions, WanTuning, WanVae, WanVideoVae};
 use vaebox::bench::tiling::synthetic_video;
 
 const WEIGHTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original/weights.safetensors");
@@ -15,7 +15,7 @@ const EXACT_ATOL: f64 = 1e-4;
 fn load(channels_last: bool) -> VideoVae {
     let options = WanLoadOptions { device: Device::Cpu, kind: Kind::Float };
     let model = WanVae::load_tuned(Path::new(WEIGHTS), &options, &WanTuning { channels_last }).expect("reference weights");
-    VideoVae::Wan { family: Family::Wan21, model }
+    VideoVae::new(WanVideoVae::new(Family::Wan21, model))
 }
 
 fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
@@ -34,7 +34,7 @@ fn decode(vae: &VideoVae, latent: &Tensor, split: Option<RowSplit>, pushes: &[i6
     let mut start = 0;
     let mut out = Vec::new();
     for &n in pushes {
-        out.push(decoder.push(&latent.narrow(2, start, n)).expect("decode"));
+        out.push(decoder.push_some(&latent.narrow(2, start, n)).expect("decode"));
         start += n;
     }
     Tensor::cat(&out, 2)
@@ -74,9 +74,9 @@ fn row_split_streams_across_chunks_and_can_start_mid_stream() {
         assert!(max_abs(&chunked_split, &whole) <= EXACT_ATOL);
         // Switching the split on after some chunks (what the out-of-memory retry does) is exact too.
         let mut decoder = vae.decoder();
-        let first = decoder.push(&latent.narrow(2, 0, 2)).unwrap();
+        let first = decoder.push_some(&latent.narrow(2, 0, 2)).unwrap();
         assert!(decoder.set_row_split(bands(16 << 10)));
-        let rest = decoder.push(&latent.narrow(2, 2, 2)).unwrap();
+        let rest = decoder.push_some(&latent.narrow(2, 2, 2)).unwrap();
         let switched = Tensor::cat(&[first, rest], 2);
         println!("split switched on mid-stream vs whole: {:e}", max_abs(&switched, &whole));
         assert!(max_abs(&switched, &whole) <= EXACT_ATOL);

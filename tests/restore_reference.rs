@@ -163,7 +163,7 @@ fn whole_pipeline_matches_the_original_given_its_noise() {
 #[test]
 fn whole_pipeline_through_the_executors_streamed_vae_matches_the_original() {
     let dir = reference_dir();
-    let vae = VideoVae::SeedVr2(SeedVr2Vae::load(&vae_weights(&dir), &SeedVr2LoadOptions::default()).expect("small SeedVR2 VAE"));
+    let vae = VideoVae::new(SeedVr2Vae::load(&vae_weights(&dir), &SeedVr2LoadOptions::default()).expect("small SeedVR2 VAE"));
     let settings = StreamSettings { budget_mib: 0, max_latent_frames: 1, kind: Kind::Float, device: Device::Cpu };
     let mut streamed = StreamedVae::new(&vae, settings).expect("the SeedVR2 VAE streams raw moments");
     check_whole_pipeline(&dir, &mut streamed);

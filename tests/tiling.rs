@@ -14,7 +14,7 @@ use vaebox::executor::tiled::tile_major::{plain_push, TileMajorDecode, TileMajor
 use vaebox::models::ModelError;
 use vaebox::models::registry::Family;
 use vaebox::models::vae::{StreamOutput, VideoVae};
-use vaebox::models::wan::{WanLoadOptions, WanVae};
+use vaebox::models::wan::{WanLoadOptions, WanVae, WanVideoVae};
 use vaebox::tiling::grid::SpatialTiles;
 use vaebox::tiling::planner::{plan, MemoryModel, PlanRequest, TiledOp};
 
@@ -46,7 +46,7 @@ fn weights_path() -> PathBuf {
 
 fn load_vae() -> VideoVae {
     let model = WanVae::load(&weights_path(), &WanLoadOptions { device: Device::Cpu, kind: Kind::Float }).expect("reference weights load");
-    VideoVae::Wan { family: Family::Wan21, model }
+    VideoVae::new(WanVideoVae::new(Family::Wan21, model))
 }
 
 fn test_video() -> Tensor {
@@ -175,7 +175,7 @@ fn decode_that_fits_is_not_tiled() {
     let latent = untiled_latent(&vae, &test_video());
     let plain = tch::no_grad(|| {
         let mut decoder = vae.decoder();
-        Tensor::cat(&[decoder.push(&latent.narrow(2, 0, 1)).unwrap(), decoder.push(&latent.narrow(2, 1, 2)).unwrap()], 2)
+        Tensor::cat(&[decoder.push_some(&latent.narrow(2, 0, 1)).unwrap(), decoder.push_some(&latent.narrow(2, 1, 2)).unwrap()], 2)
     });
     for tiles in [None, Some(SpatialTiles::square(22, 4)), Some(SpatialTiles::square(64, 8))] {
         let mut decoder = TiledDecoder::new(&vae, tiles);

@@ -2,8 +2,10 @@
 //! Everything here runs on the executor thread; nothing here is async.
 pub mod causal_cache;
 pub mod checkpoint;
+pub mod conv3d;
 pub mod gguf;
 pub mod gguf_quants;
+pub mod layout;
 pub mod ncnn;
 pub mod realesrgan;
 pub mod registry;

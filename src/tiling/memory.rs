@@ -108,10 +108,7 @@ pub fn device_class(device: Device) -> &'static str {
 
 /// The width a calibration row is keyed by: the decoder's full-resolution channel count.
 pub fn model_width(vae: &VideoVae) -> i64 {
-    match vae {
-        VideoVae::Wan { model, .. } => model.config().decoder_base_dim,
-        VideoVae::SeedVr2(model) => model.config().block_out_channels.first().copied().unwrap_or(128),
-    }
+    vae.memory_width()
 }
 
 /// One measured row (`vaebox calibrate` prints rows in this form).

@@ -8,7 +8,7 @@ use tch::{Device, Kind, Tensor};
 use crate::models::registry::Family;
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 use crate::models::vae::VideoVae;
-use crate::models::wan::{WanLoadOptions, WanVae};
+use crate::models::wan::{WanLoadOptions, WanVae, WanVideoVae};
 
 /// A smooth moving pattern in [-1, 1], `[1, 3, frames, height, width]`.
 pub fn synthetic_video(frames: i64, height: i64, width: i64) -> Tensor {
@@ -41,7 +41,7 @@ pub fn measured_device(name: &str) -> anyhow::Result<Device> {
 
 pub fn load_vae(weights: &Path, family: Family, kind: Kind, device: Device) -> anyhow::Result<VideoVae> {
     Ok(match family {
-        Family::Seedvr2 => VideoVae::SeedVr2(SeedVr2Vae::load(weights, &SeedVr2LoadOptions { device, kind })?),
-        _ => VideoVae::Wan { family, model: WanVae::load(weights, &WanLoadOptions { device, kind })? },
+        Family::Seedvr2 => VideoVae::new(SeedVr2Vae::load(weights, &SeedVr2LoadOptions { device, kind })?),
+        _ => VideoVae::new(WanVideoVae::new(family, WanVae::load(weights, &WanLoadOptions { device, kind })?)),
     })
 }

@@ -1,4 +1,4 @@
-//! Spatially tiled VAE streams: one ordinary `VaeDecoder`/`VaeEncoder` per tile, each carrying its own
+//! Spatially tiled VAE streams: one ordinary [`VaeStream`] per tile, each carrying its own
 //! causal cache across time chunks, blended with raised-cosine weights — in pixel space for decode,
 //! in latent space for encode. `push` has the signature of the untiled stream, so the executor can
 //! swap one for the other; with a single tile they are the untiled stream itself.
@@ -6,7 +6,7 @@ use tch::Tensor;
 
 use super::blend::BlendAccumulator;
 use crate::models::ModelError;
-use crate::models::vae::{StreamOutput, VaeDecoder, VaeEncoder, VideoVae};
+use crate::models::vae::{BoxedStream, StreamOutput, VideoVae};
 use crate::models::wan::RowSplit;
 use crate::tiling::blend::TileBlender;
 use crate::tiling::grid::{SpatialTiles, TileGrid};
@@ -51,52 +51,31 @@ fn narrow_hw(x: &Tensor, rows: Span, cols: Span, scale: i64) -> Result<Tensor, M
     Ok(x.f_narrow(3, rows.start * scale, rows.len() * scale)?.f_narrow(4, cols.start * scale, cols.len() * scale)?)
 }
 
-/// What a tiled stream needs of each tile's own stream.
-pub trait TileStream: Sized {
-    fn snapshot(&self) -> Self;
-    /// False where the family has no exact row split.
-    fn set_row_split(&mut self, split: Option<RowSplit>) -> bool;
-}
-
-impl TileStream for VaeDecoder<'_> {
-    fn snapshot(&self) -> Self {
-        VaeDecoder::snapshot(self)
-    }
-
-    fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
-        VaeDecoder::set_row_split(self, split)
-    }
-}
-
-impl TileStream for VaeEncoder<'_> {
-    fn snapshot(&self) -> Self {
-        VaeEncoder::snapshot(self)
-    }
-
-    fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
-        VaeEncoder::set_row_split(self, split)
-    }
-}
-
 /// The per-tile stream states of a tiled stream at one moment (empty before the first push).
-pub struct StreamCheckpoint<S>(Vec<S>);
+pub struct StreamCheckpoint<'a>(Vec<BoxedStream<'a>>);
 
 /// The state both tiled streams share: the layout (fixed by the first push), one stream per kept
 /// tile, and the row split every tile stream runs with.
-struct TileStreams<S> {
+struct TileStreams<'a> {
     layout: Option<Layout>,
-    streams: Vec<S>,
+    streams: Vec<BoxedStream<'a>>,
     row_split: Option<RowSplit>,
 }
 
-impl<S: TileStream> TileStreams<S> {
+impl<'a> TileStreams<'a> {
     fn new() -> Self {
         TileStreams { layout: None, streams: Vec::new(), row_split: None }
     }
 
     /// The layout for frames of `h × w` latent cells, made (with a new stream per tile) on first use,
     /// and the tile streams.
-    fn layout_for(&mut self, h: i64, w: i64, make: impl FnOnce(i64, i64) -> Layout, stream: impl Fn() -> S) -> Result<(&Layout, &mut [S]), ModelError> {
+    fn layout_for(
+        &mut self,
+        h: i64,
+        w: i64,
+        make: impl FnOnce(i64, i64) -> Layout,
+        stream: impl Fn() -> BoxedStream<'a>,
+    ) -> Result<(&Layout, &mut [BoxedStream<'a>]), ModelError> {
         if self.layout.is_none() {
             let layout = make(h, w);
             self.streams = layout.tiles.iter().map(|_| stream()).collect();
@@ -111,11 +90,11 @@ impl<S: TileStream> TileStreams<S> {
         Ok((layout, &mut self.streams))
     }
 
-    fn checkpoint(&self) -> StreamCheckpoint<S> {
-        StreamCheckpoint(self.streams.iter().map(S::snapshot).collect())
+    fn checkpoint(&self) -> StreamCheckpoint<'a> {
+        StreamCheckpoint(self.streams.iter().map(|s| s.snapshot()).collect())
     }
 
-    fn restore(&mut self, checkpoint: StreamCheckpoint<S>) {
+    fn restore(&mut self, checkpoint: StreamCheckpoint<'a>) {
         self.streams = checkpoint.0;
         if self.streams.is_empty() {
             self.layout = None;
@@ -138,7 +117,7 @@ pub struct TiledDecoder<'a> {
     vae: &'a VideoVae,
     tiles: Option<SpatialTiles>,
     output: StreamOutput,
-    state: TileStreams<VaeDecoder<'a>>,
+    state: TileStreams<'a>,
 }
 
 impl<'a> TiledDecoder<'a> {
@@ -151,12 +130,12 @@ impl<'a> TiledDecoder<'a> {
         TiledDecoder { vae, tiles, output, state: TileStreams::new() }
     }
 
-    pub fn checkpoint(&self) -> StreamCheckpoint<VaeDecoder<'a>> {
+    pub fn checkpoint(&self) -> StreamCheckpoint<'a> {
         self.state.checkpoint()
     }
 
     /// Back to `checkpoint` (a failed push may have advanced some tiles' caches).
-    pub fn restore(&mut self, checkpoint: StreamCheckpoint<VaeDecoder<'a>>) {
+    pub fn restore(&mut self, checkpoint: StreamCheckpoint<'a>) {
         self.state.restore(checkpoint)
     }
 
@@ -183,12 +162,12 @@ impl<'a> TiledDecoder<'a> {
         let (layout, streams) =
             self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, latent.device()), || vae.decoder_with(output))?;
         if let [single] = streams {
-            return single.push(latent);
+            return single.push_some(latent);
         }
         let mut sum: Option<BlendAccumulator> = None;
         for ((index, rows, cols), stream) in layout.tiles.iter().zip(streams.iter_mut()) {
             let _span = tracing::trace_span!("decode_tile", row = rows.start, col = cols.start).entered();
-            let pixels = stream.push(&narrow_hw(latent, *rows, *cols, 1)?)?;
+            let pixels = stream.push_some(&narrow_hw(latent, *rows, *cols, 1)?)?;
             let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&pixels, h * factor, w * factor));
             sum.add(&pixels, layout.blender.tile(*index).expect("kept tile"))?;
         }
@@ -201,7 +180,7 @@ pub struct TiledEncoder<'a> {
     vae: &'a VideoVae,
     tiles: Option<SpatialTiles>,
     output: StreamOutput,
-    state: TileStreams<VaeEncoder<'a>>,
+    state: TileStreams<'a>,
 }
 
 impl<'a> TiledEncoder<'a> {
@@ -214,11 +193,11 @@ impl<'a> TiledEncoder<'a> {
         TiledEncoder { vae, tiles, output, state: TileStreams::new() }
     }
 
-    pub fn checkpoint(&self) -> StreamCheckpoint<VaeEncoder<'a>> {
+    pub fn checkpoint(&self) -> StreamCheckpoint<'a> {
         self.state.checkpoint()
     }
 
-    pub fn restore(&mut self, checkpoint: StreamCheckpoint<VaeEncoder<'a>>) {
+    pub fn restore(&mut self, checkpoint: StreamCheckpoint<'a>) {
         self.state.restore(checkpoint)
     }
 

@@ -45,7 +45,7 @@ impl Restorer {
                 reason: format!("text embedding {:?} does not fit the DiT's text input of {}", text.size(), dit.config().txt_in_dim),
             });
         }
-        let vae = VideoVae::SeedVr2(SeedVr2Vae::load(&files.vae, &SeedVr2LoadOptions { device, kind })?);
+        let vae = VideoVae::new(SeedVr2Vae::load(&files.vae, &SeedVr2LoadOptions { device, kind })?);
         Ok(Self { vae, dit, text: text.to_device(device).to_kind(kind) })
     }
 

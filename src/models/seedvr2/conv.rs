@@ -4,7 +4,7 @@
 use tch::Tensor;
 
 use super::weights::WeightPath;
-use crate::models::wan::conv as wan_conv;
+use crate::models::conv3d as shared_conv;
 use crate::models::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
@@ -60,19 +60,19 @@ impl ConvSpec {
 }
 
 /// A convolution without temporal context (1×1×1 shortcuts and `upscale_conv`, or the frame-wise
-/// inner conv of [`CausalConv3d`]): Wan's plain convolution, given a spec that never pads time.
+/// inner conv of [`CausalConv3d`]): the shared plain convolution, given a spec that never pads time.
 #[derive(Debug)]
-pub struct Conv3d(wan_conv::Conv3d);
+pub struct Conv3d(shared_conv::Conv3d);
 
 impl Conv3d {
     /// Loads `{vp}.weight` `[out, in, kt, kh, kw]` and `{vp}.bias`.
     pub fn new(vp: &WeightPath, spec: &ConvSpec) -> Result<Self, ModelError> {
         let [pad_h, pad_w] = spec.spatial_padding;
-        let plain = wan_conv::ConvSpec::cube(spec.in_channels, spec.out_channels, 1)
+        let plain = shared_conv::ConvSpec::cube(spec.in_channels, spec.out_channels, 1)
             .with_kernel(spec.kernel)
             .with_stride(spec.stride)
             .with_padding([0, pad_h, pad_w]);
-        Ok(Self(wan_conv::Conv3d::new(vp, &plain)?))
+        Ok(Self(shared_conv::Conv3d::new(vp, &plain)?))
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {

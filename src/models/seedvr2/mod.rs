@@ -8,6 +8,7 @@ mod encoder;
 mod resample;
 mod stream;
 mod vae;
+mod video_vae;
 pub mod weights;
 
 pub use config::SeedVr2Config;

@@ -81,6 +81,16 @@ impl<'a> DecodeStream<'a> {
 
 /// Whole clips through the streams, in the slices the original's `set_causal_slicing` uses.
 impl SeedVr2Vae {
+    /// Exact temporal slicing of [`SeedVr2Vae::encode`]; see [`EncodeStream`] for the frame rules.
+    pub fn encoder_stream(&self) -> EncodeStream<'_> {
+        EncodeStream::new(self)
+    }
+
+    /// Exact temporal slicing of [`SeedVr2Vae::decode`]; see [`DecodeStream`] for the frame rules.
+    pub fn decoder_stream(&self) -> DecodeStream<'_> {
+        DecodeStream::new(self)
+    }
+
     /// Pushes each slice of `split` frames (the first slice gets one frame more, so the original's
     /// `set_causal_slicing(split_size)` chunks are reproduced) and joins the results.
     pub fn encode_sliced(&self, video: &Tensor, split: i64) -> Result<Posterior, ModelError> {

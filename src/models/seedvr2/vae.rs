@@ -8,7 +8,6 @@ use super::config::SeedVr2Config;
 use super::conv::{Conv3d, ConvSpec};
 use super::decoder::Decoder;
 use super::encoder::Encoder;
-use super::stream::{DecodeStream, EncodeStream};
 use super::weights::{self, Weights};
 use crate::models::causal_cache::FeatureCache;
 use crate::models::ModelError;
@@ -162,16 +161,6 @@ impl SeedVr2Vae {
         let latent = self.checked_input(latent, self.config.latent_channels, "latent")?;
         let mut cache = self.decoder.new_cache();
         self.decode_chunk(&latent, &mut cache)
-    }
-
-    /// Exact temporal slicing of [`SeedVr2Vae::encode`]; see [`EncodeStream`] for the frame rules.
-    pub fn encoder_stream(&self) -> EncodeStream<'_> {
-        EncodeStream::new(self)
-    }
-
-    /// Exact temporal slicing of [`SeedVr2Vae::decode`]; see [`DecodeStream`] for the frame rules.
-    pub fn decoder_stream(&self) -> DecodeStream<'_> {
-        DecodeStream::new(self)
     }
 
     pub(super) fn encode_chunk(&self, frames: &Tensor, cache: &mut FeatureCache) -> Result<Posterior, ModelError> {

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use tch::{Kind, Tensor};
 
-use super::block::Streams;
 use super::config::DitConfig;
-use super::layers::{Linear, RmsNorm};
+use super::layers::{Linear, RmsNorm, Streams};
 use super::rope::Rope;
 use super::window::{windows, Window};
 use crate::models::weights::WeightPath;

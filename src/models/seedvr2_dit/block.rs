@@ -5,34 +5,10 @@ use tch::{Kind, Tensor};
 
 use super::attention::{SampleLayout, WindowAttention};
 use super::config::{DitConfig, DitVariant, MlpKind};
-use super::layers::{AdaVectors, EmbeddingSlice, Linear, RmsNorm};
-use super::model::Trace;
+use super::layers::{AdaVectors, EmbeddingSlice, Linear, RmsNorm, Streams};
+use super::trace::Trace;
 use crate::models::weights::WeightPath;
 use crate::models::ModelError;
-
-/// A submodule per stream, or one shared by both.
-pub enum Streams<T> {
-    Separate { vid: T, txt: T },
-    Shared(T),
-}
-
-impl<T> Streams<T> {
-    pub fn build(separate: bool, mut make: impl FnMut(&str) -> Result<T, ModelError>) -> Result<Self, ModelError> {
-        Ok(if separate { Streams::Separate { vid: make("vid")?, txt: make("txt")? } } else { Streams::Shared(make("all")?) })
-    }
-
-    pub fn vid(&self) -> &T {
-        match self {
-            Streams::Separate { vid, .. } | Streams::Shared(vid) => vid,
-        }
-    }
-
-    pub fn txt(&self) -> &T {
-        match self {
-            Streams::Separate { txt, .. } | Streams::Shared(txt) => txt,
-        }
-    }
-}
 
 pub enum Mlp {
     SwiGlu { gate: Linear, up: Linear, down: Linear },

@@ -1,5 +1,6 @@
 //! The DiT's small layers: linear maps whose weights may be stored in fp8 (up-cast per call), RMS norms
-//! computed in fp32 as apex's `FusedRMSNorm` does, and the "single ada" modulation.
+//! computed in fp32 as apex's `FusedRMSNorm` does, the "single ada" modulation, and a submodule per
+//! stream (or one shared).
 use tch::Tensor;
 
 use super::config::NORM_EPS;
@@ -107,6 +108,30 @@ impl Modulation {
         match &self.gate {
             Some(gate) => residual.addcmul(x, gate),
             None => residual + x,
+        }
+    }
+}
+
+/// A submodule per stream, or one shared by both.
+pub enum Streams<T> {
+    Separate { vid: T, txt: T },
+    Shared(T),
+}
+
+impl<T> Streams<T> {
+    pub fn build(separate: bool, mut make: impl FnMut(&str) -> Result<T, ModelError>) -> Result<Self, ModelError> {
+        Ok(if separate { Streams::Separate { vid: make("vid")?, txt: make("txt")? } } else { Streams::Shared(make("all")?) })
+    }
+
+    pub fn vid(&self) -> &T {
+        match self {
+            Streams::Separate { vid, .. } | Streams::Shared(vid) => vid,
+        }
+    }
+
+    pub fn txt(&self) -> &T {
+        match self {
+            Streams::Separate { txt, .. } | Streams::Shared(txt) => txt,
         }
     }
 }

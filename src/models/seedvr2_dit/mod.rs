@@ -8,8 +8,10 @@ mod layers;
 mod model;
 pub mod rope;
 mod swap;
+mod trace;
 pub mod window;
 
 pub use config::{DitConfig, DitVariant, MlpKind};
-pub use model::{DitInput, DitLoadOptions, SeedVr2Dit, Trace};
+pub use model::{DitInput, DitLoadOptions, SeedVr2Dit};
+pub use trace::Trace;
 pub use swap::BlockPlacement;

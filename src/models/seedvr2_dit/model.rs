@@ -1,6 +1,5 @@
 //! The whole DiT: patch/text/time embeddings, the blocks and the output head. One sample per call, as
 //! the original inference does (its 3B mixes up text rows across samples of a batch, README §1.10.2).
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -12,6 +11,7 @@ use super::config::{DitConfig, DitVariant, PATCH};
 use super::embed::{unpatchify, PatchIn, TimeEmbedding};
 use super::layers::{AdaVectors, EmbeddingSlice, Linear, RmsNorm};
 use super::swap::{BlockPlacement, Blocks};
+use super::trace::Trace;
 use crate::models::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
@@ -40,18 +40,6 @@ pub struct DitInput<'a> {
     /// `[L, txt_in_dim]` text embeddings.
     pub txt: &'a Tensor,
     pub timestep: f64,
-}
-
-/// Intermediate tensors by the reference's names (`vid_in`, `blocks.N.attn.vid`, ...), for parity tests.
-#[derive(Default)]
-pub struct Trace {
-    pub tensors: BTreeMap<String, Tensor>,
-}
-
-impl Trace {
-    pub fn record(&mut self, name: String, tensor: &Tensor) {
-        self.tensors.insert(name, tensor.detach().copy());
-    }
 }
 
 enum OutputHead {

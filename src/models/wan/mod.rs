@@ -1,20 +1,21 @@
 //! Wan 2.1 / 2.2 video VAE (causal 3-D conv encoder/decoder) with exact chunked streaming.
 //! Built from diffusers weight names; original/ComfyUI checkpoints are renamed once at load (`keymap`).
 mod blocks;
-// The causal cache is shared with SeedVR2's VAE; Wan's modules reach it as `super::cache`.
+// The causal cache, convolutions and activation layout are shared with SeedVR2's VAE; Wan's modules
+// reach them as `super::cache`, `super::conv` and `super::layout`.
 use crate::models::causal_cache as cache;
+use crate::models::{conv3d as conv, layout};
 pub mod config;
-pub(crate) mod conv;
 mod decoder;
 mod patch;
 mod encoder;
 pub mod keymap;
-mod layout;
 mod resample;
 mod residual;
 mod stream;
 mod upsample;
 mod vae;
+mod video_vae;
 pub mod weights;
 
 pub use cache::{FeatureCache, RowSplit};
@@ -23,3 +24,4 @@ pub use decoder::Decoder;
 pub use encoder::Encoder;
 pub use stream::{DecodeStream, EncodeStream};
 pub use vae::{WanLoadOptions, WanTuning, WanVae};
+pub use video_vae::WanVideoVae;

@@ -3,7 +3,7 @@ use tch::Tensor;
 
 use super::cache::{FeatureCache, RowSplit};
 use super::patch::{patchify, unpatchify};
-use super::vae::WanVae;
+use super::vae::{WanVae, WHOLE_CLIP_CHUNK_PIXELS};
 use crate::models::ModelError;
 
 /// Pixel frames in, latent frames (raw `mu`) out. Any push size is accepted: frames are buffered until
@@ -128,5 +128,67 @@ impl<'a> DecodeStream<'a> {
         let video = self.vae.decoder.forward(&self.vae.post_quant_conv.forward(&latent)?, &mut self.cache)?;
         // Callers get the default layout whatever the network used inside.
         Ok(unpatchify(&video, self.vae.config().patch_size)?.f_contiguous()?)
+    }
+}
+
+/// Whole clips through the streams, and the streams' entry points.
+impl WanVae {
+    /// `[B, 3, T, H, W]` in [-1, 1] → raw `mu` `[B, z, 1 + (T−1)/4, H/s, W/s]` (not normalised), s = 8 (2.1) or 16 (2.2).
+    /// Runs as a stream (first frame, then groups of 4 frames, as many per call as
+    /// [`WHOLE_CLIP_CHUNK_PIXELS`] allows), so memory does not grow with T; frames beyond `1 + 4k`
+    /// are dropped, as in the original.
+    pub fn encode(&self, video: &Tensor) -> Result<Tensor, ModelError> {
+        let size = video.size();
+        let frames = size.get(2).copied().unwrap_or(0);
+        if frames < 1 || size.len() != 5 {
+            return Err(self.bad_input(format!("a video of shape {size:?} (expected [B, {}, T≥1, H, W])", self.config.image_channels)));
+        }
+        let step = self.config.temporal_factor();
+        let used = self.config.pixel_frames(self.config.latent_frames(frames));
+        let groups_per_call = (WHOLE_CLIP_CHUNK_PIXELS / (step * size[3] * size[4]).max(1)).max(1);
+        let mut stream = self.encoder_stream();
+        let mut latents = Vec::new();
+        let mut start = 0;
+        while start < used {
+            let len = if start == 0 { 1 } else { (groups_per_call * step).min(used - start) };
+            latents.extend(stream.push(&video.f_narrow(2, start, len)?)?);
+            start += len;
+        }
+        Ok(Tensor::f_cat(&latents, 2)?)
+    }
+
+    /// Whole latent `[B, z, T', h, w]` → video `[B, 3, 1 + 4(T'−1), s·h, s·w]` clamped to [-1, 1],
+    /// decoded as a stream: the first latent frame, then as many per call as [`WHOLE_CLIP_CHUNK_PIXELS`] allows.
+    pub fn decode(&self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        let _guard = tch::no_grad_guard();
+        Ok(self.decode_unclamped(latent)?.f_clamp(-1.0, 1.0)?)
+    }
+
+    /// [`WanVae::decode`] without the final clamp.
+    pub fn decode_unclamped(&self, latent: &Tensor) -> Result<Tensor, ModelError> {
+        let size = latent.size();
+        let frames = size.get(2).copied().unwrap_or(0);
+        if frames < 1 || size.len() != 5 {
+            return Err(self.bad_input(format!("a latent of shape {size:?} (expected [B, {}, T≥1, h, w])", self.config.z_dim)));
+        }
+        let (step, spatial) = (self.config.temporal_factor(), self.config.spatial_factor());
+        let latents_per_call = (WHOLE_CLIP_CHUNK_PIXELS / (step * size[3] * spatial * size[4] * spatial).max(1)).max(1);
+        let mut stream = self.decoder_stream().unclamped();
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < frames {
+            let len = if start == 0 { 1 } else { latents_per_call.min(frames - start) };
+            chunks.push(stream.push(&latent.f_narrow(2, start, len)?)?);
+            start += len;
+        }
+        Ok(Tensor::f_cat(&chunks, 2)?)
+    }
+
+    pub fn encoder_stream(&self) -> EncodeStream<'_> {
+        EncodeStream::new(self)
+    }
+
+    pub fn decoder_stream(&self) -> DecodeStream<'_> {
+        DecodeStream::new(self)
     }
 }

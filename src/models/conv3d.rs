@@ -1,8 +1,9 @@
-//! Convolutions of the Wan VAE. Everything runs as 3-D convolution on `[B, C, T, H, W]`; the
-//! checkpoint's per-frame 2-D convs get a time kernel of 1 so frames never need to be folded into the batch.
+//! The video VAEs' convolutions (Wan's, and SeedVR2's through its own wrapper). Everything runs as 3-D
+//! convolution on `[B, C, T, H, W]`; a checkpoint's per-frame 2-D convs get a time kernel of 1 so frames
+//! never need to be folded into the batch.
 use tch::{Device, Kind, Tensor};
 
-use super::cache::{FeatureCache, SlotAllocator};
+use super::causal_cache::{FeatureCache, SlotAllocator};
 use super::layout;
 use super::weights::WeightPath;
 use crate::models::ModelError;

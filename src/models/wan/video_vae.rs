@@ -1,0 +1,92 @@
+//! Wan 2.1 / 2.2 as a [`VaeModel`]: the checkpoint's `WanVae` with the family the registry listed it as
+//! (the two share code; the latent statistics differ), and its streams as [`VaeStream`]s.
+use std::path::Path;
+
+use tch::Tensor;
+
+use super::stream::{DecodeStream, EncodeStream};
+use super::vae::{WanLoadOptions, WanVae};
+use super::RowSplit;
+use crate::models::registry::Family;
+use crate::models::vae::{BoxedStream, LoadOptions, StreamOutput, VaeModel, VaeStream};
+use crate::models::ModelError;
+
+pub struct WanVideoVae {
+    family: Family,
+    model: WanVae,
+}
+
+impl WanVideoVae {
+    pub fn load(path: &Path, family: Family, opts: &LoadOptions) -> Result<WanVideoVae, ModelError> {
+        Ok(WanVideoVae::new(family, WanVae::load(path, &WanLoadOptions { device: opts.device, kind: opts.kind })?))
+    }
+
+    pub fn new(family: Family, model: WanVae) -> WanVideoVae {
+        WanVideoVae { family, model }
+    }
+}
+
+impl VaeModel for WanVideoVae {
+    fn family(&self) -> Family {
+        self.family
+    }
+
+    fn latent_channels(&self) -> i64 {
+        self.model.config().z_dim
+    }
+
+    fn spatial_factor(&self) -> i64 {
+        self.model.config().spatial_factor()
+    }
+
+    fn temporal_factor(&self) -> i64 {
+        self.model.config().temporal_factor()
+    }
+
+    fn memory_width(&self) -> i64 {
+        self.model.config().decoder_base_dim
+    }
+
+    fn supports_row_split(&self) -> bool {
+        true
+    }
+
+    /// Wan keeps no log-variance and clamps its decode: its pipeline values whatever is asked.
+    fn encode_stream(&self, _output: StreamOutput) -> BoxedStream<'_> {
+        Box::new(self.model.encoder_stream())
+    }
+
+    fn decode_stream(&self, _output: StreamOutput) -> BoxedStream<'_> {
+        Box::new(self.model.decoder_stream())
+    }
+}
+
+impl<'a> VaeStream<'a> for EncodeStream<'a> {
+    fn push(&mut self, input: &Tensor) -> Result<Option<Tensor>, ModelError> {
+        EncodeStream::push(self, input)
+    }
+
+    fn snapshot(&self) -> BoxedStream<'a> {
+        Box::new(EncodeStream::snapshot(self))
+    }
+
+    fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
+        EncodeStream::set_row_split(self, split);
+        true
+    }
+}
+
+impl<'a> VaeStream<'a> for DecodeStream<'a> {
+    fn push(&mut self, input: &Tensor) -> Result<Option<Tensor>, ModelError> {
+        Ok(Some(DecodeStream::push(self, input)?))
+    }
+
+    fn snapshot(&self) -> BoxedStream<'a> {
+        Box::new(DecodeStream::snapshot(self))
+    }
+
+    fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
+        DecodeStream::set_row_split(self, split);
+        true
+    }
+}
