@@ -1,5 +1,5 @@
 //! vaebox: a LAN-shared GPU box for video VAEs and upscaling.
-//! HTTP (`api`) → a job's life (`queue`) over the job store and scheduler (`jobs`, SQLite) → one executor
+//! HTTP (`api`) → a job's life and its scheduler (`queue`) over the job store (`jobs`, SQLite) → one executor
 //! thread (`executor`) that owns the device and models (`models`), streams frames through ffmpeg (`media`)
 //! and tiles work (`tiling`).
 pub mod api;

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, metrics::Metrics, AppState};
 use crate::config::Config;
 use crate::executor::{ExecutorConfig, ExecutorHandle};
-use crate::jobs::scheduler::{CancelFlags, Scheduler};
+use crate::queue::scheduler::{CancelFlags, Scheduler};
 use crate::jobs::retention::Retention;
 use crate::jobs::disk::DiskReserve;
 use crate::jobs::{preflight, JobStore, SqliteStore};

@@ -172,6 +172,13 @@ mod tests {
     use super::*;
     use serde_json::Value;
 
+    #[test]
+    fn the_document_lists_every_error_code() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let listed = &doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"];
+        assert_eq!(listed, &serde_json::json!(crate::error_codes::ALL));
+    }
+
     fn nodes<'a>(value: &'a Value, out: &mut Vec<&'a Value>) {
         match value {
             Value::Object(map) => {

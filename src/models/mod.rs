@@ -7,6 +7,7 @@ pub mod gguf;
 pub mod gguf_quants;
 pub mod layout;
 pub mod ncnn;
+pub mod op;
 pub mod realesrgan;
 pub mod registry;
 pub mod restore;
@@ -17,6 +18,7 @@ pub mod torch_file;
 pub mod vae;
 pub mod weights;
 pub mod wan;
+pub use op::Op;
 
 use std::path::PathBuf;
 

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::error_codes as codes;
-use crate::jobs::Op;
+use super::op::Op;
 use crate::models::wan::{WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -310,7 +310,7 @@ pub struct ModelInfo {
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latent_channels: Option<i64>,
-    #[schema(value_type = Vec<crate::jobs::Op>)]
+    #[schema(value_type = Vec<super::op::Op>)]
     pub ops: Vec<&'static str>,
     pub scales: Vec<i64>,
     pub dtypes: Vec<&'static str>,

@@ -8,6 +8,7 @@ mod manage;
 mod output_size;
 mod preview;
 mod request;
+pub mod scheduler;
 mod staged;
 mod submit;
 
@@ -30,7 +31,7 @@ pub use staged::StagedFile;
 pub use submit::Submission;
 
 use crate::config::Config;
-use crate::jobs::scheduler::{CancelFlags, JobEvents};
+use scheduler::{CancelFlags, JobEvents};
 use crate::jobs::disk::DiskReserve;
 use crate::jobs::JobStore;
 

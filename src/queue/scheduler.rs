@@ -10,9 +10,9 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch, Notify};
 use uuid::Uuid;
 
-use super::disk::DiskReserve;
-use super::model::*;
-use super::store::JobStore;
+use crate::jobs::disk::DiskReserve;
+use crate::jobs::model::*;
+use crate::jobs::store::JobStore;
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
 
 /// Progress reaches the database at most this often; SSE listeners see the same rate.
@@ -136,7 +136,7 @@ impl Scheduler {
             Err(_) => JobStatus::Failed,
         };
         // Before the outcome is stored: whoever sees the job final then finds it in /metrics too.
-        super::telemetry::job_finished(job.op, status, &timings);
+        crate::jobs::telemetry::job_finished(job.op, status, &timings);
         self.record_outcome(id, &result, &timings).await;
         match &result {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
