@@ -60,9 +60,8 @@ async fn multipart_upload_runs_to_a_4x_video_with_progress_events_and_timings() 
         .text("op", "upscale")
         .text("model", "realesrgan-animevideov3")
         .text("scale", "4");
-    let response = client.post(server.url("/v1/jobs")).multipart(form).send().await.unwrap();
-    assert_eq!(response.status(), 202);
-    let job: Value = response.json().await.unwrap();
+    let (status, job) = send_json(client.post(server.url("/v1/jobs")).multipart(form)).await;
+    assert_eq!(status, 202, "{job}");
     assert_eq!(job["status"], "queued");
     assert_eq!(job["input"]["media"]["width"], 176);
     assert_eq!(job["input"]["media"]["frames"], 8);
@@ -165,9 +164,8 @@ async fn cancelling_stops_a_running_job_and_a_queued_one() {
         assert!(std::time::Instant::now() < deadline, "job never started: {job}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let cancel = client.post(server.url(&format!("/v1/jobs/{queued_id}/cancel"))).send().await.unwrap();
-    assert_eq!(cancel.status(), 200);
-    let cancelled: Value = cancel.json().await.unwrap();
+    let (status, cancelled) = send_json(client.post(server.url(&format!("/v1/jobs/{queued_id}/cancel")))).await;
+    assert_eq!(status, 200, "{cancelled}");
     assert_eq!(cancelled["status"], "cancelled");
 
     let cancel = client.post(server.url(&format!("/v1/jobs/{running_id}/cancel"))).send().await.unwrap();

@@ -14,9 +14,7 @@ fn assert_error(status: u16, body: &Value, want_status: u16, want_code: &str) {
 }
 
 async fn multipart(client: &reqwest::Client, server: &Server, form: reqwest::multipart::Form) -> (u16, Value) {
-    let response = client.post(server.url("/v1/jobs")).multipart(form).send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    send_json(client.post(server.url("/v1/jobs")).multipart(form)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,9 +180,7 @@ async fn sizes_that_overflow_or_exceed_the_limits_are_refused_before_queueing() 
     let post = |path: String, body: Vec<u8>| {
         let client = client.clone();
         async move {
-            let response = client.post(path).body(body).send().await.unwrap();
-            let status = response.status().as_u16();
-            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+            send_json(client.post(path).body(body)).await
         }
     };
     // 2^21 cubed times 16 is 2^67: wraps to 0 in 64 bits.

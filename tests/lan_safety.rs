@@ -27,8 +27,9 @@ async fn post_junk(client: &reqwest::Client, server: &Server, origin: Option<&st
         request = request.header("Origin", origin);
     }
     let response = request.send().await.unwrap();
-    let (status, headers) = (response.status().as_u16(), response.headers().clone());
-    (status, headers, response.json().await.unwrap_or(Value::Null))
+    let headers = response.headers().clone();
+    let (status, body) = json_answer("POST", response).await;
+    (status, headers, body)
 }
 
 fn allow_origin(headers: &HeaderMap) -> Option<&str> {
@@ -253,9 +254,8 @@ async fn slow_clients_are_cut_off_and_uploads_at_once_are_bounded() {
         .text("op", "upscale")
         .text("notes", "a".repeat(1 << 20))
         .part("file", reqwest::multipart::Part::bytes(junk()).file_name("clip.mp4"));
-    let response = client.post(server.url("/v1/jobs")).multipart(form).send().await.unwrap();
-    assert_eq!(response.status(), 413);
-    let body: Value = response.json().await.unwrap();
+    let (status, body) = send_json(client.post(server.url("/v1/jobs")).multipart(form)).await;
+    assert_eq!(status, 413, "{body}");
     assert_eq!(body["error"]["code"], "field-too-large", "{body}");
     let form = reqwest::multipart::Form::new()
         .text("op", "upscale")
@@ -354,8 +354,7 @@ async fn requests_for_names_the_box_does_not_have_are_refused() {
     let get = |host: String, path: &'static str| {
         let request = client.get(server.url(path)).header(reqwest::header::HOST, host);
         async move {
-            let response = request.send().await.unwrap();
-            (response.status().as_u16(), response.json::<Value>().await.unwrap_or(Value::Null))
+            send_json(request).await
         }
     };
     for refused in [format!("evil.example:{port}"), format!("vae.example.lan.evil.example:{port}")] {

@@ -19,9 +19,7 @@ fn assert_refused(status: u16, body: &Value, names: &[&str]) {
 }
 
 async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    send_json(request).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,7 +86,7 @@ async fn unknown_paths_and_methods_answer_json_errors() {
         let response = client.request(method.clone(), server.url(path)).send().await.unwrap();
         let status = response.status().as_u16();
         let allow = response.headers().get("allow").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let (_, body) = json_answer(method.as_str(), response).await;
         assert_eq!((status, &body["error"]["code"]), (405, &json!("method-not-allowed")), "{method} {path}: {body}");
         assert!(allow.contains(allowed), "{method} {path}: Allow is `{allow}`");
     }

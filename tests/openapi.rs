@@ -6,7 +6,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// The routes of `api::router` (src/api/mod.rs), by hand: a route added there without a `#[utoipa::path]`
 /// in `api::openapi::ApiDoc` fails here once it is added to this list too. `/docs` is swagger_ui_dist's
@@ -120,4 +120,17 @@ async fn the_document_lists_every_route_and_docs_renders_it() {
     for summary in ["Create a job from an upload", "Decode a latent tensor synchronously", "The API reference page"] {
         assert!(dom.contains(summary), "`{summary}` not rendered:\n{dom}");
     }
+}
+#[test]
+fn the_conformance_check_catches_a_wrong_answer() {
+    // A job whose status is not one of the documented values, and an error without its code.
+    let job = json!({ "id": "not-a-job", "status": "exploded" });
+    let caught = std::panic::catch_unwind(|| conformance::check("GET", "http://127.0.0.1:1/v1/jobs/5c0c0c0c-0000-4000-8000-000000000000", 200, &job));
+    assert!(caught.is_err());
+    let caught = std::panic::catch_unwind(|| conformance::check("POST", "http://127.0.0.1:1/v1/jobs", 400, &json!({ "error": { "message": "x" } })));
+    assert!(caught.is_err());
+    let caught = std::panic::catch_unwind(|| conformance::check("GET", "http://127.0.0.1:1/v1/models", 200, &json!({ "models": "none" })));
+    assert!(caught.is_err());
+    // An unknown path's 404 is held to the error schema.
+    conformance::check("GET", "http://127.0.0.1:1/v2/nothing", 404, &json!({ "error": { "code": "not-found", "message": "no route" } }));
 }

@@ -17,9 +17,7 @@ async fn call(client: &reqwest::Client, method: reqwest::Method, url: &str, toke
     if let Some(body) = body {
         request = request.body(body);
     }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    send_json(request).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,7 +87,7 @@ async fn jobs_belong_to_their_token() {
 async fn wait_for_final_with(client: &reqwest::Client, url: &str, token: &str) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
-        let job = client.get(url).bearer_auth(token).send().await.unwrap().json::<Value>().await.unwrap();
+        let (_, job) = send_json(client.get(url).bearer_auth(token)).await;
         if ["succeeded", "failed", "cancelled"].contains(&job["status"].as_str().unwrap_or("")) {
             return job;
         }

@@ -2,6 +2,7 @@
 //! make real clips with ffmpeg from the real test media, and check outputs with ffprobe.
 #![allow(dead_code)]
 
+pub mod conformance;
 pub mod tensors;
 
 use std::io::{BufRead, BufReader};
@@ -193,10 +194,28 @@ pub fn ffprobe(path: &Path) -> Probed {
     }
 }
 
-pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
-    let response = client.get(url).send().await.unwrap();
+/// The status and JSON body (null when there is none) of an answer to `method`, checked against
+/// /openapi.json (`conformance`).
+pub async fn json_answer(method: &str, response: reqwest::Response) -> (u16, Value) {
     let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    let url = response.url().to_string();
+    let body = response.json().await.unwrap_or(Value::Null);
+    if !body.is_null() {
+        conformance::check(method, &url, status, &body);
+    }
+    (status, body)
+}
+
+/// Sends a request; its answer as `json_answer` gives it.
+pub async fn send_json(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let (client, request) = request.build_split();
+    let request = request.unwrap();
+    let method = request.method().to_string();
+    json_answer(&method, client.execute(request).await.unwrap()).await
+}
+
+pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    send_json(client.get(url)).await
 }
 
 /// Polls a job until it reaches a final status.
@@ -214,9 +233,7 @@ pub async fn wait_for_final(client: &reqwest::Client, server: &Server, id: &str,
 }
 
 pub async fn upload_raw(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> (u16, Value) {
-    let response = client.post(server.url(&format!("/v1/jobs?{query}"))).body(body).send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    send_json(client.post(server.url(&format!("/v1/jobs?{query}"))).body(body)).await
 }
 
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
