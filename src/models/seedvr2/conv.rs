@@ -5,25 +5,9 @@ use tch::Tensor;
 
 use super::weights::WeightPath;
 use crate::models::conv3d as shared_conv;
+pub use crate::models::causal_cache::SlotAllocator;
 use crate::models::causal_cache::FeatureCache;
 use crate::models::ModelError;
-
-/// Hands out one cache slot to every layer that carries frames between chunks; used while building.
-#[derive(Debug, Default)]
-pub struct SlotAllocator {
-    next: usize,
-}
-
-impl SlotAllocator {
-    pub fn allocate(&mut self) -> usize {
-        self.next += 1;
-        self.next - 1
-    }
-
-    pub fn count(&self) -> usize {
-        self.next
-    }
-}
 
 /// Shape of one convolution, `[time, height, width]` triples; weights are always 5-D in SeedVR2 files.
 #[derive(Debug, Clone, Copy)]
