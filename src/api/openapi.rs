@@ -45,7 +45,7 @@ use super::{jobs, preview, remote, system};
         system::style_css,
     ),
     components(schemas(ErrorBody)),
-    modifiers(&UnwrapOneItemOneOfs),
+    modifiers(&UnwrapOneItemOneOfs, &EveryRouteCanRefuse),
     tags(
         (name = "jobs", description = "Upload a video or latent, follow the job, download the result"),
         (name = "remote VAE", description = "diffusers' remote_decode / remote_encode, answered when the job finishes"),
@@ -54,6 +54,25 @@ use super::{jobs, preview, remote, system};
     )
 )]
 pub struct ApiDoc;
+
+/// The checks in front of every route (the Host name, the token, the Origin of a browser's POST) can refuse
+/// any request, the page and `/healthz` included; each operation that does not say so itself gets a `4XX`.
+struct EveryRouteCanRefuse;
+
+impl Modify for EveryRouteCanRefuse {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let refusal = ResponseBuilder::new()
+            .description("Refused before the handler: unknown-host (403), unauthorized (401) when tokens are configured, foreign-origin (403)")
+            .content("application/json", ContentBuilder::new().schema(Some(Ref::from_schema_name("Error"))).build())
+            .build();
+        for item in document.paths.paths.values_mut() {
+            for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
+                operation.responses.responses.entry("4XX".to_string()).or_insert_with(|| RefOr::T(refusal.clone()));
+            }
+        }
+    }
+}
 
 /// utoipa hangs the description or default of an inlined schema on a one-item `oneOf` around it; the schema
 /// itself reads better, and Swagger UI then offers an enum as a list.
