@@ -260,8 +260,8 @@ async fn normalisation_without_published_statistics_is_refused_at_submission() {
         .text("model", "wan22-z8")
         .text("normalize", "true")
         .part("file", reqwest::multipart::Part::bytes(body.clone()).file_name("clip.mp4"));
-    let (status, body) = send_json(client.post(server.url("/v1/jobs")).multipart(form)).await;
-    refused(status, &body, (400, "normalize-unsupported"), &["wan22-z8"]);
+    let (status, refusal) = send_json(client.post(server.url("/v1/jobs")).multipart(form)).await;
+    refused(status, &refusal, (400, "normalize-unsupported"), &["wan22-z8"]);
 
     // A latent of the right size marked `normalized` cannot be undone; the same latent unmarked decodes.
     let latent = dir.path().join("z8.safetensors");
