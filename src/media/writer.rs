@@ -256,14 +256,14 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
     filters.push(format!("format={}", output_pix_fmt(format)));
     push_all(&mut args, &["-vf", &filters.join(",")]);
     let crf = config.crf.to_string();
+    // The encoder `available_formats` checked this ffmpeg for.
+    push_all(&mut args, &["-c:v", format.encoder().unwrap_or("png")]);
     match format {
-        OutputFormat::H264 => push_all(&mut args, &["-c:v", "libx264", "-preset", &config.preset, "-crf", &crf]),
-        OutputFormat::H265 => {
-            push_all(&mut args, &["-c:v", "libx265", "-preset", &config.preset, "-crf", &crf, "-tag:v", "hvc1", "-x265-params", "log-level=error"])
-        }
-        OutputFormat::Prores => push_all(&mut args, &["-c:v", "prores_ks", "-profile:v", "3", "-vendor", "apl0"]),
-        OutputFormat::Ffv1 => push_all(&mut args, &["-c:v", "ffv1", "-level", "3", "-slicecrc", "1"]),
-        OutputFormat::Png | OutputFormat::Safetensors => push_all(&mut args, &["-c:v", "png", "-start_number", "0"]),
+        OutputFormat::H264 => push_all(&mut args, &["-preset", &config.preset, "-crf", &crf]),
+        OutputFormat::H265 => push_all(&mut args, &["-preset", &config.preset, "-crf", &crf, "-tag:v", "hvc1", "-x265-params", "log-level=error"]),
+        OutputFormat::Prores => push_all(&mut args, &["-profile:v", "3", "-vendor", "apl0"]),
+        OutputFormat::Ffv1 => push_all(&mut args, &["-level", "3", "-slicecrc", "1"]),
+        OutputFormat::Png | OutputFormat::Safetensors => push_all(&mut args, &["-start_number", "0"]),
     }
     push_all(&mut args, &["-pix_fmt", output_pix_fmt(format)]);
     args.extend(config.colour.output_flags(format.is_rgb()).into_iter().map(OsString::from));
