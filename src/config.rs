@@ -19,8 +19,20 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Model files (e.g. `models_dir/realesrgan/*.param|bin`).
     pub models_dir: PathBuf,
-    /// SQLite file; empty means `data_dir/vaebox.db`.
+    /// Where the jobs are kept: a SQLite file (empty means `data_dir/vaebox.db`; `sqlite://` may lead it), or
+    /// `postgres://user:password@host:port/db`, the queue several boxes share (see `role`).
     pub database: PathBuf,
+    /// What `serve` runs: `all` (API and executor, one box), `api` (uploads, results, the page; no device) or
+    /// `worker` (the executor: claims jobs from the shared database, no HTTP). `serve --role` overrides it.
+    pub role: Role,
+    /// This worker's name in the store (leases, `/healthz`); empty: the host name.
+    pub worker_name: String,
+    /// A claimed job belongs to its worker this long past its last heartbeat (sent every third of it);
+    /// then it goes back to the queue for another worker.
+    pub lease_s: u64,
+    /// A job whose worker was lost this many times (killed, cut off) fails with the reasons instead of
+    /// running again.
+    pub max_attempts: u32,
     /// `auto` (first CUDA device if any, else CPU), `cpu`, `cuda` or `cuda:N`.
     #[serde(with = "as_text")]
     pub device: DeviceChoice,
@@ -102,6 +114,10 @@ impl Default for Config {
             data_dir: "data".into(),
             models_dir: "models".into(),
             database: PathBuf::new(),
+            role: Role::All,
+            worker_name: String::new(),
+            lease_s: 60,
+            max_attempts: 3,
             device: DeviceChoice::Auto,
             dtype: DtypeChoice::Auto,
             threads: 0,
@@ -260,6 +276,56 @@ impl TextValue for HostAllocator {
     }
 }
 
+/// Where the jobs are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseTarget {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl DatabaseTarget {
+    pub fn is_shared(&self) -> bool {
+        matches!(self, DatabaseTarget::Postgres(_))
+    }
+}
+
+impl std::fmt::Display for DatabaseTarget {
+    /// Without the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DatabaseTarget::Sqlite(path) => write!(f, "{}", path.display()),
+            DatabaseTarget::Postgres(url) => {
+                let shown = match (url.find("://"), url.rfind('@')) {
+                    (Some(scheme), Some(at)) if at > scheme => format!("{}://…@{}", &url[..scheme], &url[at + 1..]),
+                    _ => url.clone(),
+                };
+                f.write_str(&shown)
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The API and the executor in one process: one box.
+    All,
+    /// Uploads, results and the page; runs no job.
+    Api,
+    /// Runs jobs claimed from the shared database; serves no HTTP.
+    Worker,
+}
+
+impl Role {
+    pub fn serves_http(self) -> bool {
+        self != Role::Worker
+    }
+
+    pub fn runs_jobs(self) -> bool {
+        self != Role::Api
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum BlockSwap {
@@ -356,6 +422,12 @@ impl Config {
                 return invalid("tokens", "secrets must be at least 12 characters");
             }
         }
+        if self.lease_s < 3 {
+            return invalid("lease_s", "must be at least 3 (heartbeats go every third of it)");
+        }
+        if self.max_attempts == 0 {
+            return invalid("max_attempts", "must be at least 1");
+        }
         if self.max_queued_jobs == 0 {
             return invalid("max_queued_jobs", "must be positive");
         }
@@ -366,12 +438,34 @@ impl Config {
         self.listen
     }
 
-    pub fn database_path(&self) -> PathBuf {
-        if self.database.as_os_str().is_empty() {
-            self.data_dir.join("vaebox.db")
-        } else {
-            self.database.clone()
+    pub fn database_target(&self) -> DatabaseTarget {
+        let text = self.database.to_string_lossy();
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            return DatabaseTarget::Postgres(text.into_owned());
         }
+        match text.strip_prefix("sqlite://") {
+            Some(path) => DatabaseTarget::Sqlite(path.into()),
+            None if text.is_empty() => DatabaseTarget::Sqlite(self.data_dir.join("vaebox.db")),
+            None => DatabaseTarget::Sqlite(self.database.clone()),
+        }
+    }
+
+    /// The name this process's worker claims and heartbeats under.
+    pub fn worker_name(&self) -> String {
+        if !self.worker_name.trim().is_empty() {
+            return self.worker_name.trim().to_string();
+        }
+        let mut buf = [0u8; 256];
+        // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer it is given.
+        let host = match unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } {
+            0 => String::from_utf8_lossy(&buf[..buf.iter().position(|&b| b == 0).unwrap_or(buf.len())]).into_owned(),
+            _ => String::new(),
+        };
+        if host.is_empty() { "vaebox".into() } else { host }
+    }
+
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_s)
     }
 
     pub fn media_limits(&self) -> MediaLimits {

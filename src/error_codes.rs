@@ -117,6 +117,9 @@ codes! {
     OUT_OF_MEMORY = "out-of-memory";
     /// The data dir's disk filled up while the job wrote its output; the partial output is removed.
     DISK_FULL = "disk-full";
+    /// The job's worker was lost (killed, cut off from the database) on each of its `max_attempts` runs;
+    /// the message lists every loss.
+    ATTEMPTS_EXHAUSTED = "attempts-exhausted";
 
     // Media.
     /// The upload has zero bytes.
@@ -165,8 +168,10 @@ codes! {
     UNSUPPORTED_MODEL_OP = "unsupported-model-op";
     /// libtorch reported an error other than running out of memory.
     TORCH_ERROR = "torch-error";
-    /// The job store (SQLite) failed.
+    /// The job store (SQLite or PostgreSQL) failed.
     STORE_ERROR = "store-error";
+    /// The job store cannot be reached (PostgreSQL down or cut off); nothing was stored: try again later.
+    STORE_UNAVAILABLE = "store-unavailable";
     /// A fault of this box not covered above (a panic in model code, a missing result file).
     INTERNAL_ERROR = "internal-error";
 }

@@ -29,8 +29,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the HTTP server (the default).
-    Serve,
+    /// Run the HTTP server and the executor (the default), or one of them (`--role`).
+    Serve(ServeArgs),
     /// Run one job from the command line through the same pipeline, without a server.
     Run(RunArgs),
     /// Measure throughput and pipeline overhead.
@@ -48,6 +48,14 @@ enum Command {
         #[arg(long)]
         spec: String,
     },
+}
+
+#[derive(clap::Args, Default)]
+struct ServeArgs {
+    /// `all`: API and executor in one process (one box); `api`: uploads, results and the page, no device;
+    /// `worker`: runs jobs claimed from the shared database, no HTTP [default: the config's `role`].
+    #[arg(long, value_enum)]
+    role: Option<vaebox::config::Role>,
 }
 
 /// `vaebox run`: the job's fields as flags; the output's folder is checked before any work starts.
@@ -214,10 +222,13 @@ fn main() -> anyhow::Result<()> {
         let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
         tracing::error!(thread, location = %info.location().map(|l| l.to_string()).unwrap_or_default(), "panic: {short}");
     }));
-    let config = Config::load(cli.config.as_deref()).context("invalid configuration")?;
+    let mut config = Config::load(cli.config.as_deref()).context("invalid configuration")?;
     let runtime = tokio::runtime::Runtime::new()?;
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => runtime.block_on(vaebox::server::serve(config)),
+    match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
+        Command::Serve(args) => {
+            config.role = args.role.unwrap_or(config.role);
+            runtime.block_on(vaebox::server::serve(config))
+        }
         Command::Run(args) => runtime.block_on(run_once(&config, args)),
         Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, python } } => {
             runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale }))

@@ -12,78 +12,94 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, metrics::Metrics, AppState};
 use crate::config::Config;
 use crate::executor::{ExecutorConfig, ExecutorHandle};
-use crate::queue::scheduler::{CancelFlags, Scheduler};
+use crate::queue::scheduler::{CancelFlags, Scheduler, Worker};
 use crate::jobs::retention::Retention;
 use crate::jobs::disk::DiskReserve;
-use crate::jobs::{preflight, JobStore, SqliteStore};
+use crate::jobs::{self, preflight, DatabaseTarget};
 use crate::queue::{Queue, QueueParts};
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let role = config.role;
     preflight::check_writable(&config.data_dir, "data_dir")?;
     preflight::check_default_output_format(&config)?;
-    let database = config.database_path();
-    if let Some(dir) = database.parent().filter(|d| !d.as_os_str().is_empty()) {
-        preflight::check_writable(dir, "database")?;
+    let database = config.database_target();
+    if let DatabaseTarget::Sqlite(path) = &database {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            preflight::check_writable(dir, "database")?;
+        }
     }
-    // Half-received uploads from a previous process are never referenced by a job row.
-    let _ = std::fs::remove_dir_all(config.data_dir.join("uploads"));
+    if role.serves_http() {
+        // Half-received uploads from a previous process are never referenced by a job row.
+        let _ = std::fs::remove_dir_all(config.data_dir.join("uploads"));
+    }
     crate::redact::install(crate::redact::Redactor::new(&config.data_dir, &config.models_dir));
-    let store: Arc<dyn JobStore> =
-        Arc::new(SqliteStore::open(&database).await.map_err(|e| preflight::database_error(&database, e))?);
-    preflight::check_jobs_known(store.as_ref(), &database, &config.data_dir.join("jobs")).await?;
-    let requeued = store.requeue_interrupted().await?;
-    if requeued > 0 {
-        tracing::warn!(requeued, "jobs interrupted by the last shutdown were put back in the queue");
+    let store = jobs::store::open(&database).await.map_err(|e| preflight::database_error(&database, e))?;
+    if role.serves_http() {
+        preflight::check_jobs_known(store.as_ref(), &database.to_string(), &config.data_dir.join("jobs")).await?;
+    }
+    let worker_name = config.worker_name();
+    if role.runs_jobs() {
+        let requeued = store.requeue_interrupted(&worker_name).await?;
+        if requeued > 0 {
+            tracing::warn!(requeued, worker = %worker_name, "jobs interrupted by the last shutdown were put back in the queue");
+        }
     }
 
     let reserve = Arc::new(DiskReserve::new(&config.data_dir, config.disk_reserve_mib << 20));
     reserve.ensure();
-    let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(&config));
     let wake = Arc::new(Notify::new());
     let (events, _) = broadcast::channel(1024);
+    // Jobs queued and changed by other processes (a shared database) reach this one's scheduler and followers.
+    store.forward_news(wake.clone(), events.clone()).await?;
     let cancels = CancelFlags::default();
     let metrics = Metrics::install()?;
     let shutdown = CancellationToken::new();
-    let config_shared = Arc::new(config.clone());
-    let queue = Queue::new(QueueParts {
-        config: config_shared.clone(),
-        store: store.clone(),
-        wake: wake.clone(),
-        events: events.clone(),
-        cancels: cancels.clone(),
-        shutdown: shutdown.clone(),
-        reserve: reserve.clone(),
-    });
-    let state = AppState {
-        config: config_shared,
-        queue,
-        metrics,
-        device: executor.device().to_string(),
-        uploads: Arc::new(Semaphore::new(config.max_concurrent_uploads.max(1) as usize)),
-        data_dir_bytes: Default::default(),
+    let (jobs, device) = if role.runs_jobs() {
+        let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(&config));
+        let device = executor.device().to_string();
+        let worker = Worker {
+            name: worker_name.clone(),
+            device: device.clone(),
+            lease: config.lease(),
+            max_attempts: config.max_attempts.into(),
+            models_dir: config.models_dir.clone(),
+        };
+        let scheduler = Scheduler { store: store.clone(), executor, worker, wake: wake.clone(), events: events.clone(), cancels: cancels.clone(), reserve: reserve.clone() };
+        tracing::info!(worker = %worker_name, %device, database = %database, "worker ready");
+        (tokio::spawn(scheduler.run()), device)
+    } else {
+        (tokio::spawn(async {}), "none".to_string())
     };
-    if config.retention_hours > 0.0 {
-        let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
-        tokio::spawn(Retention { store: store.clone(), jobs_dir: config.data_dir.join("jobs"), keep }.run());
-    }
-    let scheduler = Scheduler { store, executor, wake: wake.clone(), events, cancels: cancels.clone(), reserve };
-    let jobs = tokio::spawn(scheduler.run());
 
-    if !config.listen_addr().ip().is_loopback() && config.tokens.is_empty() {
-        tracing::warn!(
-            listen = %config.listen_addr(),
-            "the API is open to everyone who can reach this address: no access tokens are configured (`tokens` in \
-             config.toml or VAEBOX_TOKENS=name:secret[:admin],...)"
-        );
-        eprintln!("WARNING: listening on {} without access tokens: anyone on the network can submit, read and delete jobs", config.listen_addr());
-    }
-    let listener = tokio::net::TcpListener::bind(config.listen_addr()).await?;
-    let addr = listener.local_addr()?;
-    // Tests and scripts read this line to find the port when `listen` ends in :0.
-    println!("vaebox listening on http://{addr} (device {})", state.device);
-    tracing::info!(%addr, device = %state.device, "listening");
-    let header_timeout = Duration::from_secs(config.header_timeout_s.max(1));
-    let connections = listen::Connections::serve(listener, api::router(state), header_timeout);
+    let connections = if role.serves_http() {
+        let config_shared = Arc::new(config.clone());
+        let queue = Queue::new(QueueParts {
+            config: config_shared.clone(),
+            store: store.clone(),
+            wake: wake.clone(),
+            events: events.clone(),
+            cancels: cancels.clone(),
+            shutdown: shutdown.clone(),
+            reserve: reserve.clone(),
+        });
+        let state = AppState {
+            config: config_shared,
+            queue,
+            metrics,
+            device,
+            uploads: Arc::new(Semaphore::new(config.max_concurrent_uploads.max(1) as usize)),
+            data_dir_bytes: Default::default(),
+        };
+        if config.retention_hours > 0.0 {
+            let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
+            tokio::spawn(Retention { store: store.clone(), jobs_dir: config.data_dir.join("jobs"), keep }.run());
+        }
+        Some(listen_http(&config, state).await?)
+    } else {
+        // Scripts read this line to know the worker is claiming.
+        println!("vaebox worker {worker_name} claiming jobs (device {device})");
+        None
+    };
 
     shutdown_signal().await;
     tokio::spawn(async {
@@ -99,6 +115,24 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn listen_http(config: &Config, state: AppState) -> anyhow::Result<listen::Connections> {
+    if !config.listen_addr().ip().is_loopback() && config.tokens.is_empty() {
+        tracing::warn!(
+            listen = %config.listen_addr(),
+            "the API is open to everyone who can reach this address: no access tokens are configured (`tokens` in \
+             config.toml or VAEBOX_TOKENS=name:secret[:admin],...)"
+        );
+        eprintln!("WARNING: listening on {} without access tokens: anyone on the network can submit, read and delete jobs", config.listen_addr());
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen_addr()).await?;
+    let addr = listener.local_addr()?;
+    // Tests and scripts read this line to find the port when `listen` ends in :0.
+    println!("vaebox listening on http://{addr} (device {})", state.device);
+    tracing::info!(%addr, device = %state.device, "listening");
+    let header_timeout = Duration::from_secs(config.header_timeout_s.max(1));
+    Ok(listen::Connections::serve(listener, api::router(state), header_timeout))
+}
+
 /// Ends the process without the C++ static destructors a normal exit runs: libtorch may still be at work
 /// on the executor thread, and pulling its memory away mid-operation crashes it (noise in the log). The
 /// store is safe (SQLite, WAL) and the job stays `running` there, to be re-queued at the next start.
@@ -112,7 +146,8 @@ fn end_now(code: i32) -> ! {
 
 /// What is stopped, in order, when the signal comes.
 struct Stopping {
-    connections: listen::Connections,
+    /// None on a worker: it serves no HTTP.
+    connections: Option<listen::Connections>,
     shutdown: CancellationToken,
     cancels: CancelFlags,
     wake: Arc<Notify>,
@@ -131,7 +166,9 @@ impl Stopping {
     /// connections. Returns whether the executor is idle.
     async fn run(self, jobs: JobHandle) -> bool {
         tracing::info!(grace_s = self.grace.as_secs(), "stopping: no new connections or jobs; a running job may finish");
-        self.connections.stop();
+        if let Some(connections) = &self.connections {
+            connections.stop();
+        }
         self.shutdown.cancel();
         self.cancels.stop_claiming();
         self.wake.notify_one();
@@ -143,14 +180,15 @@ impl Stopping {
                 idle
             },
             async {
+                let Some(connections) = &self.connections else { return };
                 tokio::select! {
-                    _ = self.connections.closed() => {}
+                    _ = connections.closed() => {}
                     _ = async {
                         jobs_stopped.cancelled().await;
                         tokio::time::sleep(DRAIN_AFTER_JOBS).await;
                     } => {
                         tracing::info!("cutting the connections still open");
-                        self.connections.cut().await;
+                        connections.cut().await;
                     }
                 }
             }

@@ -92,6 +92,7 @@ impl ApiError {
             ApiError::UnknownHost { .. } => (StatusCode::FORBIDDEN, codes::UNKNOWN_HOST),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED),
             ApiError::Queue(e) => (queue_status(e), e.code()),
+            ApiError::Store(e) if e.is_outage() => (StatusCode::SERVICE_UNAVAILABLE, codes::STORE_UNAVAILABLE),
             ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, codes::STORE_ERROR),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL_ERROR),
         }
@@ -115,6 +116,7 @@ fn queue_status(e: &QueueError) -> StatusCode {
         // A request parameter, or the content of the uploaded latent.
         QueueError::Normalize(NormalizeRefusal::Encode { .. }) => StatusCode::BAD_REQUEST,
         QueueError::Normalize(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        QueueError::Store(e) if e.is_outage() => StatusCode::SERVICE_UNAVAILABLE,
         QueueError::Store(_) | QueueError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -34,6 +34,9 @@ pub struct Health {
     output_formats: std::collections::BTreeMap<crate::media::OutputFormat, bool>,
     /// The format of jobs that name none.
     default_output_format: crate::media::OutputFormat,
+    /// The workers that run this box's jobs (this process's own when it runs jobs), as the job store last
+    /// heard of them; one not heard of for three leases is left out.
+    workers: Vec<crate::jobs::WorkerInfo>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -64,6 +67,7 @@ pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiErr
         disk_free_bytes: crate::jobs::disk::free_bytes(&app.config.data_dir),
         output_formats: crate::media::available_formats(&app.config.media_tools()).clone(),
         default_output_format: app.config.output_format,
+        workers: app.queue.store().workers(app.config.lease() * 3).await?,
     }))
 }
 

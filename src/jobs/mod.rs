@@ -11,4 +11,7 @@ pub mod telemetry;
 
 pub use model::*;
 pub use plan::JobPlan;
-pub use store::{CancelOutcome, DeleteOutcome, JobStore, ListFilter, NewJob, SqliteStore, StoreError};
+pub use store::{
+    CancelOutcome, Claim, DatabaseTarget, DeleteOutcome, Expired, JobStore, Lease, LeaseState, ListFilter, NewJob, PgStore,
+    SqliteStore, StoreError, WorkerInfo,
+};

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::disk::free_bytes;
-use super::store::{JobStore, ListFilter};
+use super::store::{DatabaseTarget, JobStore, ListFilter};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
@@ -14,9 +14,9 @@ pub enum PreflightError {
         "the database {database} knows no jobs, but {folders} job folders exist in {jobs_dir}: the job history is gone \
          (an emptied or replaced database file?). Restore the database from a backup, or move {jobs_dir} aside to start afresh"
     )]
-    OrphanedJobs { database: PathBuf, folders: usize, jobs_dir: PathBuf },
+    OrphanedJobs { database: String, folders: usize, jobs_dir: PathBuf },
     #[error("the database {database} cannot be opened: {reason}{space}")]
-    Database { database: PathBuf, reason: String, space: String },
+    Database { database: String, reason: String, space: String },
     #[error("output_format = \"{format}\", but {ffmpeg} has no {encoder} encoder; install an ffmpeg with it, or choose another output_format")]
     OutputFormatUnavailable { format: &'static str, encoder: &'static str, ffmpeg: PathBuf },
 }
@@ -41,7 +41,7 @@ pub fn check_writable(dir: &Path, key: &'static str) -> Result<(), PreflightErro
 }
 
 /// Job folders on disk (named by job id) while the database holds no job at all.
-pub async fn check_jobs_known(store: &dyn JobStore, database: &Path, jobs_dir: &Path) -> Result<(), PreflightError> {
+pub async fn check_jobs_known(store: &dyn JobStore, database: &str, jobs_dir: &Path) -> Result<(), PreflightError> {
     let folders = std::fs::read_dir(jobs_dir)
         .map(|entries| entries.flatten().filter(|e| e.file_name().to_str().is_some_and(|n| uuid::Uuid::parse_str(n).is_ok())).count())
         .unwrap_or(0);
@@ -50,19 +50,26 @@ pub async fn check_jobs_known(store: &dyn JobStore, database: &Path, jobs_dir: &
     }
     let known = store.list(&ListFilter { limit: 1, ..ListFilter::default() }).await.map(|jobs| jobs.len()).unwrap_or(1);
     if known == 0 {
-        return Err(PreflightError::OrphanedJobs { database: database.to_path_buf(), folders, jobs_dir: jobs_dir.to_path_buf() });
+        return Err(PreflightError::OrphanedJobs { database: database.to_string(), folders, jobs_dir: jobs_dir.to_path_buf() });
     }
     Ok(())
 }
 
 /// A database that cannot be opened, with the free space of its disk when that is the likely cause.
-pub fn database_error(database: &Path, reason: impl std::fmt::Display) -> PreflightError {
-    let dir = database.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let space = match free_bytes(dir) {
-        Some(free) if free < LOW_SPACE_BYTES => format!(" — the disk holding {} has only {} KiB free: make room", dir.display(), free >> 10),
-        _ => String::new(),
+pub fn database_error(database: &DatabaseTarget, reason: impl std::fmt::Display) -> PreflightError {
+    let space = match database {
+        DatabaseTarget::Sqlite(path) => {
+            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            match free_bytes(dir) {
+                Some(free) if free < LOW_SPACE_BYTES => {
+                    format!(" — the disk holding {} has only {} KiB free: make room", dir.display(), free >> 10)
+                }
+                _ => String::new(),
+            }
+        }
+        DatabaseTarget::Postgres(_) => String::new(),
     };
-    PreflightError::Database { database: database.to_path_buf(), reason: reason.to_string(), space }
+    PreflightError::Database { database: database.to_string(), reason: reason.to_string(), space }
 }
 
 /// Below this the database cannot grow its write-ahead log reliably.

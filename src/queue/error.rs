@@ -57,6 +57,7 @@ impl QueueError {
             QueueError::Media(e) => e.code(),
             QueueError::Latent(e) => e.code(),
             QueueError::Normalize(e) => e.code(),
+            QueueError::Store(e) if e.is_outage() => codes::STORE_UNAVAILABLE,
             QueueError::Store(_) => codes::STORE_ERROR,
             QueueError::Internal(_) => codes::INTERNAL_ERROR,
         }

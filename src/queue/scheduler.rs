@@ -5,14 +5,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch, Notify};
 use uuid::Uuid;
 
 use crate::jobs::disk::DiskReserve;
 use crate::jobs::model::*;
-use crate::jobs::store::JobStore;
+use crate::jobs::store::{Claim, JobStore, Lease, LeaseState, WorkerInfo};
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
 
 /// Progress reaches the database at most this often; SSE listeners see the same rate.
@@ -72,9 +72,33 @@ impl CancelFlags {
 /// Announcements of "job X changed"; listeners re-read the job from the store.
 pub type JobEvents = broadcast::Sender<Uuid>;
 
+/// Who this scheduler claims as.
+pub struct Worker {
+    pub name: String,
+    /// What `/healthz` shows for it.
+    pub device: String,
+    pub lease: Duration,
+    pub max_attempts: i64,
+    /// It claims only jobs for the models found here.
+    pub models_dir: PathBuf,
+}
+
+impl Worker {
+    fn claim(&self) -> Claim {
+        let models = crate::models::registry::scan(&self.models_dir).into_iter().filter(|m| m.present()).map(|m| m.name).collect();
+        Claim { worker: self.name.clone(), lease: self.lease, models: Some(models) }
+    }
+
+    /// Heartbeats go three times per lease: one late or lost beat does not cost the job.
+    fn beat(&self) -> Duration {
+        self.lease / 3
+    }
+}
+
 pub struct Scheduler {
     pub store: Arc<dyn JobStore>,
     pub executor: ExecutorHandle,
+    pub worker: Worker,
     pub wake: Arc<Notify>,
     pub events: JobEvents,
     pub cancels: CancelFlags,
@@ -85,16 +109,90 @@ pub struct Scheduler {
 impl Scheduler {
     /// Runs jobs until the server stops (`CancelFlags::stop_claiming`); returns once the job in hand ended.
     pub async fn run(self) {
+        let started_at = now_rfc3339();
+        let mut leases_checked: Option<Instant> = None;
         while !self.cancels.is_stopping() {
             self.reserve.ensure();
-            match self.store.claim_next().await {
-                Ok(Some(job)) => self.execute(job).await,
+            self.seen(&started_at, None).await;
+            if leases_checked.is_none_or(|at| at.elapsed() >= self.worker.beat()) {
+                self.expire_leases().await;
+                leases_checked = Some(Instant::now());
+            }
+            match self.store.claim_next(&self.worker.claim()).await {
+                Ok(Some(job)) => {
+                    let heartbeat = tokio::spawn(self.heartbeat(Lease { id: job.id, worker: self.worker.name.clone() }, started_at.clone()));
+                    self.execute(job).await;
+                    heartbeat.abort();
+                }
                 Ok(None) => {
-                    let _ = tokio::time::timeout(IDLE_POLL, self.wake.notified()).await;
+                    let _ = tokio::time::timeout(IDLE_POLL.min(self.worker.beat()), self.wake.notified()).await;
                 }
                 Err(e) => {
+                    // A store outage: wait for it to come back, do not stop.
                     tracing::error!(error = %e, "cannot claim the next job");
                     tokio::time::sleep(IDLE_POLL).await;
+                }
+            }
+        }
+    }
+
+    /// Jobs of workers that stopped sending heartbeats go back to the queue (or fail after `max_attempts`).
+    async fn expire_leases(&self) {
+        match self.store.expire_leases(self.worker.max_attempts).await {
+            Ok(expired) => {
+                for id in expired.requeued.iter().chain(&expired.failed) {
+                    let _ = self.events.send(*id);
+                }
+                if !expired.requeued.is_empty() || !expired.failed.is_empty() {
+                    tracing::warn!(requeued = ?expired.requeued, failed = ?expired.failed, "jobs whose worker was lost");
+                    self.wake.notify_one();
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot check the leases of running jobs"),
+        }
+    }
+
+    async fn seen(&self, started_at: &str, current_job: Option<Uuid>) {
+        let info = WorkerInfo {
+            name: self.worker.name.clone(),
+            device: self.worker.device.clone(),
+            current_job,
+            started_at: started_at.into(),
+            last_heartbeat: now_rfc3339(),
+        };
+        if let Err(e) = self.store.worker_seen(&info).await {
+            tracing::warn!(error = %e, "cannot record this worker's heartbeat");
+        }
+    }
+
+    /// Keeps the job's lease while it runs, and stops the job when a user cancelled it through another
+    /// process (the flag is in the store) or when the lease was lost (another worker may have it now).
+    fn heartbeat(&self, lease: Lease, started_at: String) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let store = self.store.clone();
+        let cancels = self.cancels.clone();
+        let (beat, extend) = (self.worker.beat(), self.worker.lease);
+        let info = WorkerInfo {
+            name: self.worker.name.clone(),
+            device: self.worker.device.clone(),
+            current_job: Some(lease.id),
+            started_at,
+            last_heartbeat: String::new(),
+        };
+        async move {
+            loop {
+                tokio::time::sleep(beat).await;
+                let _ = store.worker_seen(&WorkerInfo { last_heartbeat: now_rfc3339(), ..info.clone() }).await;
+                match store.heartbeat(&lease, extend).await {
+                    Ok(LeaseState::Held { cancel_requested: false }) => {}
+                    Ok(LeaseState::Held { cancel_requested: true }) => {
+                        cancels.raise(lease.id);
+                    }
+                    Ok(LeaseState::Lost) => {
+                        tracing::error!(id = %lease.id, "this worker lost the job's lease (it was given to another worker); stopping it");
+                        cancels.raise(lease.id);
+                        return;
+                    }
+                    Err(e) => tracing::warn!(id = %lease.id, error = %e, "cannot renew the job's lease; trying again"),
                 }
             }
         }
@@ -106,7 +204,8 @@ impl Scheduler {
         tracing::info!(%id, op = job.op.as_str(), model = %job.model, "job started");
         let cancel = self.cancels.register(id);
         let (progress_tx, progress_rx) = watch::channel(Progress::default());
-        let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), id, progress_rx));
+        let lease = Lease { id, worker: self.worker.name.clone() };
+        let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx));
 
         let queued = job.started_at.as_deref().and_then(|started| seconds_between(&job.created_at, started));
         let spec = JobSpec {
@@ -137,7 +236,7 @@ impl Scheduler {
         };
         // Before the outcome is stored: whoever sees the job final then finds it in /metrics too.
         crate::jobs::telemetry::job_finished(job.op, status, &timings);
-        self.record_outcome(id, &result, &timings).await;
+        self.record_outcome(&lease, &result, &timings).await;
         match &result {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed"),
@@ -148,16 +247,17 @@ impl Scheduler {
     /// Writes the outcome, retrying for a while: a database that fails under memory pressure or a
     /// busy lock usually recovers within seconds, while a job left `running` keeps whoever waits on
     /// it waiting until the next start re-queues it.
-    async fn record_outcome(&self, id: Uuid, result: &Result<JobOutcome, ExecError>, timings: &Timings) {
+    async fn record_outcome(&self, lease: &Lease, result: &Result<JobOutcome, ExecError>, timings: &Timings) {
+        let id = lease.id;
         let mut pause = OUTCOME_RETRY_FIRST_PAUSE;
         for attempt in 1..=OUTCOME_ATTEMPTS {
             let stored = match result {
-                Ok(outcome) => self.store.succeed(id, outcome).await,
-                Err(ExecError::Cancelled) => self.store.mark_cancelled(id, Some(timings)).await,
+                Ok(outcome) => self.store.succeed(lease, outcome).await,
+                Err(ExecError::Cancelled) => self.store.mark_cancelled(lease, Some(timings)).await,
                 Err(e) => {
                     // What clients see; the log line of `execute` keeps the paths.
                     let error = JobError { code: e.code().into(), message: crate::redact::client_message(&e.to_string()) };
-                    self.store.fail(id, &error, Some(timings)).await
+                    self.store.fail(lease, &error, Some(timings)).await
                 }
             };
             match stored {
@@ -193,10 +293,11 @@ pub fn output_path_for(job: &Job) -> PathBuf {
     input.parent().map(|dir| dir.join(&name)).unwrap_or_else(|| PathBuf::from(name))
 }
 
-async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, id: Uuid, mut rx: watch::Receiver<Progress>) {
+async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Lease, mut rx: watch::Receiver<Progress>) {
+    let id = lease.id;
     while rx.changed().await.is_ok() {
         let progress = rx.borrow_and_update().clone();
-        if let Err(e) = store.set_progress(id, &progress).await {
+        if let Err(e) = store.set_progress(&lease, &progress).await {
             tracing::warn!(%id, error = %e, "cannot store progress");
         }
         let _ = events.send(id);

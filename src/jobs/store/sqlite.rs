@@ -1,86 +1,15 @@
-//! The job store: the truth about every job. A small trait so that a PostgreSQL backend
-//! (shared queue with `FOR UPDATE SKIP LOCKED`) can sit beside SQLite for several boxes.
+//! The embedded store: one SQLite file (WAL) beside the data, for one box.
 use std::path::Path;
 use std::str::FromStr;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::de::DeserializeOwned;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
-use super::model::*;
-use crate::media::MediaInfo;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database: {0}")]
-    Database(#[from] sqlx::Error),
-    #[error("database migration: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("stored job {id} is unreadable: {reason}")]
-    Corrupt { id: String, reason: String },
-}
-
-pub struct NewJob {
-    pub id: Uuid,
-    pub op: Op,
-    pub model: String,
-    pub priority: i64,
-    pub params: JobParams,
-    pub input_name: String,
-    pub input_path: String,
-    pub input_bytes: u64,
-    pub input_media: Option<MediaInfo>,
-    /// Seconds the upload's checks took before it was queued; the job's `probe` timing.
-    pub probe_s: Option<f64>,
-    /// The name of the access token that made it (none when the box has no tokens).
-    pub owner: Option<String>,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct ListFilter {
-    pub status: Option<JobStatus>,
-    /// Only this token's jobs.
-    pub owner: Option<String>,
-    pub limit: i64,
-    pub offset: i64,
-}
-
-pub enum CancelOutcome {
-    /// It was waiting; it is now cancelled.
-    Cancelled(Job),
-    /// It is running; the executor stops it at the next chunk.
-    Requested(Job),
-    AlreadyFinished(Job),
-    NotFound,
-}
-
-pub enum DeleteOutcome {
-    Deleted(Job),
-    NotFinished(Job),
-    NotFound,
-}
-
-#[async_trait]
-pub trait JobStore: Send + Sync + 'static {
-    async fn insert(&self, job: NewJob) -> Result<Job, StoreError>;
-    async fn get(&self, id: Uuid) -> Result<Option<Job>, StoreError>;
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError>;
-    async fn count(&self, status: JobStatus) -> Result<i64, StoreError>;
-    /// Atomically moves the next queued job (highest priority, then oldest) to `running`.
-    async fn claim_next(&self) -> Result<Option<Job>, StoreError>;
-    async fn set_progress(&self, id: Uuid, progress: &Progress) -> Result<(), StoreError>;
-    async fn succeed(&self, id: Uuid, outcome: &JobOutcome) -> Result<(), StoreError>;
-    async fn fail(&self, id: Uuid, error: &JobError, timings: Option<&Timings>) -> Result<(), StoreError>;
-    async fn mark_cancelled(&self, id: Uuid, timings: Option<&Timings>) -> Result<(), StoreError>;
-    async fn request_cancel(&self, id: Uuid) -> Result<CancelOutcome, StoreError>;
-    async fn delete(&self, id: Uuid) -> Result<DeleteOutcome, StoreError>;
-    /// After a restart: jobs that were running when the process died go back to the queue.
-    async fn requeue_interrupted(&self) -> Result<u64, StoreError>;
-    /// Jobs that ended before `before` (RFC 3339), oldest first, at most `limit`.
-    async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError>;
-}
+use super::row::{parse_id, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
+use super::*;
 
 pub struct SqliteStore {
     pool: SqlitePool,
@@ -96,90 +25,20 @@ impl SqliteStore {
             .busy_timeout(std::time::Duration::from_secs(10))
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         Ok(SqliteStore { pool })
     }
 
     async fn fetch(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
-        let row = sqlx::query("SELECT * FROM jobs WHERE id = ?")
-            .bind(id.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| job_from_row(&r)).transpose()
+        let row: Option<JobRow> =
+            sqlx::query_as("SELECT * FROM jobs WHERE id = ?").bind(id.to_string()).fetch_optional(&self.pool).await?;
+        row.map(JobRow::into_job).transpose()
     }
 
     async fn fetch_existing(&self, id: Uuid) -> Result<Job, StoreError> {
         self.fetch(id)
             .await?
             .ok_or_else(|| StoreError::Corrupt { id: id.to_string(), reason: "row vanished".into() })
-    }
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_string(value).expect("job values serialize")
-}
-
-fn from_json<T: DeserializeOwned>(id: &str, column: &str, text: Option<String>) -> Result<Option<T>, StoreError> {
-    text.map(|t| {
-        serde_json::from_str(&t).map_err(|e| StoreError::Corrupt { id: id.into(), reason: format!("{column}: {e}") })
-    })
-    .transpose()
-}
-
-fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
-    let id: String = row.try_get("id")?;
-    let corrupt = |reason: String| StoreError::Corrupt { id: id.clone(), reason };
-    let status: String = row.try_get("status")?;
-    let op: String = row.try_get("op")?;
-    let output_name: Option<String> = row.try_get("output_name")?;
-    let output_bytes: Option<i64> = row.try_get("output_bytes")?;
-    let error_code: Option<String> = row.try_get("error_code")?;
-    let uuid = Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?;
-    let output = match (output_name, output_bytes) {
-        (Some(file_name), Some(bytes)) => Some(OutputInfo {
-            content_type: content_type_for(&file_name).into(),
-            url: format!("/v1/jobs/{id}/result"),
-            file_name,
-            bytes: bytes as u64,
-            media: from_json(&id, "output_media", row.try_get("output_media")?)?,
-        }),
-        _ => None,
-    };
-    Ok(Job {
-        id: uuid,
-        status: JobStatus::parse(&status).ok_or_else(|| corrupt(format!("status {status}")))?,
-        op: Op::parse(&op).ok_or_else(|| corrupt(format!("op {op}")))?,
-        model: row.try_get("model")?,
-        priority: row.try_get("priority")?,
-        params: from_json(&id, "params", row.try_get("params")?)?.ok_or_else(|| corrupt("no params".into()))?,
-        created_at: row.try_get("created_at")?,
-        started_at: row.try_get("started_at")?,
-        finished_at: row.try_get("finished_at")?,
-        input: InputInfo {
-            file_name: row.try_get("input_name")?,
-            bytes: row.try_get::<i64, _>("input_bytes")? as u64,
-            media: from_json(&id, "input_media", row.try_get("input_media")?)?,
-        },
-        output,
-        progress: from_json(&id, "progress", row.try_get("progress")?)?,
-        timings: from_json(&id, "timings", row.try_get("timings")?)?,
-        plan: from_json(&id, "plan", row.try_get("plan")?)?,
-        metrics: from_json(&id, "metrics", row.try_get("metrics")?)?,
-        error: error_code.map(|code| JobError { code, message: row.try_get("error_message").unwrap_or_default() }),
-        attempts: row.try_get("attempts")?,
-        owner: row.try_get("owner")?,
-        input_path: row.try_get("input_path")?,
-        output_path: row.try_get("output_path")?,
-    })
-}
-
-pub fn content_type_for(file_name: &str) -> &'static str {
-    match file_name.rsplit('.').next().unwrap_or("") {
-        "mp4" => "video/mp4",
-        "mov" => "video/quicktime",
-        "mkv" => "video/x-matroska",
-        "zip" => "application/zip",
-        _ => "application/octet-stream",
     }
 }
 
@@ -213,16 +72,16 @@ impl JobStore for SqliteStore {
     }
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError> {
-        let rows = sqlx::query(
+        let rows: Vec<JobRow> = sqlx::query_as(
             "SELECT * FROM jobs WHERE (?1 IS NULL OR status = ?1) AND (?4 IS NULL OR owner = ?4) ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
         )
-            .bind(filter.status.map(JobStatus::as_str))
-            .bind(filter.limit)
-            .bind(filter.offset)
-            .bind(&filter.owner)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(job_from_row).collect()
+        .bind(filter.status.map(JobStatus::as_str))
+        .bind(filter.limit)
+        .bind(filter.offset)
+        .bind(&filter.owner)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(JobRow::into_job).collect()
     }
 
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError> {
@@ -233,45 +92,64 @@ impl JobStore for SqliteStore {
         Ok(row.try_get("n")?)
     }
 
-    async fn claim_next(&self) -> Result<Option<Job>, StoreError> {
+    async fn claim_next(&self, claim: &Claim) -> Result<Option<Job>, StoreError> {
         // In a transaction whose commit is checked: as a bare statement, `RETURNING` hands the row back
         // before SQLite has written it, so a claim that failed to commit (a full disk) ran the job all
         // the same, and again at every poll.
         let mut tx = self.pool.begin().await?;
         let claimed = sqlx::query(
-            "UPDATE jobs SET status = 'running', started_at = ?, attempts = attempts + 1, progress = NULL
-             WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY priority DESC, seq ASC LIMIT 1)
+            "UPDATE jobs SET status = 'running', started_at = ?1, attempts = attempts + 1, progress = NULL,
+                             worker = ?2, lease_until = ?3
+             WHERE id = (SELECT id FROM jobs WHERE status = 'queued'
+                           AND (?4 IS NULL OR model IN (SELECT value FROM json_each(?4)))
+                         ORDER BY priority DESC, seq ASC LIMIT 1)
                AND status = 'queued'
              RETURNING id",
         )
         .bind(now_rfc3339())
+        .bind(&claim.worker)
+        .bind(rfc3339_in(claim.lease, true))
+        .bind(claim.models.as_ref().map(to_json))
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
         match claimed {
-            Some(row) => {
-                let id: String = row.try_get("id")?;
-                let id = Uuid::parse_str(&id).map_err(|e| StoreError::Corrupt { id, reason: e.to_string() })?;
-                self.fetch(id).await
-            }
+            Some(row) => self.fetch(parse_id(row.try_get("id")?)?).await,
             None => Ok(None),
         }
     }
 
-    async fn set_progress(&self, id: Uuid, progress: &Progress) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET progress = ? WHERE id = ? AND status = 'running'")
+    async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<LeaseState, StoreError> {
+        let row = sqlx::query(
+            "UPDATE jobs SET lease_until = ? WHERE id = ? AND worker = ? AND status = 'running' RETURNING cancel_requested",
+        )
+        .bind(rfc3339_in(extend, true))
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row {
+            Some(row) => LeaseState::Held { cancel_requested: row.try_get::<i64, _>("cancel_requested")? != 0 },
+            None => LeaseState::Lost,
+        })
+    }
+
+    async fn set_progress(&self, lease: &Lease, progress: &Progress) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET progress = ? WHERE id = ? AND worker = ? AND status = 'running'")
             .bind(to_json(progress))
-            .bind(id.to_string())
+            .bind(lease.id.to_string())
+            .bind(&lease.worker)
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 
-    async fn succeed(&self, id: Uuid, outcome: &JobOutcome) -> Result<(), StoreError> {
+    async fn succeed(&self, lease: &Lease, outcome: &JobOutcome) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE jobs SET status = 'succeeded', finished_at = ?, output_name = ?, output_path = ?, output_bytes = ?,
-                             output_media = ?, timings = ?, plan = ?, metrics = ?, error_code = NULL, error_message = NULL
-             WHERE id = ?",
+                             output_media = ?, timings = ?, plan = ?, metrics = ?, error_code = NULL, error_message = NULL,
+                             lease_until = NULL
+             WHERE id = ? AND worker = ? AND status = 'running'",
         )
         .bind(now_rfc3339())
         .bind(&outcome.output_name)
@@ -281,36 +159,39 @@ impl JobStore for SqliteStore {
         .bind(to_json(&outcome.timings))
         .bind(outcome.plan.as_ref().map(to_json))
         .bind(outcome.metrics.as_ref().map(to_json))
-        .bind(id.to_string())
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    async fn fail(&self, id: Uuid, error: &JobError, timings: Option<&Timings>) -> Result<(), StoreError> {
+    async fn fail(&self, lease: &Lease, error: &JobError, timings: Option<&Timings>) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE jobs SET status = 'failed', finished_at = ?, error_code = ?, error_message = ?,
-                             timings = COALESCE(?, timings)
-             WHERE id = ?",
+                             timings = COALESCE(?, timings), lease_until = NULL
+             WHERE id = ? AND worker = ? AND status = 'running'",
         )
         .bind(now_rfc3339())
         .bind(&error.code)
         .bind(&error.message)
         .bind(timings.map(to_json))
-        .bind(id.to_string())
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    async fn mark_cancelled(&self, id: Uuid, timings: Option<&Timings>) -> Result<(), StoreError> {
+    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE jobs SET status = 'cancelled', finished_at = ?, timings = COALESCE(?, timings)
-             WHERE id = ? AND status IN ('queued', 'running')",
+            "UPDATE jobs SET status = 'cancelled', finished_at = ?, timings = COALESCE(?, timings), lease_until = NULL
+             WHERE id = ? AND worker = ? AND status = 'running'",
         )
         .bind(now_rfc3339())
         .bind(timings.map(to_json))
-        .bind(id.to_string())
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -363,32 +244,95 @@ impl JobStore for SqliteStore {
     }
 
     async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
-        let rows = sqlx::query(
+        let ids: Vec<String> = sqlx::query_scalar(
             "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < ? ORDER BY finished_at LIMIT ?",
         )
         .bind(before)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                let id: String = row.try_get("id")?;
-                Uuid::parse_str(&id).map_err(|e| StoreError::Corrupt { id, reason: e.to_string() })
-            })
-            .collect()
+        ids.into_iter().map(parse_id).collect()
     }
 
-    async fn requeue_interrupted(&self) -> Result<u64, StoreError> {
+    async fn requeue_interrupted(&self, worker: &str) -> Result<u64, StoreError> {
+        // Rows from before leases have no worker: they were this box's.
         let done = sqlx::query(
             "UPDATE jobs SET status = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
                              finished_at = CASE WHEN cancel_requested = 1 THEN ? ELSE NULL END,
-                             started_at = NULL, progress = NULL
-             WHERE status = 'running'",
+                             started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
+             WHERE status = 'running' AND (worker = ? OR worker IS NULL)",
         )
         .bind(now_rfc3339())
+        .bind(worker)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
+    }
+
+    async fn expire_leases(&self, max_attempts: i64) -> Result<Expired, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_rfc3339();
+        let rows = sqlx::query(
+            "SELECT id, worker, attempts, lease_until, lost_leases, cancel_requested FROM jobs
+             WHERE status = 'running' AND lease_until IS NOT NULL AND lease_until < ?",
+        )
+        .bind(&now)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut expired = Expired::default();
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            let lost = LostLease {
+                worker: row.try_get("worker")?,
+                attempts: row.try_get("attempts")?,
+                lease_until: row.try_get("lease_until")?,
+                earlier: row.try_get("lost_leases")?,
+                cancel_requested: row.try_get::<i64, _>("cancel_requested")? != 0,
+            };
+            let verdict = lost.verdict(max_attempts);
+            sqlx::query(
+                "UPDATE jobs SET status = ?, finished_at = ?, error_code = ?, error_message = ?, lost_leases = ?,
+                                 started_at = CASE WHEN ? = 'queued' THEN NULL ELSE started_at END,
+                                 progress = NULL, worker = NULL, lease_until = NULL
+                 WHERE id = ? AND status = 'running'",
+            )
+            .bind(verdict.status.as_str())
+            .bind(verdict.status.is_terminal().then(|| now.clone()))
+            .bind(verdict.error.as_ref().map(|e| e.code.clone()))
+            .bind(verdict.error.as_ref().map(|e| e.message.clone()))
+            .bind(&verdict.lost_leases)
+            .bind(verdict.status.as_str())
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+            verdict.count(parse_id(id)?, &mut expired);
+        }
+        tx.commit().await?;
+        Ok(expired)
+    }
+
+    async fn worker_seen(&self, worker: &WorkerInfo) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO workers (name, device, current_job, started_at, last_heartbeat) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (name) DO UPDATE SET device = excluded.device, current_job = excluded.current_job,
+                 started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat",
+        )
+        .bind(&worker.name)
+        .bind(&worker.device)
+        .bind(worker.current_job.map(|id| id.to_string()))
+        .bind(&worker.started_at)
+        .bind(&worker.last_heartbeat)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError> {
+        let rows: Vec<WorkerRow> = sqlx::query_as("SELECT * FROM workers WHERE last_heartbeat >= ? ORDER BY name")
+            .bind(rfc3339_in(within, false))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(WorkerRow::into_info).collect())
     }
 }
 
@@ -416,6 +360,9 @@ mod tests {
             owner: None,
         };
         store.insert(new).await.unwrap();
+        let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None };
+        let claimed = store.claim_next(&claim).await.unwrap().unwrap();
+        assert_eq!(claimed.id, id);
         let outcome = JobOutcome {
             output_name: "out.mp4".into(),
             output_path: "/nowhere/out.mp4".into(),
@@ -425,7 +372,7 @@ mod tests {
             plan: Some(plan),
             metrics: Some(QualityMetrics { psnr_db: None, ssim: Some(0.5), frames_compared: 2 }),
         };
-        store.succeed(id, &outcome).await.unwrap();
+        store.succeed(&Lease { id, worker: "here".into() }, &outcome).await.unwrap();
         id
     }
 

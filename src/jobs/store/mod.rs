@@ -1,0 +1,173 @@
+//! The job store: the truth about every job, behind one trait. SQLite (`sqlite`) is the embedded default
+//! for one box; PostgreSQL (`postgres`) is the queue several boxes share. Both keep the same rows (`row`)
+//! and the same leases: a claimed job belongs to one worker while its heartbeats keep the lease alive.
+mod postgres;
+mod row;
+mod sqlite;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{broadcast, Notify};
+use uuid::Uuid;
+
+use super::model::*;
+pub use crate::config::DatabaseTarget;
+use crate::media::MediaInfo;
+
+pub use postgres::PgStore;
+pub use row::content_type_for;
+pub use sqlite::SqliteStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("database migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored job {id} is unreadable: {reason}")]
+    Corrupt { id: String, reason: String },
+}
+
+impl StoreError {
+    /// The database cannot be reached right now (as opposed to refusing what was asked): callers answer
+    /// 503 and workers wait.
+    pub fn is_outage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Database(
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed
+            )
+        )
+    }
+}
+
+pub struct NewJob {
+    pub id: Uuid,
+    pub op: Op,
+    pub model: String,
+    pub priority: i64,
+    pub params: JobParams,
+    pub input_name: String,
+    pub input_path: String,
+    pub input_bytes: u64,
+    pub input_media: Option<MediaInfo>,
+    /// Seconds the upload's checks took before it was queued; the job's `probe` timing.
+    pub probe_s: Option<f64>,
+    /// The name of the access token that made it (none when the box has no tokens).
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub status: Option<JobStatus>,
+    /// Only this token's jobs.
+    pub owner: Option<String>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+pub enum CancelOutcome {
+    /// It was waiting; it is now cancelled.
+    Cancelled(Job),
+    /// It is running; the executor stops it at the next chunk.
+    Requested(Job),
+    AlreadyFinished(Job),
+    NotFound,
+}
+
+pub enum DeleteOutcome {
+    Deleted(Job),
+    NotFinished(Job),
+    NotFound,
+}
+
+/// What a worker asks for when it claims.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub worker: String,
+    /// The claim (and each heartbeat) holds the job this long.
+    pub lease: Duration,
+    /// Only jobs for these models (the ones this worker has); `None`: any.
+    pub models: Option<Vec<String>>,
+}
+
+/// A running job as its worker holds it. Progress and the outcome are written only while the worker
+/// still holds it, so a worker that lost its lease (paused, cut off) cannot record a second result.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub id: Uuid,
+    pub worker: String,
+}
+
+/// What a heartbeat learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseState {
+    Held { cancel_requested: bool },
+    /// The lease expired and the job went back to the queue (or failed); this worker must stop it.
+    Lost,
+}
+
+/// A worker as the store last heard of it (`GET /healthz`, the page).
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WorkerInfo {
+    pub name: String,
+    /// `cpu`, `cuda:0`, ...
+    pub device: String,
+    /// The job it is running, if any.
+    pub current_job: Option<Uuid>,
+    #[schema(format = DateTime)]
+    pub started_at: String,
+    #[schema(format = DateTime)]
+    pub last_heartbeat: String,
+}
+
+/// Jobs whose lease ran out: back in the queue, or failed after `max_attempts` runs.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    pub requeued: Vec<Uuid>,
+    pub failed: Vec<Uuid>,
+}
+
+#[async_trait]
+pub trait JobStore: Send + Sync + 'static {
+    async fn insert(&self, job: NewJob) -> Result<Job, StoreError>;
+    async fn get(&self, id: Uuid) -> Result<Option<Job>, StoreError>;
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError>;
+    async fn count(&self, status: JobStatus) -> Result<i64, StoreError>;
+    /// Atomically moves the next queued job this worker can run (highest priority, then oldest) to
+    /// `running`, leased to the worker.
+    async fn claim_next(&self, claim: &Claim) -> Result<Option<Job>, StoreError>;
+    /// Extends the lease; says whether the worker still holds it and whether a user asked to cancel.
+    async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<LeaseState, StoreError>;
+    async fn set_progress(&self, lease: &Lease, progress: &Progress) -> Result<(), StoreError>;
+    async fn succeed(&self, lease: &Lease, outcome: &JobOutcome) -> Result<(), StoreError>;
+    async fn fail(&self, lease: &Lease, error: &JobError, timings: Option<&Timings>) -> Result<(), StoreError>;
+    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>) -> Result<(), StoreError>;
+    async fn request_cancel(&self, id: Uuid) -> Result<CancelOutcome, StoreError>;
+    async fn delete(&self, id: Uuid) -> Result<DeleteOutcome, StoreError>;
+    /// After a restart: the jobs this worker was running when its process died go back to the queue.
+    async fn requeue_interrupted(&self, worker: &str) -> Result<u64, StoreError>;
+    /// Running jobs whose lease ran out (their worker died or was cut off) go back to the queue, or fail
+    /// with the reasons once they have been started `max_attempts` times.
+    async fn expire_leases(&self, max_attempts: i64) -> Result<Expired, StoreError>;
+    /// Jobs that ended before `before` (RFC 3339), oldest first, at most `limit`.
+    async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError>;
+    /// Records that a worker is alive (and what it runs); workers not heard of for long are dropped.
+    async fn worker_seen(&self, worker: &WorkerInfo) -> Result<(), StoreError>;
+    /// Workers heard of within `within`.
+    async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError>;
+    /// Forwards the store's news from other processes: a job was queued (`wake`), a job changed
+    /// (`changed`). One process (SQLite) has nothing to forward.
+    async fn forward_news(&self, _wake: std::sync::Arc<Notify>, _changed: broadcast::Sender<Uuid>) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// Opens the store a `database` setting names: `postgres://…` (or `postgresql://…`), else a SQLite file.
+pub async fn open(database: &DatabaseTarget) -> Result<std::sync::Arc<dyn JobStore>, StoreError> {
+    Ok(match database {
+        DatabaseTarget::Sqlite(path) => std::sync::Arc::new(SqliteStore::open(path).await?),
+        DatabaseTarget::Postgres(url) => std::sync::Arc::new(PgStore::open(url).await?),
+    })
+}

@@ -1,0 +1,354 @@
+//! The shared store: PostgreSQL, the one queue several boxes' workers claim from. Claims skip rows another
+//! worker has locked (`FOR UPDATE SKIP LOCKED`), leases run on the database's clock, and a trigger
+//! announces queued and changed jobs (`LISTEN`/`NOTIFY`) so that idle workers and followers wake at once.
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::{PgPool, Row};
+use tokio::sync::{broadcast, Notify};
+use uuid::Uuid;
+
+use super::row::{parse_id, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
+use super::*;
+
+pub struct PgStore {
+    pool: PgPool,
+}
+
+/// A lost connection is tried again after this pause; workers wait, they do not stop.
+const LISTEN_RETRY: Duration = Duration::from_secs(2);
+/// How long a request waits for a connection before it fails (503 for an upload).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl PgStore {
+    pub async fn open(url: &str) -> Result<PgStore, StoreError> {
+        let pool = PgPoolOptions::new().max_connections(8).acquire_timeout(ACQUIRE_TIMEOUT).connect(url).await?;
+        // Several processes may start at once: sqlx serialises migrations with an advisory lock.
+        sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+        Ok(PgStore { pool })
+    }
+
+    async fn fetch(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
+        let row: Option<JobRow> =
+            sqlx::query_as("SELECT * FROM jobs WHERE id = $1").bind(id.to_string()).fetch_optional(&self.pool).await?;
+        row.map(JobRow::into_job).transpose()
+    }
+
+    async fn fetch_existing(&self, id: Uuid) -> Result<Job, StoreError> {
+        self.fetch(id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt { id: id.to_string(), reason: "row vanished".into() })
+    }
+}
+
+fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+#[async_trait]
+impl JobStore for PgStore {
+    async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
+        let row: JobRow = sqlx::query_as(
+            "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
+                               input_media, timings, created_at, owner)
+             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+             RETURNING *",
+        )
+        .bind(job.id.to_string())
+        .bind(job.op.as_str())
+        .bind(&job.model)
+        .bind(job.priority)
+        .bind(to_json(&job.params))
+        .bind(&job.input_name)
+        .bind(&job.input_path)
+        .bind(job.input_bytes as i64)
+        .bind(job.input_media.as_ref().map(to_json))
+        .bind(job.probe_s.map(|probe| to_json(&Timings { probe: Some(probe), ..Timings::default() })))
+        .bind(now_rfc3339())
+        .bind(&job.owner)
+        .fetch_one(&self.pool)
+        .await?;
+        row.into_job()
+    }
+
+    async fn get(&self, id: Uuid) -> Result<Option<Job>, StoreError> {
+        self.fetch(id).await
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError> {
+        let rows: Vec<JobRow> = sqlx::query_as(
+            "SELECT * FROM jobs WHERE ($1::text IS NULL OR status = $1) AND ($4::text IS NULL OR owner = $4)
+             ORDER BY seq DESC LIMIT $2 OFFSET $3",
+        )
+        .bind(filter.status.map(JobStatus::as_str))
+        .bind(filter.limit)
+        .bind(filter.offset)
+        .bind(&filter.owner)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(JobRow::into_job).collect()
+    }
+
+    async fn count(&self, status: JobStatus) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE status = $1").bind(status.as_str()).fetch_one(&self.pool).await?)
+    }
+
+    async fn claim_next(&self, claim: &Claim) -> Result<Option<Job>, StoreError> {
+        let row: Option<JobRow> = sqlx::query_as(
+            "UPDATE jobs SET status = 'running', started_at = $1, attempts = attempts + 1, progress = NULL,
+                             worker = $2, lease_until = now() + $3 * interval '1 millisecond'
+             WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND ($4::text[] IS NULL OR model = ANY($4))
+                         ORDER BY priority DESC, seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED)
+             RETURNING *",
+        )
+        .bind(now_rfc3339())
+        .bind(&claim.worker)
+        .bind(millis(claim.lease))
+        .bind(&claim.models)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(JobRow::into_job).transpose()
+    }
+
+    async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<LeaseState, StoreError> {
+        let cancel_requested: Option<bool> = sqlx::query_scalar(
+            "UPDATE jobs SET lease_until = now() + $1 * interval '1 millisecond'
+             WHERE id = $2 AND worker = $3 AND status = 'running' RETURNING cancel_requested",
+        )
+        .bind(millis(extend))
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match cancel_requested {
+            Some(cancel_requested) => LeaseState::Held { cancel_requested },
+            None => LeaseState::Lost,
+        })
+    }
+
+    async fn set_progress(&self, lease: &Lease, progress: &Progress) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET progress = $1 WHERE id = $2 AND worker = $3 AND status = 'running'")
+            .bind(to_json(progress))
+            .bind(lease.id.to_string())
+            .bind(&lease.worker)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn succeed(&self, lease: &Lease, outcome: &JobOutcome) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET status = 'succeeded', finished_at = $1, output_name = $2, output_path = $3, output_bytes = $4,
+                             output_media = $5, timings = $6, plan = $7, metrics = $8, error_code = NULL,
+                             error_message = NULL, lease_until = NULL
+             WHERE id = $9 AND worker = $10 AND status = 'running'",
+        )
+        .bind(now_rfc3339())
+        .bind(&outcome.output_name)
+        .bind(outcome.output_path.to_string_lossy().to_string())
+        .bind(outcome.output_bytes as i64)
+        .bind(outcome.output_media.as_ref().map(to_json))
+        .bind(to_json(&outcome.timings))
+        .bind(outcome.plan.as_ref().map(to_json))
+        .bind(outcome.metrics.as_ref().map(to_json))
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn fail(&self, lease: &Lease, error: &JobError, timings: Option<&Timings>) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET status = 'failed', finished_at = $1, error_code = $2, error_message = $3,
+                             timings = COALESCE($4, timings), lease_until = NULL
+             WHERE id = $5 AND worker = $6 AND status = 'running'",
+        )
+        .bind(now_rfc3339())
+        .bind(&error.code)
+        .bind(&error.message)
+        .bind(timings.map(to_json))
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET status = 'cancelled', finished_at = $1, timings = COALESCE($2, timings), lease_until = NULL
+             WHERE id = $3 AND worker = $4 AND status = 'running'",
+        )
+        .bind(now_rfc3339())
+        .bind(timings.map(to_json))
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn request_cancel(&self, id: Uuid) -> Result<CancelOutcome, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM jobs WHERE id = $1 FOR UPDATE")
+            .bind(id.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(status) = status else { return Ok(CancelOutcome::NotFound) };
+        let status = JobStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt { id: id.to_string(), reason: format!("status {status}") })?;
+        match status {
+            JobStatus::Queued => {
+                sqlx::query("UPDATE jobs SET status = 'cancelled', finished_at = $1 WHERE id = $2")
+                    .bind(now_rfc3339())
+                    .bind(id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            JobStatus::Running => {
+                sqlx::query("UPDATE jobs SET cancel_requested = TRUE WHERE id = $1").bind(id.to_string()).execute(&mut *tx).await?;
+            }
+            _ => {}
+        }
+        tx.commit().await?;
+        let job = self.fetch_existing(id).await?;
+        Ok(match status {
+            JobStatus::Queued => CancelOutcome::Cancelled(job),
+            JobStatus::Running => CancelOutcome::Requested(job),
+            _ => CancelOutcome::AlreadyFinished(job),
+        })
+    }
+
+    async fn delete(&self, id: Uuid) -> Result<DeleteOutcome, StoreError> {
+        let Some(job) = self.fetch(id).await? else { return Ok(DeleteOutcome::NotFound) };
+        if !job.status.is_terminal() {
+            return Ok(DeleteOutcome::NotFinished(job));
+        }
+        sqlx::query("DELETE FROM jobs WHERE id = $1 AND status IN ('succeeded', 'failed', 'cancelled')")
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(DeleteOutcome::Deleted(job))
+    }
+
+    async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < $1
+             ORDER BY finished_at LIMIT $2",
+        )
+        .bind(before)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        ids.into_iter().map(parse_id).collect()
+    }
+
+    async fn requeue_interrupted(&self, worker: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
+                             finished_at = CASE WHEN cancel_requested THEN $1 ELSE NULL END,
+                             started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
+             WHERE status = 'running' AND worker = $2",
+        )
+        .bind(now_rfc3339())
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn expire_leases(&self, max_attempts: i64) -> Result<Expired, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // `lease_until` as `now_rfc3339` writes instants: the reasons are read by users.
+        let rows = sqlx::query(
+            r#"SELECT id, worker, attempts, lost_leases, cancel_requested,
+                      to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS lease_until
+               FROM jobs WHERE status = 'running' AND lease_until < now() FOR UPDATE SKIP LOCKED"#,
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut expired = Expired::default();
+        let now = now_rfc3339();
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            let lost = LostLease {
+                worker: row.try_get("worker")?,
+                attempts: row.try_get("attempts")?,
+                lease_until: row.try_get("lease_until")?,
+                earlier: row.try_get("lost_leases")?,
+                cancel_requested: row.try_get("cancel_requested")?,
+            };
+            let verdict = lost.verdict(max_attempts);
+            let requeued = verdict.status == JobStatus::Queued;
+            sqlx::query(
+                "UPDATE jobs SET status = $1, finished_at = $2, error_code = $3, error_message = $4, lost_leases = $5,
+                                 started_at = CASE WHEN $6 THEN NULL ELSE started_at END,
+                                 progress = NULL, worker = NULL, lease_until = NULL
+                 WHERE id = $7",
+            )
+            .bind(verdict.status.as_str())
+            .bind((!requeued).then(|| now.clone()))
+            .bind(verdict.error.as_ref().map(|e| e.code.clone()))
+            .bind(verdict.error.as_ref().map(|e| e.message.clone()))
+            .bind(&verdict.lost_leases)
+            .bind(requeued)
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+            verdict.count(parse_id(id)?, &mut expired);
+        }
+        tx.commit().await?;
+        Ok(expired)
+    }
+
+    async fn worker_seen(&self, worker: &WorkerInfo) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO workers (name, device, current_job, started_at, last_heartbeat) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (name) DO UPDATE SET device = excluded.device, current_job = excluded.current_job,
+                 started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat",
+        )
+        .bind(&worker.name)
+        .bind(&worker.device)
+        .bind(worker.current_job.map(|id| id.to_string()))
+        .bind(&worker.started_at)
+        .bind(&worker.last_heartbeat)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError> {
+        let rows: Vec<WorkerRow> = sqlx::query_as("SELECT * FROM workers WHERE last_heartbeat >= $1 ORDER BY name")
+            .bind(rfc3339_in(within, false))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(WorkerRow::into_info).collect())
+    }
+
+    async fn forward_news(&self, wake: Arc<Notify>, changed: broadcast::Sender<Uuid>) -> Result<(), StoreError> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen_all(["vaebox_queued", "vaebox_changed"]).await?;
+        tokio::spawn(async move {
+            loop {
+                match listener.recv().await {
+                    Ok(news) if news.channel() == "vaebox_queued" => wake.notify_one(),
+                    Ok(news) => {
+                        if let Ok(id) = Uuid::parse_str(news.payload()) {
+                            let _ = changed.send(id);
+                        }
+                    }
+                    Err(e) => {
+                        // The listener reconnects on its next call; what was missed, the pollers find.
+                        tracing::warn!(error = %e, "lost the database's announcements; listening again");
+                        wake.notify_one();
+                        tokio::time::sleep(LISTEN_RETRY).await;
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+}

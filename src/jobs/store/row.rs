@@ -1,0 +1,191 @@
+//! A job row as both databases keep it (text, JSON text and 64-bit integers), and its reading into a `Job`.
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use super::{Expired, StoreError, WorkerInfo};
+use crate::jobs::model::*;
+
+/// The columns a `Job` is read from, by name; `SELECT *` in either database yields them.
+#[derive(sqlx::FromRow)]
+pub(super) struct JobRow {
+    id: String,
+    status: String,
+    op: String,
+    model: String,
+    priority: i64,
+    params: String,
+    input_name: String,
+    input_path: String,
+    input_bytes: i64,
+    input_media: Option<String>,
+    output_name: Option<String>,
+    output_path: Option<String>,
+    output_bytes: Option<i64>,
+    output_media: Option<String>,
+    progress: Option<String>,
+    timings: Option<String>,
+    plan: Option<String>,
+    metrics: Option<String>,
+    error_code: Option<String>,
+    error_message: Option<String>,
+    attempts: i64,
+    created_at: String,
+    started_at: Option<String>,
+    finished_at: Option<String>,
+    owner: Option<String>,
+}
+
+/// An RFC 3339 instant `offset` from now, in the form `now_rfc3339` writes (so text order is time order).
+pub(super) fn rfc3339_in(offset: Duration, later: bool) -> String {
+    let offset = chrono::Duration::from_std(offset).unwrap_or(chrono::Duration::MAX);
+    let now = chrono::Utc::now();
+    let at = if later { now + offset } else { now - offset };
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub(super) fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("job values serialize")
+}
+
+fn from_json<T: DeserializeOwned>(id: &str, column: &str, text: Option<String>) -> Result<Option<T>, StoreError> {
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|e| StoreError::Corrupt { id: id.into(), reason: format!("{column}: {e}") })
+    })
+    .transpose()
+}
+
+pub(super) fn parse_id(id: String) -> Result<Uuid, StoreError> {
+    Uuid::parse_str(&id).map_err(|e| StoreError::Corrupt { reason: e.to_string(), id })
+}
+
+impl JobRow {
+    pub(super) fn into_job(self) -> Result<Job, StoreError> {
+        let id = self.id;
+        let corrupt = |reason: String| StoreError::Corrupt { id: id.clone(), reason };
+        let uuid = Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?;
+        let output = match (self.output_name, self.output_bytes) {
+            (Some(file_name), Some(bytes)) => Some(OutputInfo {
+                content_type: content_type_for(&file_name).into(),
+                url: format!("/v1/jobs/{id}/result"),
+                file_name,
+                bytes: bytes as u64,
+                media: from_json(&id, "output_media", self.output_media)?,
+            }),
+            _ => None,
+        };
+        Ok(Job {
+            id: uuid,
+            status: JobStatus::parse(&self.status).ok_or_else(|| corrupt(format!("status {}", self.status)))?,
+            op: Op::parse(&self.op).ok_or_else(|| corrupt(format!("op {}", self.op)))?,
+            model: self.model,
+            priority: self.priority,
+            params: from_json(&id, "params", Some(self.params))?.ok_or_else(|| corrupt("no params".into()))?,
+            created_at: self.created_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            input: InputInfo {
+                file_name: self.input_name,
+                bytes: self.input_bytes as u64,
+                media: from_json(&id, "input_media", self.input_media)?,
+            },
+            output,
+            progress: from_json(&id, "progress", self.progress)?,
+            timings: from_json(&id, "timings", self.timings)?,
+            plan: from_json(&id, "plan", self.plan)?,
+            metrics: from_json(&id, "metrics", self.metrics)?,
+            error: self.error_code.map(|code| JobError { code, message: self.error_message.unwrap_or_default() }),
+            attempts: self.attempts,
+            owner: self.owner,
+            input_path: self.input_path,
+            output_path: self.output_path,
+        })
+    }
+}
+
+pub fn content_type_for(file_name: &str) -> &'static str {
+    match file_name.rsplit('.').next().unwrap_or("") {
+        "mp4" => "video/mp4",
+        "mov" => "video/quicktime",
+        "mkv" => "video/x-matroska",
+        "zip" => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The reason a lost lease is recorded with; the job's error names them all if it runs out of attempts.
+pub(super) fn lease_lost_reason(worker: Option<&str>, attempt: i64, at: &str) -> String {
+    format!("attempt {attempt}: worker {} stopped sending heartbeats (lease expired at {at})", worker.unwrap_or("?"))
+}
+
+/// The error of a job that lost its lease on its last allowed attempt.
+pub(super) fn attempts_exhausted(reasons: &[String]) -> JobError {
+    JobError {
+        code: crate::error_codes::ATTEMPTS_EXHAUSTED.into(),
+        message: format!("the job was started {} times and its worker was lost each time: {}", reasons.len(), reasons.join("; ")),
+    }
+}
+
+/// A running job whose lease ran out, as read from its row.
+pub(super) struct LostLease {
+    pub worker: Option<String>,
+    pub attempts: i64,
+    pub lease_until: String,
+    /// JSON list of the reasons of earlier losses.
+    pub earlier: Option<String>,
+    pub cancel_requested: bool,
+}
+
+/// What becomes of a job that lost its lease.
+pub(super) struct Verdict {
+    pub status: JobStatus,
+    pub error: Option<JobError>,
+    /// JSON list of every loss's reason, this one last.
+    pub lost_leases: String,
+}
+
+impl LostLease {
+    pub(super) fn verdict(&self, max_attempts: i64) -> Verdict {
+        let mut reasons: Vec<String> = self.earlier.as_deref().and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default();
+        reasons.push(lease_lost_reason(self.worker.as_deref(), self.attempts, &self.lease_until));
+        let (status, error) = if self.cancel_requested {
+            (JobStatus::Cancelled, None)
+        } else if self.attempts >= max_attempts {
+            (JobStatus::Failed, Some(attempts_exhausted(&reasons)))
+        } else {
+            (JobStatus::Queued, None)
+        };
+        Verdict { status, error, lost_leases: to_json(&reasons) }
+    }
+}
+
+impl Verdict {
+    pub(super) fn count(&self, id: Uuid, expired: &mut Expired) {
+        match self.status {
+            JobStatus::Queued => expired.requeued.push(id),
+            _ => expired.failed.push(id),
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct WorkerRow {
+    name: String,
+    device: String,
+    current_job: Option<String>,
+    started_at: String,
+    last_heartbeat: String,
+}
+
+impl WorkerRow {
+    pub(super) fn into_info(self) -> WorkerInfo {
+        WorkerInfo {
+            name: self.name,
+            device: self.device,
+            current_job: self.current_job.and_then(|id| Uuid::parse_str(&id).ok()),
+            started_at: self.started_at,
+            last_heartbeat: self.last_heartbeat,
+        }
+    }
+}
