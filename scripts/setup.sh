@@ -24,6 +24,13 @@ if [[ $WITH_TESTS == 1 ]] && { ! command -v readelf >/dev/null || ! command -v c
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq binutils chromium jq >/dev/null
 fi
 
+# The several-workers tests start throwaway PostgreSQL clusters from Debian's server binaries.
+if [[ $WITH_TESTS == 1 ]] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  say "installing postgresql (apt-get) for the tests"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq postgresql >/dev/null
+fi
+
 if [[ ! -x .venv/bin/python ]]; then
   say "creating .venv"
   python3 -m venv .venv

@@ -16,6 +16,7 @@ use crate::queue::scheduler::{CancelFlags, Scheduler, Worker};
 use crate::jobs::retention::Retention;
 use crate::jobs::disk::DiskReserve;
 use crate::jobs::{self, preflight, DatabaseTarget};
+use crate::queue::leases::LeaseKeeper;
 use crate::queue::{Queue, QueueParts};
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -51,6 +52,16 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (events, _) = broadcast::channel(1024);
     // Jobs queued and changed by other processes (a shared database) reach this one's scheduler and followers.
     store.forward_news(wake.clone(), events.clone()).await?;
+    tokio::spawn(
+        LeaseKeeper {
+            store: store.clone(),
+            max_attempts: config.max_attempts.into(),
+            every: config.lease() / 3,
+            changed: events.clone(),
+            wake: wake.clone(),
+        }
+        .run(),
+    );
     let cancels = CancelFlags::default();
     let metrics = Metrics::install()?;
     let shutdown = CancellationToken::new();
@@ -61,7 +72,6 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             name: worker_name.clone(),
             device: device.clone(),
             lease: config.lease(),
-            max_attempts: config.max_attempts.into(),
             models_dir: config.models_dir.clone(),
         };
         let scheduler = Scheduler { store: store.clone(), executor, worker, wake: wake.clone(), events: events.clone(), cancels: cancels.clone(), reserve: reserve.clone() };

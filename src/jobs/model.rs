@@ -240,6 +240,8 @@ pub struct Job {
     /// Why a failed job failed (`code` is one of the Error schema's codes).
     pub error: Option<JobError>,
     pub attempts: i64,
+    /// The worker that runs it, or ran it to its end (null while queued, and for jobs cancelled while queued).
+    pub worker: Option<String>,
     /// The access token (by name) that made the job; null when the box has no tokens.
     pub owner: Option<String>,
     #[serde(skip)]

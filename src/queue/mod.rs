@@ -4,6 +4,7 @@ mod admission;
 mod error;
 mod follow;
 mod inspect;
+pub mod leases;
 mod manage;
 mod output_size;
 mod preview;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 use uuid::Uuid;
@@ -78,7 +78,6 @@ pub struct Worker {
     /// What `/healthz` shows for it.
     pub device: String,
     pub lease: Duration,
-    pub max_attempts: i64,
     /// It claims only jobs for the models found here.
     pub models_dir: PathBuf,
 }
@@ -110,14 +109,9 @@ impl Scheduler {
     /// Runs jobs until the server stops (`CancelFlags::stop_claiming`); returns once the job in hand ended.
     pub async fn run(self) {
         let started_at = now_rfc3339();
-        let mut leases_checked: Option<Instant> = None;
         while !self.cancels.is_stopping() {
             self.reserve.ensure();
             self.seen(&started_at, None).await;
-            if leases_checked.is_none_or(|at| at.elapsed() >= self.worker.beat()) {
-                self.expire_leases().await;
-                leases_checked = Some(Instant::now());
-            }
             match self.store.claim_next(&self.worker.claim()).await {
                 Ok(Some(job)) => {
                     let heartbeat = tokio::spawn(self.heartbeat(Lease { id: job.id, worker: self.worker.name.clone() }, started_at.clone()));
@@ -133,22 +127,6 @@ impl Scheduler {
                     tokio::time::sleep(IDLE_POLL).await;
                 }
             }
-        }
-    }
-
-    /// Jobs of workers that stopped sending heartbeats go back to the queue (or fail after `max_attempts`).
-    async fn expire_leases(&self) {
-        match self.store.expire_leases(self.worker.max_attempts).await {
-            Ok(expired) => {
-                for id in expired.requeued.iter().chain(&expired.failed) {
-                    let _ = self.events.send(*id);
-                }
-                if !expired.requeued.is_empty() || !expired.failed.is_empty() {
-                    tracing::warn!(requeued = ?expired.requeued, failed = ?expired.failed, "jobs whose worker was lost");
-                    self.wake.notify_one();
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot check the leases of running jobs"),
         }
     }
 

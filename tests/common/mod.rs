@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod conformance;
+pub mod postgres;
 pub mod tensors;
 
 use std::io::{BufRead, BufReader};
@@ -42,35 +43,8 @@ impl Server {
     }
 
     fn spawn(data_dir: PathBuf, env: Vec<(String, String)>, log: Option<PathBuf>) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_vaebox"));
-        command
-            .arg("serve")
-            .current_dir(&data_dir)
-            .env("VAEBOX_LISTEN", "127.0.0.1:0")
-            .env("VAEBOX_DATA_DIR", data_dir.join("data"))
-            .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
-            .env("VAEBOX_THREADS", "2")
-            .env("VAEBOX_LOG", "info,tower_http=warn,sqlx=warn")
-            .stdout(Stdio::piped())
-            .stderr(match &log {
-                Some(path) => Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open the log file")),
-                None => Stdio::inherit(),
-            });
-        for (k, v) in &env {
-            command.env(k, v);
-        }
-        let mut child = command.spawn().expect("start vaebox");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("vaebox listening on ") {
-                    let url = rest.split_whitespace().next().unwrap().to_string();
-                    let _ = tx.send(url);
-                }
-            }
-        });
-        let base = rx.recv_timeout(Duration::from_secs(60)).expect("server did not report its address");
+        let (child, ready) = spawn_vaebox(&data_dir, &env, log.as_deref(), "vaebox listening on ");
+        let base = ready.split_whitespace().next().unwrap().to_string();
         Server { child, base, data_dir, env, log }
     }
 
@@ -113,6 +87,73 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// `vaebox serve` in `data_dir` with `VAEBOX_*` overrides; returns once it printed the line starting with
+/// `ready` (the rest of that line is returned).
+fn spawn_vaebox(data_dir: &Path, env: &[(String, String)], log: Option<&Path>, ready: &'static str) -> (Child, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vaebox"));
+    command
+        .arg("serve")
+        .current_dir(data_dir)
+        .env("VAEBOX_LISTEN", "127.0.0.1:0")
+        .env("VAEBOX_DATA_DIR", data_dir.join("data"))
+        .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
+        .env("VAEBOX_THREADS", "2")
+        .env("VAEBOX_LOG", "info,tower_http=warn,sqlx=warn")
+        .stdout(Stdio::piped())
+        .stderr(match log {
+            Some(path) => Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open the log file")),
+            None => Stdio::inherit(),
+        });
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("start vaebox");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix(ready) {
+                let _ = tx.send(rest.to_string());
+            }
+        }
+    });
+    let rest = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("vaebox did not print {ready:?}"));
+    (child, rest)
+}
+
+/// `vaebox serve --role worker`: claims jobs from the shared database, serves no HTTP; killed on drop.
+pub struct WorkerProcess {
+    child: Child,
+    pub name: String,
+}
+
+impl WorkerProcess {
+    /// Starts a worker on `data_dir` (the API's, shared) under `name`; `env` adds `VAEBOX_*` overrides.
+    pub fn start(data_dir: &Path, name: &str, env: &[(&str, &str)], log: Option<&Path>) -> WorkerProcess {
+        let mut env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        env.push(("VAEBOX_ROLE".into(), "worker".into()));
+        env.push(("VAEBOX_WORKER_NAME".into(), name.into()));
+        let (child, _) = spawn_vaebox(data_dir, &env, log, "vaebox worker ");
+        WorkerProcess { child, name: name.into() }
+    }
+
+    /// SIGKILL: no shutdown code runs; its lease is left to expire.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("wait for the worker").is_none()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        self.kill9();
     }
 }
 

@@ -35,6 +35,7 @@ pub(super) struct JobRow {
     started_at: Option<String>,
     finished_at: Option<String>,
     owner: Option<String>,
+    worker: Option<String>,
 }
 
 /// An RFC 3339 instant `offset` from now, in the form `now_rfc3339` writes (so text order is time order).
@@ -98,6 +99,7 @@ impl JobRow {
             error: self.error_code.map(|code| JobError { code, message: self.error_message.unwrap_or_default() }),
             attempts: self.attempts,
             owner: self.owner,
+            worker: self.worker,
             input_path: self.input_path,
             output_path: self.output_path,
         })

@@ -1,0 +1,245 @@
+//! Several workers on one queue: an API process (`serve --role api`) and two worker processes
+//! (`serve --role worker`) on loopback, sharing the data dir and a database — a throwaway PostgreSQL
+//! cluster, and the same cases on one SQLite file. Jobs spread over both workers; a worker killed mid-job
+//! loses the job to the other; a job whose worker is lost too often fails with the reasons; a database
+//! outage answers 503 while workers wait.
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::postgres::PgCluster;
+use common::*;
+use serde_json::Value;
+
+const QUERY: &str = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";
+
+/// The processes of one service: the API and its workers, on one data dir and one database.
+struct Fleet {
+    api: Server,
+    workers: Vec<WorkerProcess>,
+    settings: Vec<(String, String)>,
+    log: PathBuf,
+}
+
+impl Fleet {
+    /// `database`: a `postgres://` URL, or none for the SQLite file in the shared data dir.
+    fn start(dir: &Path, database: Option<&str>, workers: &[&str], extra: &[(&str, &str)]) -> Fleet {
+        let mut settings: Vec<(String, String)> = vec![
+            ("VAEBOX_THREADS".into(), "1".into()),
+            ("VAEBOX_LEASE_S".into(), "3".into()),
+            ("VAEBOX_CHUNK_FRAMES".into(), "2".into()),
+        ];
+        if let Some(url) = database {
+            settings.push(("VAEBOX_DATABASE".into(), url.into()));
+        }
+        settings.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let log = dir.join("fleet.log");
+        let mut api_settings = settings.clone();
+        api_settings.push(("VAEBOX_ROLE".into(), "api".into()));
+        let api = Server::start_logged(dir, &pairs(&api_settings), &log);
+        let mut fleet = Fleet { api, workers: Vec::new(), settings, log };
+        for name in workers {
+            fleet.add_worker(dir, name);
+        }
+        fleet
+    }
+
+    fn add_worker(&mut self, dir: &Path, name: &str) {
+        self.workers.push(WorkerProcess::start(dir, name, &pairs(&self.settings), Some(&self.log)));
+    }
+
+    fn worker(&mut self, name: &str) -> &mut WorkerProcess {
+        self.workers.iter_mut().find(|w| w.name == name).unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn pairs(settings: &[(String, String)]) -> Vec<(&str, &str)> {
+    settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+fn clip(dir: &Path, frames: u32) -> Vec<u8> {
+    let path = dir.join(format!("carphone{frames}.mp4"));
+    make_clip(&media("carphone_pristine.mp4"), frames, false, &path);
+    std::fs::read(&path).unwrap()
+}
+
+async fn submit(client: &reqwest::Client, fleet: &Fleet, body: &[u8], name: &str) -> String {
+    let (status, job) = upload_raw(client, &fleet.api, &format!("{QUERY}&filename={name}"), body.to_vec()).await;
+    assert_eq!(status, 202, "{job}");
+    job["id"].as_str().unwrap().to_string()
+}
+
+/// Waits until the job runs its `attempt`th time with at least one chunk done; returns it.
+async fn running_with_progress(client: &reqwest::Client, fleet: &Fleet, id: &str, attempt: i64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, job) = get_json(client, &fleet.api.url(&format!("/v1/jobs/{id}"))).await;
+        if job["status"] == "running" && job["attempts"] == attempt && job["progress"]["done"].as_u64().unwrap_or(0) > 0 {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "the job never got going: {job}\n{}", fleet.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The result downloads from the API and is the whole upscaled clip.
+async fn assert_result_downloads(client: &reqwest::Client, fleet: &Fleet, dir: &Path, job: &Value) {
+    let id = job["id"].as_str().unwrap();
+    let response = client.get(fleet.api.url(&format!("/v1/jobs/{id}/result"))).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{job}");
+    let path = dir.join(format!("{id}.mp4"));
+    std::fs::write(&path, response.bytes().await.unwrap()).unwrap();
+    let probed = ffprobe(&path);
+    assert_eq!((probed.width, probed.height), (704, 576));
+    assert_eq!(probed.frames, job["input"]["media"]["frames"].as_u64().unwrap());
+}
+
+async fn jobs_spread_over_both_workers(dir: &Path, database: Option<&str>) {
+    let fleet = Fleet::start(dir, database, &["worker-a", "worker-b"], &[]);
+    let client = client();
+    let body = clip(dir, 2);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(submit(&client, &fleet, &body, &format!("clip{i}.mp4")).await);
+    }
+    let mut ran_on = BTreeSet::new();
+    for id in &ids {
+        let job = wait_for_final(&client, &fleet.api, id, Duration::from_secs(600)).await;
+        assert_eq!(job["status"], "succeeded", "{job}\n{}", fleet.log());
+        assert_eq!(job["attempts"], 1, "{job}");
+        ran_on.insert(job["worker"].as_str().unwrap().to_string());
+        assert_result_downloads(&client, &fleet, dir, &job).await;
+    }
+    assert_eq!(ran_on, BTreeSet::from(["worker-a".to_string(), "worker-b".to_string()]), "both workers should have run jobs");
+
+    // The API runs no job itself and shows the workers it shares the queue with.
+    let (status, health) = get_json(&client, &fleet.api.url("/healthz")).await;
+    assert_eq!(status, 200);
+    assert_eq!(health["device"], "none", "{health}");
+    let workers: BTreeSet<&str> = health["workers"].as_array().unwrap().iter().map(|w| w["name"].as_str().unwrap()).collect();
+    assert_eq!(workers, BTreeSet::from(["worker-a", "worker-b"]), "{health}");
+    assert!(health["workers"].as_array().unwrap().iter().all(|w| w["device"] == "cpu" && w["last_heartbeat"].is_string()), "{health}");
+}
+
+async fn a_killed_worker_loses_its_job_to_the_other(dir: &Path, database: Option<&str>) {
+    let mut fleet = Fleet::start(dir, database, &["worker-a", "worker-b"], &[]);
+    let client = client();
+    let long = submit(&client, &fleet, &clip(dir, 40), "long.mp4").await;
+    let job = running_with_progress(&client, &fleet, &long, 1).await;
+    let first = job["worker"].as_str().unwrap().to_string();
+    let other = if first == "worker-a" { "worker-b" } else { "worker-a" };
+    fleet.worker(&first).kill9();
+    // Work queued after the loss is not held up by it.
+    let short = clip(dir, 2);
+    let mut later = Vec::new();
+    for i in 0..3 {
+        later.push(submit(&client, &fleet, &short, &format!("after{i}.mp4")).await);
+    }
+
+    let job = wait_for_final(&client, &fleet.api, &long, Duration::from_secs(600)).await;
+    assert_eq!(job["status"], "succeeded", "{job}\n{}", fleet.log());
+    assert_eq!(job["worker"], other, "{job}");
+    assert_eq!(job["attempts"], 2, "claimed once by each worker: {job}");
+    assert_result_downloads(&client, &fleet, dir, &job).await;
+    for id in &later {
+        let job = wait_for_final(&client, &fleet.api, id, Duration::from_secs(300)).await;
+        assert_eq!((job["status"].as_str(), job["worker"].as_str()), (Some("succeeded"), Some(other)), "{job}");
+    }
+    // The killed worker's heartbeats stopped; after three leases it is no longer listed.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (_, health) = get_json(&client, &fleet.api.url("/healthz")).await;
+    let workers: Vec<&str> = health["workers"].as_array().unwrap().iter().map(|w| w["name"].as_str().unwrap()).collect();
+    assert_eq!(workers, vec![other], "{health}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_twenty_jobs_spread_over_two_workers_and_every_result_downloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = PgCluster::start();
+    jobs_spread_over_both_workers(dir.path(), Some(&cluster.url())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_twenty_jobs_spread_over_two_workers_and_every_result_downloads() {
+    let dir = tempfile::tempdir().unwrap();
+    jobs_spread_over_both_workers(dir.path(), None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_worker_killed_mid_job_loses_it_to_the_other_which_completes_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = PgCluster::start();
+    a_killed_worker_loses_its_job_to_the_other(dir.path(), Some(&cluster.url())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_worker_killed_mid_job_loses_it_to_the_other_which_completes_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    a_killed_worker_loses_its_job_to_the_other(dir.path(), None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_worker_is_lost_max_attempts_times_fails_with_the_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = PgCluster::start();
+    let mut fleet = Fleet::start(dir.path(), Some(&cluster.url()), &["worker-a"], &[("VAEBOX_MAX_ATTEMPTS", "2")]);
+    let client = client();
+    let id = submit(&client, &fleet, &clip(dir.path(), 40), "long.mp4").await;
+    for (attempt, name) in [(1, "worker-a"), (2, "worker-b")] {
+        let job = running_with_progress(&client, &fleet, &id, attempt).await;
+        assert_eq!((job["attempts"].as_i64(), job["worker"].as_str()), (Some(attempt), Some(name)), "{job}");
+        fleet.worker(name).kill9();
+        if attempt == 1 {
+            fleet.add_worker(dir.path(), "worker-b");
+        }
+    }
+    // No worker is left: the API's lease keeper ends the job.
+    let job = wait_for_final(&client, &fleet.api, &id, Duration::from_secs(60)).await;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "attempts-exhausted", "{job}");
+    let message = job["error"]["message"].as_str().unwrap();
+    assert!(message.contains("worker-a") && message.contains("worker-b") && message.contains("2 times"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_answers_503_workers_wait_and_work_resumes_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = PgCluster::start();
+    let mut fleet = Fleet::start(dir.path(), Some(&cluster.url()), &["worker-a"], &[]);
+    let client = client();
+    let body = clip(dir.path(), 2);
+    let before = submit(&client, &fleet, &body, "before.mp4").await;
+    let job = wait_for_final(&client, &fleet.api, &before, Duration::from_secs(120)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+
+    cluster.stop_server();
+    let (status, refusal) = upload_raw(&client, &fleet.api, &format!("{QUERY}&filename=during.mp4"), body.clone()).await;
+    assert_eq!((status, refusal["error"]["code"].as_str()), (503, Some("store-unavailable")), "{refusal}");
+    let (status, refusal) = get_json(&client, &fleet.api.url(&format!("/v1/jobs/{before}"))).await;
+    assert_eq!((status, refusal["error"]["code"].as_str()), (503, Some("store-unavailable")), "{refusal}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(fleet.worker("worker-a").is_running(), "the worker stopped during the outage:\n{}", fleet.log());
+
+    cluster.start_server();
+    // The first requests after the outage may still meet a connection the server cut; within seconds they pass.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let (status, job) = upload_raw(&client, &fleet.api, &format!("{QUERY}&filename=after.mp4"), body.clone()).await;
+        if status == 202 {
+            break job["id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "uploads still fail after the database came back: {status} {job}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let job = wait_for_final(&client, &fleet.api, &after, Duration::from_secs(120)).await;
+    assert_eq!((job["status"].as_str(), job["worker"].as_str()), (Some("succeeded"), Some("worker-a")), "{job}\n{}", fleet.log());
+    // Jobs from before the outage are all still there.
+    let (status, job) = get_json(&client, &fleet.api.url(&format!("/v1/jobs/{before}"))).await;
+    assert_eq!((status, job["status"].as_str()), (200, Some("succeeded")), "{job}");
+}
