@@ -36,6 +36,9 @@ pub struct Config {
     /// `auto` (first CUDA device if any, else CPU), `cpu`, `cuda` or `cuda:N`.
     #[serde(with = "as_text")]
     pub device: DeviceChoice,
+    /// A box with several GPUs: one worker per entry (`["cuda:0", "cuda:1"]`, or device indices `[0, 1]`),
+    /// each claiming its own jobs, named `worker_name-N`; empty: one worker on `device`.
+    pub devices: Vec<DeviceEntry>,
     /// Compute precision when a job does not ask: `auto` (bf16 on CUDA and on CPUs with AVX512-BF16), `f32`, `bf16`, `f16`.
     #[serde(with = "as_text")]
     pub dtype: DtypeChoice,
@@ -119,6 +122,7 @@ impl Default for Config {
             lease_s: 60,
             max_attempts: 3,
             device: DeviceChoice::Auto,
+            devices: Vec::new(),
             dtype: DtypeChoice::Auto,
             threads: 0,
             max_upload_bytes: 4 << 30,
@@ -305,6 +309,35 @@ impl std::fmt::Display for DatabaseTarget {
     }
 }
 
+/// One of `devices`: `cuda:1`, `cpu`, ..., or a bare CUDA index (`1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceEntry(pub DeviceChoice);
+
+impl Serialize for DeviceEntry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0.to_text())
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Index(u32),
+            Text(String),
+        }
+        let text = match Raw::deserialize(deserializer)? {
+            Raw::Index(i) => format!("cuda:{i}"),
+            Raw::Text(text) if text.trim().chars().all(|c| c.is_ascii_digit()) && !text.trim().is_empty() => format!("cuda:{}", text.trim()),
+            Raw::Text(text) => text,
+        };
+        DeviceChoice::parse_text(&text)
+            .map(DeviceEntry)
+            .ok_or_else(|| serde::de::Error::custom(format!("devices: `{text}`: expected cpu, cuda:N or a CUDA index")))
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -462,6 +495,15 @@ impl Config {
             _ => String::new(),
         };
         if host.is_empty() { "vaebox".into() } else { host }
+    }
+
+    /// The devices this process's workers run on: `devices`, else `device`.
+    pub fn worker_devices(&self) -> Vec<DeviceChoice> {
+        if self.devices.is_empty() {
+            vec![self.device]
+        } else {
+            self.devices.iter().map(|entry| entry.0).collect()
+        }
     }
 
     pub fn lease(&self) -> Duration {

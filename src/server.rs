@@ -38,11 +38,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if role.serves_http() {
         preflight::check_jobs_known(store.as_ref(), &database.to_string(), &config.data_dir.join("jobs")).await?;
     }
-    let worker_name = config.worker_name();
-    if role.runs_jobs() {
-        let requeued = store.requeue_interrupted(&worker_name).await?;
+    let devices = if role.runs_jobs() { config.worker_devices() } else { Vec::new() };
+    let worker_names: Vec<String> = match devices.len() {
+        1 => vec![config.worker_name()],
+        _ => (0..devices.len()).map(|index| format!("{}-{index}", config.worker_name())).collect(),
+    };
+    for name in &worker_names {
+        let requeued = store.requeue_interrupted(name).await?;
         if requeued > 0 {
-            tracing::warn!(requeued, worker = %worker_name, "jobs interrupted by the last shutdown were put back in the queue");
+            tracing::warn!(requeued, worker = %name, "jobs interrupted by the last shutdown were put back in the queue");
         }
     }
 
@@ -66,17 +70,32 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let metrics = Metrics::install()?;
     let shutdown = CancellationToken::new();
     let (jobs, device) = if role.runs_jobs() {
-        let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(&config));
-        let device = executor.device().to_string();
-        let worker = Worker {
-            name: worker_name.clone(),
-            device: device.clone(),
-            lease: config.lease(),
-            models_dir: config.models_dir.clone(),
-        };
-        let scheduler = Scheduler { store: store.clone(), executor, worker, wake: wake.clone(), events: events.clone(), cancels: cancels.clone(), reserve: reserve.clone() };
-        tracing::info!(worker = %worker_name, %device, database = %database, "worker ready");
-        (tokio::spawn(scheduler.run()), device)
+        let mut schedulers = Vec::new();
+        let mut names = Vec::new();
+        for (device, name) in devices.iter().zip(&worker_names) {
+            let executor = ExecutorHandle::spawn(ExecutorConfig { device: *device, ..ExecutorConfig::from_config(&config) });
+            let device = executor.device().to_string();
+            let name = name.clone();
+            let worker = Worker { name: name.clone(), device: device.clone(), lease: config.lease(), models_dir: config.models_dir.clone() };
+            let scheduler = Scheduler {
+                store: store.clone(),
+                executor,
+                worker,
+                wake: wake.clone(),
+                events: events.clone(),
+                cancels: cancels.clone(),
+                reserve: reserve.clone(),
+            };
+            tracing::info!(worker = %name, %device, database = %database, "worker ready");
+            schedulers.push(tokio::spawn(scheduler.run()));
+            names.push(device);
+        }
+        let all_stopped = tokio::spawn(async move {
+            for scheduler in schedulers {
+                let _ = scheduler.await;
+            }
+        });
+        (all_stopped, names.join(","))
     } else {
         (tokio::spawn(async {}), "none".to_string())
     };
@@ -107,7 +126,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Some(listen_http(&config, state).await?)
     } else {
         // Scripts read this line to know the worker is claiming.
-        println!("vaebox worker {worker_name} claiming jobs (device {device})");
+        println!("vaebox worker {} claiming jobs (device {device})", worker_names.join(","));
         None
     };
 

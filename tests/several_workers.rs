@@ -243,3 +243,111 @@ async fn a_database_outage_answers_503_workers_wait_and_work_resumes_after_it() 
     let (status, job) = get_json(&client, &fleet.api.url(&format!("/v1/jobs/{before}"))).await;
     assert_eq!((status, job["status"].as_str()), (200, Some("succeeded")), "{job}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_cancelled_through_the_api_stops_on_its_worker_within_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = PgCluster::start();
+    // A long lease: the worker's next heartbeat is 20 s away, so only the database's announcement is this fast.
+    let fleet = Fleet::start(dir.path(), Some(&cluster.url()), &["worker-a"], &[("VAEBOX_LEASE_S", "60")]);
+    let client = client();
+    let id = submit(&client, &fleet, &clip(dir.path(), 40), "long.mp4").await;
+    running_with_progress(&client, &fleet, &id, 1).await;
+    let asked = Instant::now();
+    let (status, job) = send_json(client.post(fleet.api.url(&format!("/v1/jobs/{id}/cancel")))).await;
+    assert_eq!(status, 200, "{job}");
+    let job = wait_for_final(&client, &fleet.api, &id, Duration::from_secs(60)).await;
+    assert_eq!(job["status"], "cancelled", "{job}");
+    assert!(asked.elapsed() < Duration::from_secs(8), "the cancellation took {:?}", asked.elapsed());
+    assert!(job["progress"]["done"].as_u64().unwrap_or(0) < 40, "{job}");
+}
+
+/// The store's side of "a job runs to completion once": a worker whose lease ran out and whose job another
+/// worker claimed can no longer write progress or a result for it.
+async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox::jobs::JobStore>) {
+    use vaebox::jobs::*;
+    let id = uuid::Uuid::new_v4();
+    store
+        .insert(NewJob {
+            id,
+            op: Op::Upscale,
+            model: "realesrgan-animevideov3".into(),
+            priority: 0,
+            params: JobParams::new(vaebox::device::DtypeChoice::Auto),
+            input_name: "clip.mp4".into(),
+            input_path: "/nowhere/clip.mp4".into(),
+            input_bytes: 1,
+            input_media: None,
+            probe_s: None,
+            owner: None,
+        })
+        .await
+        .unwrap();
+    let claim = |worker: &str, lease_ms| Claim { worker: worker.into(), lease: Duration::from_millis(lease_ms), models: None };
+    let (a, b) = (Lease { id, worker: "a".into() }, Lease { id, worker: "b".into() });
+    // Another worker's models: not this job's.
+    let elsewhere = Claim { models: Some(vec!["wan21".into()]), ..claim("b", 60_000) };
+    assert!(store.claim_next(&elsewhere).await.unwrap().is_none());
+    assert_eq!(store.claim_next(&claim("a", 50)).await.unwrap().unwrap().id, id);
+    assert!(store.claim_next(&claim("b", 60_000)).await.unwrap().is_none(), "a running job is not claimed twice");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(store.expire_leases(3).await.unwrap(), Expired { requeued: vec![id], failed: vec![] });
+    let job = store.claim_next(&claim("b", 60_000)).await.unwrap().unwrap();
+    assert_eq!((job.attempts, job.worker.as_deref()), (2, Some("b")));
+
+    assert_eq!(store.heartbeat(&a, Duration::from_secs(60)).await.unwrap(), LeaseState::Lost);
+    assert_eq!(store.heartbeat(&b, Duration::from_secs(60)).await.unwrap(), LeaseState::Held { cancel_requested: false });
+    let outcome = |name: &str| JobOutcome {
+        output_name: name.into(),
+        output_path: format!("/nowhere/{name}").into(),
+        output_bytes: 1,
+        output_media: None,
+        timings: Timings::default(),
+        plan: None,
+        metrics: None,
+    };
+    store.set_progress(&a, &Progress { done: 7, total: 9, ..Progress::default() }).await.unwrap();
+    store.succeed(&a, &outcome("from_a.mp4")).await.unwrap();
+    let job = store.get(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.progress.is_none()), (JobStatus::Running, true), "{job:?}");
+    store.succeed(&b, &outcome("from_b.mp4")).await.unwrap();
+    let job = store.get(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.output.unwrap().file_name, job.worker.as_deref()), (JobStatus::Succeeded, "from_b.mp4".into(), Some("b")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_lost_lease_fences_the_old_worker_out() {
+    let cluster = PgCluster::start();
+    a_lost_lease_fences_the_old_worker_out(std::sync::Arc::new(vaebox::jobs::PgStore::open(&cluster.url()).await.unwrap())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_lost_lease_fences_the_old_worker_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = vaebox::jobs::SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap();
+    a_lost_lease_fences_the_old_worker_out(std::sync::Arc::new(store)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_with_two_devices_runs_a_worker_on_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[("VAEBOX_DEVICES", "cpu,cpu"), ("VAEBOX_THREADS", "1"), ("VAEBOX_WORKER_NAME", "box")]);
+    let client = client();
+    let body = clip(dir.path(), 2);
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        let (status, job) = upload_raw(&client, &server, &format!("{QUERY}&filename=clip{i}.mp4"), body.clone()).await;
+        assert_eq!(status, 202, "{job}");
+        ids.push(job["id"].as_str().unwrap().to_string());
+    }
+    let mut ran_on = BTreeSet::new();
+    for id in &ids {
+        let job = wait_for_final(&client, &server, id, Duration::from_secs(300)).await;
+        assert_eq!(job["status"], "succeeded", "{job}");
+        ran_on.insert(job["worker"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ran_on, BTreeSet::from(["box-0".to_string(), "box-1".to_string()]));
+    let (_, health) = get_json(&client, &server.url("/healthz")).await;
+    assert_eq!(health["device"], "cpu,cpu", "{health}");
+    assert_eq!(health["workers"].as_array().unwrap().len(), 2, "{health}");
+}

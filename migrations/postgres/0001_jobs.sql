@@ -45,11 +45,12 @@ CREATE TABLE workers (
     last_heartbeat TEXT NOT NULL
 );
 
--- News for the other processes (`LISTEN`): a job was queued (workers wake), a job changed (followers re-read).
--- Heartbeats only move `lease_until` and announce nothing.
+-- News for the other processes (`LISTEN`): a job was queued (workers wake), a job changed (followers re-read;
+-- the worker running it learns of a cancellation). Heartbeats only move `lease_until` and announce nothing.
 CREATE FUNCTION vaebox_announce() RETURNS trigger AS $$
 BEGIN
-    IF TG_OP = 'INSERT' OR NEW.status IS DISTINCT FROM OLD.status OR NEW.progress IS DISTINCT FROM OLD.progress THEN
+    IF TG_OP = 'INSERT' OR NEW.status IS DISTINCT FROM OLD.status OR NEW.progress IS DISTINCT FROM OLD.progress
+       OR NEW.cancel_requested IS DISTINCT FROM OLD.cancel_requested THEN
         PERFORM pg_notify('vaebox_changed', NEW.id);
         IF NEW.status = 'queued' THEN
             PERFORM pg_notify('vaebox_queued', NEW.id);

@@ -17,6 +17,9 @@ use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
 
 /// Progress reaches the database at most this often; SSE listeners see the same rate.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+/// News about the running job (progress, a cancellation asked elsewhere) makes the worker read its row at
+/// most this often.
+const NEWS_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// A safety net in case a wake-up is missed (e.g. a job inserted by another process).
 const IDLE_POLL: Duration = Duration::from_secs(2);
 /// Writing a job's outcome is tried this often, pausing 0.25 s, 0.5 s, … (about 16 s in all).
@@ -144,10 +147,12 @@ impl Scheduler {
     }
 
     /// Keeps the job's lease while it runs, and stops the job when a user cancelled it through another
-    /// process (the flag is in the store) or when the lease was lost (another worker may have it now).
+    /// process (the flag is in the store; a shared database announces it at once, else the next beat sees
+    /// it) or when the lease was lost (another worker may have it now).
     fn heartbeat(&self, lease: Lease, started_at: String) -> impl std::future::Future<Output = ()> + Send + 'static {
         let store = self.store.clone();
         let cancels = self.cancels.clone();
+        let mut changed = self.events.subscribe();
         let (beat, extend) = (self.worker.beat(), self.worker.lease);
         let info = WorkerInfo {
             name: self.worker.name.clone(),
@@ -157,9 +162,26 @@ impl Scheduler {
             last_heartbeat: String::new(),
         };
         async move {
+            let mut next_beat = tokio::time::Instant::now() + beat;
+            let mut last_check = tokio::time::Instant::now();
             loop {
-                tokio::time::sleep(beat).await;
-                let _ = store.worker_seen(&WorkerInfo { last_heartbeat: now_rfc3339(), ..info.clone() }).await;
+                tokio::select! {
+                    _ = tokio::time::sleep_until(next_beat) => {
+                        let _ = store.worker_seen(&WorkerInfo { last_heartbeat: now_rfc3339(), ..info.clone() }).await;
+                    }
+                    news = changed.recv() => match news {
+                        // The job's own progress is news too: the store is asked at most twice a second.
+                        Ok(id) if id == lease.id && last_check.elapsed() < NEWS_CHECK_INTERVAL => {
+                            next_beat = next_beat.min(last_check + NEWS_CHECK_INTERVAL);
+                            continue;
+                        }
+                        Ok(id) if id == lease.id => {}
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                }
+                last_check = tokio::time::Instant::now();
+                next_beat = last_check + beat;
                 match store.heartbeat(&lease, extend).await {
                     Ok(LeaseState::Held { cancel_requested: false }) => {}
                     Ok(LeaseState::Held { cancel_requested: true }) => {
