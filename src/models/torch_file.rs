@@ -3,6 +3,7 @@
 //! tensors). `data.pkl` is interpreted by a data-only pickle reader (torch_file/pickle.rs) that refuses
 //! every class and function except the tensor rebuilders; the storages are read from `data/<key>`.
 mod pickle;
+mod torch_globals;
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -76,6 +76,7 @@ impl CancelFlags {
 pub type JobEvents = broadcast::Sender<Uuid>;
 
 /// Who this scheduler claims as.
+#[derive(Clone)]
 pub struct Worker {
     pub name: String,
     /// What `/healthz` shows for it.
@@ -89,6 +90,17 @@ impl Worker {
     fn claim(&self) -> Claim {
         let models = crate::models::registry::scan(&self.models_dir).into_iter().filter(|m| m.present()).map(|m| m.name).collect();
         Claim { worker: self.name.clone(), lease: self.lease, models: Some(models) }
+    }
+
+    /// This worker as `/healthz` lists it, heard of now.
+    fn info(&self, started_at: &str, current_job: Option<Uuid>) -> WorkerInfo {
+        WorkerInfo {
+            name: self.name.clone(),
+            device: self.device.clone(),
+            current_job,
+            started_at: started_at.into(),
+            last_heartbeat: now_rfc3339(),
+        }
     }
 
     /// Heartbeats go three times per lease: one late or lost beat does not cost the job.
@@ -116,11 +128,7 @@ impl Scheduler {
             self.reserve.ensure();
             self.seen(&started_at, None).await;
             match self.store.claim_next(&self.worker.claim()).await {
-                Ok(Some(job)) => {
-                    let heartbeat = tokio::spawn(self.heartbeat(Lease { id: job.id, worker: self.worker.name.clone() }, started_at.clone()));
-                    self.execute(job).await;
-                    heartbeat.abort();
-                }
+                Ok(Some(job)) => self.execute(job, &started_at).await,
                 Ok(None) => {
                     let _ = tokio::time::timeout(IDLE_POLL.min(self.worker.beat()), self.wake.notified()).await;
                 }
@@ -134,14 +142,7 @@ impl Scheduler {
     }
 
     async fn seen(&self, started_at: &str, current_job: Option<Uuid>) {
-        let info = WorkerInfo {
-            name: self.worker.name.clone(),
-            device: self.worker.device.clone(),
-            current_job,
-            started_at: started_at.into(),
-            last_heartbeat: now_rfc3339(),
-        };
-        if let Err(e) = self.store.worker_seen(&info).await {
+        if let Err(e) = self.store.worker_seen(&self.worker.info(started_at, current_job)).await {
             tracing::warn!(error = %e, "cannot record this worker's heartbeat");
         }
     }
@@ -153,21 +154,15 @@ impl Scheduler {
         let store = self.store.clone();
         let cancels = self.cancels.clone();
         let mut changed = self.events.subscribe();
-        let (beat, extend) = (self.worker.beat(), self.worker.lease);
-        let info = WorkerInfo {
-            name: self.worker.name.clone(),
-            device: self.worker.device.clone(),
-            current_job: Some(lease.id),
-            started_at,
-            last_heartbeat: String::new(),
-        };
+        let worker = self.worker.clone();
+        let (beat, extend) = (worker.beat(), worker.lease);
         async move {
             let mut next_beat = tokio::time::Instant::now() + beat;
             let mut last_check = tokio::time::Instant::now();
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(next_beat) => {
-                        let _ = store.worker_seen(&WorkerInfo { last_heartbeat: now_rfc3339(), ..info.clone() }).await;
+                        let _ = store.worker_seen(&worker.info(&started_at, Some(lease.id))).await;
                     }
                     news = changed.recv() => match news {
                         // The job's own progress is news too: the store is asked at most twice a second.
@@ -198,13 +193,15 @@ impl Scheduler {
         }
     }
 
-    async fn execute(&self, job: Job) {
+    async fn execute(&self, job: Job, started_at: &str) {
         let id = job.id;
         let _ = self.events.send(id);
         tracing::info!(%id, op = job.op.as_str(), model = %job.model, "job started");
         let cancel = self.cancels.register(id);
         let (progress_tx, progress_rx) = watch::channel(Progress::default());
         let lease = Lease { id, worker: self.worker.name.clone() };
+        // Renewed until the outcome is written (every return below ends it).
+        let _heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string())));
         let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx));
 
         let queued = job.started_at.as_deref().and_then(|started| seconds_between(&job.created_at, started));
