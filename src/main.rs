@@ -223,7 +223,7 @@ fn main() -> anyhow::Result<()> {
         tracing::error!(thread, location = %info.location().map(|l| l.to_string()).unwrap_or_default(), "panic: {short}");
     }));
     let mut config = Config::load(cli.config.as_deref()).context("invalid configuration")?;
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = vaebox::server::runtime::build()?;
     match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
         Command::Serve(args) => {
             config.role = args.role.unwrap_or(config.role);

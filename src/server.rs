@@ -1,6 +1,7 @@
 //! Start-up: open the store, recover interrupted jobs, start the executor and scheduler, serve HTTP;
 //! and the stop on SIGTERM or Ctrl-C (see `stop`).
 mod listen;
+pub mod runtime;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -53,6 +53,7 @@ impl ExecError {
         match self {
             ExecError::OutOfMemory(_) => true,
             ExecError::Model(ModelError::Torch(e)) => crate::models::is_out_of_memory(e),
+            ExecError::Model(ModelError::HostOutOfMemory { .. }) => true,
             _ => false,
         }
     }

@@ -8,6 +8,7 @@ use super::ExecError;
 use crate::media::latent::LatentError;
 use crate::media::safetensors::{Dtype, TensorFileWriter};
 use crate::media::{RgbFrames, SampleDepth};
+use crate::models::{host_buffer, ModelError};
 
 pub fn to_tensor(chunk: &RgbFrames, device: Device) -> Tensor {
     let (n, h, w) = (chunk.count as i64, chunk.height as i64, chunk.width as i64);
@@ -16,11 +17,11 @@ pub fn to_tensor(chunk: &RgbFrames, device: Device) -> Tensor {
 
 /// Frame by frame, so the conversion never holds more than one float frame beyond its input; at
 /// 16 bits straight from the floats (a 10-bit or lossless encoder gets what the model made).
-pub fn to_rgb(frames: &Tensor, depth: SampleDepth) -> RgbFrames {
+pub fn to_rgb(frames: &Tensor, depth: SampleDepth) -> Result<RgbFrames, ModelError> {
     let (n, _, h, w) = frames.size4().expect("frames are [n, 3, H, W]");
     let samples = (3 * h * w) as usize;
     let frame_bytes = samples * depth.bytes();
-    let mut data = vec![0u8; n as usize * frame_bytes];
+    let mut data = host_buffer::zeroed::<u8>(n as usize * frame_bytes)?;
     for (i, out) in data.chunks_exact_mut(frame_bytes).enumerate() {
         let top = match depth {
             SampleDepth::Eight => 255.0,
@@ -30,7 +31,7 @@ pub fn to_rgb(frames: &Tensor, depth: SampleDepth) -> RgbFrames {
         match depth {
             SampleDepth::Eight => pixels.to_kind(Kind::Uint8).copy_data_u8(out, frame_bytes),
             SampleDepth::Sixteen => {
-                let mut values = vec![0i32; samples];
+                let mut values = host_buffer::zeroed::<i32>(samples)?;
                 pixels.to_kind(Kind::Int).copy_data(&mut values, samples);
                 for (bytes, value) in out.chunks_exact_mut(2).zip(values) {
                     bytes.copy_from_slice(&(value as u16).to_le_bytes());
@@ -38,7 +39,7 @@ pub fn to_rgb(frames: &Tensor, depth: SampleDepth) -> RgbFrames {
             }
         }
     }
-    RgbFrames { width: w as u32, height: h as u32, count: n as usize, depth, data }
+    Ok(RgbFrames { width: w as u32, height: h as u32, count: n as usize, depth, data })
 }
 
 /// A `[1, C, T, H, W]` float32 safetensors file filled chunk by chunk along T. Each channel's frames
@@ -65,9 +66,11 @@ impl VideoTensorWriter {
         for channel in 0..channels {
             let values = chunk.get(0).get(channel).to_kind(Kind::Float).contiguous().to_device(Device::Cpu);
             let numel = values.numel();
-            let mut floats = vec![0f32; numel];
-            values.copy_data(&mut floats, numel);
-            let bytes: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let mut bytes = host_buffer::zeroed::<u8>(numel * 4)?;
+            values.f_copy_data_u8(&mut bytes, numel)?;
+            if cfg!(target_endian = "big") {
+                bytes.chunks_exact_mut(4).for_each(<[u8]>::reverse);
+            }
             let offset = (channel as u64 * self.frames + self.written) * self.plane * 4;
             self.file.write_at(offset, &bytes).map_err(io_error)?;
         }

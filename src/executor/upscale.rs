@@ -81,7 +81,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         let computed = Instant::now();
         let frames_in = frames::to_tensor(&chunk, exec.device);
         let upscaled = tch::no_grad(|| upscale_resilient(&model, &frames_in, scale, &mut tiling, &mut fallbacks))?;
-        let output = frames::to_rgb(&upscaled, writer.depth());
+        let output = frames::to_rgb(&upscaled, writer.depth())?;
         compute_s += computed.elapsed().as_secs_f64();
         if let Some(meter) = quality.as_mut() {
             // Area-averaged back to the input's size: each input pixel against the mean of the

@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod conv3d;
 pub mod gguf;
 pub mod gguf_quants;
+pub mod host_buffer;
 pub mod layout;
 pub mod ncnn;
 pub mod op;
@@ -40,6 +41,8 @@ pub enum ModelError {
     Unsupported { model: String, what: String },
     #[error("torch: {0}")]
     Torch(#[from] tch::TchError),
+    #[error("out of memory: a host buffer of {bytes} bytes could not be allocated")]
+    HostOutOfMemory { bytes: usize },
 }
 
 impl ModelError {
@@ -53,6 +56,7 @@ impl ModelError {
             ModelError::Unsupported { .. } => codes::UNSUPPORTED_MODEL_OP,
             ModelError::Torch(e) if is_out_of_memory(e) => codes::OUT_OF_MEMORY,
             ModelError::Torch(_) => codes::TORCH_ERROR,
+            ModelError::HostOutOfMemory { .. } => codes::OUT_OF_MEMORY,
         }
     }
 }

@@ -179,7 +179,7 @@ impl Pipeline<'_> {
         if count == 0 {
             return Ok(0);
         }
-        let rgb = frames::to_rgb(&((frames_11.to_kind(Kind::Float) + 1.0) * 0.5), writer.depth());
+        let rgb = frames::to_rgb(&((frames_11.to_kind(Kind::Float) + 1.0) * 0.5), writer.depth())?;
         let waited = Instant::now();
         writer.write(rgb)?;
         clock.write += waited.elapsed().as_secs_f64();

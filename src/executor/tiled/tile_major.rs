@@ -16,7 +16,7 @@ use tch::{Kind, Tensor};
 
 use super::blend::BlendAccumulator;
 use super::streams::{Layout, TiledDecoder};
-use crate::models::ModelError;
+use crate::models::{host_buffer, ModelError};
 use crate::models::vae::{StreamOutput, VideoVae};
 use crate::models::wan::RowSplit;
 use crate::tiling::grid::SpatialTiles;
@@ -103,7 +103,7 @@ impl<'a> TileMajorDecode<'a> {
             for (spool, reader) in spools.iter().zip(readers.iter_mut()) {
                 let weights = layout.blender.tile(spool.index).expect("kept tile");
                 let shape = [1, 3, pixel_frames, weights.rows.len(), weights.cols.len()];
-                let mut bytes = vec![0u8; (shape.iter().product::<i64>() * 4) as usize];
+                let mut bytes = host_buffer::zeroed::<u8>((shape.iter().product::<i64>() * 4) as usize)?;
                 reader.read_exact(&mut bytes).map_err(|e| io_error(&spool.path, e))?;
                 let tile = Tensor::from_data_size(&bytes, &shape, Kind::Float).to_device(latent.device());
                 let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&tile, h * factor, w * factor));
@@ -147,7 +147,7 @@ impl<'a> TileMajorDecode<'a> {
 
 fn float_bytes(t: &Tensor) -> Result<Vec<u8>, ModelError> {
     let n = t.numel();
-    let mut bytes = vec![0u8; n * 4];
+    let mut bytes = host_buffer::zeroed::<u8>(n * 4)?;
     t.f_copy_data_u8(&mut bytes, n)?;
     Ok(bytes)
 }

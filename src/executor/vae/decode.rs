@@ -45,7 +45,7 @@ impl DecodeSink {
     /// `frames`: `[n, 3, h, w]` in [-1, 1], the next ones.
     fn write(&mut self, frames: &Tensor) -> Result<(), ExecError> {
         match self {
-            DecodeSink::Video(writer) => Ok(writer.write(frames::to_rgb(&VaeJob::to_unit_range(frames), writer.depth()))?),
+            DecodeSink::Video(writer) => Ok(writer.write(frames::to_rgb(&VaeJob::to_unit_range(frames), writer.depth())?)?),
             DecodeSink::Tensor(writer) => writer.append(&frames.permute([1, 0, 2, 3]).unsqueeze(0)),
         }
     }

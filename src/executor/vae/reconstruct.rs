@@ -67,7 +67,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             let frames = frames.narrow(0, 0, keep);
             let sources: Vec<Tensor> = waiting.drain(..keep as usize).collect();
             quality.add(&Tensor::cat(&sources, 0), &frames);
-            Ok(Some(frames::to_rgb(&frames, depth)))
+            Ok(Some(frames::to_rgb(&frames, depth)?))
         })?;
         if let Some(out) = out {
             done += out.count as u64;
