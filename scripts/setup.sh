@@ -67,6 +67,11 @@ if [[ $WITH_TESTS == 1 ]]; then
     say "installing test references into .venv (ncnn, numpy, pillow, diffusers, gguf)"
     $PY -m pip install -q --disable-pip-version-check ncnn numpy pillow diffusers gguf
   fi
+  # An S3-compatible server for the shared-storage tests (tests/common/moto.rs starts it on loopback).
+  if ! $PY -c "import moto.server" 2>/dev/null; then
+    say "installing moto[server] into .venv (an S3-compatible server for the tests)"
+    $PY -m pip install -q --disable-pip-version-check "moto[server]==5.*"
+  fi
   # Parity fixtures made by an implementation nobody here wrote (diffusers), with random weights.
   # The script writes its last case's meta.json last, so that file marks a complete set.
   if [[ ! -f .cache/fixtures/wan_cases/wan22_3lvl_t12_40x24/meta.json ]]; then

@@ -25,6 +25,16 @@ pub struct Config {
     /// Where the jobs are kept: a SQLite file (empty means `data_dir/vaebox.db`; `sqlite://` may lead it), or
     /// `postgres://user:password@host:port/db`, the queue several boxes share (see `role`).
     pub database: PathBuf,
+    /// Where inputs and results are shared when the boxes share no disk: `file:///path` (a shared mount) or
+    /// `s3://bucket/prefix` (any S3-compatible store); empty: each file stays in the data dir of the box that
+    /// made it, and every process must see the same data dir. Workers copy inputs into their own data dir.
+    pub storage: String,
+    /// S3 settings beside the `AWS_*` variables (which come first): `aws_endpoint`, `aws_region`,
+    /// `aws_access_key_id`, `aws_secret_access_key`, `aws_allow_http` (for an `http://` endpoint), ...
+    pub storage_options: std::collections::BTreeMap<String, String>,
+    /// A worker whose shared storage refuses (down, unreachable) waits this long for it, retrying, before the
+    /// job fails with `storage-unavailable`.
+    pub storage_wait_s: u64,
     /// What `serve` runs: `all` (API and executor, one box), `api` (uploads, results, the page; no device) or
     /// `worker` (the executor: claims jobs from the shared database, no HTTP). `serve --role` overrides it.
     pub role: Role,
@@ -120,6 +130,9 @@ impl Default for Config {
             data_dir: "data".into(),
             models_dir: "models".into(),
             database: PathBuf::new(),
+            storage: String::new(),
+            storage_options: Default::default(),
+            storage_wait_s: 600,
             role: Role::All,
             worker_name: String::new(),
             lease_s: 60,

@@ -172,6 +172,9 @@ codes! {
     STORE_ERROR = "store-error";
     /// The job store cannot be reached (PostgreSQL down or cut off); nothing was stored: try again later.
     STORE_UNAVAILABLE = "store-unavailable";
+    /// The shared storage (`storage`) cannot be reached or written: an upload is refused (nothing was
+    /// queued), or a worker could not fetch a job's input or put its result.
+    STORAGE_UNAVAILABLE = "storage-unavailable";
     /// A fault of this box not covered above (a panic in model code, a missing result file).
     INTERNAL_ERROR = "internal-error";
 }

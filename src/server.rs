@@ -16,6 +16,10 @@ use crate::executor::{ExecutorConfig, ExecutorHandle};
 use crate::queue::scheduler::{CancelFlags, Scheduler, Worker};
 use crate::jobs::retention::Retention;
 use crate::jobs::disk::DiskReserve;
+use anyhow::Context;
+
+use crate::jobs::blobs::Blobs;
+use crate::jobs::files::JobFiles;
 use crate::jobs::{self, preflight, DatabaseTarget};
 use crate::queue::leases::LeaseKeeper;
 use crate::queue::{Queue, QueueParts};
@@ -36,6 +40,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     crate::redact::install(crate::redact::Redactor::new(&config.data_dir, &config.models_dir));
     let store = jobs::store::open(&database).await.map_err(|e| preflight::database_error(&database, e))?;
+    let blobs = match config.storage.trim() {
+        "" => None,
+        url => Some(Arc::new(Blobs::open(url, &config.storage_options).context("invalid `storage`")?)),
+    };
+    if let Some(blobs) = &blobs {
+        tracing::info!(storage = %blobs.url, "inputs and results are shared through the storage");
+    }
+    let files = JobFiles::new(&config.data_dir, blobs);
     if role.serves_http() {
         preflight::check_jobs_known(store.as_ref(), &database.to_string(), &config.data_dir.join("jobs")).await?;
     }
@@ -86,6 +98,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 events: events.clone(),
                 cancels: cancels.clone(),
                 reserve: reserve.clone(),
+                files: files.clone(),
+                // An API in the same process serves (and previews) from these copies.
+                keep_local_copies: role.serves_http(),
+                storage_wait: Duration::from_secs(config.storage_wait_s),
             };
             tracing::info!(worker = %name, %device, database = %database, "worker ready");
             schedulers.push(tokio::spawn(scheduler.run()));
@@ -111,6 +127,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             cancels: cancels.clone(),
             shutdown: shutdown.clone(),
             reserve: reserve.clone(),
+            files: files.clone(),
         });
         let state = AppState {
             config: config_shared,
@@ -122,7 +139,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         };
         if config.retention_hours > 0.0 {
             let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
-            tokio::spawn(Retention { store: store.clone(), jobs_dir: config.data_dir.join("jobs"), keep }.run());
+            tokio::spawn(Retention { store: store.clone(), files: files.clone(), keep }.run());
         }
         Some(listen_http(&config, state).await?)
     } else {

@@ -26,10 +26,20 @@ const REPLAN_CAP_SHARES: [f64; 2] = [0.58, 0.55];
 /// (8 strips of 64×10 latent cells, 2 latent frames per push: tensors large enough to be mapped on their
 /// own, so the address-space cap measures the job and not heap arenas kept from earlier jobs).
 const TILE_MAJOR_BUDGET_MIB: u64 = 180;
+/// The same strips with 1 latent frame per push: the shapes of the capped run's retry. Decoded once
+/// before the cap, their kernels are ready; otherwise creating them under the cap could fail, and the
+/// job took another road (oneDNN out of memory → re-planned tiles), on which a loaded CI machine once
+/// lost the whole server.
+const TILE_MAJOR_ONE_FRAME_BUDGET_MIB: u64 = 140;
 /// Room a tiny decode of a new shape gets under the kernel-failure test's limit: its kernels' code does
 /// not fit (at 4–8 MiB, 14 runs of 14 failed a kernel; at 12 MiB the decode fits), while the rest of the
 /// server does (at 1–2 MiB it sometimes could not start a database thread or allocate at all).
 const KERNEL_FAILURE_HEADROOM: u64 = 6 << 20;
+
+/// The tests here run one at a time: each times allocations against a tight cap, and a second server
+/// competing for the two cores slowed a capped job onto roads it does not take alone (oneDNN failing to
+/// create a kernel, re-planned tiles, once the server lost).
+static ONE_CAPPED_SERVER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn status_bytes(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -43,6 +53,7 @@ fn virtual_size_bytes(pid: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunk_that_does_not_fit_is_split_and_the_job_succeeds() {
+    let _turn = ONE_CAPPED_SERVER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let warm = dir.path().join("warm.mp4");
     let big = dir.path().join("bikes4.mp4");
@@ -187,6 +198,7 @@ async fn decode_under_lowering_caps(
 /// before each retry, the result equals the uncapped decode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
+    let _turn = ONE_CAPPED_SERVER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let server = small_wan_server(dir.path());
     let client = client();
@@ -228,13 +240,22 @@ async fn a_vae_decode_that_does_not_fit_is_retried_exactly() {
 /// result equals the uncapped tile-major decode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
+    let _turn = ONE_CAPPED_SERVER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let server = small_wan_server(dir.path());
     let client = client();
     let query = format!("model=wan21-small&shape=1&shape=16&shape=5&shape=64&shape=64&dtype=float32&output_type=pt&memory_budget_mib={TILE_MAJOR_BUDGET_MIB}");
     let latent = latent_bytes(16 * 5 * 64 * 64);
-    // A first run pays the one-time costs (thread pools, kernel caches), so the second measures the job.
+    // A first run pays the one-time costs (thread pools, kernel caches), so the second measures the job;
+    // one with single-frame pushes readies the kernels the retry will use.
     remote_decode(&client, &server, &query, latent.clone()).await;
+    let one_frame = query.replace(&format!("memory_budget_mib={TILE_MAJOR_BUDGET_MIB}"), &format!("memory_budget_mib={TILE_MAJOR_ONE_FRAME_BUDGET_MIB}"));
+    let (_, warm) = remote_decode(&client, &server, &one_frame, latent.clone()).await;
+    assert_eq!(
+        (&warm["plan"]["spatial_tiles"], warm["plan"]["latent_frames_per_push"].as_i64()),
+        (&serde_json::json!({"overlap_latent": 2, "tile_height_latent": 64, "tile_width_latent": 10}), Some(1)),
+        "the warm-up should decode the same strips one latent frame at a time: {warm}"
+    );
     let (uncapped, job, working_set) = measured_call(&client, &server, "decode", &query, latent.clone()).await;
     let plan = &job["plan"];
     assert_eq!((plan["tile_major"].as_bool(), plan["fits_budget"].as_bool()), (Some(true), Some(true)), "{plan}");
@@ -263,6 +284,7 @@ async fn a_tile_major_decode_that_does_not_fit_is_retried_exactly() {
 /// restored before each retry, so the latent equals the uncapped encode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vae_encode_that_does_not_fit_is_retried_exactly() {
+    let _turn = ONE_CAPPED_SERVER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let server = small_wan_server(dir.path());
     let client = client();
@@ -329,6 +351,7 @@ fn first_replan_budget_mib() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "flaky by its method (an address-space cap this tight); run by hand"]
 async fn a_vae_decode_that_still_does_not_fit_is_replanned_into_tiles() {
+    let _turn = ONE_CAPPED_SERVER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let server = small_wan_server(dir.path());
     let client = client();
@@ -382,6 +405,7 @@ async fn try_decode(client: &reqwest::Client, server: &Server, query: &str, body
 /// thread), and equal the same decodes on a server that never ran out of memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_shapes_decode_again_after_a_kernel_could_not_be_created() {
+    let _turn = ONE_CAPPED_SERVER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let server = small_wan_server(dir.path());
     let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
@@ -411,6 +435,7 @@ async fn new_shapes_decode_again_after_a_kernel_could_not_be_created() {
 /// caches are restored before each retry the frames are the uncapped run's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_batch_that_does_not_fit_is_retried_and_the_job_succeeds() {
+    let _turn = ONE_CAPPED_SERVER_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let models = models_with_small_seedvr2(dir.path());
     let server = Server::start(

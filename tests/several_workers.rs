@@ -1,21 +1,25 @@
 //! Several workers on one queue: an API process (`serve --role api`) and two worker processes
-//! (`serve --role worker`) on loopback, sharing the data dir and a database — a throwaway PostgreSQL
-//! cluster, and the same cases on one SQLite file. Jobs spread over both workers; a worker killed mid-job
-//! loses the job to the other; a job whose worker is lost too often fails with the reasons; a database
-//! outage answers 503 while workers wait.
+//! (`serve --role worker`) on loopback, sharing a database — a throwaway PostgreSQL cluster, and the same
+//! cases on one SQLite file — and either one data dir or, each with its own, a shared storage: a throwaway
+//! S3 server (moto) or a `file://` folder. Jobs spread over both workers; a worker killed mid-job loses the
+//! job to the other; a job whose worker is lost too often fails with the reasons; a database outage
+//! answers 503 while workers wait.
 mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::gate::Gate;
+use common::moto::MotoServer;
 use common::postgres::PgCluster;
 use common::*;
 use serde_json::Value;
 
 const QUERY: &str = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";
 
-/// The processes of one service: the API and its workers, on one data dir and one database.
+/// The processes of one service: the API and its workers on one database, and on one data dir unless
+/// the settings name a shared storage (`VAEBOX_STORAGE`): then each has its own, `dir/NAME/data`.
 struct Fleet {
     api: Server,
     workers: Vec<WorkerProcess>,
@@ -38,6 +42,7 @@ impl Fleet {
         let log = dir.join("fleet.log");
         let mut api_settings = settings.clone();
         api_settings.push(("VAEBOX_ROLE".into(), "api".into()));
+        api_settings.extend(own_data_dir(dir, &settings, "api"));
         let api = Server::start_logged(dir, &pairs(&api_settings), &log);
         let mut fleet = Fleet { api, workers: Vec::new(), settings, log };
         for name in workers {
@@ -47,7 +52,15 @@ impl Fleet {
     }
 
     fn add_worker(&mut self, dir: &Path, name: &str) {
-        self.workers.push(WorkerProcess::start(dir, name, &pairs(&self.settings), Some(&self.log)));
+        self.add_worker_with(dir, name, &[]);
+    }
+
+    /// A worker whose settings differ from the others' by `overrides`.
+    fn add_worker_with(&mut self, dir: &Path, name: &str, overrides: &[(&str, &str)]) {
+        let mut settings = self.settings.clone();
+        settings.extend(own_data_dir(dir, &self.settings, name));
+        settings.extend(overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        self.workers.push(WorkerProcess::start(dir, name, &pairs(&settings), Some(&self.log)));
     }
 
     fn worker(&mut self, name: &str) -> &mut WorkerProcess {
@@ -57,6 +70,12 @@ impl Fleet {
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// With a shared storage, the process's own data dir.
+fn own_data_dir(dir: &Path, settings: &[(String, String)], name: &str) -> Option<(String, String)> {
+    let shared_storage = settings.iter().any(|(key, _)| key == "VAEBOX_STORAGE");
+    shared_storage.then(|| ("VAEBOX_DATA_DIR".into(), dir.join(name).join("data").to_string_lossy().into_owned()))
 }
 
 fn pairs(settings: &[(String, String)]) -> Vec<(&str, &str)> {
@@ -100,12 +119,12 @@ async fn assert_result_downloads(client: &reqwest::Client, fleet: &Fleet, dir: &
     assert_eq!(probed.frames, job["input"]["media"]["frames"].as_u64().unwrap());
 }
 
-async fn jobs_spread_over_both_workers(dir: &Path, database: Option<&str>) {
-    let fleet = Fleet::start(dir, database, &["worker-a", "worker-b"], &[]);
+async fn jobs_spread_over_both_workers(dir: &Path, database: Option<&str>, extra: &[(&str, &str)], count: usize) -> (Fleet, Vec<String>) {
+    let fleet = Fleet::start(dir, database, &["worker-a", "worker-b"], extra);
     let client = client();
     let body = clip(dir, 2);
     let mut ids = Vec::new();
-    for i in 0..20 {
+    for i in 0..count {
         ids.push(submit(&client, &fleet, &body, &format!("clip{i}.mp4")).await);
     }
     let mut ran_on = BTreeSet::new();
@@ -125,10 +144,11 @@ async fn jobs_spread_over_both_workers(dir: &Path, database: Option<&str>) {
     let workers: BTreeSet<&str> = health["workers"].as_array().unwrap().iter().map(|w| w["name"].as_str().unwrap()).collect();
     assert_eq!(workers, BTreeSet::from(["worker-a", "worker-b"]), "{health}");
     assert!(health["workers"].as_array().unwrap().iter().all(|w| w["device"] == "cpu" && w["last_heartbeat"].is_string()), "{health}");
+    (fleet, ids)
 }
 
-async fn a_killed_worker_loses_its_job_to_the_other(dir: &Path, database: Option<&str>) {
-    let mut fleet = Fleet::start(dir, database, &["worker-a", "worker-b"], &[]);
+async fn a_killed_worker_loses_its_job_to_the_other(dir: &Path, database: Option<&str>, extra: &[(&str, &str)]) {
+    let mut fleet = Fleet::start(dir, database, &["worker-a", "worker-b"], extra);
     let client = client();
     let long = submit(&client, &fleet, &clip(dir, 40), "long.mp4").await;
     let job = running_with_progress(&client, &fleet, &long, 1).await;
@@ -162,26 +182,137 @@ async fn a_killed_worker_loses_its_job_to_the_other(dir: &Path, database: Option
 async fn postgres_twenty_jobs_spread_over_two_workers_and_every_result_downloads() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = PgCluster::start();
-    jobs_spread_over_both_workers(dir.path(), Some(&cluster.url())).await;
+    jobs_spread_over_both_workers(dir.path(), Some(&cluster.url()), &[], 20).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_twenty_jobs_spread_over_two_workers_and_every_result_downloads() {
     let dir = tempfile::tempdir().unwrap();
-    jobs_spread_over_both_workers(dir.path(), None).await;
+    jobs_spread_over_both_workers(dir.path(), None, &[], 20).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_worker_killed_mid_job_loses_it_to_the_other_which_completes_it_once() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = PgCluster::start();
-    a_killed_worker_loses_its_job_to_the_other(dir.path(), Some(&cluster.url())).await;
+    a_killed_worker_loses_its_job_to_the_other(dir.path(), Some(&cluster.url()), &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_worker_killed_mid_job_loses_it_to_the_other_which_completes_it_once() {
     let dir = tempfile::tempdir().unwrap();
-    a_killed_worker_loses_its_job_to_the_other(dir.path(), None).await;
+    a_killed_worker_loses_its_job_to_the_other(dir.path(), None, &[]).await;
+}
+
+/// No disk in common: inputs go to S3 from the API, workers fetch them into their own data dirs and put
+/// their results back; the API streams results (and Range requests) from S3 and previews from a copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_twenty_jobs_on_two_workers_with_no_shared_disk_every_result_streams_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = PgCluster::start();
+    let s3 = MotoServer::start(dir.path());
+    s3.create_bucket("vaebox");
+    let storage = s3.storage_env("vaebox", "box1");
+    let (fleet, ids) = jobs_spread_over_both_workers(dir.path(), Some(&cluster.url()), &pairs(&storage), 20).await;
+    let client = client();
+    let id = &ids[0];
+    let job_dir = |name: &str| dir.path().join(name).join("data/jobs").join(id);
+
+    // Each job's input and result are in the bucket, and nowhere else but the API's copy of the input.
+    let keys = s3.keys("vaebox", &format!("box1/jobs/{id}/"));
+    assert_eq!(keys, vec![format!("box1/jobs/{id}/clip0_x4.mp4"), format!("box1/jobs/{id}/input.mp4")], "{keys:?}");
+    assert!(job_dir("api").join("input.mp4").exists());
+    assert!(!job_dir("api").join("clip0_x4.mp4").exists(), "the API streamed the result without a copy");
+    for worker in ["worker-a", "worker-b"] {
+        assert!(!job_dir(worker).exists(), "{worker} kept its copies after the job");
+    }
+
+    // A Range request is answered from the store with the bytes of the whole file.
+    let url = fleet.api.url(&format!("/v1/jobs/{id}/result"));
+    let whole = client.get(&url).send().await.unwrap().bytes().await.unwrap();
+    let part = client.get(&url).header("Range", "bytes=100-1123").send().await.unwrap();
+    assert_eq!(part.status(), 206);
+    assert_eq!(part.headers()["content-range"].to_str().unwrap(), format!("bytes 100-1123/{}", whole.len()));
+    assert_eq!(part.bytes().await.unwrap(), whole[100..1124]);
+    let beyond = client.get(&url).header("Range", format!("bytes={}-", whole.len())).send().await.unwrap();
+    assert_eq!(beyond.status(), 416);
+
+    // The page's thumbnail of the output is made from a copy the API fetched.
+    let thumbnail = client.get(fleet.api.url(&format!("/v1/jobs/{id}/thumbnail"))).send().await.unwrap();
+    assert_eq!((thumbnail.status().as_u16(), thumbnail.headers()["content-type"].to_str().unwrap()), (200, "image/png"));
+
+    // Deleting the job removes its files from the store too.
+    let deleted = client.delete(fleet.api.url(&format!("/v1/jobs/{id}"))).send().await.unwrap();
+    assert_eq!(deleted.status(), 204);
+    assert_eq!(s3.keys("vaebox", &format!("box1/jobs/{id}/")), Vec::<String>::new());
+    assert!(!job_dir("api").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_a_worker_killed_mid_job_loses_it_to_the_other_with_no_shared_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = PgCluster::start();
+    let s3 = MotoServer::start(dir.path());
+    s3.create_bucket("vaebox");
+    let storage = s3.storage_env("vaebox", "");
+    a_killed_worker_loses_its_job_to_the_other(dir.path(), Some(&cluster.url()), &pairs(&storage)).await;
+}
+
+/// A shared mount as the storage, and one SQLite file as the queue: the same spread with no data dir in common.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_storage_jobs_spread_over_two_workers_with_their_own_data_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("queue.db").to_string_lossy().into_owned();
+    let storage = format!("file://{}", dir.path().join("shared").display());
+    let (_, ids) = jobs_spread_over_both_workers(dir.path(), Some(&database), &[("VAEBOX_STORAGE", &storage)], 6).await;
+    for id in &ids {
+        assert!(dir.path().join("shared/jobs").join(id).join("input.mp4").exists());
+    }
+}
+
+/// An upload the storage cannot take is refused with 503 and nothing is queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_the_storage_cannot_take_answers_503_and_queues_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = MotoServer::start(dir.path());
+    // No bucket: every put fails.
+    let storage = s3.storage_env("missing-bucket", "");
+    let fleet = Fleet::start(dir.path(), Some(&dir.path().join("queue.db").to_string_lossy()), &[], &pairs(&storage));
+    let client = client();
+    let (status, refusal) = upload_raw(&client, &fleet.api, &format!("{QUERY}&filename=a.mp4"), clip(dir.path(), 2)).await;
+    assert_eq!((status, refusal["error"]["code"].as_str()), (503, Some("storage-unavailable")), "{refusal}");
+    let (_, list) = get_json(&client, &fleet.api.url("/v1/jobs")).await;
+    assert_eq!(list["jobs"].as_array().map(Vec::len), Some(0), "{list}");
+}
+
+/// A storage outage as a worker sees it: the claimed job waits for the storage instead of failing, and
+/// completes once the storage answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_waits_out_a_storage_outage_and_then_completes_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = MotoServer::start(dir.path());
+    s3.create_bucket("vaebox");
+    let gate = Gate::start(s3.port, false);
+    let storage = s3.storage_env("vaebox", "");
+    let mut fleet = Fleet::start(dir.path(), Some(&dir.path().join("queue.db").to_string_lossy()), &[], &pairs(&storage));
+    let behind_gate = format!("http://127.0.0.1:{}", gate.port);
+    fleet.add_worker_with(dir.path(), "worker-a", &[("AWS_ENDPOINT", &behind_gate)]);
+    let client = client();
+    let id = submit(&client, &fleet, &clip(dir.path(), 2), "a.mp4").await;
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fleet.log().contains("the storage refused; waiting for it") {
+        assert!(Instant::now() < deadline, "the worker never tried the storage:\n{}", fleet.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, job) = get_json(&client, &fleet.api.url(&format!("/v1/jobs/{id}"))).await;
+    assert_eq!((job["status"].as_str(), job["worker"].as_str()), (Some("running"), Some("worker-a")), "the job should wait: {job}");
+
+    gate.open();
+    let job = wait_for_final(&client, &fleet.api, &id, Duration::from_secs(120)).await;
+    assert_eq!((job["status"].as_str(), job["attempts"].as_i64()), (Some("succeeded"), Some(1)), "{job}\n{}", fleet.log());
+    assert_result_downloads(&client, &fleet, dir.path(), &job).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

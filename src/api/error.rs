@@ -107,6 +107,7 @@ fn queue_status(e: &QueueError) -> StatusCode {
         QueueError::NotFinished(_) => StatusCode::CONFLICT,
         QueueError::OutputTooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
         QueueError::ResultGone(_) => StatusCode::GONE,
+        QueueError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
         QueueError::PreviewUnavailable(_) => StatusCode::CONFLICT,
         QueueError::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         QueueError::QueueFull { .. } | QueueError::TokenQueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,

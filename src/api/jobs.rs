@@ -18,6 +18,7 @@ use super::error::{ApiError, ErrorBody};
 use super::fields;
 use super::openapi::{Binary, Faults};
 use super::params::{self, JobFields, ListQuery, ResultQuery, UploadForm};
+use super::stored::StoredFile;
 use super::upload::{self, UploadLimits};
 use super::AppState;
 use crate::error_codes as codes;
@@ -174,8 +175,12 @@ pub async fn result(
     let inline = params::flag("inline", query.inline.as_deref())?;
     let job = find(&app, &caller, &id).await?;
     let output = app.queue.result(&job, &id)?;
-    let disposition = if inline { "inline" } else { "attachment" };
-    serve_file(&output.path, request, Some(&format!("{disposition}; filename=\"{}\"", output.file_name)), &id).await
+    let disposition = format!("{}; filename=\"{}\"", if inline { "inline" } else { "attachment" }, output.file_name);
+    if let Some(blobs) = app.queue.shared_files().filter(|_| !output.path.exists()) {
+        let file_name = output.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        return super::stored::serve(blobs, StoredFile { id: job.id, file_name: &file_name, disposition: Some(&disposition) }, request).await;
+    }
+    serve_file(&output.path, request, Some(&disposition), &id).await
 }
 
 /// A file with Range support (`ServeFile`), named by `disposition`; a file that went away is `result-gone`.

@@ -11,6 +11,7 @@ pub mod openapi;
 pub mod params;
 mod preview;
 pub mod remote;
+mod stored;
 pub mod system;
 pub mod upload;
 

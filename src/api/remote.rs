@@ -210,7 +210,7 @@ async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<
     let job = app.queue.wait(job.id, &mut changes).await?;
     match job.status {
         JobStatus::Succeeded => {
-            let response = result_response(&job, app.queue.result(&job, &job.id.to_string())?).await;
+            let response = result_response(&job, app.queue.local_result(&job, &job.id.to_string()).await?).await;
             app.queue.discard_files(job.id).await;
             response
         }

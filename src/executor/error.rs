@@ -23,6 +23,8 @@ pub enum ExecError {
     OutOfMemory(String),
     #[error("internal error in the model code: {0}")]
     Panicked(String),
+    #[error("the shared storage: {0}")]
+    Storage(String),
 }
 
 impl From<tch::TchError> for ExecError {
@@ -46,6 +48,7 @@ impl ExecError {
             ExecError::ExecutorGone => codes::EXECUTOR_GONE,
             ExecError::OutOfMemory(_) => codes::OUT_OF_MEMORY,
             ExecError::Panicked(_) => codes::INTERNAL_ERROR,
+            ExecError::Storage(_) => codes::STORAGE_UNAVAILABLE,
         }
     }
 

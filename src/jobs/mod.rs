@@ -1,7 +1,9 @@
 //! Jobs: what a job is (`model`), how it ran (`plan`), where it is kept (`store`), what its life reports to
 //! metrics (`telemetry`), the checks before the first (`preflight`), and the data dir's disk (`disk`). The
 //! scheduler that runs them is the queue's (`queue::scheduler`).
+pub mod blobs;
 pub mod disk;
+pub mod files;
 pub mod model;
 pub mod plan;
 pub mod preflight;

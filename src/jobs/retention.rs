@@ -1,9 +1,9 @@
 //! Nothing is kept forever: jobs that ended more than `retention_hours` ago lose their folder (input,
 //! output) and then their row, oldest first, in a sweep that runs a few times per retention period.
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::files::JobFiles;
 use super::store::JobStore;
 
 /// Rows removed per sweep step, so one sweep never holds the database for long.
@@ -14,8 +14,8 @@ const MAX_INTERVAL: Duration = Duration::from_secs(300);
 
 pub struct Retention {
     pub store: Arc<dyn JobStore>,
-    /// `data_dir/jobs`: one folder per job id.
-    pub jobs_dir: PathBuf,
+    /// The jobs' folders (and their shared storage).
+    pub files: JobFiles,
     pub keep: Duration,
 }
 
@@ -44,12 +44,7 @@ impl Retention {
             }
             for id in expired {
                 // Files first: on a full disk deleting them is what makes room for the row's deletion.
-                let dir = self.jobs_dir.join(id.to_string());
-                if let Err(error) = tokio::fs::remove_dir_all(&dir).await {
-                    if error.kind() != std::io::ErrorKind::NotFound {
-                        tracing::warn!(%id, %error, "could not remove an expired job's folder");
-                    }
-                }
+                self.files.remove(id, true).await;
                 self.store.delete(id).await?;
                 removed += 1;
             }

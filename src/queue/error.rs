@@ -1,5 +1,6 @@
 //! What the queue refuses or fails at, each with its stable code; `api::error` gives each its HTTP status.
 use crate::error_codes as codes;
+use crate::jobs::blobs::BlobError;
 use crate::jobs::StoreError;
 use crate::media::latent::LatentError;
 use crate::media::MediaError;
@@ -35,6 +36,8 @@ pub enum QueueError {
     Normalize(#[from] NormalizeRefusal),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("the shared storage: {0}")]
+    Storage(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -59,7 +62,18 @@ impl QueueError {
             QueueError::Normalize(e) => e.code(),
             QueueError::Store(e) if e.is_outage() => codes::STORE_UNAVAILABLE,
             QueueError::Store(_) => codes::STORE_ERROR,
+            QueueError::Storage(_) => codes::STORAGE_UNAVAILABLE,
             QueueError::Internal(_) => codes::INTERNAL_ERROR,
+        }
+    }
+}
+
+impl QueueError {
+    /// A file of job `raw_id` that the shared storage could not give: gone if it is not there.
+    pub fn from_blob(e: BlobError, raw_id: &str) -> QueueError {
+        match e {
+            BlobError::NotFound(_) => QueueError::ResultGone(raw_id.to_string()),
+            other => QueueError::Storage(other.to_string()),
         }
     }
 }

@@ -52,11 +52,7 @@ impl Queue {
         if !job.status.is_terminal() {
             return Err(not_finished(raw_id, &job));
         }
-        if let Err(e) = tokio::fs::remove_dir_all(self.job_dir(job.id)).await {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(id = %job.id, error = %e, "could not remove a deleted job's files");
-            }
-        }
+        self.files.remove(job.id, true).await;
         let deleted = match self.store.delete(job.id).await {
             Err(e) if self.reserve.release_if_full(&e) => self.store.delete(job.id).await?,
             other => other?,
@@ -68,21 +64,33 @@ impl Queue {
         }
     }
 
-    /// Where a succeeded job's output is; `job-not-finished` for any other.
+    /// Where a succeeded job's output is on this box (a copy may be only in the shared storage, see
+    /// [`Queue::shared_files`]); `job-not-finished` for any other job.
     pub fn result(&self, job: &Job, raw_id: &str) -> Result<JobResult, QueueError> {
         let (Some(output), Some(path), JobStatus::Succeeded) = (&job.output, &job.output_path, job.status) else {
             return Err(QueueError::NotFinished(format!("job {raw_id} has no result (status {})", job.status.as_str())));
         };
-        Ok(JobResult { path: PathBuf::from(path), file_name: output.file_name.clone() })
+        Ok(JobResult { path: self.files.local(job.id, path), file_name: output.file_name.clone() })
+    }
+
+    /// The shared storage, when one is set: results not on this box stream from it.
+    pub fn shared_files(&self) -> Option<&crate::jobs::blobs::Blobs> {
+        self.files.blobs()
+    }
+
+    /// A succeeded job's output on this box, copied from the shared storage first if needed.
+    pub async fn local_result(&self, job: &Job, raw_id: &str) -> Result<JobResult, QueueError> {
+        let result = self.result(job, raw_id)?;
+        let path = job.output_path.as_deref().unwrap_or_default();
+        self.files.ensure_local(job.id, path).await.map_err(|e| QueueError::from_blob(e, raw_id))?;
+        Ok(result)
     }
 
     /// A synchronous call's result leaves in its response and nowhere else: once the file is open, its job
     /// folder goes (the open file keeps its data readable until the response ends). The row stays, with its
     /// timings and plan, until the retention period ends.
     pub async fn discard_files(&self, id: Uuid) {
-        if let Err(error) = tokio::fs::remove_dir_all(self.job_dir(id)).await {
-            tracing::warn!(%id, %error, "could not remove a synchronous call's files");
-        }
+        self.files.remove(id, true).await;
     }
 }
 

@@ -34,6 +34,7 @@ pub use submit::Submission;
 use crate::config::Config;
 use scheduler::{CancelFlags, JobEvents};
 use crate::jobs::disk::DiskReserve;
+use crate::jobs::files::JobFiles;
 use crate::jobs::JobStore;
 
 /// What the queue works over; the scheduler shares the store, the wake-up, the announcements and the flags.
@@ -48,6 +49,7 @@ pub struct QueueParts {
     pub shutdown: CancellationToken,
     /// Given up when a deletion cannot be written for lack of space.
     pub reserve: Arc<DiskReserve>,
+    pub files: JobFiles,
 }
 
 #[derive(Clone)]
@@ -59,6 +61,7 @@ pub struct Queue {
     cancels: CancelFlags,
     shutdown: CancellationToken,
     reserve: Arc<DiskReserve>,
+    files: JobFiles,
     admission: Admission,
     /// Previews made at once (thumbnails, proxies): one, beside the running job.
     previews: Arc<Semaphore>,
@@ -66,8 +69,9 @@ pub struct Queue {
 
 impl Queue {
     pub fn new(parts: QueueParts) -> Queue {
-        let QueueParts { config, store, wake, events, cancels, shutdown, reserve } = parts;
-        Queue { config, store, wake, events, cancels, shutdown, reserve, admission: Admission::default(), previews: Arc::new(Semaphore::new(1)) }
+        let QueueParts { config, store, wake, events, cancels, shutdown, reserve, files } = parts;
+        let previews = Arc::new(Semaphore::new(1));
+        Queue { config, store, wake, events, cancels, shutdown, reserve, files, admission: Admission::default(), previews }
     }
 
     /// The store, for what reads it beyond one job's life (health, metrics).
@@ -76,6 +80,6 @@ impl Queue {
     }
 
     fn job_dir(&self, id: Uuid) -> PathBuf {
-        self.config.data_dir.join("jobs").join(id.to_string())
+        self.files.job_dir(id)
     }
 }

@@ -41,6 +41,7 @@ impl Queue {
             Some(video) => (PreviewSide::Output, video),
             None => (PreviewSide::Input, input_video(job).ok_or_else(|| unavailable(job, "its input is not a video and it has no video output yet"))?),
         };
+        let video = self.on_this_box(job, video).await?;
         let png = self.preview_dir(job)?.join(format!("thumbnail-{}.png", side.as_str()));
         let at_s = video.media.duration_s.max(0.0) / 2.0;
         let tools = self.config.media_tools();
@@ -63,6 +64,7 @@ impl Queue {
             return Err(unavailable(job, why));
         };
         let width = output.as_ref().unwrap_or(&video).media.width.min(PROXY_MAX_WIDTH);
+        let video = self.on_this_box(job, video).await?;
         if side == PreviewSide::Output && plays_everywhere(video.media) && video.media.width == width {
             return Ok(video.path);
         }
@@ -70,6 +72,13 @@ impl Queue {
         let tools = self.config.media_tools();
         let timeout = tools.stream_timeout;
         self.make_once(&mp4, move |target| preview::h264_proxy(&tools, ProxyRequest { video: &video.path, mp4: target, width, timeout })).await
+    }
+
+    /// The side's file on this box: with shared storage, a copy made on first use (kept with the job).
+    async fn on_this_box<'a>(&self, job: &Job, side: VideoSide<'a>) -> Result<VideoSide<'a>, QueueError> {
+        let recorded = side.path.to_string_lossy().into_owned();
+        let path = self.files.ensure_local(job.id, &recorded).await.map_err(|e| QueueError::from_blob(e, &job.id.to_string()))?;
+        Ok(VideoSide { path, media: side.media })
     }
 
     fn preview_dir(&self, job: &Job) -> Result<PathBuf, QueueError> {

@@ -11,6 +11,7 @@ use tokio::sync::{broadcast, watch, Notify};
 use uuid::Uuid;
 
 use crate::jobs::disk::DiskReserve;
+use crate::jobs::files::{JobFiles, Patience};
 use crate::jobs::model::*;
 use crate::jobs::store::{Claim, JobStore, Lease, LeaseState, WorkerInfo};
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
@@ -118,6 +119,22 @@ pub struct Scheduler {
     pub cancels: CancelFlags,
     /// Taken back before each claim; given up when a job's outcome cannot be written for lack of space.
     pub reserve: Arc<DiskReserve>,
+    /// The job's input comes from, and its result goes to, the shared storage when one is set.
+    pub files: JobFiles,
+    /// With shared storage, whether this box keeps its copies of a job's files after the job (an API in
+    /// the same process serves from them) or removes them (a worker only: the storage has them).
+    pub keep_local_copies: bool,
+    /// How long a job waits for a shared storage that refuses (`storage_wait_s`) before it fails.
+    pub storage_wait: Duration,
+}
+
+/// A storage error that ended a job: its cancellation if a user asked while it waited.
+fn storage_error(patience: &Patience<'_>, message: String) -> ExecError {
+    if patience.cancelled.load(Ordering::Relaxed) {
+        ExecError::Cancelled
+    } else {
+        ExecError::Storage(message)
+    }
 }
 
 impl Scheduler {
@@ -193,7 +210,7 @@ impl Scheduler {
         }
     }
 
-    async fn execute(&self, job: Job, started_at: &str) {
+    async fn execute(&self, mut job: Job, started_at: &str) {
         let id = job.id;
         let _ = self.events.send(id);
         tracing::info!(%id, op = job.op.as_str(), model = %job.model, "job started");
@@ -205,18 +222,28 @@ impl Scheduler {
         let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx));
 
         let queued = job.started_at.as_deref().and_then(|started| seconds_between(&job.created_at, started));
-        let spec = JobSpec {
-            id,
-            op: job.op,
-            model: job.model.clone(),
-            params: job.params.clone(),
-            input_path: PathBuf::from(&job.input_path),
-            input_media: job.input.media.clone(),
-            output_path: output_path_for(&job),
-            // The upload's checks ran before the job was queued; their time is part of its record.
-            timings: Timings { queued, probe: job.timings.as_ref().and_then(|t| t.probe), ..Timings::default() },
+        // The upload's checks ran before the job was queued; their time is part of its record.
+        let timings = Timings { queued, probe: job.timings.as_ref().and_then(|t| t.probe), ..Timings::default() };
+        let patience = Patience { give_up_after: self.storage_wait, cancelled: &cancel };
+        let fetched = patience.retry("fetching the job's input", || self.files.ensure_local(id, &job.input_path)).await;
+        let (result, timings) = match fetched {
+            Err(e) => (Err(storage_error(&patience, format!("the job's input could not be fetched: {e}"))), timings),
+            Ok(input) => {
+                job.input_path = input.to_string_lossy().into_owned();
+                let spec = JobSpec {
+                    id,
+                    op: job.op,
+                    model: job.model.clone(),
+                    params: job.params.clone(),
+                    input_path: input,
+                    input_media: job.input.media.clone(),
+                    output_path: output_path_for(&job),
+                    timings,
+                };
+                let (result, timings) = self.executor.run(spec, JobHooks { progress: progress_tx, cancel: cancel.clone() }).await;
+                (self.share_result(id, result, &patience).await, timings)
+            }
         };
-        let (result, timings) = self.executor.run(spec, JobHooks { progress: progress_tx, cancel }).await;
         let _ = forwarder.await;
         self.cancels.remove(id);
         if matches!(result, Err(ExecError::Cancelled)) && self.cancels.is_stopping() {
@@ -238,7 +265,20 @@ impl Scheduler {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed"),
         }
+        if !self.keep_local_copies {
+            self.files.remove(id, false).await;
+        }
         let _ = self.events.send(id);
+    }
+
+    /// With shared storage, the result is put there before the job is recorded as succeeded: whoever
+    /// sees it succeeded can download it from any box.
+    async fn share_result(&self, id: Uuid, result: Result<JobOutcome, ExecError>, patience: &Patience<'_>) -> Result<JobOutcome, ExecError> {
+        let outcome = result?;
+        match patience.retry("storing the job's result", || self.files.share(id, &outcome.output_path)).await {
+            Ok(()) => Ok(outcome),
+            Err(e) => Err(storage_error(patience, format!("the result could not be stored: {e}"))),
+        }
     }
 
     /// Writes the outcome, retrying for a while: a database that fails under memory pressure or a

@@ -50,6 +50,11 @@ impl Queue {
         let input_path = job_dir.join(format!("input.{extension}"));
         let (file_name, bytes) = (file.file_name.clone(), file.bytes);
         file.keep_as(&input_path).await?;
+        if let Err(e) = self.files.share(id, &input_path).await {
+            let _ = tokio::fs::remove_dir_all(&job_dir).await;
+            tracing::error!(%id, error = %e, "cannot put an upload into the shared storage; it was refused");
+            return Err(QueueError::Storage(e.to_string()));
+        }
         let new_job = NewJob {
             id,
             op: request.op,
@@ -66,7 +71,7 @@ impl Queue {
         let job = match self.store.insert(new_job).await {
             Ok(job) => job,
             Err(e) => {
-                let _ = tokio::fs::remove_dir_all(&job_dir).await;
+                self.files.remove(id, true).await;
                 return Err(e.into());
             }
         };

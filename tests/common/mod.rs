@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod conformance;
+pub mod gate;
+pub mod moto;
 pub mod postgres;
 pub mod tensors;
 

@@ -22,7 +22,7 @@ fn bin_dir() -> PathBuf {
     versions.pop().expect("no /usr/lib/postgresql/*/bin/initdb")
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
