@@ -55,6 +55,10 @@ pub struct Config {
     /// Compute precision when a job does not ask: `auto` (bf16 on CUDA and on CPUs with AVX512-BF16), `f32`, `bf16`, `f16`.
     #[serde(with = "as_text")]
     pub dtype: DtypeChoice,
+    /// The device memory this box's workers offer jobs, in MiB: a worker claims only jobs that need at most
+    /// this much (their weights on the device plus the working memory they ask for). 0: a CUDA device's
+    /// total, no limit on CPU.
+    pub device_memory_mib: u64,
     /// libtorch intra-op threads; 0 keeps libtorch's default (one per core).
     pub threads: i32,
     pub max_upload_bytes: u64,
@@ -133,6 +137,7 @@ impl Default for Config {
             storage: String::new(),
             storage_options: Default::default(),
             storage_wait_s: 600,
+            device_memory_mib: 0,
             role: Role::All,
             worker_name: String::new(),
             lease_s: 60,

@@ -89,6 +89,9 @@ codes! {
     UNAUTHORIZED = "unauthorized";
     /// The job's output would exceed `max_width`, `max_height` or `max_frames`.
     OUTPUT_TOO_LARGE = "output-too-large";
+    /// Every worker heard of offers less device memory (`device_memory_mib`, a GPU's total) than the job
+    /// needs: its weights on the device plus the working memory it asks for (`memory_budget_mib`).
+    NO_WORKER_FITS = "no-worker-fits";
     /// The data dir's disk has less than `min_free_disk_mib` free, or filled up during the upload.
     INSUFFICIENT_STORAGE = "insufficient-storage";
     /// The job succeeded but its result file is no longer kept (a synchronous call's, or removed by hand).

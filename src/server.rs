@@ -89,7 +89,16 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             let executor = ExecutorHandle::spawn(ExecutorConfig { device: *device, ..ExecutorConfig::from_config(&config) });
             let device = executor.device().to_string();
             let name = name.clone();
-            let worker = Worker { name: name.clone(), device: device.clone(), lease: config.lease(), models_dir: config.models_dir.clone() };
+            let worker = Worker {
+                name: name.clone(),
+                device: device.clone(),
+                lease: config.lease(),
+                models_dir: config.models_dir.clone(),
+                device_memory_bytes: match config.device_memory_mib {
+                    0 => executor.device_memory_bytes(),
+                    mib => Some(mib.saturating_mul(1 << 20)),
+                },
+            };
             let scheduler = Scheduler {
                 store: store.clone(),
                 executor,

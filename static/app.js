@@ -212,13 +212,14 @@
       } else {
         parts.push(h("span", { class: "hz-item muted", text: "idle" }));
       }
-      // Several boxes on one queue: each worker, its device and what it runs.
+      // Several boxes on one queue: each worker, its device (and the memory it offers) and what it runs.
+      const memoryNote = (bytes) => (bytes == null ? "" : `, ${(bytes / 2 ** 30).toFixed(1)} GiB`);
       for (const w of (hz.workers || []).filter(() => (hz.workers || []).length > 1 || hz.device === "none")) {
         const doing = w.current_job
           ? h("a", { href: `#job-${w.current_job}`, title: w.current_job, text: shortId(w.current_job) })
           : h("span", { class: "muted", text: "idle" });
         parts.push(h("span", { class: "hz-item hz-worker", title: `last heartbeat ${w.last_heartbeat}` },
-          h("span", { class: "muted", text: `${w.name} (${w.device}) ` }), doing));
+          h("span", { class: "muted", text: `${w.name} (${w.device}${memoryNote(w.device_memory_bytes)}) ` }), doing));
       }
       if (hz.status && hz.status !== "ok") parts.unshift(h("strong", { text: hz.status }));
       if (hz.version) parts.push(h("span", { class: "hz-item muted", text: `v${hz.version}` }));

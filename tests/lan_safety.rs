@@ -279,7 +279,8 @@ async fn slow_clients_are_cut_off_and_uploads_at_once_are_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_event_streams_stops_the_job_after_the_grace_and_it_runs_after_the_restart() {
     let dir = tempfile::tempdir().unwrap();
-    // Long enough (2 frames a chunk) to outlast the one-second grace on a fast CPU, short enough to rerun.
+    // Long enough (2 frames a chunk, f32 even where bf16 is native) to outlast the one-second grace on a fast
+    // CPU, short enough to rerun.
     let clip = dir.path().join("carphone32.mp4");
     make_clip(&media("carphone_pristine.mp4"), 32, false, &clip);
     let log = dir.path().join("server.log");
@@ -287,7 +288,7 @@ async fn sigterm_ends_event_streams_stops_the_job_after_the_grace_and_it_runs_af
     let settings = [("VAEBOX_CHUNK_FRAMES", "2"), ("VAEBOX_SHUTDOWN_GRACE_S", "1")];
     let mut server = Server::start_logged(dir.path(), &settings, &log);
     let client = client();
-    let query = "op=upscale&model=realesrgan-animevideov3&scale=4";
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=4&dtype=f32";
     let (status, job) = upload_raw(&client, &server, query, std::fs::read(&clip).unwrap()).await;
     assert_eq!(status, 202, "{job}");
     let id = job["id"].as_str().unwrap().to_string();

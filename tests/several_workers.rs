@@ -285,6 +285,54 @@ async fn an_upload_the_storage_cannot_take_answers_503_and_queues_nothing() {
     assert_eq!(list["jobs"].as_array().map(Vec::len), Some(0), "{list}");
 }
 
+/// Claims that fit the device: a worker whose device offers less than a job needs (its weights plus the
+/// working memory it asks for) leaves the job to one that can hold it, and a job no worker can hold is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_claims_only_jobs_its_device_can_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fleet = Fleet::start(dir.path(), Some(&dir.path().join("queue.db").to_string_lossy()), &[], &[]);
+    fleet.add_worker_with(dir.path(), "small", &[("VAEBOX_DEVICE_MEMORY_MIB", "256")]);
+    fleet.add_worker_with(dir.path(), "large", &[("VAEBOX_DEVICE_MEMORY_MIB", "1024")]);
+    let client = client();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let health = loop {
+        let (_, health) = get_json(&client, &fleet.api.url("/healthz")).await;
+        if health["workers"].as_array().is_some_and(|workers| workers.len() == 2) {
+            break health;
+        }
+        assert!(Instant::now() < deadline, "the workers never showed: {health}\n{}", fleet.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let offers: Vec<(&str, u64)> =
+        health["workers"].as_array().unwrap().iter().map(|w| (w["name"].as_str().unwrap(), w["device_memory_bytes"].as_u64().unwrap())).collect();
+    assert_eq!(offers, vec![("large", 1024 << 20), ("small", 256 << 20)], "{health}");
+
+    let body = clip(dir.path(), 2);
+    let query = |budget_mib: u64, name: &str| format!("{QUERY}&memory_budget_mib={budget_mib}&filename={name}");
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        // Half need more than the small device offers.
+        let budget = if i % 2 == 0 { 512 } else { 64 };
+        let (status, job) = upload_raw(&client, &fleet.api, &query(budget, &format!("clip{i}.mp4")), body.clone()).await;
+        assert_eq!(status, 202, "{job}");
+        ids.push((budget, job["id"].as_str().unwrap().to_string()));
+    }
+    let mut ran_on = BTreeSet::new();
+    for (budget, id) in &ids {
+        let job = wait_for_final(&client, &fleet.api, id, Duration::from_secs(300)).await;
+        assert_eq!(job["status"], "succeeded", "{job}\n{}", fleet.log());
+        if *budget == 512 {
+            assert_eq!(job["worker"], "large", "a job for more than 256 MiB ran on the small device: {job}");
+        }
+        ran_on.insert(job["worker"].as_str().unwrap().to_string());
+    }
+    println!("jobs ran on {ran_on:?}");
+
+    let (status, refusal) = upload_raw(&client, &fleet.api, &query(2048, "huge.mp4"), body.clone()).await;
+    assert_eq!((status, refusal["error"]["code"].as_str()), (422, Some("no-worker-fits")), "{refusal}");
+    assert!(refusal["error"]["message"].as_str().unwrap().contains("the largest worker offers 1024 MiB"), "{refusal}");
+}
+
 /// A storage outage as a worker sees it: the claimed job waits for the storage instead of failing, and
 /// completes once the storage answers again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -411,15 +459,20 @@ async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox
             input_media: None,
             probe_s: None,
             owner: None,
+            device_bytes_needed: 3 << 30,
         })
         .await
         .unwrap();
-    let claim = |worker: &str, lease_ms| Claim { worker: worker.into(), lease: Duration::from_millis(lease_ms), models: None };
+    let claim = |worker: &str, lease_ms| Claim { worker: worker.into(), lease: Duration::from_millis(lease_ms), models: None, device_memory_bytes: None };
     let (a, b) = (Lease { id, worker: "a".into() }, Lease { id, worker: "b".into() });
     // Another worker's models: not this job's.
     let elsewhere = Claim { models: Some(vec!["wan21".into()]), ..claim("b", 60_000) };
     assert!(store.claim_next(&elsewhere).await.unwrap().is_none());
-    assert_eq!(store.claim_next(&claim("a", 50)).await.unwrap().unwrap().id, id);
+    // A device smaller than the job needs (3 GiB): not claimed; one just large enough: claimed below.
+    let small_device = Claim { device_memory_bytes: Some((3 << 30) - 1), ..claim("b", 60_000) };
+    assert!(store.claim_next(&small_device).await.unwrap().is_none());
+    let exact_fit = Claim { device_memory_bytes: Some(3 << 30), ..claim("a", 50) };
+    assert_eq!(store.claim_next(&exact_fit).await.unwrap().unwrap().id, id);
     assert!(store.claim_next(&claim("b", 60_000)).await.unwrap().is_none(), "a running job is not claimed twice");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(store.expire_leases(3).await.unwrap(), Expired { requeued: vec![id], failed: vec![] });

@@ -105,7 +105,7 @@ fn queue_status(e: &QueueError) -> StatusCode {
         QueueError::Refused { .. } => StatusCode::BAD_REQUEST,
         QueueError::JobNotFound(_) => StatusCode::NOT_FOUND,
         QueueError::NotFinished(_) => StatusCode::CONFLICT,
-        QueueError::OutputTooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        QueueError::OutputTooLarge(_) | QueueError::NoWorkerFits(_) => StatusCode::UNPROCESSABLE_ENTITY,
         QueueError::ResultGone(_) => StatusCode::GONE,
         QueueError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
         QueueError::PreviewUnavailable(_) => StatusCode::CONFLICT,

@@ -116,6 +116,8 @@ struct RunCommand {
 pub struct ExecutorHandle {
     commands: mpsc::Sender<RunCommand>,
     device: String,
+    /// A CUDA device's total memory; `None` on CPU.
+    device_memory_bytes: Option<u64>,
 }
 
 impl ExecutorHandle {
@@ -133,16 +135,23 @@ impl ExecutorHandle {
                 if !device.is_cuda() && config.cpu_allocator == crate::device::HostAllocator::Fast && config.memory_budget_mib > 0 {
                     tracing::warn!("cpu_allocator = \"fast\": glibc keeps freed tensors, so memory_budget_mib is not held on CPU");
                 }
-                let _ = device_tx.send(device);
+                let _ = device_tx.send((device, crate::device::cuda::memory_info(device).map(|(_, total)| total)));
                 serve(Executor { config, device, models: LoadedModels::default() }, inbox, None);
             })
             .expect("spawn executor thread");
-        let device = device_rx.recv().map(crate::device::device_name).unwrap_or_else(|_| "unavailable".into());
-        ExecutorHandle { commands, device }
+        let (device, device_memory_bytes) = match device_rx.recv() {
+            Ok((device, total)) => (crate::device::device_name(device), total),
+            Err(_) => ("unavailable".into(), None),
+        };
+        ExecutorHandle { commands, device, device_memory_bytes }
     }
 
     pub fn device(&self) -> &str {
         &self.device
+    }
+
+    pub fn device_memory_bytes(&self) -> Option<u64> {
+        self.device_memory_bytes
     }
 
     /// Runs one job to the end; the timings measured so far come back even when it fails.

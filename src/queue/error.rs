@@ -38,6 +38,9 @@ pub enum QueueError {
     Store(#[from] StoreError),
     #[error("the shared storage: {0}")]
     Storage(String),
+    /// Every worker heard of offers less device memory than the job needs: it would wait for ever.
+    #[error("{0}")]
+    NoWorkerFits(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -63,6 +66,7 @@ impl QueueError {
             QueueError::Store(e) if e.is_outage() => codes::STORE_UNAVAILABLE,
             QueueError::Store(_) => codes::STORE_ERROR,
             QueueError::Storage(_) => codes::STORAGE_UNAVAILABLE,
+            QueueError::NoWorkerFits(_) => codes::NO_WORKER_FITS,
             QueueError::Internal(_) => codes::INTERNAL_ERROR,
         }
     }

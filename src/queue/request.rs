@@ -1,5 +1,6 @@
 //! A job's options, checked against what this box can do: one set of checks for the HTTP fields, the
 //! remote-VAE query and `vaebox run`'s flags, each of which has already read its text into these types.
+use super::device_need::{device_bytes_needed, NeedOf};
 use std::path::Path;
 
 use super::QueueError;
@@ -59,6 +60,8 @@ pub struct JobRequest {
     pub latent_channels: Option<i64>,
     pub priority: i64,
     pub params: JobParams,
+    /// The least device memory it can run in (see `device_need`).
+    pub device_bytes_needed: u64,
 }
 
 /// The model by name, able to do `op`, with its weights on this box.
@@ -145,7 +148,10 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         metrics: options.metrics,
         ..JobParams::new(options.dtype)
     };
+    let need = NeedOf { models_dir, entry: &entry, op, params: &params, block_swap: config.dit_block_swap };
+    let device_bytes_needed = device_bytes_needed(need);
     Ok(JobRequest {
+        device_bytes_needed,
         op,
         latent_channels: entry.latent_channels,
         family: entry.family,

@@ -83,14 +83,16 @@ pub struct Worker {
     /// What `/healthz` shows for it.
     pub device: String,
     pub lease: Duration,
-    /// It claims only jobs for the models found here.
+    /// It claims only jobs for the models found here,
     pub models_dir: PathBuf,
+    /// and only jobs that need at most this much device memory (`None`: no limit).
+    pub device_memory_bytes: Option<u64>,
 }
 
 impl Worker {
     fn claim(&self) -> Claim {
         let models = crate::models::registry::scan(&self.models_dir).into_iter().filter(|m| m.present()).map(|m| m.name).collect();
-        Claim { worker: self.name.clone(), lease: self.lease, models: Some(models) }
+        Claim { worker: self.name.clone(), lease: self.lease, models: Some(models), device_memory_bytes: self.device_memory_bytes }
     }
 
     /// This worker as `/healthz` lists it, heard of now.
@@ -98,6 +100,7 @@ impl Worker {
         WorkerInfo {
             name: self.name.clone(),
             device: self.device.clone(),
+            device_memory_bytes: self.device_memory_bytes,
             current_job,
             started_at: started_at.into(),
             last_heartbeat: now_rfc3339(),
@@ -265,7 +268,8 @@ impl Scheduler {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed"),
         }
-        if !self.keep_local_copies {
+        // Without shared storage the copies here are the only ones (a data dir every process mounts).
+        if !self.keep_local_copies && self.files.blobs().is_some() {
             self.files.remove(id, false).await;
         }
         let _ = self.events.send(id);

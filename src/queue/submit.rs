@@ -33,9 +33,27 @@ impl Queue {
     pub async fn submit(&self, submission: Submission) -> Result<Job, QueueError> {
         let Submission { request, input, kind, owner, ticket } = submission;
         let probed = inspect_input(&self.config, &request, &input.path, kind).await?;
+        self.refuse_if_no_worker_fits(&request).await?;
         let job = self.enqueue(input, request, probed, owner).await?;
         drop(ticket);
         Ok(job)
+    }
+
+    /// A job no worker heard of can hold would wait for ever: refused while every one is too small (a worker
+    /// with no limit, or none heard of yet, takes it).
+    async fn refuse_if_no_worker_fits(&self, request: &JobRequest) -> Result<(), QueueError> {
+        let workers = self.store.workers(self.config.lease() * 3).await?;
+        let offers: Option<Vec<u64>> = workers.iter().map(|worker| worker.device_memory_bytes).collect();
+        let largest = match offers.and_then(|offers| offers.into_iter().max()) {
+            Some(largest) if largest < request.device_bytes_needed => largest,
+            _ => return Ok(()),
+        };
+        let mib = |bytes: u64| bytes.div_ceil(1 << 20);
+        Err(QueueError::NoWorkerFits(format!(
+            "the job needs {} MiB of device memory (the model's weights plus memory_budget_mib); the largest worker offers {} MiB",
+            mib(request.device_bytes_needed),
+            mib(largest)
+        )))
     }
 
     /// Moves a checked input into its job folder and queues the job; the folder goes if the row cannot be written.
@@ -67,6 +85,7 @@ impl Queue {
             input_media: probed.media,
             probe_s: probed.seconds,
             owner,
+            device_bytes_needed: request.device_bytes_needed,
         };
         let job = match self.store.insert(new_job).await {
             Ok(job) => job,

@@ -56,6 +56,8 @@ pub struct NewJob {
     pub probe_s: Option<f64>,
     /// The name of the access token that made it (none when the box has no tokens).
     pub owner: Option<String>,
+    /// Workers whose device offers less do not claim it.
+    pub device_bytes_needed: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -90,6 +92,8 @@ pub struct Claim {
     pub lease: Duration,
     /// Only jobs for these models (the ones this worker has); `None`: any.
     pub models: Option<Vec<String>>,
+    /// Only jobs that need at most this much device memory; `None`: any.
+    pub device_memory_bytes: Option<u64>,
 }
 
 /// A running job as its worker holds it. Progress and the outcome are written only while the worker
@@ -114,6 +118,8 @@ pub struct WorkerInfo {
     pub name: String,
     /// `cpu`, `cuda:0`, ...
     pub device: String,
+    /// The device memory it offers jobs (`device_memory_mib`, else a CUDA device's total); none: no limit.
+    pub device_memory_bytes: Option<u64>,
     /// The job it is running, if any.
     pub current_job: Option<Uuid>,
     #[schema(format = DateTime)]

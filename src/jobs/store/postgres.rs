@@ -10,7 +10,7 @@ use sqlx::{PgPool, Row};
 use tokio::sync::{broadcast, Notify};
 use uuid::Uuid;
 
-use super::row::{parse_id, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
+use super::row::{clamp_i64, parse_id, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
 use super::*;
 
 pub struct PgStore {
@@ -52,8 +52,8 @@ impl JobStore for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
         let row: JobRow = sqlx::query_as(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
-                               input_media, timings, created_at, owner)
-             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                               input_media, timings, created_at, owner, device_bytes_needed)
+             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
              RETURNING *",
         )
         .bind(job.id.to_string())
@@ -68,6 +68,7 @@ impl JobStore for PgStore {
         .bind(job.probe_s.map(|probe| to_json(&Timings { probe: Some(probe), ..Timings::default() })))
         .bind(now_rfc3339())
         .bind(&job.owner)
+        .bind(clamp_i64(job.device_bytes_needed))
         .fetch_one(&self.pool)
         .await?;
         row.into_job()
@@ -100,6 +101,7 @@ impl JobStore for PgStore {
             "UPDATE jobs SET status = 'running', started_at = $1, attempts = attempts + 1, progress = NULL,
                              worker = $2, lease_until = now() + $3 * interval '1 millisecond'
              WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND ($4::text[] IS NULL OR model = ANY($4))
+                           AND ($5::bigint IS NULL OR COALESCE(device_bytes_needed, 0) <= $5)
                          ORDER BY priority DESC, seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED)
              RETURNING *",
         )
@@ -107,6 +109,7 @@ impl JobStore for PgStore {
         .bind(&claim.worker)
         .bind(millis(claim.lease))
         .bind(&claim.models)
+        .bind(claim.device_memory_bytes.map(clamp_i64))
         .fetch_optional(&self.pool)
         .await?;
         row.map(JobRow::into_job).transpose()
@@ -306,15 +309,18 @@ impl JobStore for PgStore {
 
     async fn worker_seen(&self, worker: &WorkerInfo) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO workers (name, device, current_job, started_at, last_heartbeat) VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO workers (name, device, current_job, started_at, last_heartbeat, device_memory_bytes)
+             VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (name) DO UPDATE SET device = excluded.device, current_job = excluded.current_job,
-                 started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat",
+                 started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat,
+                 device_memory_bytes = excluded.device_memory_bytes",
         )
         .bind(&worker.name)
         .bind(&worker.device)
         .bind(worker.current_job.map(|id| id.to_string()))
         .bind(&worker.started_at)
         .bind(&worker.last_heartbeat)
+        .bind(worker.device_memory_bytes.map(clamp_i64))
         .execute(&self.pool)
         .await?;
         Ok(())

@@ -46,6 +46,11 @@ pub(super) fn rfc3339_in(offset: Duration, later: bool) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Byte counts as the databases' signed 64-bit integers (no real count comes near the top).
+pub(super) fn clamp_i64(bytes: u64) -> i64 {
+    bytes.min(i64::MAX as u64) as i64
+}
+
 pub(super) fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("job values serialize")
 }
@@ -178,6 +183,7 @@ pub(super) struct WorkerRow {
     current_job: Option<String>,
     started_at: String,
     last_heartbeat: String,
+    device_memory_bytes: Option<i64>,
 }
 
 impl WorkerRow {
@@ -185,6 +191,7 @@ impl WorkerRow {
         WorkerInfo {
             name: self.name,
             device: self.device,
+            device_memory_bytes: self.device_memory_bytes.map(|bytes| bytes.max(0) as u64),
             current_job: self.current_job.and_then(|id| Uuid::parse_str(&id).ok()),
             started_at: self.started_at,
             last_heartbeat: self.last_heartbeat,

@@ -8,7 +8,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
-use super::row::{parse_id, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
+use super::row::{clamp_i64, parse_id, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
 use super::*;
 
 pub struct SqliteStore {
@@ -47,8 +47,8 @@ impl JobStore for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
         sqlx::query(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
-                               input_media, timings, created_at, owner)
-             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               input_media, timings, created_at, owner, device_bytes_needed)
+             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(job.id.to_string())
         .bind(job.op.as_str())
@@ -62,6 +62,7 @@ impl JobStore for SqliteStore {
         .bind(job.probe_s.map(|probe| to_json(&Timings { probe: Some(probe), ..Timings::default() })))
         .bind(now_rfc3339())
         .bind(&job.owner)
+        .bind(clamp_i64(job.device_bytes_needed))
         .execute(&self.pool)
         .await?;
         self.fetch_existing(job.id).await
@@ -102,6 +103,7 @@ impl JobStore for SqliteStore {
                              worker = ?2, lease_until = ?3
              WHERE id = (SELECT id FROM jobs WHERE status = 'queued'
                            AND (?4 IS NULL OR model IN (SELECT value FROM json_each(?4)))
+                           AND (?5 IS NULL OR COALESCE(device_bytes_needed, 0) <= ?5)
                          ORDER BY priority DESC, seq ASC LIMIT 1)
                AND status = 'queued'
              RETURNING id",
@@ -110,6 +112,7 @@ impl JobStore for SqliteStore {
         .bind(&claim.worker)
         .bind(rfc3339_in(claim.lease, true))
         .bind(claim.models.as_ref().map(to_json))
+        .bind(claim.device_memory_bytes.map(clamp_i64))
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -313,15 +316,18 @@ impl JobStore for SqliteStore {
 
     async fn worker_seen(&self, worker: &WorkerInfo) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO workers (name, device, current_job, started_at, last_heartbeat) VALUES (?, ?, ?, ?, ?)
+            "INSERT INTO workers (name, device, current_job, started_at, last_heartbeat, device_memory_bytes)
+             VALUES (?, ?, ?, ?, ?, ?)
              ON CONFLICT (name) DO UPDATE SET device = excluded.device, current_job = excluded.current_job,
-                 started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat",
+                 started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat,
+                 device_memory_bytes = excluded.device_memory_bytes",
         )
         .bind(&worker.name)
         .bind(&worker.device)
         .bind(worker.current_job.map(|id| id.to_string()))
         .bind(&worker.started_at)
         .bind(&worker.last_heartbeat)
+        .bind(worker.device_memory_bytes.map(clamp_i64))
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -358,9 +364,10 @@ mod tests {
             input_media: None,
             probe_s: None,
             owner: None,
+            device_bytes_needed: 0,
         };
         store.insert(new).await.unwrap();
-        let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None };
+        let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
         let claimed = store.claim_next(&claim).await.unwrap().unwrap();
         assert_eq!(claimed.id, id);
         let outcome = JobOutcome {
