@@ -177,7 +177,7 @@ pub async fn result(
     let output = app.queue.result(&job, &id)?;
     let disposition = format!("{}; filename=\"{}\"", if inline { "inline" } else { "attachment" }, output.file_name);
     if let Some(blobs) = app.queue.shared_files().filter(|_| !output.path.exists()) {
-        let file_name = output.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let file_name = crate::jobs::blobs::file_name(&output.path);
         return super::stored::serve(blobs, StoredFile { id: job.id, file_name: &file_name, disposition: Some(&disposition) }, request).await;
     }
     serve_file(&output.path, request, Some(&disposition), &id).await

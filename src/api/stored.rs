@@ -35,7 +35,9 @@ pub async fn serve(blobs: &Blobs, file: StoredFile<'_>, request: Request) -> Res
     let mut response = Response::new(Body::from_stream(read.body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(file.file_name)));
+    // Guessed as tower-http's `ServeFile` guesses a file on disk, so both paths name a result alike.
+    let content_type = mime_guess::from_path(file.file_name).first_raw().unwrap_or("application/octet-stream");
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CONTENT_LENGTH, header_value(length.to_string()));
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if asked.is_some() {
@@ -45,18 +47,6 @@ pub async fn serve(blobs: &Blobs, file: StoredFile<'_>, request: Request) -> Res
         headers.insert(header::CONTENT_DISPOSITION, value);
     }
     Ok(response)
-}
-
-/// The types of the files a job makes (tower-http's `ServeFile` guesses the same for files on disk).
-fn content_type(file_name: &str) -> &'static str {
-    match file_name.rsplit_once('.').map(|(_, extension)| extension.to_ascii_lowercase()).as_deref() {
-        Some("mp4") => "video/mp4",
-        Some("mov") => "video/quicktime",
-        Some("mkv") => "video/x-matroska",
-        Some("webm") => "video/webm",
-        Some("png") => "image/png",
-        _ => "application/octet-stream",
-    }
 }
 
 fn header_value(text: String) -> HeaderValue {

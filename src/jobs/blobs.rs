@@ -186,7 +186,8 @@ impl ByteRange {
     }
 }
 
-pub(super) fn file_name(path: &Path) -> String {
+/// A path's last part as text (keys use it, as do downloads named after the file).
+pub fn file_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 

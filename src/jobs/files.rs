@@ -58,16 +58,28 @@ impl JobFiles {
         }
     }
 
-    /// This box's copies of the job's files, and with `everywhere` the shared storage's too.
-    pub async fn remove(&self, id: Uuid, everywhere: bool) {
+    /// The job's files: this box's folder and what the shared storage holds.
+    pub async fn remove(&self, id: Uuid) {
+        self.remove_folder(id).await;
+        if let Some(blobs) = &self.blobs {
+            if let Err(error) = blobs.delete_job(id).await {
+                tracing::warn!(%id, %error, "could not remove a job's files from the shared storage");
+            }
+        }
+    }
+
+    /// This box's copies of the job's files, when the shared storage holds the originals; without one the
+    /// folder is the only copy (a data dir every process mounts) and stays.
+    pub async fn drop_local_copies(&self, id: Uuid) {
+        if self.blobs.is_some() {
+            self.remove_folder(id).await;
+        }
+    }
+
+    async fn remove_folder(&self, id: Uuid) {
         if let Err(error) = tokio::fs::remove_dir_all(self.job_dir(id)).await {
             if error.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!(%id, %error, "could not remove a job's folder");
-            }
-        }
-        if let (true, Some(blobs)) = (everywhere, &self.blobs) {
-            if let Err(error) = blobs.delete_job(id).await {
-                tracing::warn!(%id, %error, "could not remove a job's files from the shared storage");
             }
         }
     }

@@ -44,7 +44,7 @@ impl Retention {
             }
             for id in expired {
                 // Files first: on a full disk deleting them is what makes room for the row's deletion.
-                self.files.remove(id, true).await;
+                self.files.remove(id).await;
                 self.store.delete(id).await?;
                 removed += 1;
             }

@@ -1,8 +1,8 @@
 //! The least device memory a job can run in, written with the job so that a worker claims only what its
 //! device can hold (`device_memory_mib`): the weights that stay on the device — the model's checkpoint
 //! files, or for a restoration its VAE's, since the DiT's blocks can stream from host memory (its own files
-//! too when `dit_block_swap = "never"`) — plus the
-//! working memory the job asked for (`memory_budget_mib`; without one the plan adapts to what is free).
+//! too when `dit_block_swap = "never"`) — plus the working memory the job asked for (`memory_budget_mib`;
+//! without one the plan adapts to what is free).
 use std::path::Path;
 
 use crate::config::BlockSwap;
@@ -19,25 +19,13 @@ pub struct NeedOf<'a> {
 }
 
 pub fn device_bytes_needed(job: NeedOf<'_>) -> u64 {
-    let NeedOf {
-        models_dir,
-        entry,
-        op,
-        params,
-        block_swap,
-    } = job;
+    let NeedOf { models_dir, entry, op, params, block_swap } = job;
     let resident = match op {
-        Op::Restore if block_swap == BlockSwap::Never => {
-            files_bytes(entry) + paired_vae_bytes(models_dir, entry, params)
-        }
+        Op::Restore if block_swap == BlockSwap::Never => files_bytes(entry) + paired_vae_bytes(models_dir, entry, params),
         Op::Restore => paired_vae_bytes(models_dir, entry, params),
         _ => files_bytes(entry),
     };
-    resident
-        + params
-            .memory_budget_mib
-            .unwrap_or(0)
-            .saturating_mul(1 << 20)
+    resident + params.memory_budget_mib.unwrap_or(0).saturating_mul(1 << 20)
 }
 
 fn paired_vae_bytes(models_dir: &Path, entry: &ModelEntry, params: &JobParams) -> u64 {
@@ -50,10 +38,5 @@ fn paired_vae_bytes(models_dir: &Path, entry: &ModelEntry, params: &JobParams) -
 }
 
 fn files_bytes(entry: &ModelEntry) -> u64 {
-    entry
-        .files
-        .iter()
-        .filter_map(|file| std::fs::metadata(file).ok())
-        .map(|meta| meta.len())
-        .sum()
+    entry.files.iter().filter_map(|file| std::fs::metadata(file).ok()).map(|meta| meta.len()).sum()
 }

@@ -52,7 +52,7 @@ impl Queue {
         if !job.status.is_terminal() {
             return Err(not_finished(raw_id, &job));
         }
-        self.files.remove(job.id, true).await;
+        self.files.remove(job.id).await;
         let deleted = match self.store.delete(job.id).await {
             Err(e) if self.reserve.release_if_full(&e) => self.store.delete(job.id).await?,
             other => other?,
@@ -81,16 +81,16 @@ impl Queue {
     /// A succeeded job's output on this box, copied from the shared storage first if needed.
     pub async fn local_result(&self, job: &Job, raw_id: &str) -> Result<JobResult, QueueError> {
         let result = self.result(job, raw_id)?;
-        let path = job.output_path.as_deref().unwrap_or_default();
-        self.files.ensure_local(job.id, path).await.map_err(|e| QueueError::from_blob(e, raw_id))?;
-        Ok(result)
+        let recorded = job.output_path.as_deref().unwrap_or_default();
+        let path = self.files.ensure_local(job.id, recorded).await.map_err(|e| QueueError::from_blob(e, raw_id))?;
+        Ok(JobResult { path, ..result })
     }
 
     /// A synchronous call's result leaves in its response and nowhere else: once the file is open, its job
     /// folder goes (the open file keeps its data readable until the response ends). The row stays, with its
     /// timings and plan, until the retention period ends.
     pub async fn discard_files(&self, id: Uuid) {
-        self.files.remove(id, true).await;
+        self.files.remove(id).await;
     }
 }
 

@@ -1,8 +1,8 @@
 //! A job's options, checked against what this box can do: one set of checks for the HTTP fields, the
 //! remote-VAE query and `vaebox run`'s flags, each of which has already read its text into these types.
-use super::device_need::{device_bytes_needed, NeedOf};
 use std::path::Path;
 
+use super::device_need::{device_bytes_needed, NeedOf};
 use super::QueueError;
 use crate::config::{Config, MAX_MEMORY_BUDGET_MIB};
 use crate::device::DtypeChoice;

@@ -268,9 +268,8 @@ impl Scheduler {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed"),
         }
-        // Without shared storage the copies here are the only ones (a data dir every process mounts).
-        if !self.keep_local_copies && self.files.blobs().is_some() {
-            self.files.remove(id, false).await;
+        if !self.keep_local_copies {
+            self.files.drop_local_copies(id).await;
         }
         let _ = self.events.send(id);
     }

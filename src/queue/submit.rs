@@ -90,7 +90,7 @@ impl Queue {
         let job = match self.store.insert(new_job).await {
             Ok(job) => job,
             Err(e) => {
-                self.files.remove(id, true).await;
+                self.files.remove(id).await;
                 return Err(e.into());
             }
         };
