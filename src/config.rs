@@ -113,6 +113,9 @@ pub struct Config {
     /// x264/x265 quality and speed for outputs.
     pub output_crf: u8,
     pub output_preset: String,
+    /// CPU priority of a job's ffmpeg decoder and encoder: `normal`, or `idle` (Linux `SCHED_IDLE`: they get
+    /// the CPU time the model leaves; faster on a box whose model runs on the CPU, see docs/benchmarks.md).
+    pub media_priority: MediaPriority,
     /// Origins (`scheme://host:port`) of other pages allowed to call the API from a browser (CORS); empty = none.
     pub cors_origins: Vec<String>,
     /// Host names the box answers to besides its IP addresses, `localhost` and its own host name; `*`: any.
@@ -172,6 +175,7 @@ impl Default for Config {
             output_format: OutputFormat::H264,
             output_crf: 18,
             output_preset: "veryfast".into(),
+            media_priority: MediaPriority::Normal,
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             header_timeout_s: 30,
@@ -297,6 +301,22 @@ impl TextValue for HostAllocator {
         match self {
             HostAllocator::Bounded => "bounded".into(),
             HostAllocator::Fast => "fast".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MediaPriority {
+    Normal,
+    Idle,
+}
+
+impl From<MediaPriority> for crate::media::ProcessPriority {
+    fn from(priority: MediaPriority) -> Self {
+        match priority {
+            MediaPriority::Normal => crate::media::ProcessPriority::Normal,
+            MediaPriority::Idle => crate::media::ProcessPriority::Idle,
         }
     }
 }
@@ -564,5 +584,18 @@ mod tests {
         assert_eq!((config.device, config.dtype, config.cpu_allocator), (DeviceChoice::Cuda(1), DtypeChoice::Bf16, HostAllocator::Fast));
         let written = toml::Table::try_from(&config).unwrap();
         assert_eq!((written["device"].as_str(), written["dtype"].as_str()), (Some("cuda:1"), Some("bf16")));
+    }
+
+    #[test]
+    fn media_priority_reads_normal_or_idle() {
+        let read = |value: &str| {
+            let mut table = toml::Table::try_from(Config::default()).unwrap();
+            table.insert("media_priority".into(), toml::Value::String(value.into()));
+            toml::Value::Table(table).try_into::<Config>().map(|c| c.media_priority)
+        };
+        assert_eq!(Config::default().media_priority, MediaPriority::Normal);
+        assert_eq!(read("idle").unwrap(), MediaPriority::Idle);
+        assert_eq!(read("normal").unwrap(), MediaPriority::Normal);
+        assert!(read("urgent").is_err());
     }
 }

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use tokio::sync::watch;
 
-use vaebox::config::Config;
+use vaebox::config::{Config, MediaPriority};
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
 use vaebox::jobs::{JobOutcome, JobPlan, Op, OutputFormat, Progress, RestoreParams, Timings};
@@ -193,6 +193,9 @@ enum BenchCommand {
         dtypes: String,
         #[arg(long, default_value_t = 4)]
         scale: i64,
+        /// `media_priority` values to run the pipeline with, side by side.
+        #[arg(long, default_value = "normal,idle")]
+        media_priorities: String,
         /// Python with PyPI `ncnn` (the project's venv), for the ncnn engine's timing.
         #[arg(long, default_value = ".venv/bin/python", env = "VAEBOX_BENCH_PYTHON")]
         python: PathBuf,
@@ -230,8 +233,8 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(vaebox::server::serve(config))
         }
         Command::Run(args) => runtime.block_on(run_once(&config, args)),
-        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, python } } => {
-            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale }))
+        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, media_priorities, python } } => {
+            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale, media_priorities }))
         }
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
@@ -388,56 +391,73 @@ struct BenchUpscale {
     model: String,
     dtypes: String,
     scale: i64,
+    media_priorities: String,
 }
 
 async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<()> {
     use vaebox::bench::upscale::{measure, ncnn_seconds, NcnnRequest, StepRequest};
+    let priorities = bench
+        .media_priorities
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|name| serde_json::from_value::<MediaPriority>(serde_json::json!(name)).map(|p| (name, p)).map_err(|_| anyhow::anyhow!("unknown media priority {name}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let out_dir = tempfile_dir()?;
     println!("bench upscale: model {} x{} on {} ({} threads)", bench.model, bench.scale, bench.input.display(), tch::get_num_threads());
-    println!("pipeline: the job's stages; steps: the compute stage's parts timed one by one on the clip's first frames (best of 2 passes), and the bare model on the same chunks");
+    println!("pipeline: the job's stages at each media_priority; steps: the compute stage's parts timed one by one on the clip's frames (up to 120, best of 2 passes), and the bare model on the same chunks");
     println!(
-        "| dtype | chunk | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | to_tensor | model (tiled) | to_rgb | bare model s/frame | compute / bare |"
+        "| dtype | chunk | media priority | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | to_tensor | model (tiled) | to_rgb | bare model s/frame | compute / bare |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for dtype_name in bench.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let Some(dtype) = DtypeChoice::parse(dtype_name) else { bail!("unknown dtype {dtype_name}") };
         for chunk_frames in [1, 4] {
-            let config = Config { chunk_frames, ..config.clone() };
-            let executor_config = ExecutorConfig::from_config(&config);
-            let executor = ExecutorHandle::spawn(executor_config.clone());
-            let output = out_dir.join(format!("bench_{dtype_name}_{chunk_frames}.mp4"));
-            let options = JobOptions { model: Some(bench.model.clone()), scale: Some(bench.scale), dtype, ..JobOptions::new(Op::Upscale) };
-            // The first run loads the model; the measured run finds it resident, as a busy server would.
-            let (request, probed) = prepare(&config, &options, &bench.input).await?;
-            run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
-            let (request, probed) = prepare(&config, &options, &bench.input).await?;
-            let outcome = run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
-            drop(executor);
-            let t = &outcome.timings;
-            let kind = match t.dtype.as_deref() {
-                Some("bf16") => tch::Kind::BFloat16,
-                Some("f16") => tch::Kind::Half,
-                _ => tch::Kind::Float,
-            };
-            let request = StepRequest { config: &executor_config, input: &bench.input, model: &bench.model, kind, scale: bench.scale, chunk_frames };
-            let steps = tokio::task::block_in_place(|| measure(&request))?;
-            let frames = outcome.plan.as_ref().and_then(JobPlan::frames).unwrap_or(0) as f64;
-            let compute = t.compute.unwrap_or(f64::NAN);
-            // The pipeline is everything after the model is resident: probe is the server's upload step.
-            let pipeline = t.total.unwrap_or(f64::NAN) - t.load_model.unwrap_or(0.0);
-            println!(
-                "| {} | {chunk_frames} | {frames} | {:.3} | {compute:.3} | {:.3} | {pipeline:.3} | {:.2} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.3} |",
-                t.dtype.as_deref().unwrap_or("?"),
-                t.read.unwrap_or(f64::NAN),
-                t.write.unwrap_or(f64::NAN),
-                frames / pipeline,
-                compute / frames,
-                steps.to_tensor,
-                steps.model_tiled,
-                steps.to_rgb,
-                steps.bare_model,
-                (compute / frames) / steps.bare_model,
-            );
+            // The steps do not depend on the media processes' priority: measured once per dtype and chunk.
+            let mut measured_steps = None;
+            for &(priority_name, media_priority) in &priorities {
+                let config = Config { chunk_frames, media_priority, ..config.clone() };
+                let executor_config = ExecutorConfig::from_config(&config);
+                let executor = ExecutorHandle::spawn(executor_config.clone());
+                let output = out_dir.join(format!("bench_{dtype_name}_{chunk_frames}.mp4"));
+                let options = JobOptions { model: Some(bench.model.clone()), scale: Some(bench.scale), dtype, ..JobOptions::new(Op::Upscale) };
+                // The first run loads the model; the measured run finds it resident, as a busy server would.
+                let (request, probed) = prepare(&config, &options, &bench.input).await?;
+                run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
+                let (request, probed) = prepare(&config, &options, &bench.input).await?;
+                let outcome = run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
+                drop(executor);
+                let t = &outcome.timings;
+                let steps = match measured_steps {
+                    Some(steps) => steps,
+                    None => {
+                        let kind = match t.dtype.as_deref() {
+                            Some("bf16") => tch::Kind::BFloat16,
+                            Some("f16") => tch::Kind::Half,
+                            _ => tch::Kind::Float,
+                        };
+                        let request = StepRequest { config: &executor_config, input: &bench.input, model: &bench.model, kind, scale: bench.scale, chunk_frames };
+                        *measured_steps.insert(tokio::task::block_in_place(|| measure(&request))?)
+                    }
+                };
+                let frames = outcome.plan.as_ref().and_then(JobPlan::frames).unwrap_or(0) as f64;
+                let compute = t.compute.unwrap_or(f64::NAN);
+                // The pipeline is everything after the model is resident: probe is the server's upload step.
+                let pipeline = t.total.unwrap_or(f64::NAN) - t.load_model.unwrap_or(0.0);
+                println!(
+                    "| {} | {chunk_frames} | {priority_name} | {frames} | {:.3} | {compute:.3} | {:.3} | {pipeline:.3} | {:.2} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.3} |",
+                    t.dtype.as_deref().unwrap_or("?"),
+                    t.read.unwrap_or(f64::NAN),
+                    t.write.unwrap_or(f64::NAN),
+                    frames / pipeline,
+                    compute / frames,
+                    steps.to_tensor,
+                    steps.model_tiled,
+                    steps.to_rgb,
+                    steps.bare_model,
+                    (compute / frames) / steps.bare_model,
+                );
+            }
         }
     }
     let executor_config = ExecutorConfig::from_config(config);

@@ -97,6 +97,27 @@ async fn multipart_upload_runs_to_a_4x_video_with_progress_events_and_timings() 
     assert!(out.has_audio, "the input's audio was not carried over");
 }
 
+/// `media_priority = "idle"` changes when ffmpeg gets the CPU, not what it makes: the same job on a server
+/// at each priority gives the same frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_processes_at_idle_priority_make_the_same_video() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("carphone5.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
+    let client = client();
+    let mut frames = Vec::new();
+    for priority in ["normal", "idle"] {
+        let data = dir.path().join(priority);
+        std::fs::create_dir_all(&data).unwrap();
+        let server = Server::start(&data, &[("VAEBOX_MEDIA_PRIORITY", priority), ("VAEBOX_CHUNK_FRAMES", "2")]);
+        let job = run_job(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2&dtype=f32", std::fs::read(&clip).unwrap()).await;
+        let video = fetch(&client, &server, &job).await;
+        frames.push(rgb_frames(&video, &data.join("out.mp4")));
+    }
+    assert_eq!(frames[0].len(), 352 * 288 * 3 * 5);
+    assert!(frames[0] == frames[1], "the idle-priority encoder made different frames");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_body_upload_with_query_parameters_and_range_download() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,8 +19,8 @@ use crate::models::realesrgan::{LoadOptions, RealEsrgan};
 use crate::models::registry;
 use crate::tiling::spatial::SpatialTiling;
 
-/// Frames read from the clip for the step timings.
-const SAMPLE_FRAMES: usize = 16;
+/// Frames read from the clip for the step timings: the pipeline's own frames (the test clip has 120).
+const SAMPLE_FRAMES: usize = 120;
 
 pub struct StepRequest<'a> {
     pub config: &'a ExecutorConfig,
@@ -50,7 +50,7 @@ impl StepTimes {
 
 fn read_chunks(request: &StepRequest) -> anyhow::Result<Vec<RgbFrames>> {
     let info = media::probe(&request.config.tools, request.input, &media::MediaLimits::unlimited())?;
-    let read = ReadConfig { input: request.input.to_path_buf(), width: info.width, height: info.height, chunk_frames: request.chunk_frames, queue_chunks: 2, colour: info.colour.clone() };
+    let read = ReadConfig { input: request.input.to_path_buf(), width: info.width, height: info.height, chunk_frames: request.chunk_frames, queue_chunks: 2, colour: info.colour.clone(), priority: Default::default() };
     let mut reader = FrameReader::spawn(&request.config.tools, read)?;
     let mut chunks = Vec::new();
     while chunks.len() * request.chunk_frames < SAMPLE_FRAMES {

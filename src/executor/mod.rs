@@ -64,6 +64,7 @@ pub struct ExecutorConfig {
     pub dit_block_swap: crate::config::BlockSwap,
     pub output_crf: u8,
     pub output_preset: String,
+    pub media_priority: crate::config::MediaPriority,
 }
 
 impl ExecutorConfig {
@@ -85,6 +86,7 @@ impl ExecutorConfig {
             dit_block_swap: config.dit_block_swap,
             output_crf: config.output_crf,
             output_preset: config.output_preset.clone(),
+            media_priority: config.media_priority,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::process::{BoundedChild, ProcessSpec};
+use super::process::{BoundedChild, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaTools};
 
 /// `h264` is the default; the others are for editing (`prores`), archiving (`ffv1`), 10-bit delivery
@@ -152,6 +152,7 @@ fn list_encoders(tools: &MediaTools) -> Result<String, MediaError> {
         timeout: tools.probe_timeout,
         pipe_stdin: false,
         pipe_stdout: true,
+        priority: ProcessPriority::Normal,
     })?;
     let mut listing = String::new();
     let read = child.stdout.take().expect("stdout is piped").take(1 << 20).read_to_string(&mut listing);

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use super::colour::Colour;
 use super::format::SampleDepth;
 use super::probe::file_url;
-use super::process::{BoundedChild, ChildKiller, ProcessSpec};
+use super::process::{set_thread_priority, BoundedChild, ChildKiller, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaTools};
 
 /// `count` frames of packed RGB (rgb24, or rgb48le at 16 bits), row-major, frame after frame.
@@ -81,6 +81,8 @@ pub struct ReadConfig {
     pub queue_chunks: usize,
     /// The input's colour (`MediaInfo::colour`): YUV becomes RGB with its matrix and range.
     pub colour: Colour,
+    /// The decoder's CPU priority against the model.
+    pub priority: ProcessPriority,
 }
 
 /// `Ok(None)` marks a clean end, so a vanished thread is never mistaken for one.
@@ -120,13 +122,18 @@ impl FrameReader {
             timeout: tools.stream_timeout,
             pipe_stdin: false,
             pipe_stdout: true,
+            priority: config.priority,
         })?;
         let killer = child.killer();
+        let priority = config.priority;
         let (sender, chunks) = sync_channel(config.queue_chunks);
         let shape = ChunkShape { width: config.width, height: config.height, frame_bytes, chunk_bytes };
         let pump = std::thread::Builder::new()
             .name("ffmpeg-decode".into())
-            .spawn(move || pump_frames(child, shape, sender))
+            .spawn(move || {
+                set_thread_priority(priority);
+                pump_frames(child, shape, sender)
+            })
             .map_err(|e| MediaError::io("starting the decode thread", e))?;
         Ok(FrameReader { chunks: Some(chunks), killer, pump: Some(pump), finished: false, frames_read: 0 })
     }

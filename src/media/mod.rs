@@ -17,6 +17,7 @@ pub use colour::Colour;
 pub use error::MediaError;
 pub use format::{available_formats, OutputFormat, SampleDepth};
 pub use frames::{FrameReader, ReadConfig, RgbFrames};
+pub use process::ProcessPriority;
 pub use probe::{probe, MediaInfo};
 pub use settings::{MediaLimits, MediaTools};
 pub use writer::{FrameWriter, WriteConfig};

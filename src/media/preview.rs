@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::probe::file_url;
-use super::process::{BoundedChild, ProcessSpec};
+use super::process::{BoundedChild, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaTools};
 
 /// Stills are made for lists: small, and never wider than their source.
@@ -62,7 +62,7 @@ pub fn h264_proxy(tools: &MediaTools, request: ProxyRequest<'_>) -> Result<(), M
 fn write_then_publish(tools: &MediaTools, mut args: Vec<OsString>, target: &Path, timeout: Duration) -> Result<(), MediaError> {
     let partial = partial_beside(target);
     args.push(file_url(&partial));
-    let child = BoundedChild::spawn(ProcessSpec { program: &tools.ffmpeg, args, timeout, pipe_stdin: false, pipe_stdout: false })?;
+    let child = BoundedChild::spawn(ProcessSpec { program: &tools.ffmpeg, args, timeout, pipe_stdin: false, pipe_stdout: false, priority: ProcessPriority::Normal })?;
     let finished = child.finish().and_then(|_| {
         std::fs::rename(&partial, target).map_err(|e| MediaError::io(format!("publishing {}", target.display()), e))
     });

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::colour::{Colour, ProbedColour};
-use super::process::{BoundedChild, ProcessSpec};
+use super::process::{BoundedChild, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaLimits, MediaTools};
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, utoipa::ToSchema)]
@@ -114,6 +114,7 @@ fn run_ffprobe(tools: &MediaTools, path: &Path, query: &[&str]) -> Result<(Strin
         timeout: tools.probe_timeout,
         pipe_stdin: false,
         pipe_stdout: true,
+        priority: ProcessPriority::Normal,
     })?;
     let mut json = String::new();
     let read = child.stdout.take().expect("stdout is piped").take(MAX_PROBE_OUTPUT_BYTES).read_to_string(&mut json);

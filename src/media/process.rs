@@ -21,6 +21,18 @@ pub(crate) struct ProcessSpec<'a> {
     pub timeout: Duration,
     pub pipe_stdin: bool,
     pub pipe_stdout: bool,
+    pub priority: ProcessPriority,
+}
+
+/// How a media process shares the CPU with the model computing beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProcessPriority {
+    #[default]
+    Normal,
+    /// Linux `SCHED_IDLE`: the process runs on CPU time nothing else wants. A model on the CPU runs its
+    /// threads in lock-step, so a core taken by the encoder stalls all of them; at idle priority the
+    /// encoder works while the model waits for it instead (docs/benchmarks.md).
+    Idle,
 }
 
 pub(crate) struct BoundedChild {
@@ -76,6 +88,9 @@ impl BoundedChild {
             .stdin(if spec.pipe_stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(if spec.pipe_stdout { Stdio::piped() } else { Stdio::null() })
             .stderr(Stdio::piped());
+        if spec.priority == ProcessPriority::Idle {
+            run_at_idle_priority(&mut command);
+        }
         let mut child = command.spawn().map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
                 MediaError::Missing { program: spec.program.to_path_buf(), source }
@@ -247,6 +262,34 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
+/// Puts the calling thread at `priority`: a thread that only feeds a media process at idle priority would
+/// otherwise wake at normal priority for every pipe's worth and interrupt the model's threads.
+pub(crate) fn set_thread_priority(priority: ProcessPriority) {
+    #[cfg(target_os = "linux")]
+    if priority == ProcessPriority::Idle {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: a system call on the calling thread (pid 0); on failure the thread keeps its priority.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn run_at_idle_priority(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure makes one system call (async-signal-safe) between fork and exec. Lowering
+    // one's own priority needs no privilege; should it fail, the process runs at normal priority.
+    unsafe {
+        command.pre_exec(|| {
+            let param = libc::sched_param { sched_priority: 0 };
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run_at_idle_priority(_command: &mut Command) {}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -263,8 +306,36 @@ mod tests {
             timeout,
             pipe_stdin: false,
             pipe_stdout: true,
+            priority: ProcessPriority::Normal,
         })
         .unwrap()
+    }
+
+    /// The scheduling policy of the process `script` runs in, read by the process itself (field 41 of
+    /// `/proc/self/stat`: 0 SCHED_OTHER, 5 SCHED_IDLE).
+    fn policy_seen_by_child(priority: ProcessPriority) -> u32 {
+        let mut child = BoundedChild::spawn(ProcessSpec {
+            program: Path::new("/bin/sh"),
+            args: vec!["-c".into(), "cat /proc/self/stat".into()],
+            timeout: Duration::from_secs(20),
+            pipe_stdin: false,
+            pipe_stdout: true,
+            priority,
+        })
+        .unwrap();
+        let mut stat = String::new();
+        child.stdout.as_mut().unwrap().read_to_string(&mut stat).unwrap();
+        child.finish().unwrap();
+        // The command name in parentheses may hold spaces; the fields after it start at field 3.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().collect();
+        fields[41 - 3].parse().unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_idle_priority_process_runs_under_sched_idle_and_a_normal_one_does_not() {
+        assert_eq!(policy_seen_by_child(ProcessPriority::Idle), libc::SCHED_IDLE as u32);
+        assert_eq!(policy_seen_by_child(ProcessPriority::Normal), libc::SCHED_OTHER as u32);
     }
 
     #[test]
@@ -297,6 +368,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             pipe_stdin: false,
             pipe_stdout: false,
+            priority: ProcessPriority::Normal,
         })
         .err()
         .unwrap();

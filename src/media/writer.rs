@@ -13,7 +13,7 @@ use super::colour::Colour;
 use super::format::{OutputFormat, SampleDepth};
 use super::frames::frame_bytes;
 use super::probe::{file_url, parse_rate, source_streams, SourceStreams};
-use super::process::{BoundedChild, ProcessSpec};
+use super::process::{set_thread_priority, BoundedChild, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaTools, RgbFrames};
 
 /// Audio codecs the MP4 and MOV muxers take as they are; anything else (PCM, Vorbis, …) becomes AAC.
@@ -40,6 +40,8 @@ pub struct WriteConfig {
     pub preset: String,
     /// Chunks waiting for the encoder; lets the caller compute while ffmpeg encodes.
     pub queue_chunks: usize,
+    /// The encoder's CPU priority against the model.
+    pub priority: ProcessPriority,
 }
 
 /// Encodes every frame written, once, at `fps_rational`, from RGB at the format's depth
@@ -104,12 +106,17 @@ impl FrameWriter {
             timeout: tools.stream_timeout,
             pipe_stdin: true,
             pipe_stdout: false,
+            priority: config.priority,
         })?;
         let stdin = child.stdin.take().expect("stdin is piped");
+        let priority = config.priority;
         let (sender, receiver) = sync_channel(config.queue_chunks);
         let pump = std::thread::Builder::new()
             .name("ffmpeg-encode".into())
-            .spawn(move || pump_frames(receiver, stdin))
+            .spawn(move || {
+                set_thread_priority(priority);
+                pump_frames(receiver, stdin)
+            })
             .map_err(|e| MediaError::io("starting the encode thread", e))?;
         Ok(FrameWriter {
             child: Some(child),
