@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use vaebox::media::{probe, Colour, FrameReader, FrameWriter, MediaLimits, MediaTools, OutputFormat, ReadConfig, WriteConfig};
+use vaebox::media::{probe, Colour, FrameReader, FrameWriter, MediaLimits, MediaTools, OutputFormat, ProcessPriority, ReadConfig, WriteConfig};
 
 const WIDTH: u32 = 176;
 const HEIGHT: u32 = 144;
@@ -75,7 +75,7 @@ fn yuv_means(path: &Path) -> [f64; 3] {
 /// Decodes with our reader (the input's colour) and encodes back with our writer (the same colour).
 fn round_trip(input: &Path, output: &Path) -> (Colour, [f64; 3]) {
     let info = probe(&tools(), input, &MediaLimits::unlimited()).unwrap();
-    let read = ReadConfig { input: input.to_path_buf(), width: WIDTH, height: HEIGHT, chunk_frames: 4, queue_chunks: 2, colour: info.colour.clone() };
+    let read = ReadConfig { input: input.to_path_buf(), width: WIDTH, height: HEIGHT, chunk_frames: 4, queue_chunks: 2, colour: info.colour.clone(), priority: ProcessPriority::Normal };
     let mut reader = FrameReader::spawn(&tools(), read).unwrap();
     let write = WriteConfig {
         output: output.to_path_buf(),
@@ -88,6 +88,7 @@ fn round_trip(input: &Path, output: &Path) -> (Colour, [f64; 3]) {
         crf: 0,
         preset: "veryfast".into(),
         queue_chunks: 2,
+        priority: ProcessPriority::Normal,
     };
     let mut writer = FrameWriter::spawn(&tools(), write).unwrap();
     let (mut sums, mut pixels) = ([0f64; 3], 0f64);
