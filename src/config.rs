@@ -7,10 +7,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::device::{DeviceChoice, DtypeChoice, HostAllocator};
-use crate::media::{MediaLimits, MediaTools, OutputFormat};
+use crate::media::{MediaLimits, MediaTools, OutputFormat, ProcessPriority};
 
 mod deployment;
+mod text_values;
 pub use deployment::{DatabaseTarget, DeviceEntry, Role};
+pub use text_values::TextValue;
+use text_values::as_text;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -115,7 +118,7 @@ pub struct Config {
     pub output_preset: String,
     /// CPU priority of a job's ffmpeg decoder and encoder: `normal`, or `idle` (Linux `SCHED_IDLE`: they get
     /// the CPU time the model leaves; faster on a box whose model runs on the CPU, see docs/benchmarks.md).
-    pub media_priority: MediaPriority,
+    pub media_priority: ProcessPriority,
     /// Origins (`scheme://host:port`) of other pages allowed to call the API from a browser (CORS); empty = none.
     pub cors_origins: Vec<String>,
     /// Host names the box answers to besides its IP addresses, `localhost` and its own host name; `*`: any.
@@ -175,7 +178,7 @@ impl Default for Config {
             output_format: OutputFormat::H264,
             output_crf: 18,
             output_preset: "veryfast".into(),
-            media_priority: MediaPriority::Normal,
+            media_priority: ProcessPriority::Normal,
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             header_timeout_s: 30,
@@ -222,103 +225,6 @@ fn tokens_from_env(raw: &str) -> Result<toml::Value, String> {
         tokens.push(toml::Value::Table(table));
     }
     Ok(toml::Value::Array(tokens))
-}
-
-/// A config value written as text: parsed once, when the config is read, with a message naming the key
-/// and what it accepts, so nothing downstream parses it again.
-pub trait TextValue: Sized {
-    /// "device: expected auto, cpu, cuda or cuda:N".
-    const EXPECTED: &'static str;
-    fn parse_text(text: &str) -> Option<Self>;
-    fn to_text(&self) -> String;
-}
-
-mod as_text {
-    use serde::{de::Error, Deserialize, Deserializer, Serializer};
-
-    use super::TextValue;
-
-    pub fn serialize<T: TextValue, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&value.to_text())
-    }
-
-    pub fn deserialize<'de, T: TextValue, D: Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        T::parse_text(&text).ok_or_else(|| D::Error::custom(format!("`{text}`: {}", T::EXPECTED)))
-    }
-}
-
-impl TextValue for SocketAddr {
-    const EXPECTED: &'static str = "listen: expected host:port, e.g. 127.0.0.1:8080 or 0.0.0.0:8080";
-    fn parse_text(text: &str) -> Option<Self> {
-        text.trim().parse().ok()
-    }
-    fn to_text(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl TextValue for DeviceChoice {
-    const EXPECTED: &'static str = "device: expected auto, cpu, cuda or cuda:N";
-    fn parse_text(text: &str) -> Option<Self> {
-        crate::device::parse_device(text)
-    }
-    fn to_text(&self) -> String {
-        match self {
-            DeviceChoice::Auto => "auto".into(),
-            DeviceChoice::Cpu => "cpu".into(),
-            DeviceChoice::Cuda(index) => format!("cuda:{index}"),
-        }
-    }
-}
-
-impl TextValue for OutputFormat {
-    const EXPECTED: &'static str = "output_format: expected h264, h265, prores, ffv1 or png";
-    fn parse_text(text: &str) -> Option<Self> {
-        OutputFormat::parse(text)
-    }
-    fn to_text(&self) -> String {
-        self.as_str().into()
-    }
-}
-
-impl TextValue for DtypeChoice {
-    const EXPECTED: &'static str = "dtype: expected auto, f32, bf16 or f16";
-    fn parse_text(text: &str) -> Option<Self> {
-        DtypeChoice::parse(text)
-    }
-    fn to_text(&self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
-    }
-}
-
-impl TextValue for HostAllocator {
-    const EXPECTED: &'static str = "cpu_allocator: expected bounded or fast";
-    fn parse_text(text: &str) -> Option<Self> {
-        HostAllocator::parse(text.trim())
-    }
-    fn to_text(&self) -> String {
-        match self {
-            HostAllocator::Bounded => "bounded".into(),
-            HostAllocator::Fast => "fast".into(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum MediaPriority {
-    Normal,
-    Idle,
-}
-
-impl From<MediaPriority> for crate::media::ProcessPriority {
-    fn from(priority: MediaPriority) -> Self {
-        match priority {
-            MediaPriority::Normal => crate::media::ProcessPriority::Normal,
-            MediaPriority::Idle => crate::media::ProcessPriority::Idle,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -593,9 +499,9 @@ mod tests {
             table.insert("media_priority".into(), toml::Value::String(value.into()));
             toml::Value::Table(table).try_into::<Config>().map(|c| c.media_priority)
         };
-        assert_eq!(Config::default().media_priority, MediaPriority::Normal);
-        assert_eq!(read("idle").unwrap(), MediaPriority::Idle);
-        assert_eq!(read("normal").unwrap(), MediaPriority::Normal);
+        assert_eq!(Config::default().media_priority, ProcessPriority::Normal);
+        assert_eq!(read("idle").unwrap(), ProcessPriority::Idle);
+        assert_eq!(read("normal").unwrap(), ProcessPriority::Normal);
         assert!(read("urgent").is_err());
     }
 }

@@ -9,7 +9,8 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use tokio::sync::watch;
 
-use vaebox::config::{Config, MediaPriority};
+use vaebox::config::Config;
+use vaebox::media::ProcessPriority;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
 use vaebox::jobs::{JobOutcome, JobPlan, Op, OutputFormat, Progress, RestoreParams, Timings};
@@ -401,7 +402,7 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|name| serde_json::from_value::<MediaPriority>(serde_json::json!(name)).map(|p| (name, p)).map_err(|_| anyhow::anyhow!("unknown media priority {name}")))
+        .map(|name| serde_json::from_value::<ProcessPriority>(serde_json::json!(name)).map(|p| (name, p)).map_err(|_| anyhow::anyhow!("unknown media priority {name}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let out_dir = tempfile_dir()?;
     println!("bench upscale: model {} x{} on {} ({} threads)", bench.model, bench.scale, bench.input.display(), tch::get_num_threads());

@@ -32,7 +32,7 @@ pub fn read_frames(exec: &Executor, job: &JobSpec, info: &MediaInfo, chunk_frame
         chunk_frames,
         queue_chunks: QUEUE_CHUNKS,
         colour: info.colour.clone(),
-        priority: exec.config.media_priority.into(),
+        priority: exec.config.media_priority,
     };
     Ok(FrameReader::spawn(&exec.config.tools, config)?)
 }
@@ -50,7 +50,7 @@ pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Resul
         crf: exec.config.output_crf,
         preset: exec.config.output_preset.clone(),
         queue_chunks: QUEUE_CHUNKS,
-        priority: exec.config.media_priority.into(),
+        priority: exec.config.media_priority,
     };
     Ok(FrameWriter::spawn(&exec.config.tools, config)?)
 }

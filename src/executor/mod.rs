@@ -64,7 +64,7 @@ pub struct ExecutorConfig {
     pub dit_block_swap: crate::config::BlockSwap,
     pub output_crf: u8,
     pub output_preset: String,
-    pub media_priority: crate::config::MediaPriority,
+    pub media_priority: crate::media::ProcessPriority,
 }
 
 impl ExecutorConfig {

@@ -24,8 +24,9 @@ pub(crate) struct ProcessSpec<'a> {
     pub priority: ProcessPriority,
 }
 
-/// How a media process shares the CPU with the model computing beside it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a media process shares the CPU with the model computing beside it (config `media_priority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ProcessPriority {
     #[default]
     Normal,
@@ -273,21 +274,20 @@ pub(crate) fn set_thread_priority(priority: ProcessPriority) {
     }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn run_at_idle_priority(command: &mut Command) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the closure makes one system call (async-signal-safe) between fork and exec. Lowering
-    // one's own priority needs no privilege; should it fail, the process runs at normal priority.
+    // SAFETY: between fork and exec the closure makes one system call, which is async-signal-safe; lowering
+    // one's own priority needs no privilege, and should it fail the process runs at normal priority.
     unsafe {
         command.pre_exec(|| {
-            let param = libc::sched_param { sched_priority: 0 };
-            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+            set_thread_priority(ProcessPriority::Idle);
             Ok(())
         });
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(unix))]
 fn run_at_idle_priority(_command: &mut Command) {}
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
