@@ -119,6 +119,10 @@ pub struct Config {
     /// CPU priority of a job's ffmpeg decoder and encoder: `normal`, or `idle` (Linux `SCHED_IDLE`: they get
     /// the CPU time the model leaves; faster on a box whose model runs on the CPU, see docs/benchmarks.md).
     pub media_priority: ProcessPriority,
+    /// Upscale jobs on the CPU: a chunk's frames are split between this many worker threads of one
+    /// intra-op thread each; 0 = as many as the model's threads, 1 = one call with all of them. Workers
+    /// share no barrier, so ffmpeg taking a core stalls one frame, not every operator of the call.
+    pub cpu_frame_workers: usize,
     /// Origins (`scheme://host:port`) of other pages allowed to call the API from a browser (CORS); empty = none.
     pub cors_origins: Vec<String>,
     /// Host names the box answers to besides its IP addresses, `localhost` and its own host name; `*`: any.
@@ -179,6 +183,7 @@ impl Default for Config {
             output_crf: 18,
             output_preset: "veryfast".into(),
             media_priority: ProcessPriority::Normal,
+            cpu_frame_workers: 0,
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             header_timeout_s: 30,
@@ -292,6 +297,9 @@ impl Config {
         }
         if self.chunk_frames == 0 || self.chunk_frames > 256 {
             return invalid("chunk_frames", "must be between 1 and 256");
+        }
+        if self.cpu_frame_workers > 256 {
+            return invalid("cpu_frame_workers", "must be between 0 (as many as the threads) and 256");
         }
         if self.upscale_tile < 0 || (self.upscale_tile > 0 && self.upscale_tile < 16) {
             return invalid("upscale_tile", "must be 0 (whole frames) or at least 16");
@@ -471,6 +479,9 @@ mod tests {
         let config = Config { chunk_frames: 0, ..Config::default() };
         let err = config.validate().unwrap_err().to_string();
         assert!(err.contains("chunk_frames"), "{err}");
+        let config = Config { cpu_frame_workers: 1000, ..Config::default() };
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("cpu_frame_workers"), "{err}");
         for (key, value) in [("listen", "nowhere"), ("device", "tpu"), ("dtype", "f64"), ("cpu_allocator", "greedy")] {
             let mut table = toml::Table::try_from(Config::default()).unwrap();
             table.insert(key.into(), toml::Value::String(value.into()));

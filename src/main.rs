@@ -197,6 +197,9 @@ enum BenchCommand {
         /// `media_priority` values to run the pipeline with, side by side.
         #[arg(long, default_value = "normal,idle")]
         media_priorities: String,
+        /// `cpu_frame_workers` values to run the pipeline with, side by side (default: 1 and the thread count).
+        #[arg(long)]
+        frame_workers: Option<String>,
         /// Python with PyPI `ncnn` (the project's venv), for the ncnn engine's timing.
         #[arg(long, default_value = ".venv/bin/python", env = "VAEBOX_BENCH_PYTHON")]
         python: PathBuf,
@@ -234,8 +237,8 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(vaebox::server::serve(config))
         }
         Command::Run(args) => runtime.block_on(run_once(&config, args)),
-        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, media_priorities, python } } => {
-            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale, media_priorities }))
+        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, media_priorities, frame_workers, python } } => {
+            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale, media_priorities, frame_workers }))
         }
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
@@ -393,10 +396,11 @@ struct BenchUpscale {
     dtypes: String,
     scale: i64,
     media_priorities: String,
+    frame_workers: Option<String>,
 }
 
 async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<()> {
-    use vaebox::bench::upscale::{measure, ncnn_seconds, NcnnRequest, StepRequest};
+    use vaebox::bench::upscale::{ended_children_cpu_seconds, measure, ncnn_seconds, NcnnRequest, StepRequest};
     let priorities = bench
         .media_priorities
         .split(',')
@@ -405,19 +409,25 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
         .map(|name| serde_json::from_value::<ProcessPriority>(serde_json::json!(name)).map(|p| (name, p)).map_err(|_| anyhow::anyhow!("unknown media priority {name}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let out_dir = tempfile_dir()?;
+    let threads = tch::get_num_threads().max(1) as usize;
+    let frame_workers = match &bench.frame_workers {
+        Some(list) => list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|n| n.parse::<usize>().ok().filter(|&n| n > 0).with_context(|| format!("--frame-workers: {n} is not a positive count"))).collect::<anyhow::Result<Vec<_>>>()?,
+        None if threads > 1 => vec![1, threads],
+        None => vec![1],
+    };
     println!("bench upscale: model {} x{} on {} ({} threads)", bench.model, bench.scale, bench.input.display(), tch::get_num_threads());
     println!("pipeline: the job's stages at each media_priority; steps: the compute stage's parts timed one by one on the clip's frames (up to 120, best of 2 passes), and the bare model on the same chunks");
     println!(
-        "| dtype | chunk | media priority | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | to_tensor | model (tiled) | to_rgb | bare model s/frame | compute / bare |"
+        "| dtype | chunk | media priority | frame workers | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | to_tensor | model (tiled) | to_rgb | bare model s/frame | bare, frames on workers | compute / bare | media CPU s/frame | bound |"
     );
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for dtype_name in bench.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let Some(dtype) = DtypeChoice::parse(dtype_name) else { bail!("unknown dtype {dtype_name}") };
         for chunk_frames in [1, 4] {
             // The steps do not depend on the media processes' priority: measured once per dtype and chunk.
             let mut measured_steps = None;
-            for &(priority_name, media_priority) in &priorities {
-                let config = Config { chunk_frames, media_priority, ..config.clone() };
+            for (&(priority_name, media_priority), &cpu_frame_workers) in priorities.iter().flat_map(|p| frame_workers.iter().map(move |w| (p, w))) {
+                let config = Config { chunk_frames, media_priority, cpu_frame_workers, ..config.clone() };
                 let executor_config = ExecutorConfig::from_config(&config);
                 let executor = ExecutorHandle::spawn(executor_config.clone());
                 let output = out_dir.join(format!("bench_{dtype_name}_{chunk_frames}.mp4"));
@@ -426,7 +436,9 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                 let (request, probed) = prepare(&config, &options, &bench.input).await?;
                 run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
                 let (request, probed) = prepare(&config, &options, &bench.input).await?;
+                let children_before = ended_children_cpu_seconds();
                 let outcome = run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
+                let media_cpu = ended_children_cpu_seconds() - children_before;
                 drop(executor);
                 let t = &outcome.timings;
                 let steps = match measured_steps {
@@ -446,7 +458,7 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                 // The pipeline is everything after the model is resident: probe is the server's upload step.
                 let pipeline = t.total.unwrap_or(f64::NAN) - t.load_model.unwrap_or(0.0);
                 println!(
-                    "| {} | {chunk_frames} | {priority_name} | {frames} | {:.3} | {compute:.3} | {:.3} | {pipeline:.3} | {:.2} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.3} |",
+                    "| {} | {chunk_frames} | {priority_name} | {cpu_frame_workers} | {frames} | {:.3} | {compute:.3} | {:.3} | {pipeline:.3} | {:.2} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.3} | {:.4} | {:.3} |",
                     t.dtype.as_deref().unwrap_or("?"),
                     t.read.unwrap_or(f64::NAN),
                     t.write.unwrap_or(f64::NAN),
@@ -456,13 +468,15 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                     steps.model_tiled,
                     steps.to_rgb,
                     steps.bare_model,
+                    steps.bare_on_workers,
                     (compute / frames) / steps.bare_model,
+                    media_cpu / frames,
+                    1.0 + media_cpu / frames / (threads as f64 * steps.bare_model),
                 );
             }
         }
     }
     let executor_config = ExecutorConfig::from_config(config);
-    let threads = tch::get_num_threads().max(1) as usize;
     for packing in [false, true] {
         let request = NcnnRequest {
             config: &executor_config,

@@ -97,25 +97,30 @@ async fn multipart_upload_runs_to_a_4x_video_with_progress_events_and_timings() 
     assert!(out.has_audio, "the input's audio was not carried over");
 }
 
-/// `media_priority = "idle"` changes when ffmpeg gets the CPU, not what it makes: the same job on a server
-/// at each priority gives the same frames.
+/// How the CPU is shared changes when work runs, not what it makes. `media_priority = "idle"` runs ffmpeg
+/// only in the model's gaps; `cpu_frame_workers = 2` splits each chunk's frames between two threads of
+/// one intra-op thread each (a chunk of 3 frames: 2 + 1). The same job gives the same frames either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn media_processes_at_idle_priority_make_the_same_video() {
+async fn media_priority_and_frame_workers_make_the_same_video() {
     let dir = tempfile::tempdir().unwrap();
     let clip = dir.path().join("carphone5.mp4");
     make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
     let client = client();
     let mut frames = Vec::new();
-    for priority in ["normal", "idle"] {
-        let data = dir.path().join(priority);
+    for (priority, workers) in [("normal", 1), ("idle", 1), ("normal", 2)] {
+        let data = dir.path().join(format!("{priority}-{workers}"));
         std::fs::create_dir_all(&data).unwrap();
-        let server = Server::start(&data, &[("VAEBOX_MEDIA_PRIORITY", priority), ("VAEBOX_CHUNK_FRAMES", "2")]);
+        let workers_text = workers.to_string();
+        let env = [("VAEBOX_MEDIA_PRIORITY", priority), ("VAEBOX_CPU_FRAME_WORKERS", workers_text.as_str()), ("VAEBOX_CHUNK_FRAMES", "3")];
+        let server = Server::start(&data, &env);
         let job = run_job(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2&dtype=f32", std::fs::read(&clip).unwrap()).await;
+        assert_eq!(job["plan"]["frame_workers"], workers, "{job}");
         let video = fetch(&client, &server, &job).await;
         frames.push(rgb_frames(&video, &data.join("out.mp4")));
     }
     assert_eq!(frames[0].len(), 352 * 288 * 3 * 5);
     assert!(frames[0] == frames[1], "the idle-priority encoder made different frames");
+    assert!(frames[0] == frames[2], "frames split between workers came out different");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 mod attempt;
 mod error;
 pub mod frames;
+pub mod frame_workers;
 mod media_io;
 mod models;
 mod quality;
@@ -65,6 +66,7 @@ pub struct ExecutorConfig {
     pub output_crf: u8,
     pub output_preset: String,
     pub media_priority: crate::media::ProcessPriority,
+    pub cpu_frame_workers: usize,
 }
 
 impl ExecutorConfig {
@@ -87,6 +89,7 @@ impl ExecutorConfig {
             output_crf: config.output_crf,
             output_preset: config.output_preset.clone(),
             media_priority: config.media_priority,
+            cpu_frame_workers: config.cpu_frame_workers,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 use tch::Tensor;
 
 use super::media_io::{read_frames, write_frames, OutputVideo};
+use super::frame_workers::FrameWorkers;
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::executor::quality::QualityMeter;
 use crate::executor::tiled::upscale::upscale_tiled;
@@ -43,6 +44,13 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
 
     let mut fallbacks = Vec::new();
+    // Workers pay on the CPU only: a CUDA device runs one call at a time anyway.
+    let workers = match exec.config.cpu_frame_workers {
+        _ if exec.device.is_cuda() => 1,
+        0 => tch::get_num_threads().max(1) as usize,
+        n => n,
+    };
+    let upscaler = Upscaler { model: &model, scale, workers: FrameWorkers { workers } };
     let mut tiling = SpatialTiling {
         tile: job.params.tile.unwrap_or(exec.config.upscale_tile),
         overlap: if exec.config.upscale_overlap > 0 {
@@ -80,7 +88,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 
         let computed = Instant::now();
         let frames_in = frames::to_tensor(&chunk, exec.device);
-        let upscaled = tch::no_grad(|| upscale_resilient(&model, &frames_in, scale, &mut tiling, &mut fallbacks))?;
+        let upscaled = tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks))?;
         let output = frames::to_rgb(&upscaled, writer.depth())?;
         compute_s += computed.elapsed().as_secs_f64();
         if let Some(meter) = quality.as_mut() {
@@ -128,40 +136,45 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             scale,
             frames: done,
             fallbacks,
+            frame_workers: workers,
         })),
         metrics: quality.map(|meter| meter.metrics()),
     })
 }
 
-/// Out of memory is not a failure: the chunk is split in halves, then (one frame at a time) the tile
-/// side is halved, and that piece is retried. The smaller tile stays for the rest of the job.
-fn upscale_resilient(
-    model: &RealEsrgan,
-    frames: &Tensor,
+/// One chunk's model call as the job makes it.
+struct Upscaler<'a> {
+    model: &'a RealEsrgan,
     scale: i64,
-    tiling: &mut SpatialTiling,
-    fallbacks: &mut Vec<String>,
-) -> Result<Tensor, ExecError> {
-    let error = match super::attempt::attempt(|| upscale_tiled(model, frames, scale, tiling)) {
-        Ok(upscaled) => return Ok(upscaled),
-        Err(error) => error,
-    };
-    if !error.is_out_of_memory() {
-        return Err(error);
+    workers: FrameWorkers,
+}
+
+impl Upscaler<'_> {
+    /// Out of memory is not a failure: the chunk is split in halves, then (one frame at a time) the tile
+    /// side is halved, and that piece is retried. The smaller tile stays for the rest of the job.
+    fn resilient(&self, frames: &Tensor, tiling: &mut SpatialTiling, fallbacks: &mut Vec<String>) -> Result<Tensor, ExecError> {
+        let (tiles, scale) = (&*tiling, self.scale);
+        let error = match super::attempt::attempt(|| self.workers.run(self.model, frames, |model, part| upscale_tiled(model, part, scale, tiles))) {
+            Ok(upscaled) => return Ok(upscaled),
+            Err(error) => error,
+        };
+        if !error.is_out_of_memory() {
+            return Err(error);
+        }
+        let (n, _, h, w) = frames.size4().expect("[n, 3, H, W]");
+        if n > 1 {
+            let half = n / 2;
+            fallbacks.push(format!("out of memory on {n} frames: split into {half} + {}", n - half));
+            let first = self.resilient(&frames.narrow(0, 0, half), tiling, fallbacks)?;
+            let second = self.resilient(&frames.narrow(0, half, n - half), tiling, fallbacks)?;
+            return Ok(Tensor::cat(&[first, second], 0));
+        }
+        let side = if tiling.tile == 0 { h.max(w) } else { tiling.tile };
+        if side / 2 < MIN_FALLBACK_TILE {
+            return Err(error);
+        }
+        fallbacks.push(format!("out of memory at tile {side}: tile {}", side / 2));
+        tiling.tile = side / 2;
+        self.resilient(frames, tiling, fallbacks)
     }
-    let (n, _, h, w) = frames.size4().expect("[n, 3, H, W]");
-    if n > 1 {
-        let half = n / 2;
-        fallbacks.push(format!("out of memory on {n} frames: split into {half} + {}", n - half));
-        let first = upscale_resilient(model, &frames.narrow(0, 0, half), scale, tiling, fallbacks)?;
-        let second = upscale_resilient(model, &frames.narrow(0, half, n - half), scale, tiling, fallbacks)?;
-        return Ok(Tensor::cat(&[first, second], 0));
-    }
-    let side = if tiling.tile == 0 { h.max(w) } else { tiling.tile };
-    if side / 2 < MIN_FALLBACK_TILE {
-        return Err(error);
-    }
-    fallbacks.push(format!("out of memory at tile {side}: tile {}", side / 2));
-    tiling.tile = side / 2;
-    upscale_resilient(model, frames, scale, tiling, fallbacks)
 }

@@ -44,6 +44,8 @@ pub struct UpscalePlan {
     /// Out-of-memory retries, in order, in words (a chunk split in halves, a smaller tile); empty when none
     /// were needed.
     pub fallbacks: Vec<String>,
+    /// Worker threads each chunk's frames were split between (`cpu_frame_workers`; 1 on CUDA).
+    pub frame_workers: usize,
 }
 
 /// `vae_encode`, `vae_decode`, `vae_reconstruct`: what the planner chose, and the op's own part.
@@ -355,6 +357,7 @@ mod tests {
             scale: 4,
             frames: 2,
             fallbacks: vec!["out of memory at tile 512: tile 256".into()],
+            frame_workers: 2,
         };
         let encode = VaeEncodePlan { latent_shape: vec![1, 16, 3, 18, 22], padded_frames: 1, normalized: true, row_split: None };
         let decode = VaeDecodePlan { latent_shape: vec![1, 16, 3, 18, 22], latent_frames_per_push: 2, frames: 9, row_split: split };
@@ -363,7 +366,7 @@ mod tests {
             (
                 JobPlan::Upscale(upscale),
                 json!({"chunk_frames": 8, "tile": 256, "overlap": 16, "receptive_radius": 349, "exact": false, "blend": true,
-                    "tiles_per_frame": 4, "scale": 4, "frames": 2, "fallbacks": ["out of memory at tile 512: tile 256"]}),
+                    "tiles_per_frame": 4, "scale": 4, "frames": 2, "fallbacks": ["out of memory at tile 512: tile 256"], "frame_workers": 2}),
             ),
             (
                 JobPlan::Vae(vae_plan(VaeOpPlan::Encode(encode))),

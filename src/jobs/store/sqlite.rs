@@ -398,9 +398,10 @@ mod tests {
             scale: 4,
             frames: 2,
             fallbacks: vec![],
+            frame_workers: 1,
         };
         let current = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
-        // An upscale plan as versions before the out-of-memory fallbacks and blending wrote it.
+        // An upscale plan as versions before the out-of-memory fallbacks, blending and frame workers wrote it.
         let earlier = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
         let stored =
             r#"{"chunk_frames":8,"exact":true,"frames":2,"overlap":19,"receptive_radius":19,"scale":4,"tile":0,"tiles_per_frame":1}"#;
