@@ -33,14 +33,15 @@ pub struct FrameWorkers {
 
 impl FrameWorkers {
     /// Runs `forward` on `frames` (`[N, ...]`) split along the first axis into up to `workers` runs of
-    /// consecutive frames, each on a scoped thread with one intra-op thread, and joins the outputs in
-    /// order. The calling thread keeps its intra-op thread count. Panics in a worker resume here, so
-    /// the executor's `attempt` sees them as it would its own.
-    pub fn run<M, E: Send>(&self, model: &M, frames: &Tensor, forward: impl Fn(&M, &Tensor) -> Result<Tensor, E> + Sync) -> Result<Tensor, E> {
+    /// consecutive frames, each on a scoped thread with one intra-op thread, and returns the outputs in
+    /// order (not joined: that would hold the chunk's output twice). The calling thread keeps its
+    /// intra-op thread count. Panics in a worker resume here, so the executor's `attempt` sees them as
+    /// it would its own.
+    pub fn run<M, E: Send>(&self, model: &M, frames: &Tensor, forward: impl Fn(&M, &Tensor) -> Result<Tensor, E> + Sync) -> Result<Vec<Tensor>, E> {
         let n = frames.size().first().copied().unwrap_or(0);
         let workers = (self.workers as i64).min(n);
         if workers <= 1 {
-            return forward(model, frames);
+            return forward(model, frames).map(|output| vec![output]);
         }
         let threads = tch::get_num_threads();
         let model = ReadOnly(model);
@@ -63,8 +64,7 @@ impl FrameWorkers {
         });
         // libtorch keeps the last count set as the default of threads to come.
         tch::set_num_threads(threads);
-        let outputs = results.into_iter().collect::<Result<Vec<_>, E>>()?;
-        Ok(Tensor::cat(&outputs, 0))
+        results.into_iter().collect()
     }
 }
 
@@ -99,7 +99,9 @@ mod tests {
         let frames = Tensor::rand([5, 3, 12, 10], (tch::Kind::Float, tch::Device::Cpu));
         let conv = |w: &Tensor, x: &Tensor| Ok::<_, ()>(x.conv2d(w, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1));
         let whole = conv(&weight, &frames).unwrap();
-        let split = FrameWorkers { workers: 2 }.run(&weight, &frames, conv).unwrap();
+        let parts = FrameWorkers { workers: 2 }.run(&weight, &frames, conv).unwrap();
+        assert_eq!(parts.iter().map(|p| p.size()[0]).collect::<Vec<_>>(), vec![3, 2]);
+        let split = Tensor::cat(&parts, 0);
         assert_eq!(split.size(), whole.size());
         let diff = f64::try_from((&split - &whole).abs().max()).unwrap();
         assert!(diff < 1e-5, "max difference {diff}");

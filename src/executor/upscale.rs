@@ -88,20 +88,29 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 
         let computed = Instant::now();
         let frames_in = frames::to_tensor(&chunk, exec.device);
-        let upscaled = tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks))?;
-        let output = frames::to_rgb(&upscaled, writer.depth())?;
+        // Consecutive runs of the chunk's frames, as the model made them; never joined into one tensor,
+        // which would need the whole chunk's output twice at once.
+        let pieces = tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks))?;
+        let outputs = pieces.iter().map(|upscaled| frames::to_rgb(upscaled, writer.depth())).collect::<Result<Vec<_>, _>>()?;
         compute_s += computed.elapsed().as_secs_f64();
         if let Some(meter) = quality.as_mut() {
             // Area-averaged back to the input's size: each input pixel against the mean of the
             // scale × scale pixels made from it, as written (rounded to the output's depth).
             let top = if writer.depth() == crate::media::SampleDepth::Eight { 255.0 } else { 65535.0 };
-            let written = (upscaled.to_kind(tch::Kind::Float).clamp(0.0, 1.0) * top).round() / top;
-            meter.add(&frames_in, &written.avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>));
+            let mut first = 0;
+            for upscaled in &pieces {
+                let count = upscaled.size()[0];
+                let written = (upscaled.to_kind(tch::Kind::Float).clamp(0.0, 1.0) * top).round() / top;
+                meter.add(&frames_in.narrow(0, first, count), &written.avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>));
+                first += count;
+            }
         }
 
         done += chunk.count as u64;
         let waited = Instant::now();
-        writer.write(output)?;
+        for output in outputs {
+            writer.write(output)?;
+        }
         write_s += waited.elapsed().as_secs_f64();
         hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), frames_started.elapsed().as_secs_f64()));
     }
@@ -152,7 +161,8 @@ struct Upscaler<'a> {
 impl Upscaler<'_> {
     /// Out of memory is not a failure: the chunk is split in halves, then (one frame at a time) the tile
     /// side is halved, and that piece is retried. The smaller tile stays for the rest of the job.
-    fn resilient(&self, frames: &Tensor, tiling: &mut SpatialTiling, fallbacks: &mut Vec<String>) -> Result<Tensor, ExecError> {
+    /// The output comes in consecutive runs of frames, in order.
+    fn resilient(&self, frames: &Tensor, tiling: &mut SpatialTiling, fallbacks: &mut Vec<String>) -> Result<Vec<Tensor>, ExecError> {
         let (tiles, scale) = (&*tiling, self.scale);
         let error = match super::attempt::attempt(|| self.workers.run(self.model, frames, |model, part| upscale_tiled(model, part, scale, tiles))) {
             Ok(upscaled) => return Ok(upscaled),
@@ -165,9 +175,9 @@ impl Upscaler<'_> {
         if n > 1 {
             let half = n / 2;
             fallbacks.push(format!("out of memory on {n} frames: split into {half} + {}", n - half));
-            let first = self.resilient(&frames.narrow(0, 0, half), tiling, fallbacks)?;
-            let second = self.resilient(&frames.narrow(0, half, n - half), tiling, fallbacks)?;
-            return Ok(Tensor::cat(&[first, second], 0));
+            let mut pieces = self.resilient(&frames.narrow(0, 0, half), tiling, fallbacks)?;
+            pieces.extend(self.resilient(&frames.narrow(0, half, n - half), tiling, fallbacks)?);
+            return Ok(pieces);
         }
         let side = if tiling.tile == 0 { h.max(w) } else { tiling.tile };
         if side / 2 < MIN_FALLBACK_TILE {
