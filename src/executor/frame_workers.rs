@@ -46,7 +46,7 @@ impl FrameWorkers {
         let threads = tch::get_num_threads();
         let model = ReadOnly(model);
         let forward = &forward;
-        let results: Vec<Result<Tensor, E>> = std::thread::scope(|scope| {
+        let joined: Vec<std::thread::Result<Result<Tensor, E>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = split_evenly(n, workers)
                 .map(|(start, len)| {
                     let part = frames.narrow(0, start, len);
@@ -60,11 +60,12 @@ impl FrameWorkers {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|handle| handle.join().unwrap_or_else(|panic| resume_unwind(panic))).collect()
+            handles.into_iter().map(|handle| handle.join()).collect()
         });
-        // libtorch keeps the last count set as the default of threads to come.
+        // libtorch keeps the last count set as the default of threads to come; restored before a worker's
+        // panic resumes too, since running out of memory there is a panic the executor recovers from.
         tch::set_num_threads(threads);
-        results.into_iter().collect()
+        joined.into_iter().map(|result| result.unwrap_or_else(|panic| resume_unwind(panic))).collect()
     }
 }
 
