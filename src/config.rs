@@ -120,9 +120,9 @@ pub struct Config {
     /// the CPU time the model leaves; faster on a box whose model runs on the CPU, see docs/benchmarks.md).
     pub media_priority: ProcessPriority,
     /// Upscale jobs on the CPU: a chunk's frames are split between this many worker threads of one
-    /// intra-op thread each; 0 = as many as the model's threads, 1 (the default) = one call with all of
+    /// intra-op thread each; 0 (the default) = as many as the model's threads, 1 = one call with all of
     /// them. Workers share no barrier, so ffmpeg taking a core stalls one frame, not every operator of
-    /// the call; but their threads and heaps need room that a tight memory cap may not leave.
+    /// the call.
     pub cpu_frame_workers: usize,
     /// Origins (`scheme://host:port`) of other pages allowed to call the API from a browser (CORS); empty = none.
     pub cors_origins: Vec<String>,
@@ -184,7 +184,7 @@ impl Default for Config {
             output_crf: 18,
             output_preset: "veryfast".into(),
             media_priority: ProcessPriority::Normal,
-            cpu_frame_workers: 1,
+            cpu_frame_workers: 0,
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             header_timeout_s: 30,

@@ -34,10 +34,11 @@ pub struct FrameWorkers {
 impl FrameWorkers {
     /// Runs `forward` on `frames` (`[N, ...]`) split along the first axis into up to `workers` runs of
     /// consecutive frames, each on a scoped thread with one intra-op thread, and returns the outputs in
-    /// order (not joined: that would hold the chunk's output twice). The calling thread keeps its
+    /// order (not joined: that would hold the chunk's output twice; a worker may also convert its own
+    /// output before it returns, so no float output waits for the others). The calling thread keeps its
     /// intra-op thread count. Panics in a worker resume here, so the executor's `attempt` sees them as
     /// it would its own.
-    pub fn run<M, E: Send>(&self, model: &M, frames: &Tensor, forward: impl Fn(&M, &Tensor) -> Result<Tensor, E> + Sync) -> Result<Vec<Tensor>, E> {
+    pub fn run<M, T: Send, E: Send>(&self, model: &M, frames: &Tensor, forward: impl Fn(&M, &Tensor) -> Result<T, E> + Sync) -> Result<Vec<T>, E> {
         let n = frames.size().first().copied().unwrap_or(0);
         let workers = (self.workers as i64).min(n);
         if workers <= 1 {
@@ -46,7 +47,7 @@ impl FrameWorkers {
         let threads = tch::get_num_threads();
         let model = ReadOnly(model);
         let forward = &forward;
-        let joined: Vec<std::thread::Result<Result<Tensor, E>>> = std::thread::scope(|scope| {
+        let joined: Vec<std::thread::Result<Result<T, E>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = split_evenly(n, workers)
                 .map(|(start, len)| {
                     let part = frames.narrow(0, start, len);

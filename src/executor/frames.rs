@@ -15,6 +15,20 @@ pub fn to_tensor(chunk: &RgbFrames, device: Device) -> Tensor {
     Tensor::from_slice(&chunk.data).view([n, h, w, 3]).to_device(device).permute([0, 3, 1, 2]).to_kind(Kind::Float) / 255.0
 }
 
+/// Frame `index` of `rgb` as written, `[1, 3, H, W]` floats in [0, 1] on the CPU, at either depth.
+pub fn written_frame(rgb: &RgbFrames, index: usize) -> Tensor {
+    let (h, w) = (rgb.height as i64, rgb.width as i64);
+    let bytes = rgb.frame(index);
+    let (samples, top) = match rgb.depth {
+        SampleDepth::Eight => (Tensor::from_slice(bytes), 255.0),
+        SampleDepth::Sixteen => {
+            let values: Vec<i32> = bytes.chunks_exact(2).map(|pair| i32::from(u16::from_le_bytes([pair[0], pair[1]]))).collect();
+            (Tensor::from_slice(&values), 65535.0)
+        }
+    };
+    samples.view([1, h, w, 3]).permute([0, 3, 1, 2]).to_kind(Kind::Float) / top
+}
+
 /// Frame by frame, so the conversion never holds more than one float frame beyond its input; at
 /// 16 bits straight from the floats (a 10-bit or lossless encoder gets what the model made).
 pub fn to_rgb(frames: &Tensor, depth: SampleDepth) -> Result<RgbFrames, ModelError> {
@@ -88,4 +102,23 @@ impl VideoTensorWriter {
 
 fn io_error(e: std::io::Error) -> ExecError {
     ExecError::Latent(LatentError::Io(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_frames_read_back_within_half_a_step_at_either_depth() {
+        let frames = Tensor::rand([2, 3, 5, 7], (Kind::Float, Device::Cpu));
+        for (depth, top) in [(SampleDepth::Eight, 255.0), (SampleDepth::Sixteen, 65535.0)] {
+            let rgb = to_rgb(&frames, depth).unwrap();
+            for index in 0..2 {
+                let read = written_frame(&rgb, index);
+                assert_eq!(read.size(), [1, 3, 5, 7]);
+                let error = f64::try_from((read - frames.narrow(0, index as i64, 1)).abs().max()).unwrap();
+                assert!(error <= 0.5 / top + 1e-7, "{depth:?}: {error}");
+            }
+        }
+    }
 }

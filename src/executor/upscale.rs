@@ -13,6 +13,7 @@ use crate::executor::tiled::upscale::upscale_tiled;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media;
+use crate::media::{RgbFrames, SampleDepth};
 use crate::models::realesrgan::RealEsrgan;
 use crate::models::registry;
 use crate::tiling::spatial::SpatialTiling;
@@ -50,7 +51,13 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         0 => tch::get_num_threads().max(1) as usize,
         n => n,
     };
-    let upscaler = Upscaler { model: &model, scale, workers: FrameWorkers { workers } };
+    let (width, height) = (info.width, info.height);
+    let (out_width, out_height) = (width * scale as u32, height * scale as u32);
+    let chunk_frames = exec.config.chunk_frames;
+
+    let mut reader = read_frames(exec, job, &info, chunk_frames)?;
+    let mut writer = write_frames(exec, job, OutputVideo::like(&info, out_width, out_height))?;
+    let upscaler = Upscaler { model: &model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
     let mut tiling = SpatialTiling {
         tile: job.params.tile.unwrap_or(exec.config.upscale_tile),
         overlap: if exec.config.upscale_overlap > 0 {
@@ -66,12 +73,6 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         // 8 px — tests/realesrgan_parity.rs).
         blend: true,
     };
-    let (width, height) = (info.width, info.height);
-    let (out_width, out_height) = (width * scale as u32, height * scale as u32);
-    let chunk_frames = exec.config.chunk_frames;
-
-    let mut reader = read_frames(exec, job, &info, chunk_frames)?;
-    let mut writer = write_frames(exec, job, OutputVideo::like(&info, out_width, out_height))?;
     let mut quality = job.params.metrics.unwrap_or(false).then(QualityMeter::default);
 
     let (mut read_s, mut compute_s, mut write_s) = (0.0, 0.0, 0.0);
@@ -88,21 +89,17 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 
         let computed = Instant::now();
         let frames_in = frames::to_tensor(&chunk, exec.device);
-        // Consecutive runs of the chunk's frames, as the model made them; never joined into one tensor,
-        // which would need the whole chunk's output twice at once.
-        let pieces = tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks))?;
-        let outputs = pieces.iter().map(|upscaled| frames::to_rgb(upscaled, writer.depth())).collect::<Result<Vec<_>, _>>()?;
+        // Consecutive runs of the chunk's frames, converted as the model made them; never joined into one
+        // tensor, which would need the whole chunk's output twice at once.
+        let outputs = tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks))?;
         compute_s += computed.elapsed().as_secs_f64();
         if let Some(meter) = quality.as_mut() {
             // Area-averaged back to the input's size: each input pixel against the mean of the
             // scale × scale pixels made from it, as written (rounded to the output's depth).
-            let top = if writer.depth() == crate::media::SampleDepth::Eight { 255.0 } else { 65535.0 };
-            let mut first = 0;
-            for upscaled in &pieces {
-                let count = upscaled.size()[0];
-                let written = (upscaled.to_kind(tch::Kind::Float).clamp(0.0, 1.0) * top).round() / top;
-                meter.add(&frames_in.narrow(0, first, count), &written.avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>));
-                first += count;
+            let written = outputs.iter().flat_map(|run| (0..run.count).map(move |i| frames::written_frame(run, i)));
+            for (index, frame) in written.enumerate() {
+                let pooled = frame.to_device(exec.device).avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>);
+                meter.add(&frames_in.narrow(0, index as i64, 1), &pooled);
             }
         }
 
@@ -151,20 +148,23 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     })
 }
 
-/// One chunk's model call as the job makes it.
+/// One chunk's model call and conversion to the output's samples, as the job makes them.
 struct Upscaler<'a> {
     model: &'a RealEsrgan,
     scale: i64,
+    depth: SampleDepth,
     workers: FrameWorkers,
 }
 
 impl Upscaler<'_> {
     /// Out of memory is not a failure: the chunk is split in halves, then (one frame at a time) the tile
     /// side is halved, and that piece is retried. The smaller tile stays for the rest of the job.
-    /// The output comes in consecutive runs of frames, in order.
-    fn resilient(&self, frames: &Tensor, tiling: &mut SpatialTiling, fallbacks: &mut Vec<String>) -> Result<Vec<Tensor>, ExecError> {
-        let (tiles, scale) = (&*tiling, self.scale);
-        let error = match super::attempt::attempt(|| self.workers.run(self.model, frames, |model, part| upscale_tiled(model, part, scale, tiles))) {
+    /// The output comes in consecutive runs of frames, in order. Each run is converted inside the retry:
+    /// the conversion needs memory too, and a worker's float output is freed as soon as it is converted.
+    fn resilient(&self, frames: &Tensor, tiling: &mut SpatialTiling, fallbacks: &mut Vec<String>) -> Result<Vec<RgbFrames>, ExecError> {
+        let (tiles, scale, depth) = (&*tiling, self.scale, self.depth);
+        let forward = |model: &RealEsrgan, part: &Tensor| frames::to_rgb(&upscale_tiled(model, part, scale, tiles)?, depth);
+        let error = match super::attempt::attempt(|| self.workers.run(self.model, frames, forward)) {
             Ok(upscaled) => return Ok(upscaled),
             Err(error) => error,
         };
