@@ -73,6 +73,8 @@ fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> a
 struct Row {
     dtype: Dtype,
     op: Op,
+    /// `cpu_winograd` of our run; `None` where no Winograd path exists (bf16).
+    winograd: Option<bool>,
     diffusers: Timings,
     ours: Timings,
     flops: f64,
@@ -138,6 +140,7 @@ struct Setup<'a> {
     inputs: Vec<(String, Tensor)>,
     ops: Vec<Op>,
     tuning: WanTuning,
+    winograd: Vec<bool>,
 }
 
 pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
@@ -154,6 +157,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         "decode" => Some(Op::Decode),
         _ => None,
     })?;
+    let winograd = parse_list(&args.cpu_winograd, "cpu_winograd value", |s| s.parse::<bool>().ok())?;
     if args.threads == 0 || args.repeats == 0 {
         bail!("--threads and --repeats must be at least 1");
     }
@@ -180,7 +184,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     args.allocator.apply();
     let peak_before = measure_matmul_peak(&script, args)?;
 
-    let setup = Setup { args, script, paths, shape_args, inputs, ops, tuning: WanTuning { channels_last: args.channels_last } };
+    let setup = Setup { args, script, paths, shape_args, inputs, ops, tuning: WanTuning { channels_last: args.channels_last }, winograd };
     let mut rows = Vec::new();
     for &dtype in &dtypes {
         rows.extend(bench_dtype(&setup, dtype)?);
@@ -239,24 +243,39 @@ fn bench_dtype(setup: &Setup, dtype: Dtype) -> anyhow::Result<Vec<Row>> {
     let vae = WanVae::load_tuned(&paths.weights, &WanLoadOptions { device: Device::Cpu, kind: dtype.kind() }, &setup.tuning)?;
     let mut rows = Vec::new();
     let mut our_outputs = Vec::new();
+    let settings: Vec<Option<bool>> = match dtype {
+        Dtype::F32 => setup.winograd.iter().copied().map(Some).collect(),
+        Dtype::Bf16 => vec![None],
+    };
+    let set = |setting: Option<bool>| crate::models::winograd::set_enabled(setting.unwrap_or(false));
     for &op in &setup.ops {
         let input = named(inputs, op.tensor_names().0, &paths.input)?.to_kind(dtype.kind());
         let flops = diffusers.request(&format!("warmup {}", op.name()))?["flops"].as_f64().context("warmup reply has no flops")?;
-        eprintln!("ours {} {}: warm-up", op.name(), dtype.name());
-        let _warm_up_output = run_ours(&vae, op, &input)?;
-        let (mut theirs, mut ours) = (Timings::default(), Timings::default());
-        let mut output = None;
+        for &setting in &settings {
+            eprintln!("ours {} {} (winograd {setting:?}): warm-up", op.name(), dtype.name());
+            set(setting);
+            let _warm_up_output = run_ours(&vae, op, &input)?;
+        }
+        let mut theirs = Timings::default();
+        let mut ours: Vec<Timings> = settings.iter().map(|_| Timings::default()).collect();
+        let mut outputs: Vec<Option<Tensor>> = settings.iter().map(|_| None).collect();
         for round in 1..=args.repeats {
             let reply = diffusers.request(&format!("time {}", op.name()))?;
             theirs.0.push(reply["seconds"].as_f64().context("time reply has no seconds")?);
-            let started = Instant::now();
-            output = Some(run_ours(&vae, op, &input)?);
-            ours.0.push(started.elapsed().as_secs_f64());
-            eprintln!("{} {} round {round}/{}: diffusers {:.3} s, ours {:.3} s", op.name(), dtype.name(), args.repeats, theirs.0[round - 1], ours.0[round - 1]);
+            for (index, &setting) in settings.iter().enumerate() {
+                set(setting);
+                let started = Instant::now();
+                outputs[index] = Some(run_ours(&vae, op, &input)?);
+                ours[index].0.push(started.elapsed().as_secs_f64());
+                eprintln!("{} {} round {round}/{} (winograd {setting:?}): diffusers {:.3} s, ours {:.3} s", op.name(), dtype.name(), args.repeats, theirs.0[round - 1], ours[index].0[round - 1]);
+            }
         }
-        our_outputs.push((op, output.expect("repeats >= 1").to_kind(Kind::Float)));
-        rows.push(Row { dtype, op, diffusers: theirs, ours, flops, max_abs_diff: f64::NAN });
+        for ((setting, timings), output) in settings.iter().zip(ours).zip(outputs) {
+            our_outputs.push((op, output.expect("repeats >= 1").to_kind(Kind::Float)));
+            rows.push(Row { dtype, op, winograd: *setting, diffusers: Timings(theirs.0.clone()), ours: timings, flops, max_abs_diff: f64::NAN });
+        }
     }
+    crate::models::winograd::set_enabled(true);
     let reference_path = paths.reference_outputs(args, dtype);
     diffusers.request(&format!("save {}", reference_path.display()))?;
     let _ = diffusers.request("quit");
@@ -347,17 +366,18 @@ fn print_report(setup: &Setup, peak: &MatmulPeak, rows: &[Row], load: (Option<f6
     println!("speed-up = median over rounds of diffusers s / ours s in the same round (ratio of best runs in brackets); GFLOP/s and % of peak from the medians");
     println!("ours is rated on diffusers' FLOP count: above 100% of peak means we skip work diffusers does (zero causal history, fused up-sampling)");
     println!();
-    println!("| dtype | op | diffusers median s (best) | ours median s (best) | speed-up | GFLOP (diffusers) | diffusers GFLOP/s (% of peak) | ours effective GFLOP/s (% of peak) | max abs diff |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| dtype | op | ours cpu_winograd | diffusers median s (best) | ours median s (best) | speed-up | GFLOP (diffusers) | diffusers GFLOP/s (% of peak) | ours effective GFLOP/s (% of peak) | max abs diff |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         let gflops = row.flops / 1e9;
         let ours_rate = gflops / row.ours.median();
         let diffusers_rate = gflops / row.diffusers.median();
         let peak_rate = peak.of(row.dtype);
         println!(
-            "| {} | {} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2}× ({:.2}×) | {:.0} | {:.0} ({:.0}%) | {:.0} ({:.0}%) | {:.2e} |",
+            "| {} | {} | {} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2}× ({:.2}×) | {:.0} | {:.0} ({:.0}%) | {:.0} ({:.0}%) | {:.2e} |",
             row.dtype.name(),
             row.op.name(),
+            row.winograd.map_or("—", |on| if on { "true" } else { "false" }),
             row.diffusers.median(),
             row.diffusers.best(),
             row.ours.median(),

@@ -54,6 +54,9 @@ pub struct VaeBenchArgs {
     /// Our Wan model with channels-last-3d weights and activations (`false` to measure without).
     #[arg(long, default_value_t = WanTuning::default().channels_last, action = clap::ArgAction::Set)]
     pub channels_last: bool,
+    /// `cpu_winograd` values our f32 model runs with, each timed in every round (bf16 has no Winograd path).
+    #[arg(long, default_value = "true,false")]
+    pub cpu_winograd: String,
     /// Host allocator of both sides: `bounded` (the server's default `cpu_allocator`: tensors of
     /// 64 KiB and more in their own mappings; diffusers gets the same through MALLOC_MMAP_THRESHOLD_)
     /// or `fast` (glibc's default on both sides).

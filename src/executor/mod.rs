@@ -61,6 +61,7 @@ pub struct ExecutorConfig {
     pub memory_budget_mib: u64,
     pub device_memory_margin_mib: u64,
     pub tf32: bool,
+    pub cpu_winograd: bool,
     pub cpu_allocator: crate::device::HostAllocator,
     pub dit_block_swap: crate::config::BlockSwap,
     pub output_crf: u8,
@@ -84,6 +85,7 @@ impl ExecutorConfig {
             memory_budget_mib: config.memory_budget_mib,
             device_memory_margin_mib: config.device_memory_margin_mib,
             tf32: config.tf32,
+            cpu_winograd: config.cpu_winograd,
             cpu_allocator: config.cpu_allocator,
             dit_block_swap: config.dit_block_swap,
             output_crf: config.output_crf,
@@ -134,6 +136,7 @@ impl ExecutorHandle {
             .name("vaebox-executor".into())
             .spawn(move || {
                 let device = crate::device::init(config.device, config.threads, config.cpu_allocator);
+                crate::models::winograd::set_enabled(config.cpu_winograd);
                 if crate::device::cuda::set_tf32(config.tf32) {
                     tracing::info!(tf32 = config.tf32, "CUDA TF32 switch applied");
                 }

@@ -6,6 +6,7 @@ use tch::{Device, Kind, Tensor};
 use super::causal_cache::{FeatureCache, SlotAllocator};
 use super::layout;
 use super::weights::WeightPath;
+use super::winograd;
 use crate::models::ModelError;
 
 /// Shape of one convolution, as `[time, height, width]` triples.
@@ -78,6 +79,8 @@ pub struct Conv3d {
     bias: Tensor,
     stride: [i64; 3],
     padding: [i64; 3],
+    /// The weight in the Winograd domain, made at the first call that runs on it (`winograd`).
+    winograd_kernel: std::cell::OnceCell<Tensor>,
 }
 
 impl Conv3d {
@@ -91,7 +94,7 @@ impl Conv3d {
         };
         let weight = if vp.weights().conv_channels_last() { layout::to_channels_last(&weight)? } else { weight };
         let bias = vp.get("bias", &[spec.out_channels])?;
-        Ok(Self { weight, bias, stride: spec.stride, padding: spec.padding })
+        Ok(Self { weight, bias, stride: spec.stride, padding: spec.padding, winograd_kernel: Default::default() })
     }
 
     pub fn weight(&self) -> &Tensor {
@@ -103,11 +106,28 @@ impl Conv3d {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        conv3d(x, &self.weight, &self.bias, self.stride, self.padding)
+        self.forward_with_padding(x, self.padding)
     }
 
     pub fn forward_with_padding(&self, x: &Tensor, padding: [i64; 3]) -> Result<Tensor, ModelError> {
-        conv3d(x, &self.weight, &self.bias, self.stride, padding)
+        self.convolve_taps(x, 0, self.weight.size()[2], padding)
+    }
+
+    /// The convolution with the kernel's temporal taps `first..first + taps` only.
+    fn convolve_taps(&self, x: &Tensor, first: i64, taps: i64, padding: [i64; 3]) -> Result<Tensor, ModelError> {
+        let weight = if taps == self.weight.size()[2] { self.weight.shallow_clone() } else { self.weight.f_narrow(2, first, taps)? };
+        if winograd::applies(x, &weight, self.stride, padding) {
+            let kernel = match self.winograd_kernel.get() {
+                Some(kernel) => kernel,
+                None => {
+                    let kernel = winograd::transformed_kernel(&self.weight, &winograd::F2X2)?;
+                    self.winograd_kernel.get_or_init(|| kernel)
+                }
+            };
+            let channels = self.weight.size()[1];
+            return winograd::conv3d(x, &kernel.f_narrow(1, first * channels, taps * channels)?, &self.bias, &winograd::F2X2);
+        }
+        conv3d(x, &weight, &self.bias, self.stride, padding)
     }
 
     /// The conv of `x` preceded in time by `zero_frames` zero frames (stride 1 in time), without
@@ -123,8 +143,7 @@ impl Conv3d {
             if taps > frames {
                 continue;
             }
-            let weight = self.weight.f_narrow(2, skipped, taps)?;
-            outputs.push(conv3d(&x.f_narrow(2, 0, taps)?, &weight, &self.bias, self.stride, padding)?);
+            outputs.push(self.convolve_taps(&x.f_narrow(2, 0, taps)?, skipped, taps, padding)?);
         }
         if frames >= kernel_frames {
             outputs.push(self.forward_with_padding(x, padding)?);
@@ -244,7 +263,7 @@ mod tests {
     fn skipping_zero_frames_equals_convolving_them() {
         tch::manual_seed(5);
         let opts = (Kind::Float, Device::Cpu);
-        let conv = Conv3d { weight: Tensor::randn([3, 2, 3, 3, 3], opts), bias: Tensor::randn([3], opts), stride: [1; 3], padding: [0; 3] };
+        let conv = Conv3d { weight: Tensor::randn([3, 2, 3, 3, 3], opts), bias: Tensor::randn([3], opts), stride: [1; 3], padding: [0; 3], winograd_kernel: Default::default() };
         for (frames, zeros) in [(1, 2), (2, 2), (4, 2), (2, 1), (5, 1), (3, 0)] {
             let x = Tensor::randn([1, 2, frames, 5, 4], opts);
             let padded = x.constant_pad_nd([0, 0, 0, 0, zeros, 0]);

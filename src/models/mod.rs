@@ -19,6 +19,7 @@ pub mod torch_file;
 pub mod vae;
 pub mod weights;
 pub mod wan;
+pub mod winograd;
 pub use op::Op;
 
 use std::path::PathBuf;

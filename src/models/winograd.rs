@@ -1,0 +1,506 @@
+//! Winograd F(m×m, 3×3) for the video VAEs' float32 3×3(×k_t) convolutions on the CPU.
+//!
+//! Why: our direct f32 convolutions already run at 85–99% of this CPU's f32 matmul peak
+//! (docs/benchmarks.md), so going faster needs fewer multiplications. Winograd computes an m×m output
+//! tile from an (m+2)² input tile with (m+2)² products per channel pair instead of 9m²: 2.25× fewer
+//! for m = 2, 4× for m = 4. oneDNN's CPU builds no longer carry a Winograd convolution and libtorch
+//! offers none, so the transforms are ours (one pass each, vectorised over channels in the
+//! channels-last layout) and the products are libtorch batched matmuls, one per temporal tap.
+//!
+//! F(2×2, 3×3) is the one used: its results differ from the direct convolution's by about as much as
+//! two direct implementations differ (1e-5 here); F(4×4, 3×3) saves more but costs accuracy (6–9e-5 on
+//! the Wan VAE against diffusers), so it stays a measured alternative in the tests.
+//!
+//! Memory stays bounded: the transformed input and products live in one workspace of at most
+//! [`WORKSPACE_BYTES`], filled band of tiles by band of tiles. Each convolution keeps its transformed
+//! kernel (16/9 of its weight) from its first use, since remaking it costs as much as a one-frame call.
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tch::{Kind, Tensor};
+
+use super::ModelError;
+
+/// `cpu_winograd`: process-wide, like libtorch's own switches; read on every eligible call.
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Upper bound of the transformed input plus the products held at once, per convolution call.
+const WORKSPACE_BYTES: i64 = 48 << 20;
+/// Below this many input channels the transforms cost more than the products they save.
+const MIN_CHANNELS: i64 = 16;
+
+/// One F(m×m, 3×3) algorithm: its three transform matrices, row-major.
+#[derive(Debug)]
+pub struct Transform {
+    /// Output tile side m.
+    pub m: usize,
+    /// Input tile side m + 2.
+    pub a: usize,
+    /// Bᵀ, a×a: input tile → transformed tile.
+    bt: &'static [f32],
+    /// G, a×3: kernel → transformed kernel.
+    g: &'static [f32],
+    /// Aᵀ, m×a: transformed product → output tile.
+    at: &'static [f32],
+}
+
+/// F(2×2, 3×3) (Lavin & Gray, 2015): 16 products per tile instead of 36.
+pub const F2X2: Transform = Transform {
+    m: 2,
+    a: 4,
+    #[rustfmt::skip]
+    bt: &[
+        1.0, 0.0, -1.0, 0.0,
+        0.0, 1.0, 1.0, 0.0,
+        0.0, -1.0, 1.0, 0.0,
+        0.0, 1.0, 0.0, -1.0,
+    ],
+    #[rustfmt::skip]
+    g: &[
+        1.0, 0.0, 0.0,
+        0.5, 0.5, 0.5,
+        0.5, -0.5, 0.5,
+        0.0, 0.0, 1.0,
+    ],
+    #[rustfmt::skip]
+    at: &[
+        1.0, 1.0, 1.0, 0.0,
+        0.0, 1.0, -1.0, -1.0,
+    ],
+};
+
+/// F(4×4, 3×3) with interpolation points 0, ±1, ±2 (Lavin & Gray, 2015): 36 products per tile instead of 144.
+#[cfg(test)]
+pub const F4X4: Transform = Transform {
+    m: 4,
+    a: 6,
+    #[rustfmt::skip]
+    bt: &[
+        4.0, 0.0, -5.0, 0.0, 1.0, 0.0,
+        0.0, -4.0, -4.0, 1.0, 1.0, 0.0,
+        0.0, 4.0, -4.0, -1.0, 1.0, 0.0,
+        0.0, -2.0, -1.0, 2.0, 1.0, 0.0,
+        0.0, 2.0, -1.0, -2.0, 1.0, 0.0,
+        0.0, 4.0, 0.0, -5.0, 0.0, 1.0,
+    ],
+    #[rustfmt::skip]
+    g: &[
+        1.0 / 4.0, 0.0, 0.0,
+        -1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0,
+        -1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0,
+        1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0,
+        1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0,
+        0.0, 0.0, 1.0,
+    ],
+    #[rustfmt::skip]
+    at: &[
+        1.0, 1.0, 1.0, 1.0, 1.0, 0.0,
+        0.0, 1.0, -1.0, 2.0, -2.0, 0.0,
+        0.0, 1.0, 1.0, 4.0, 4.0, 0.0,
+        0.0, 1.0, -1.0, 8.0, -8.0, 1.0,
+    ],
+};
+
+/// Whether [`conv3d`] takes this call (when [`enabled`]): CPU float32 in the channels-last-3d layout, a 3×3 spatial
+/// kernel with stride 1, spatial padding 1 and none in time, and enough channels to pay.
+pub fn applies(x: &Tensor, weight: &Tensor, stride: [i64; 3], padding: [i64; 3]) -> bool {
+    if !enabled() {
+        return false;
+    }
+    let (Ok((_, channels, frames, height, width)), Ok((_, in_channels, kernel_frames, kh, kw))) = (x.size5(), weight.size5()) else {
+        return false;
+    };
+    x.device() == tch::Device::Cpu
+        && x.kind() == Kind::Float
+        && weight.kind() == Kind::Float
+        && (kh, kw) == (3, 3)
+        && stride == [1, 1, 1]
+        && padding == [0, 1, 1]
+        && channels == in_channels
+        && channels >= MIN_CHANNELS
+        && frames >= kernel_frames
+        && height > 0
+        && width > 0
+        && is_channels_last(x)
+}
+
+/// `[N, C, T, H, W]` stored as `[N, T, H, W, C]` with no gaps (the stride of a dimension of size 1 is
+/// never used, and libtorch leaves it free).
+fn is_channels_last(x: &Tensor) -> bool {
+    let size = x.size();
+    let (c, t, h, w) = (size[1], size[2], size[3], size[4]);
+    let expected = [t * h * w * c, 1, h * w * c, w * c, c];
+    x.stride().iter().zip(expected).zip(&size).all(|((&stride, wanted), &len)| len == 1 || stride == wanted)
+}
+
+/// The convolution of `x` (`[N, C, T, H, W]`, channels-last) with a kernel transformed by
+/// [`transformed_kernel`] (`[a², k_t·C, C_out]`, any consecutive taps of it) and `bias`, stride 1,
+/// spatial padding 1, no temporal padding; the output is channels-last too. Callers check [`applies`].
+pub fn conv3d(x: &Tensor, kernel: &Tensor, bias: &Tensor, transform: &Transform) -> Result<Tensor, ModelError> {
+    let (batch, channels, frames, height, width) = x.size5()?;
+    let (_, taps_channels, out_channels) = kernel.size3()?;
+    let kernel_frames = taps_channels / channels;
+    let out_frames = frames - kernel_frames + 1;
+    let (m, a) = (transform.m as i64, transform.a as i64);
+    let tiles_w = (width + m - 1) / m;
+    let tiles_h = (height + m - 1) / m;
+    let cpu = (Kind::Float, tch::Device::Cpu);
+
+    let u = kernel.f_contiguous()?;
+    let bias = bias.f_to_kind(Kind::Float)?.f_contiguous()?;
+    // SAFETY: a contiguous f32 tensor of `out_channels` values, alive until the end of this function.
+    let bias_values = unsafe { std::slice::from_raw_parts(bias.data_ptr() as *const f32, out_channels as usize) };
+
+    let out = Tensor::f_empty([batch, out_frames, height, width, out_channels], cpu)?.f_permute([0, 4, 1, 2, 3])?;
+    let per_tile = a * a * (frames * channels + out_frames * out_channels) * 4;
+    let tiles = tiles_w * tiles_h;
+    let band_tiles_max = (WORKSPACE_BYTES / per_tile).clamp(1, tiles);
+    let v_all = Tensor::f_empty([a * a * band_tiles_max * frames * channels], cpu)?;
+    let m_all = Tensor::f_empty([out_frames * a * a * band_tiles_max * out_channels], cpu)?;
+    let geometry = Geometry { channels, out_channels, frames, height, width, tiles_w };
+    let threads = tch::get_num_threads().max(1) as usize;
+
+    for b in 0..batch {
+        let x_frames = x.f_select(0, b)?;
+        let out_frames_b = out.f_select(0, b)?;
+        let mut first_tile = 0;
+        while first_tile < tiles {
+            let band = Band { first_tile, tiles: band_tiles_max.min(tiles - first_tile) };
+            // SAFETY: `x_frames` is a channels-last [C, T, H, W] f32 view (checked by `applies`) and
+            // `v_all` a contiguous buffer larger than the band's [a², tiles, T, C]; both outlive the call.
+            unsafe {
+                let input = Shared(x_frames.data_ptr() as *mut f32);
+                let dest = Shared(v_all.data_ptr() as *mut f32);
+                parallel(threads, (band.tiles * frames) as usize, |items| input_transform(transform, &geometry, &band, input, dest, items));
+            }
+            // Per output frame, one batched matmul over all taps: for a tile, its k_t frames' transformed
+            // values lie next to each other, so each matrix row is (k_t · C) contiguous values.
+            for t in 0..out_frames {
+                let rows_of_frame = v_all.f_as_strided([a * a, band.tiles, kernel_frames * channels], [band.tiles * frames * channels, frames * channels, 1], t * channels)?;
+                let products = m_all.f_narrow(0, t * a * a * band.tiles * out_channels, a * a * band.tiles * out_channels)?.f_view([a * a, band.tiles, out_channels])?;
+                let _ = rows_of_frame.f_bmm_out(&products, &u)?;
+            }
+            // SAFETY: `m_all` holds the band's [T_out, a², tiles, C_out] products; `out_frames_b` is a
+            // channels-last [C_out, T_out, H, W] view of a fresh buffer; bands write disjoint rows.
+            unsafe {
+                let source = Shared(m_all.data_ptr() as *mut f32);
+                let output = Shared(out_frames_b.data_ptr() as *mut f32);
+                parallel(threads, (out_frames * band.tiles) as usize, |items| output_transform(transform, &geometry, &band, bias_values, source, output, items));
+            }
+            first_tile += band.tiles;
+        }
+    }
+    Ok(out)
+}
+
+/// U[ξν, (k_t, C), C_out] = (G w Gᵀ)[ξ][ν] for each temporal tap and channel pair: one matmul of the
+/// a²×9 matrix G⊗G with the weight laid out as [3·3, k_t·C·C_out] (faster here than a loop of ours,
+/// whose writes scatter).
+pub fn transformed_kernel(weight: &Tensor, transform: &Transform) -> Result<Tensor, ModelError> {
+    let (out_channels, channels, kernel_frames, _, _) = weight.size5()?;
+    let a = transform.a as i64;
+    let g = Tensor::from_slice(transform.g).f_view([a, 3])?;
+    let g_kron_g = Tensor::f_einsum("ik,jl->ijkl", &[&g, &g], None::<&[i64]>)?.f_reshape([a * a, 9])?;
+    let taps = weight.f_to_kind(Kind::Float)?.f_permute([3, 4, 2, 1, 0])?.f_contiguous()?.f_view([9, kernel_frames * channels * out_channels])?;
+    Ok(g_kron_g.f_matmul(&taps)?.f_view([a * a, kernel_frames * channels, out_channels])?)
+}
+
+/// Sizes of one call.
+struct Geometry {
+    channels: i64,
+    out_channels: i64,
+    frames: i64,
+    height: i64,
+    width: i64,
+    tiles_w: i64,
+}
+
+/// The tiles (row-major over the frame) held in the workspace at once.
+struct Band {
+    first_tile: i64,
+    tiles: i64,
+}
+
+/// A raw pointer the transform threads write through; each thread writes a disjoint range.
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: used only inside `parallel`'s scope, and every thread reads shared input and writes its own items.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+/// Runs `work` over `0..items` split into contiguous ranges on up to `threads` scoped threads.
+fn parallel(threads: usize, items: usize, work: impl Fn(std::ops::Range<usize>) + Sync) {
+    let threads = threads.min(items).max(1);
+    if threads == 1 {
+        return work(0..items);
+    }
+    let per = items.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let work = &work;
+        for start in (per..items).step_by(per) {
+            scope.spawn(move || work(start..(start + per).min(items)));
+        }
+        work(0..per.min(items));
+    });
+}
+
+/// V[ξν][tile][t][c] = (Bᵀ d B)[ξ][ν] for items `(tile, t)` numbered `tile · T + t`.
+unsafe fn input_transform(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        return input_transform_avx512(transform, geo, band, input, dest, items);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        return input_transform_avx2(transform, geo, band, input, dest, items);
+    }
+    input_transform_body(transform, geo, band, input, dest, items)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn input_transform_avx512(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>) {
+    input_transform_body(transform, geo, band, input, dest, items)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn input_transform_avx2(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>) {
+    input_transform_body(transform, geo, band, input, dest, items)
+}
+
+#[inline(always)]
+unsafe fn input_transform_body(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>) {
+    let (a, m) = (transform.a, transform.m as i64);
+    let c = geo.channels as usize;
+    let zeros = vec![0.0f32; c];
+    let mut rows_done = vec![0.0f32; a * a * c];
+    let plane = (geo.frames * band.tiles) as usize * c;
+    for item in items {
+        let (tile, frame) = (item as i64 / geo.frames, item as i64 % geo.frames);
+        let global = band.first_tile + tile;
+        let (y0, x0) = ((global / geo.tiles_w) * m - 1, (global % geo.tiles_w) * m - 1);
+        let pixel = |i: usize, j: usize| -> &[f32] {
+            let (y, x) = (y0 + i as i64, x0 + j as i64);
+            if y < 0 || y >= geo.height || x < 0 || x >= geo.width {
+                return &zeros;
+            }
+            let offset = ((frame * geo.height + y) * geo.width + x) as usize * c;
+            std::slice::from_raw_parts(input.0.add(offset), c)
+        };
+        // Bᵀ d: rows_done[ξ][j] = Σ_i Bᵀ[ξ][i] d[i][j].
+        for xi in 0..a {
+            for j in 0..a {
+                let out = &mut rows_done[(xi * a + j) * c..(xi * a + j + 1) * c];
+                combine(out, transform.bt[xi * a..(xi + 1) * a].iter().enumerate().map(|(i, &coef)| (coef, pixel(i, j))));
+            }
+        }
+        // (Bᵀ d) B: V[ξ][ν] = Σ_j rows_done[ξ][j] Bᵀ[ν][j].
+        for xi in 0..a {
+            for nu in 0..a {
+                let offset = (xi * a + nu) * plane + item * c;
+                let out = std::slice::from_raw_parts_mut(dest.0.add(offset), c);
+                let row = &rows_done[xi * a * c..(xi + 1) * a * c];
+                combine(out, transform.bt[nu * a..(nu + 1) * a].iter().enumerate().map(|(j, &coef)| (coef, &row[j * c..(j + 1) * c])));
+            }
+        }
+    }
+}
+
+/// Y = Aᵀ M A + bias from M[t][ξν][tile][c], for items `(t, tile)` numbered `t · tiles + tile`, written where the tile lies in the output (clipped at the edges).
+unsafe fn output_transform(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        return output_transform_avx512(transform, geo, band, bias, source, output, items);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        return output_transform_avx2(transform, geo, band, bias, source, output, items);
+    }
+    output_transform_body(transform, geo, band, bias, source, output, items)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn output_transform_avx512(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>) {
+    output_transform_body(transform, geo, band, bias, source, output, items)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn output_transform_avx2(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>) {
+    output_transform_body(transform, geo, band, bias, source, output, items)
+}
+
+#[inline(always)]
+unsafe fn output_transform_body(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>) {
+    let (a, m) = (transform.a, transform.m);
+    let c = geo.out_channels as usize;
+    let mut rows_done = vec![0.0f32; m * a * c];
+    let mut tile_out = vec![0.0f32; c];
+    let tiles = band.tiles as usize;
+    for item in items {
+        let (frame, tile) = (item / tiles, item % tiles);
+        let global = band.first_tile + tile as i64;
+        let (y0, x0) = ((global / geo.tiles_w) * m as i64, (global % geo.tiles_w) * m as i64);
+        let frame_products = frame * a * a * tiles;
+        let product = |xi: usize, nu: usize| std::slice::from_raw_parts(source.0.add((frame_products + (xi * a + nu) * tiles + tile) * c), c);
+        let frame = frame as i64;
+        // Aᵀ M: rows_done[i][ν] = Σ_ξ Aᵀ[i][ξ] M[ξ][ν].
+        for i in 0..m {
+            for nu in 0..a {
+                let out = &mut rows_done[(i * a + nu) * c..(i * a + nu + 1) * c];
+                combine(out, transform.at[i * a..(i + 1) * a].iter().enumerate().map(|(xi, &coef)| (coef, product(xi, nu))));
+            }
+        }
+        for i in 0..m {
+            let y = y0 + i as i64;
+            if y >= geo.height {
+                break;
+            }
+            for j in 0..m {
+                let x = x0 + j as i64;
+                if x >= geo.width {
+                    break;
+                }
+                let row = &rows_done[i * a * c..(i + 1) * a * c];
+                combine(&mut tile_out, transform.at[j * a..(j + 1) * a].iter().enumerate().map(|(nu, &coef)| (coef, &row[nu * c..(nu + 1) * c])));
+                let offset = ((frame * geo.height + y) * geo.width + x) as usize * c;
+                let out = std::slice::from_raw_parts_mut(output.0.add(offset), c);
+                for ((o, t), b) in out.iter_mut().zip(&tile_out).zip(bias) {
+                    *o = t + b;
+                }
+            }
+        }
+    }
+}
+
+/// out = Σ coef · term over the terms whose coefficient is not zero (all of them equal length).
+#[inline(always)]
+fn combine<'t>(out: &mut [f32], terms: impl Iterator<Item = (f32, &'t [f32])>) {
+    let mut first = true;
+    for (coef, term) in terms {
+        if coef == 0.0 {
+            continue;
+        }
+        if first {
+            for (o, t) in out.iter_mut().zip(term) {
+                *o = coef * t;
+            }
+            first = false;
+        } else {
+            for (o, t) in out.iter_mut().zip(term) {
+                *o += coef * t;
+            }
+        }
+    }
+    if first {
+        out.fill(0.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::Device;
+
+    fn channels_last(x: Tensor) -> Tensor {
+        x.permute([0, 2, 3, 4, 1]).contiguous().permute([0, 4, 1, 2, 3])
+    }
+
+    #[test]
+    fn winograd_equals_the_direct_convolution() {
+        tch::manual_seed(7);
+        let opts = (Kind::Float, Device::Cpu);
+        // Odd sizes leave partial tiles at the right and bottom edges; k_t 1 and 3, batch 2.
+        for (batch, c, co, frames, kt, h, w) in [(1, 16, 24, 3, 3, 9, 7), (2, 32, 16, 4, 1, 5, 13), (1, 16, 16, 5, 3, 1, 1)] {
+            let x = channels_last(Tensor::randn([batch, c, frames, h, w], opts));
+            let weight = Tensor::randn([co, c, kt, 3, 3], opts) / ((c * kt * 9) as f64).sqrt();
+            let bias = Tensor::randn([co], opts);
+            assert!(applies(&x, &weight, [1, 1, 1], [0, 1, 1]));
+            let direct = x.conv3d(&weight, Some(&bias), [1, 1, 1], [0, 1, 1], [1, 1, 1], 1);
+            for transform in [&F2X2, &F4X4] {
+                let ours = conv3d(&x, &transformed_kernel(&weight, transform).unwrap(), &bias, transform).unwrap();
+                assert_eq!(ours.size(), direct.size());
+                let error = (&ours - &direct).abs().max().double_value(&[]);
+                assert!(error < 1e-4, "F({m}x{m}) on {:?}: {error:e}", x.size(), m = transform.m);
+            }
+        }
+    }
+
+    #[test]
+    fn the_later_taps_of_a_kernel_convolve_like_the_later_taps_of_its_weight() {
+        tch::manual_seed(8);
+        let opts = (Kind::Float, Device::Cpu);
+        let (c, co) = (16, 16);
+        let weight = Tensor::randn([co, c, 3, 3, 3], opts) / ((c * 27) as f64).sqrt();
+        let bias = Tensor::randn([co], opts);
+        let kernel = transformed_kernel(&weight, &F2X2).unwrap();
+        for (first, taps) in [(1, 2), (2, 1)] {
+            let x = channels_last(Tensor::randn([1, c, taps + 1, 6, 10], opts));
+            let direct = x.conv3d(&weight.narrow(2, first, taps), Some(&bias), [1, 1, 1], [0, 1, 1], [1, 1, 1], 1);
+            let ours = conv3d(&x, &kernel.narrow(1, first * c, taps * c), &bias, &F2X2).unwrap();
+            let error = (&ours - &direct).abs().max().double_value(&[]);
+            assert!(error < 1e-4, "taps {first}..{}: {error:e}", first + taps);
+        }
+    }
+
+    #[test]
+    fn it_declines_what_it_does_not_compute() {
+        let opts = (Kind::Float, Device::Cpu);
+        let x = channels_last(Tensor::randn([1, 16, 3, 8, 8], opts));
+        let weight = Tensor::randn([16, 16, 3, 3, 3], opts);
+        assert!(!applies(&x, &weight, [1, 2, 2], [0, 1, 1]));
+        assert!(!applies(&x, &weight, [1, 1, 1], [1, 1, 1]));
+        assert!(!applies(&x.contiguous(), &weight, [1, 1, 1], [0, 1, 1]));
+        assert!(!applies(&x.to_kind(Kind::BFloat16), &weight, [1, 1, 1], [0, 1, 1]));
+        let small = channels_last(Tensor::randn([1, 3, 3, 8, 8], opts));
+        assert!(!applies(&small, &Tensor::randn([16, 3, 3, 3, 3], opts), [1, 1, 1], [0, 1, 1]));
+    }
+}
+
+#[cfg(test)]
+mod timing_probe {
+    use super::*;
+    use tch::Device;
+
+    #[test]
+    #[ignore]
+    fn probe() {
+        tch::set_num_threads(2);
+        let opts = (Kind::Float, Device::Cpu);
+        for (c, hw, out_frames) in [(96i64, 128i64, 4i64), (192, 64, 4), (384, 32, 4), (384, 16, 9), (384, 16, 1), (96, 256, 2)] {
+            let x = Tensor::randn([1, c, out_frames + 2, hw, hw], opts).permute([0, 2, 3, 4, 1]).contiguous().permute([0, 4, 1, 2, 3]);
+            let w = (Tensor::randn([c, c, 3, 3, 3], opts) / ((c * 27) as f64).sqrt()).permute([0, 2, 3, 4, 1]).contiguous().permute([0, 4, 1, 2, 3]);
+            let b = Tensor::randn([c], opts);
+            let direct = || x.mkldnn_convolution(&w, Some(&b), [0, 1, 1], [1, 1, 1], [1, 1, 1], 1);
+            let time = |f: &dyn Fn() -> Tensor| {
+                drop(f());
+                let mut best = f64::MAX;
+                for _ in 0..3 {
+                    let t = std::time::Instant::now();
+                    drop(f());
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                best * 1000.0
+            };
+            let d = time(&direct);
+            let reference = direct();
+            for tr in [&F2X2, &F4X4] {
+                let kernel = transformed_kernel(&w, tr).unwrap();
+                let ours = || conv3d(&x, &kernel, &b, tr).unwrap();
+                let e = (ours() - &reference).abs().max().double_value(&[]);
+                let o = time(&ours);
+                println!("c {c} hw {hw} frames {out_frames} F{}: direct {d:.1} ms, winograd {o:.1} ms, {:.2}x, err {e:.1e}", tr.m, d / o);
+            }
+        }
+    }
+}
+
