@@ -16,6 +16,7 @@ pub mod seedvr2;
 pub mod seedvr2_dit;
 pub mod tensor_file;
 pub mod torch_file;
+pub mod transform_pool;
 pub mod vae;
 pub mod weights;
 pub mod wan;

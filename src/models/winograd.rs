@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tch::{Kind, Tensor};
 
-use super::ModelError;
+use super::{host_buffer, transform_pool, ModelError};
 
 /// `cpu_winograd`: process-wide, like libtorch's own switches; read on every eligible call.
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -165,7 +165,8 @@ pub fn conv3d(x: &Tensor, kernel: &Tensor, bias: &Tensor, transform: &Transform)
     let v_all = Tensor::f_empty([a * a * band_tiles_max * frames * channels], cpu)?;
     let m_all = Tensor::f_empty([out_frames * a * a * band_tiles_max * out_channels], cpu)?;
     let geometry = Geometry { channels, out_channels, frames, height, width, tiles_w };
-    let threads = tch::get_num_threads().max(1) as usize;
+    // Per thread: a tile after its first transform pass, and one channel vector.
+    let scratch_len = (a * a * channels.max(out_channels) + channels.max(out_channels)) as usize;
 
     for b in 0..batch {
         let x_frames = x.f_select(0, b)?;
@@ -178,7 +179,7 @@ pub fn conv3d(x: &Tensor, kernel: &Tensor, bias: &Tensor, transform: &Transform)
             unsafe {
                 let input = Shared(x_frames.data_ptr() as *mut f32);
                 let dest = Shared(v_all.data_ptr() as *mut f32);
-                parallel(threads, (band.tiles * frames) as usize, |items| input_transform(transform, &geometry, &band, input, dest, items));
+                parallel((band.tiles * frames) as usize, scratch_len, |items, scratch| input_transform(transform, &geometry, &band, input, dest, items, scratch))?;
             }
             // Per output frame, one batched matmul over all taps: for a tile, its k_t frames' transformed
             // values lie next to each other, so each matrix row is (k_t · C) contiguous values.
@@ -192,7 +193,7 @@ pub fn conv3d(x: &Tensor, kernel: &Tensor, bias: &Tensor, transform: &Transform)
             unsafe {
                 let source = Shared(m_all.data_ptr() as *mut f32);
                 let output = Shared(out_frames_b.data_ptr() as *mut f32);
-                parallel(threads, (out_frames * band.tiles) as usize, |items| output_transform(transform, &geometry, &band, bias_values, source, output, items));
+                parallel((out_frames * band.tiles) as usize, scratch_len, |items, scratch| output_transform(transform, &geometry, &band, bias_values, source, output, items, scratch))?;
             }
             first_tile += band.tiles;
         }
@@ -235,53 +236,62 @@ struct Shared(*mut f32);
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
-/// Runs `work` over `0..items` split into contiguous ranges on up to `threads` scoped threads.
-fn parallel(threads: usize, items: usize, work: impl Fn(std::ops::Range<usize>) + Sync) {
-    let threads = threads.min(items).max(1);
-    if threads == 1 {
-        return work(0..items);
+impl Shared {
+    /// A method, so that closures capture the whole `Shared` (which is `Sync`), not its field.
+    fn at(&self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
     }
-    let per = items.div_ceil(threads);
-    std::thread::scope(|scope| {
-        let work = &work;
-        for start in (per..items).step_by(per) {
-            scope.spawn(move || work(start..(start + per).min(items)));
-        }
-        work(0..per.min(items));
+}
+
+/// Runs `work` over `0..items` split into contiguous ranges, one per thread (the transform pool's
+/// helpers and this one), each with its own `scratch_len` floats from one fallible allocation: under a
+/// memory limit this fails as an error, never as an abort.
+fn parallel(items: usize, scratch_len: usize, work: impl Fn(std::ops::Range<usize>, &mut [f32]) + Sync) -> Result<(), ModelError> {
+    let parts = transform_pool::parts().min(items).max(1);
+    let mut scratch = host_buffer::zeroed::<f32>(parts * scratch_len)?;
+    let base = Shared(scratch.as_mut_ptr());
+    let per = items.div_ceil(parts);
+    transform_pool::run_parts(parts, &|part| {
+        let range = (part * per).min(items)..((part + 1) * per).min(items);
+        // SAFETY: each part owns its slice of `scratch`, which outlives `run_parts`.
+        let own = unsafe { std::slice::from_raw_parts_mut(base.at(part * scratch_len), scratch_len) };
+        work(range, own);
     });
+    Ok(())
 }
 
 /// V[ξν][tile][t][c] = (Bᵀ d B)[ξ][ν] for items `(tile, t)` numbered `tile · T + t`.
-unsafe fn input_transform(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>) {
+unsafe fn input_transform(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>, scratch: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        return input_transform_avx512(transform, geo, band, input, dest, items);
+        return input_transform_avx512(transform, geo, band, input, dest, items, scratch);
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        return input_transform_avx2(transform, geo, band, input, dest, items);
+        return input_transform_avx2(transform, geo, band, input, dest, items, scratch);
     }
-    input_transform_body(transform, geo, band, input, dest, items)
+    input_transform_body(transform, geo, band, input, dest, items, scratch)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn input_transform_avx512(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>) {
-    input_transform_body(transform, geo, band, input, dest, items)
+unsafe fn input_transform_avx512(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>, scratch: &mut [f32]) {
+    input_transform_body(transform, geo, band, input, dest, items, scratch)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn input_transform_avx2(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>) {
-    input_transform_body(transform, geo, band, input, dest, items)
+unsafe fn input_transform_avx2(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>, scratch: &mut [f32]) {
+    input_transform_body(transform, geo, band, input, dest, items, scratch)
 }
 
 #[inline(always)]
-unsafe fn input_transform_body(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>) {
+unsafe fn input_transform_body(transform: &Transform, geo: &Geometry, band: &Band, input: Shared, dest: Shared, items: std::ops::Range<usize>, scratch: &mut [f32]) {
     let (a, m) = (transform.a, transform.m as i64);
     let c = geo.channels as usize;
-    let zeros = vec![0.0f32; c];
-    let mut rows_done = vec![0.0f32; a * a * c];
+    let (rows_done, zeros) = scratch.split_at_mut(a * a * c);
+    zeros[..c].fill(0.0);
+    let zeros = &zeros[..c];
     let plane = (geo.frames * band.tiles) as usize * c;
     for item in items {
         let (tile, frame) = (item as i64 / geo.frames, item as i64 % geo.frames);
@@ -290,7 +300,7 @@ unsafe fn input_transform_body(transform: &Transform, geo: &Geometry, band: &Ban
         let pixel = |i: usize, j: usize| -> &[f32] {
             let (y, x) = (y0 + i as i64, x0 + j as i64);
             if y < 0 || y >= geo.height || x < 0 || x >= geo.width {
-                return &zeros;
+                return zeros;
             }
             let offset = ((frame * geo.height + y) * geo.width + x) as usize * c;
             std::slice::from_raw_parts(input.0.add(offset), c)
@@ -315,36 +325,36 @@ unsafe fn input_transform_body(transform: &Transform, geo: &Geometry, band: &Ban
 }
 
 /// Y = Aᵀ M A + bias from M[t][ξν][tile][c], for items `(t, tile)` numbered `t · tiles + tile`, written where the tile lies in the output (clipped at the edges).
-unsafe fn output_transform(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>) {
+unsafe fn output_transform(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>, scratch: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        return output_transform_avx512(transform, geo, band, bias, source, output, items);
+        return output_transform_avx512(transform, geo, band, bias, source, output, items, scratch);
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        return output_transform_avx2(transform, geo, band, bias, source, output, items);
+        return output_transform_avx2(transform, geo, band, bias, source, output, items, scratch);
     }
-    output_transform_body(transform, geo, band, bias, source, output, items)
+    output_transform_body(transform, geo, band, bias, source, output, items, scratch)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn output_transform_avx512(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>) {
-    output_transform_body(transform, geo, band, bias, source, output, items)
+unsafe fn output_transform_avx512(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>, scratch: &mut [f32]) {
+    output_transform_body(transform, geo, band, bias, source, output, items, scratch)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn output_transform_avx2(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>) {
-    output_transform_body(transform, geo, band, bias, source, output, items)
+unsafe fn output_transform_avx2(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>, scratch: &mut [f32]) {
+    output_transform_body(transform, geo, band, bias, source, output, items, scratch)
 }
 
 #[inline(always)]
-unsafe fn output_transform_body(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>) {
+unsafe fn output_transform_body(transform: &Transform, geo: &Geometry, band: &Band, bias: &[f32], source: Shared, output: Shared, items: std::ops::Range<usize>, scratch: &mut [f32]) {
     let (a, m) = (transform.a, transform.m);
     let c = geo.out_channels as usize;
-    let mut rows_done = vec![0.0f32; m * a * c];
-    let mut tile_out = vec![0.0f32; c];
+    let (rows_done, tile_out) = scratch.split_at_mut(a * a * c);
+    let tile_out = &mut tile_out[..c];
     let tiles = band.tiles as usize;
     for item in items {
         let (frame, tile) = (item / tiles, item % tiles);
@@ -371,10 +381,10 @@ unsafe fn output_transform_body(transform: &Transform, geo: &Geometry, band: &Ba
                     break;
                 }
                 let row = &rows_done[i * a * c..(i + 1) * a * c];
-                combine(&mut tile_out, transform.at[j * a..(j + 1) * a].iter().enumerate().map(|(nu, &coef)| (coef, &row[nu * c..(nu + 1) * c])));
+                combine(tile_out, transform.at[j * a..(j + 1) * a].iter().enumerate().map(|(nu, &coef)| (coef, &row[nu * c..(nu + 1) * c])));
                 let offset = ((frame * geo.height + y) * geo.width + x) as usize * c;
                 let out = std::slice::from_raw_parts_mut(output.0.add(offset), c);
-                for ((o, t), b) in out.iter_mut().zip(&tile_out).zip(bias) {
+                for ((o, t), b) in out.iter_mut().zip(&*tile_out).zip(bias) {
                     *o = t + b;
                 }
             }
