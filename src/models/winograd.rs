@@ -11,8 +11,8 @@
 //! two direct implementations differ (1e-5 here); F(4×4, 3×3) saves more but costs accuracy (6–9e-5 on
 //! the Wan VAE against diffusers), so it stays a measured alternative in the tests.
 //!
-//! Memory stays bounded: the transformed input and products live in one workspace of at most
-//! [`WORKSPACE_BYTES`], filled band of tiles by band of tiles. Each convolution keeps its transformed
+//! Memory stays bounded: the transformed input and products live in one workspace of [`WORKSPACE_BYTES`]
+//! that the calling thread keeps, filled band of tiles by band of tiles. Each convolution keeps its transformed
 //! kernel (16/9 of its weight) from its first use, since remaking it costs as much as a one-frame call.
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -162,8 +162,10 @@ pub fn conv3d(x: &Tensor, kernel: &Tensor, bias: &Tensor, transform: &Transform)
     let per_tile = a * a * (frames * channels + out_frames * out_channels) * 4;
     let tiles = tiles_w * tiles_h;
     let band_tiles_max = (WORKSPACE_BYTES / per_tile).clamp(1, tiles);
-    let v_all = Tensor::f_empty([a * a * band_tiles_max * frames * channels], cpu)?;
-    let m_all = Tensor::f_empty([out_frames * a * a * band_tiles_max * out_channels], cpu)?;
+    let (v_len, m_len) = (a * a * band_tiles_max * frames * channels, out_frames * a * a * band_tiles_max * out_channels);
+    let workspace = workspace(v_len + m_len)?;
+    let v_all = workspace.f_narrow(0, 0, v_len)?;
+    let m_all = workspace.f_narrow(0, v_len, m_len)?;
     let geometry = Geometry { channels, out_channels, frames, height, width, tiles_w };
     // Per thread: a tile after its first transform pass, and one channel vector.
     let scratch_len = (a * a * channels.max(out_channels) + channels.max(out_channels)) as usize;
@@ -211,6 +213,25 @@ pub fn transformed_kernel(weight: &Tensor, transform: &Transform) -> Result<Tens
     let g_kron_g = Tensor::f_einsum("ik,jl->ijkl", &[&g, &g], None::<&[i64]>)?.f_reshape([a * a, 9])?;
     let taps = weight.f_to_kind(Kind::Float)?.f_permute([3, 4, 2, 1, 0])?.f_contiguous()?.f_view([9, kernel_frames * channels * out_channels])?;
     Ok(g_kron_g.f_matmul(&taps)?.f_view([a * a, kernel_frames * channels, out_channels])?)
+}
+
+thread_local! {
+    /// The workspace, kept by the thread between calls: made afresh for every call it would be new
+    /// mappings faulted in page by page each time (the bounded allocator maps every tensor over 64 KiB,
+    /// glibc's every one over 32 MiB), which cost the decode all of Winograd's gain.
+    static WORKSPACE: std::cell::RefCell<Option<Tensor>> = const { std::cell::RefCell::new(None) };
+}
+
+/// At least `floats` floats of this thread's workspace; [`WORKSPACE_BYTES`] unless one tile needs more.
+fn workspace(floats: i64) -> Result<Tensor, ModelError> {
+    WORKSPACE.with(|cell| {
+        let mut kept = cell.borrow_mut();
+        if kept.as_ref().is_none_or(|tensor| (tensor.numel() as i64) < floats) {
+            *kept = None;
+            *kept = Some(Tensor::f_empty([floats.max(WORKSPACE_BYTES / 4)], (Kind::Float, tch::Device::Cpu))?);
+        }
+        Ok(kept.as_ref().expect("set above").shallow_clone())
+    })
 }
 
 /// Sizes of one call.
