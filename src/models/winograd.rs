@@ -13,7 +13,7 @@
 //!
 //! Memory stays bounded: the transformed input and products live in one workspace of [`WORKSPACE_BYTES`]
 //! that the calling thread keeps, filled band of tiles by band of tiles. Each convolution keeps its transformed
-//! kernel (16/9 of its weight) from its first use, since remaking it costs as much as a one-frame call.
+//! kernel (16/9 of its weight) from its first use, since remaking it costs more than a one-frame call.
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tch::{Kind, Tensor};
