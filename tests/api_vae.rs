@@ -62,6 +62,12 @@ async fn encode_decode_and_reconstruct_a_real_clip() {
 
     let decoded = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&filename=phone.safetensors"), latent.clone()).await;
     assert!(decoded["plan"]["spatial_tiles"].is_null(), "no budget, no tiles: {}", decoded["plan"]);
+    // The model's own memory, beside the working memory planned: its f32 weights (the file less its
+    // header) and, on the CPU at f32, the Winograd kernels made at load (16/9 of the 3×3 weights).
+    let model_bytes = |key: &str| decoded["plan"][key].as_u64().unwrap_or_else(|| panic!("plan.{key}: {}", decoded["plan"]));
+    let file_bytes = std::fs::metadata(WAN21_WEIGHTS).unwrap().len();
+    assert!(model_bytes("model_weight_bytes") <= file_bytes && model_bytes("model_weight_bytes") > file_bytes * 9 / 10, "{}", decoded["plan"]);
+    assert!(model_bytes("model_derived_bytes") > 0 && model_bytes("model_derived_bytes") < model_bytes("model_weight_bytes") * 16 / 9, "{}", decoded["plan"]);
     // A budget too small for whole frames makes the planner tile; the job still succeeds, same shape.
     let tiled = run_job(&client, &server, &format!("op=vae_decode&model={MODEL}&dtype=f32&memory_budget_mib=40"), latent.clone()).await;
     let plan = &tiled["plan"];

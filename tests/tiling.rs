@@ -203,7 +203,7 @@ fn runner() -> ChildRunner {
 }
 
 fn model_spec() -> ModelSpec {
-    ModelSpec { weights: weights_path(), family: "wan21".into(), dtype: "f32".into(), threads: 2, device: "cpu".into() }
+    ModelSpec { weights: weights_path(), family: "wan21".into(), dtype: "f32".into(), threads: 2, device: "cpu".into(), cpu_winograd: true }
 }
 
 /// The test clip's latent: frames, height, width.

@@ -1,7 +1,8 @@
 //! `vaebox bench load-weights`: the host memory a checkpoint load takes above the runtime's base, against
 //! the file's size. Run it in a fresh process (the test does): the peak is the process's `VmHWM`, reset
 //! after libtorch has started and run a first op, so the base includes the runtime but no weights. Also
-//! reported: the bytes the model's tensors hold, the floor of any load (above the file when it widens).
+//! reported: the bytes the model's tensors hold, the floor of any load (above the file when it widens), and
+//! what the model made from them at load and keeps (Winograd kernels at CPU f32, with `cpu_winograd` on).
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -10,6 +11,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::device::{self, DeviceChoice, HostAllocator};
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
+use crate::models::vae::HeldBytes;
 use crate::models::seedvr2_dit::{DitLoadOptions, SeedVr2Dit};
 use crate::models::wan::{WanLoadOptions, WanVae};
 
@@ -34,6 +36,9 @@ pub struct LoadWeightsArgs {
     /// `bounded` (the server's default) or `fast`.
     #[arg(long, default_value = "bounded")]
     pub allocator: String,
+    /// `cpu_winograd`: whether an f32 VAE makes its Winograd kernels at load.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub cpu_winograd: bool,
 }
 
 fn resident_bytes() -> Option<u64> {
@@ -43,12 +48,18 @@ fn resident_bytes() -> Option<u64> {
 }
 
 /// Loads the model and returns the bytes its tensors hold.
-fn load(args: &LoadWeightsArgs, kind: Kind) -> anyhow::Result<u64> {
+fn load(args: &LoadWeightsArgs, kind: Kind) -> anyhow::Result<HeldBytes> {
     let device = Device::Cpu;
     Ok(match args.family {
-        Family::Wan => WanVae::load(&args.weights, &WanLoadOptions { device, kind })?.weight_bytes(),
-        Family::Seedvr2 => SeedVr2Vae::load(&args.weights, &SeedVr2LoadOptions { device, kind })?.weight_bytes(),
-        Family::Dit => SeedVr2Dit::load(&args.weights, &DitLoadOptions { device, kind, ..DitLoadOptions::default() })?.weight_bytes(),
+        Family::Wan => {
+            let vae = WanVae::load(&args.weights, &WanLoadOptions { device, kind })?;
+            HeldBytes { weights: vae.weight_bytes(), derived: vae.derived_bytes() }
+        }
+        Family::Seedvr2 => {
+            let vae = SeedVr2Vae::load(&args.weights, &SeedVr2LoadOptions { device, kind })?;
+            HeldBytes { weights: vae.weight_bytes(), derived: vae.derived_bytes() }
+        }
+        Family::Dit => HeldBytes { weights: SeedVr2Dit::load(&args.weights, &DitLoadOptions { device, kind, ..DitLoadOptions::default() })?.weight_bytes(), derived: 0 },
     })
 }
 
@@ -56,6 +67,7 @@ pub fn run(args: &LoadWeightsArgs) -> anyhow::Result<()> {
     let kind = device::DtypeChoice::parse(&args.dtype).context("--dtype: f32, bf16 or f16")?.resolve(Device::Cpu);
     let allocator = HostAllocator::parse(&args.allocator).context("--allocator: bounded or fast")?;
     device::init(DeviceChoice::Cpu, 1, allocator);
+    crate::models::winograd::set_enabled(args.cpu_winograd);
     let file_bytes = std::fs::metadata(&args.weights).with_context(|| format!("{}", args.weights.display()))?.len();
     // The runtime's own start-up (kernels, thread pools) belongs to the base, not to the load.
     let warm = Tensor::ones([64, 64], (Kind::Float, Device::Cpu)).matmul(&Tensor::ones([64, 64], (Kind::Float, Device::Cpu)));
@@ -75,10 +87,13 @@ pub fn run(args: &LoadWeightsArgs) -> anyhow::Result<()> {
             "file_bytes": file_bytes,
             "base_rss_bytes": base,
             "peak_growth_bytes": growth,
-            "held_bytes": held,
+            "held_bytes": held.weights,
+            "derived_bytes": held.derived,
             "peak_growth_per_file_byte": growth as f64 / file_bytes as f64,
             // What a load cannot go below: the model's own tensors (more than the file when it widens them).
-            "peak_growth_per_held_byte": growth as f64 / held as f64,
+            "peak_growth_per_held_byte": growth as f64 / held.weights as f64,
+            // The load itself, without what the model keeps beside its weights by choice.
+            "peak_growth_less_derived_per_file_byte": growth.saturating_sub(held.derived) as f64 / file_bytes as f64,
         })
     );
     Ok(())

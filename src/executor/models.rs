@@ -60,6 +60,7 @@ impl LoadedModels {
         Self::check(entry, entry.family.is_vae(), "VAE ops")?;
         self.resident = None;
         let model = Rc::new(VideoVae::load(entry, &vae::LoadOptions { device, kind })?);
+        settle(&model, &entry.name)?;
         self.resident = Some((entry.name.clone(), kind, Resident::Vae(model.clone())));
         Ok((model, true))
     }
@@ -81,7 +82,19 @@ impl LoadedModels {
         }
         self.resident = None;
         let model = Rc::new(Restorer::load(files, opts)?);
+        settle(&model.vae, &files.vae.display().to_string())?;
         self.resident = Some((key, opts.kind, Resident::Restorer(model.clone())));
         Ok(model)
     }
+}
+
+/// A VAE that made Winograd kernels at load gets this thread's Winograd workspace now as well, so that
+/// both are the model's memory: a job's working memory (calibrated after a warm-up) is planned on top.
+fn settle(vae: &VideoVae, name: &str) -> Result<(), ModelError> {
+    let held = vae.held_bytes();
+    if held.derived > 0 {
+        crate::models::winograd::reserve_workspace()?;
+    }
+    tracing::info!(model = %name, weight_mib = held.weights >> 20, winograd_kernel_mib = held.derived >> 20, "VAE loaded");
+    Ok(())
 }

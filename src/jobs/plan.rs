@@ -73,6 +73,13 @@ pub struct VaePlan {
     pub spatial_factor: i64,
     /// Pixel frames per latent frame after the first.
     pub temporal_factor: i64,
+    /// The model's weights as held, in bytes: not part of the working memory above.
+    #[serde(default)]
+    pub model_weight_bytes: u64,
+    /// What the model made from its weights at load and keeps, in bytes (the Winograd kernels of CPU
+    /// float32 convolutions, 16/9 of their weights; 0 elsewhere): not part of the working memory either.
+    #[serde(default)]
+    pub model_derived_bytes: u64,
     /// Out-of-memory retries, in order, in words (the job re-planned for a smaller budget and started again,
     /// a push split in halves, row-split convolutions); empty when none were needed.
     pub fallbacks: Vec<String>,
@@ -279,6 +286,8 @@ mod tests {
             tile_major: false,
             spatial_factor: 8,
             temporal_factor: 4,
+            model_weight_bytes: 1000,
+            model_derived_bytes: 160,
             fallbacks: vec!["decode: out of memory on 2 latent frames: 1 + 1".into()],
             op,
         }
@@ -292,6 +301,7 @@ mod tests {
             "spatial_tiles": {"tile_height_latent": 16, "tile_width_latent": 16, "overlap_latent": 4},
             "blending": "raised cosine over the overlap", "estimated_peak_bytes": 1u64 << 30, "fits_budget": true,
             "memory_budget_mib": 2048, "tile_major": false, "spatial_factor": 8, "temporal_factor": 4,
+            "model_weight_bytes": 1000, "model_derived_bytes": 160,
             "fallbacks": ["decode: out of memory on 2 latent frames: 1 + 1"],
         });
         plan.as_object_mut().unwrap().extend(op.as_object().unwrap().clone());

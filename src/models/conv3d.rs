@@ -79,7 +79,8 @@ pub struct Conv3d {
     bias: Tensor,
     stride: [i64; 3],
     padding: [i64; 3],
-    /// The weight in the Winograd domain, made at the first call that runs on it (`winograd`).
+    /// The weight in the Winograd domain (`winograd`): made at load where every call will use it, else
+    /// at the first call that does.
     winograd_kernel: std::cell::OnceCell<Tensor>,
 }
 
@@ -94,7 +95,13 @@ impl Conv3d {
         };
         let weight = if vp.weights().conv_channels_last() { layout::to_channels_last(&weight)? } else { weight };
         let bias = vp.get("bias", &[spec.out_channels])?;
-        Ok(Self { weight, bias, stride: spec.stride, padding: spec.padding, winograd_kernel: Default::default() })
+        let winograd_kernel = std::cell::OnceCell::new();
+        if winograd::takes_weight(&weight, spec.stride, spec.padding[0], vp.weights().conv_channels_last()) {
+            let kernel = winograd::transformed_kernel(&weight, &winograd::F2X2)?;
+            vp.weights().note_derived(&kernel);
+            let _ = winograd_kernel.set(kernel);
+        }
+        Ok(Self { weight, bias, stride: spec.stride, padding: spec.padding, winograd_kernel })
     }
 
     pub fn weight(&self) -> &Tensor {
@@ -121,6 +128,7 @@ impl Conv3d {
                 Some(kernel) => kernel,
                 None => {
                     let kernel = winograd::transformed_kernel(&self.weight, &winograd::F2X2)?;
+                    winograd::note_made_on_first_use(&kernel);
                     self.winograd_kernel.get_or_init(|| kernel)
                 }
             };

@@ -58,6 +58,9 @@ pub trait VaeModel {
     fn temporal_factor(&self) -> i64;
     /// The decoder's full-resolution channel count: what the calibrated memory rows are keyed by.
     fn memory_width(&self) -> i64;
+    /// Bytes of the weights as held, and of what the model made from them at load and keeps (Winograd
+    /// kernels): the model's own memory, beside which a job's working memory is planned.
+    fn held_bytes(&self) -> HeldBytes;
     /// Whether the streams can split their convolutions into exact row bands.
     fn supports_row_split(&self) -> bool {
         false
@@ -79,6 +82,13 @@ pub trait VaeModel {
         let (mean, std) = latent_stats(self.family(), self.latent_channels())?;
         Ok(normalized * std + mean)
     }
+}
+
+/// A loaded model's own memory, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HeldBytes {
+    pub weights: u64,
+    pub derived: u64,
 }
 
 /// A loaded video VAE of any family.

@@ -79,6 +79,8 @@ pub struct Weights {
     used: RefCell<BTreeSet<String>>,
     /// Bytes of the tensors handed to modules, as they hold them (fp8 kept, others at `kind`).
     handed_bytes: Cell<u64>,
+    /// Bytes of tensors the modules made from their weights at load (Winograd kernels) and keep.
+    derived_bytes: Cell<u64>,
     device: Device,
     kind: Kind,
     /// Give 5-D conv weights channels-last-3d strides; set before modules are built.
@@ -99,7 +101,7 @@ impl Weights {
     }
 
     fn with_tensors(source: &Path, tensors: Tensors, device: Device, kind: Kind) -> Self {
-        Self { source: source.to_path_buf(), tensors, file_names: None, used: RefCell::default(), handed_bytes: Cell::new(0), device, kind, conv_channels_last: false }
+        Self { source: source.to_path_buf(), tensors, file_names: None, used: RefCell::default(), handed_bytes: Cell::new(0), derived_bytes: Cell::new(0), device, kind, conv_channels_last: false }
     }
 
     /// Every key renamed once (a family's second naming scheme); pair with [`Weights::with_file_names`].
@@ -180,8 +182,18 @@ impl Weights {
     }
 
     fn hand(&self, tensor: Tensor) -> Tensor {
-        self.handed_bytes.set(self.handed_bytes.get() + (tensor.numel() * tensor.kind().elt_size_in_bytes()) as u64);
+        self.handed_bytes.set(self.handed_bytes.get() + tensor_bytes(&tensor));
         tensor
+    }
+
+    /// What the modules made from their weights at load and keep beside them, in bytes.
+    pub fn derived_bytes(&self) -> u64 {
+        self.derived_bytes.get()
+    }
+
+    /// A module keeps `tensor`, made from its weights, for as long as it lives.
+    pub fn note_derived(&self, tensor: &Tensor) {
+        self.derived_bytes.set(self.derived_bytes.get() + tensor_bytes(tensor));
     }
 
     /// Fails on the first key no module asked for; such a key means the file is not the model we built.
@@ -237,6 +249,11 @@ impl Weights {
 
 pub fn is_fp8(kind: Kind) -> bool {
     matches!(kind, Kind::Float8e4m3fn | Kind::Float8e5m2 | Kind::Float8e4m3fnuz | Kind::Float8e5m2fnuz)
+}
+
+/// Bytes a tensor's elements take.
+pub fn tensor_bytes(tensor: &Tensor) -> u64 {
+    (tensor.numel() * tensor.kind().elt_size_in_bytes()) as u64
 }
 
 /// A position in the weight tree (`decoder.up_blocks.1`), mirroring the checkpoint's own names.

@@ -13,8 +13,10 @@
 //!
 //! Memory stays bounded: the transformed input and products live in one workspace of [`WORKSPACE_BYTES`]
 //! that the calling thread keeps, filled band of tiles by band of tiles. Each convolution keeps its transformed
-//! kernel (16/9 of its weight) from its first use, since remaking it costs more than a one-frame call.
-use std::sync::atomic::{AtomicBool, Ordering};
+//! kernel (16/9 of its weight), since remaking it costs more than a one-frame call. It is made with the
+//! weight at load ([`takes_weight`]), so it is the model's memory and not the first job's: the planner's
+//! working-memory estimates (measured after a warm-up) never saw it.
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tch::{Kind, Tensor};
 
@@ -32,7 +34,32 @@ pub fn enabled() -> bool {
 }
 
 /// Upper bound of the transformed input plus the products held at once, per convolution call.
-const WORKSPACE_BYTES: i64 = 48 << 20;
+pub const WORKSPACE_BYTES: i64 = 48 << 20;
+
+/// Bytes of transformed kernels made by a call rather than at load (a model loaded while the switch was
+/// off, or a convolution built outside a checkpoint load).
+static MADE_ON_FIRST_USE: AtomicU64 = AtomicU64::new(0);
+
+pub fn kernel_bytes_made_on_first_use() -> u64 {
+    MADE_ON_FIRST_USE.load(Ordering::Relaxed)
+}
+
+pub fn note_made_on_first_use(kernel: &Tensor) {
+    MADE_ON_FIRST_USE.fetch_add(crate::models::weights::tensor_bytes(kernel), Ordering::Relaxed);
+}
+
+/// Whether a convolution with this weight will take this path on every call the VAEs make: a CPU f32
+/// 3×3(×k_t) weight of at least [`MIN_CHANNELS`] inputs, stride 1, no temporal padding of its own, in a
+/// model whose inputs are channels-last (the spatial padding of 1 is given per call).
+pub fn takes_weight(weight: &Tensor, stride: [i64; 3], temporal_padding: i64, channels_last_inputs: bool) -> bool {
+    enabled()
+        && channels_last_inputs
+        && weight.device() == tch::Device::Cpu
+        && weight.kind() == Kind::Float
+        && stride == [1, 1, 1]
+        && temporal_padding == 0
+        && matches!(weight.size5(), Ok((_, in_channels, _, 3, 3)) if in_channels >= MIN_CHANNELS)
+}
 /// Below this many input channels the transforms cost more than the products they save.
 const MIN_CHANNELS: i64 = 16;
 
@@ -220,6 +247,11 @@ thread_local! {
     /// mappings faulted in page by page each time (the bounded allocator maps every tensor over 64 KiB,
     /// glibc's every one over 32 MiB), which cost the decode all of Winograd's gain.
     static WORKSPACE: std::cell::RefCell<Option<Tensor>> = const { std::cell::RefCell::new(None) };
+}
+
+/// This thread's workspace, made now rather than at the first call.
+pub fn reserve_workspace() -> Result<(), ModelError> {
+    workspace(WORKSPACE_BYTES / 4).map(|_| ())
 }
 
 /// At least `floats` floats of this thread's workspace; [`WORKSPACE_BYTES`] unless one tile needs more.

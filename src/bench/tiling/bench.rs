@@ -9,6 +9,7 @@ use tch::{Device, Kind, Tensor};
 use super::fixtures::{load_vae, measured_device, parse_family, synthetic_video};
 use super::measure::{ChildRunner, ModelSpec, RunReport, RunSpec};
 use crate::device::{kind_name, DtypeChoice};
+use crate::models::wan::RowSplit;
 use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::{plan, Plan, PlanRequest};
 
@@ -31,6 +32,10 @@ pub struct TilingBenchArgs {
     /// Comma list of working-memory budgets: `N%` of the untiled plan's estimate, or MiB.
     #[arg(long, default_value = "75%,50%,35%")]
     pub budgets: String,
+    /// Comma list of row-band sizes in MiB: each adds an untiled run whose convolutions go in exact row
+    /// bands of at most that many bytes (Wan), beside the budgets' plans. Empty for none.
+    #[arg(long, default_value = "")]
+    pub row_split_bands: String,
     /// Longest push the planner may choose, in latent frames (also the untiled run's push).
     #[arg(long, default_value_t = 2)]
     pub max_latent_frames_per_chunk: i64,
@@ -43,10 +48,17 @@ pub struct TilingBenchArgs {
     /// from that device's memory model.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// `cpu_winograd` of every run (f32 on the CPU).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub cpu_winograd: bool,
 }
 
 /// A decode of the latent in `input` with `plan`'s pushes and tiles, as a child-process run spec.
 pub fn decode_spec(model: &ModelSpec, input: &Path, latent_shape: [i64; 3], plan: &Plan, output: Option<PathBuf>) -> RunSpec {
+    decode_spec_split(model, input, latent_shape, plan, output, None)
+}
+
+fn decode_spec_split(model: &ModelSpec, input: &Path, latent_shape: [i64; 3], plan: &Plan, output: Option<PathBuf>, row_split: Option<RowSplit>) -> RunSpec {
     let [latent_frames, latent_height, latent_width] = latent_shape;
     RunSpec {
         model: model.clone(),
@@ -56,7 +68,7 @@ pub fn decode_spec(model: &ModelSpec, input: &Path, latent_shape: [i64; 3], plan
         latent_width,
         latent_frames_per_push: plan.latent_frames_per_chunk,
         tiles: plan.spatial,
-        row_split: None,
+        row_split,
         tile_major: plan.tile_major,
         input: Some(input.to_path_buf()),
         output,
@@ -83,6 +95,7 @@ fn parse_budgets(text: &str) -> anyhow::Result<Vec<Budget>> {
 struct Row {
     label: String,
     budget_bytes: Option<u64>,
+    row_split: Option<RowSplit>,
     plan: Plan,
     output: PathBuf,
     runs: Vec<RunReport>,
@@ -115,7 +128,14 @@ pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
     }
     let family = parse_family(&args.family)?;
     let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(device);
-    let model = ModelSpec { weights: args.weights.clone(), family: family.as_str().into(), dtype: kind_name(kind).into(), threads: args.threads, device: args.device.clone() };
+    let model = ModelSpec {
+        weights: args.weights.clone(),
+        family: family.as_str().into(),
+        dtype: kind_name(kind).into(),
+        threads: args.threads,
+        device: args.device.clone(),
+        cpu_winograd: args.cpu_winograd,
+    };
     let dir = tempfile::tempdir()?;
     let input = dir.path().join("latent.safetensors");
     let (latent_shape, request) = {
@@ -139,14 +159,19 @@ pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
         ([frames, height, width], request)
     };
     let untiled = plan(&request);
-    let mut rows = vec![Row { label: "untiled".into(), budget_bytes: None, plan: untiled.clone(), output: dir.path().join("out-untiled.safetensors"), runs: Vec::new() }];
+    let mut rows = vec![Row { label: "untiled".into(), budget_bytes: None, row_split: None, plan: untiled.clone(), output: dir.path().join("out-untiled.safetensors"), runs: Vec::new() }];
     for (i, budget) in parse_budgets(&args.budgets)?.into_iter().enumerate() {
         let (label, bytes) = match budget {
             Budget::Share(share) => (format!("{:.0}%", share * 100.0), (untiled.estimated_peak_bytes as f64 * share) as u64),
             Budget::Mib(mib) => (format!("{mib:.0} MiB"), (mib * 1048576.0) as u64),
         };
         let chosen = plan(&PlanRequest { budget_bytes: bytes, ..request.clone() });
-        rows.push(Row { label, budget_bytes: Some(bytes), plan: chosen, output: dir.path().join(format!("out-{i}.safetensors")), runs: Vec::new() });
+        rows.push(Row { label, budget_bytes: Some(bytes), row_split: None, plan: chosen, output: dir.path().join(format!("out-{i}.safetensors")), runs: Vec::new() });
+    }
+    for (i, mib) in super::calibrate::parse_list(&args.row_split_bands, |s| s.trim().parse::<f64>().ok())?.into_iter().enumerate() {
+        let row_split = Some(RowSplit { max_band_bytes: (mib * 1048576.0) as i64 });
+        let output = dir.path().join(format!("out-rows-{i}.safetensors"));
+        rows.push(Row { label: format!("row bands ≤ {mib} MiB"), budget_bytes: None, row_split, plan: untiled.clone(), output, runs: Vec::new() });
     }
 
     let runner = ChildRunner::current()?;
@@ -155,7 +180,7 @@ pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
         for row in &mut rows {
             // Outputs are compared once; later rounds only time and measure.
             let output = (round == 0).then(|| row.output.clone());
-            let run = runner.run(&decode_spec(&model, &input, latent_shape, &row.plan, output))?;
+            let run = runner.run(&decode_spec_split(&model, &input, latent_shape, &row.plan, output, row.row_split))?;
             eprintln!("round {}: {} ({} tiles): peak {:.1} MiB, {:.2} s", round + 1, row.label, run.tile_count, run.peak_bytes / 1048576.0, run.seconds);
             row.runs.push(run);
         }
@@ -201,7 +226,11 @@ fn print_table(args: &TilingBenchArgs, [frames, height, width]: [i64; 3], rows: 
         let error = (read(&row.output)? - &reference).abs();
         let order = if row.plan.tile_major { ", tile-major" } else { "" };
         let tiles = row.plan.spatial.map_or("none".to_string(), |t| format!("{}×{}, {} ({} tiles{order})", t.tile_height_latent, t.tile_width_latent, t.overlap_latent, row.runs[0].tile_count));
-        let budget = row.budget_bytes.map_or("—".to_string(), |b| format!("{} = {:.0} MiB", row.label, b as f64 / 1048576.0));
+        let budget = match (row.budget_bytes, row.row_split) {
+            (Some(b), _) => format!("{} = {:.0} MiB", row.label, b as f64 / 1048576.0),
+            (None, Some(_)) => format!("— ({})", row.label),
+            (None, None) => "—".to_string(),
+        };
         let over = row.budget_bytes.map_or("—".to_string(), |b| format!("{:.2}", peak * 1048576.0 / b as f64));
         println!(
             "| {budget} | {} | {tiles} | {:.0}{} | {peak:.1} ({low:.1}–{high:.1}) | {over} | {:.2} ({fastest:.2}–{slowest:.2}) | {:+.1}% | {:+.1}% | {:.2e} | {:.2e} |",

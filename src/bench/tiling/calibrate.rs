@@ -62,6 +62,8 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<()> {
         dtype: kind_name(kind).into(),
         threads: args.threads,
         device: args.device.clone(),
+        // The rows are what a job runs with by default.
+        cpu_winograd: true,
     };
     let width = {
         // The width is a property of the checkpoint: read on the CPU whatever the measured device.
@@ -201,7 +203,7 @@ fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
     Some([x[0] / scale[0], x[1] / scale[1], x[2] / scale[2]])
 }
 
-fn parse_list<T>(text: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
+pub(super) fn parse_list<T>(text: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
     text.split(',').filter(|s| !s.trim().is_empty()).map(|s| parse(s).with_context(|| format!("cannot parse `{s}`"))).collect()
 }
 

@@ -35,10 +35,17 @@ pub struct ModelSpec {
     /// `cpu` (peak RSS growth) or `cuda`/`cuda:N` (the caching allocator's peak allocated bytes).
     #[serde(default = "cpu")]
     pub device: String,
+    /// `cpu_winograd` of the run (f32 on the CPU only).
+    #[serde(default = "on")]
+    pub cpu_winograd: bool,
 }
 
 fn cpu() -> String {
     "cpu".into()
+}
+
+fn on() -> bool {
+    true
 }
 
 /// One stream run: a first push of one latent frame (one pixel frame for encode), then pushes of
@@ -134,6 +141,7 @@ fn run_measured(spec: &RunSpec) -> anyhow::Result<RunReport> {
     let choice = crate::device::parse_device(&spec.model.device).context("device must be cpu, cuda or cuda:N")?;
     // First: it sets the allocation policy the executor runs with by default (see `device::init`).
     let device = crate::device::init(choice, spec.model.threads, crate::device::HostAllocator::Bounded);
+    crate::models::winograd::set_enabled(spec.model.cpu_winograd);
     if device.is_cuda() && crate::device::cuda::peak_allocated_bytes(device).is_none() {
         bail!("no CUDA allocator statistics on {device:?} (libtorch without CUDA, or built without the shim)");
     }
@@ -315,7 +323,7 @@ mod tests {
     #[test]
     fn spec_round_trips_through_json() {
         let spec = RunSpec {
-            model: ModelSpec { weights: "w.safetensors".into(), family: "wan21".into(), dtype: "f32".into(), threads: 2, device: "cpu".into() },
+            model: ModelSpec { weights: "w.safetensors".into(), family: "wan21".into(), dtype: "f32".into(), threads: 2, device: "cpu".into(), cpu_winograd: true },
             op: TiledOp::Decode,
             latent_frames: 3,
             latent_height: 16,

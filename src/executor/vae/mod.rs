@@ -272,6 +272,8 @@ impl VaeJob<'_> {
             tile_major: plan.tile_major,
             spatial_factor: self.vae.spatial_factor(),
             temporal_factor: self.vae.temporal_factor(),
+            model_weight_bytes: self.vae.held_bytes().weights,
+            model_derived_bytes: self.vae.held_bytes().derived,
             fallbacks,
             op,
         }

@@ -88,6 +88,8 @@ pub struct SeedVr2Vae {
     pub(super) kind: Kind,
     /// Bytes of the tensors the modules hold.
     weight_bytes: u64,
+    /// Bytes the modules made from their weights at load and keep (Winograd kernels).
+    derived_bytes: u64,
 }
 
 impl SeedVr2Vae {
@@ -118,9 +120,11 @@ impl SeedVr2Vae {
             kind: weights.kind(),
             config,
             weight_bytes: 0,
+            derived_bytes: 0,
         };
         weights.ensure_all_used()?;
         vae.weight_bytes = weights.handed_bytes();
+        vae.derived_bytes = weights.derived_bytes();
         Ok(vae)
     }
 
@@ -135,6 +139,11 @@ impl SeedVr2Vae {
     /// Bytes of the weights as held (at the compute dtype, on the device).
     pub fn weight_bytes(&self) -> u64 {
         self.weight_bytes
+    }
+
+    /// Bytes kept beside the weights, made from them at load (Winograd kernels on CPU f32).
+    pub fn derived_bytes(&self) -> u64 {
+        self.derived_bytes
     }
 
     pub fn kind(&self) -> Kind {

@@ -5,7 +5,7 @@ use tch::Tensor;
 use super::stream::{DecodeStream, EncodeStream};
 use super::vae::{scale_latent, unscale_latent, SeedVr2Vae};
 use crate::models::registry::Family;
-use crate::models::vae::{BoxedStream, StreamOutput, VaeModel, VaeStream};
+use crate::models::vae::{BoxedStream, HeldBytes, StreamOutput, VaeModel, VaeStream};
 use crate::models::ModelError;
 
 impl VaeModel for SeedVr2Vae {
@@ -27,6 +27,10 @@ impl VaeModel for SeedVr2Vae {
 
     fn memory_width(&self) -> i64 {
         self.config().block_out_channels.first().copied().unwrap_or(128)
+    }
+
+    fn held_bytes(&self) -> HeldBytes {
+        HeldBytes { weights: self.weight_bytes(), derived: self.derived_bytes() }
     }
 
     fn supports_raw_output(&self) -> bool {

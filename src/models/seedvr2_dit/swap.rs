@@ -10,7 +10,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::block::Block;
 use super::config::DitConfig;
-use crate::models::weights::Weights;
+use crate::models::weights::{tensor_bytes, Weights};
 use crate::models::ModelError;
 
 /// How a DiT keeps its blocks; chosen at load.
@@ -103,5 +103,5 @@ fn shallow(tensors: &BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
 }
 
 fn bytes<'a>(tensors: impl Iterator<Item = &'a Tensor>) -> u64 {
-    tensors.map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()
+    tensors.map(tensor_bytes).sum()
 }

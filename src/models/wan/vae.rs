@@ -59,6 +59,8 @@ pub struct WanVae {
     pub(super) tuning: WanTuning,
     /// Bytes of the tensors the modules hold.
     weight_bytes: u64,
+    /// Bytes the modules made from their weights at load and keep (Winograd kernels).
+    derived_bytes: u64,
 }
 
 impl WanVae {
@@ -96,9 +98,11 @@ impl WanVae {
             tuning: WanTuning { channels_last: weights.conv_channels_last() },
             config,
             weight_bytes: 0,
+            derived_bytes: 0,
         };
         weights.ensure_all_used()?;
         vae.weight_bytes = weights.handed_bytes();
+        vae.derived_bytes = weights.derived_bytes();
         Ok(vae)
     }
 
@@ -113,6 +117,11 @@ impl WanVae {
     /// Bytes of the weights as held (at the compute dtype, on the device).
     pub fn weight_bytes(&self) -> u64 {
         self.weight_bytes
+    }
+
+    /// Bytes kept beside the weights, made from them at load (Winograd kernels on CPU f32).
+    pub fn derived_bytes(&self) -> u64 {
+        self.derived_bytes
     }
 
     pub fn kind(&self) -> Kind {

@@ -8,7 +8,7 @@ use super::stream::{DecodeStream, EncodeStream};
 use super::vae::{WanLoadOptions, WanVae};
 use super::RowSplit;
 use crate::models::registry::Family;
-use crate::models::vae::{BoxedStream, LoadOptions, StreamOutput, VaeModel, VaeStream};
+use crate::models::vae::{BoxedStream, HeldBytes, LoadOptions, StreamOutput, VaeModel, VaeStream};
 use crate::models::ModelError;
 
 pub struct WanVideoVae {
@@ -45,6 +45,10 @@ impl VaeModel for WanVideoVae {
 
     fn memory_width(&self) -> i64 {
         self.model.config().decoder_base_dim
+    }
+
+    fn held_bytes(&self) -> HeldBytes {
+        HeldBytes { weights: self.model.weight_bytes(), derived: self.model.derived_bytes() }
     }
 
     fn supports_row_split(&self) -> bool {
