@@ -57,23 +57,37 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         args.threads,
         args.repeats
     );
-    println!("| dtype | op | ours median s | ours best s |\n|---|---|---:|---:|");
+    let winograd: Vec<bool> = args.cpu_winograd.split(',').map(|s| s.trim().parse::<bool>()).collect::<Result<_, _>>().context("--cpu-winograd: true and/or false")?;
+    println!("| dtype | op | cpu_winograd | ours median s | ours best s |\n|---|---|---|---:|---:|");
     for dtype in args.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let kind = match dtype {
             "f32" => Kind::Float,
             "bf16" => Kind::BFloat16,
             other => bail!("unknown dtype {other}"),
         };
-        let vae = SeedVr2Vae::from_tensors(&keys.display().to_string(), full_size_tensors(&keys, args.seed)?, &SeedVr2LoadOptions { device: Device::Cpu, kind })?;
-        let encode = || -> anyhow::Result<Tensor> { Ok(tch::no_grad(|| vae.encode(&video))?.mean) };
-        let latent = encode()?;
-        let decode = || -> anyhow::Result<Tensor> { Ok(tch::no_grad(|| vae.decode(&latent))?) };
-        let _warm_up = decode()?;
-        for (op, run) in [("encode", &encode as &dyn Fn() -> anyhow::Result<Tensor>), ("decode", &decode)] {
-            let times: Vec<f64> = (0..args.repeats.max(1)).map(|_| timed(run).map(|(_, s)| s)).collect::<anyhow::Result<_>>()?;
-            let best = times.iter().copied().fold(f64::INFINITY, f64::min);
-            println!("| {dtype} | {op} | {:.2} | {:.2} |", median(times), best);
+        // Only f32 has a Winograd path; the switch is read at load (kernels) and at every call.
+        let settings: Vec<Option<bool>> = if kind == Kind::Float { winograd.iter().copied().map(Some).collect() } else { vec![None] };
+        for setting in settings {
+            crate::models::winograd::set_enabled(setting.unwrap_or(false));
+            let shown = setting.map_or("—".to_string(), |on| on.to_string());
+            run_one(args, &keys, &video, kind, &format!("{dtype} | {{op}} | {shown}"))?;
         }
+    }
+    crate::models::winograd::set_enabled(true);
+    Ok(())
+}
+
+/// Loads the model at `kind`, warms up, and prints one row per op (`{op}` in `row` names it).
+fn run_one(args: &VaeBenchArgs, keys: &Path, video: &Tensor, kind: Kind, row: &str) -> anyhow::Result<()> {
+    let vae = SeedVr2Vae::from_tensors(&keys.display().to_string(), full_size_tensors(keys, args.seed)?, &SeedVr2LoadOptions { device: Device::Cpu, kind })?;
+    let encode = || -> anyhow::Result<Tensor> { Ok(tch::no_grad(|| vae.encode(video))?.mean) };
+    let latent = encode()?;
+    let decode = || -> anyhow::Result<Tensor> { Ok(tch::no_grad(|| vae.decode(&latent))?) };
+    let _warm_up = decode()?;
+    for (op, run) in [("encode", &encode as &dyn Fn() -> anyhow::Result<Tensor>), ("decode", &decode)] {
+        let times: Vec<f64> = (0..args.repeats.max(1)).map(|_| timed(run).map(|(_, s)| s)).collect::<anyhow::Result<_>>()?;
+        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+        println!("| {} | {:.2} | {:.2} |", row.replace("{op}", op), median(times), best);
     }
     Ok(())
 }

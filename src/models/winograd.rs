@@ -539,8 +539,12 @@ mod timing_probe {
     fn probe() {
         tch::set_num_threads(2);
         let opts = (Kind::Float, Device::Cpu);
-        for (c, hw, out_frames) in [(96i64, 128i64, 4i64), (192, 64, 4), (384, 32, 4), (384, 16, 9), (384, 16, 1), (96, 256, 2)] {
-            let x = Tensor::randn([1, c, out_frames + 2, hw, hw], opts).permute([0, 2, 3, 4, 1]).contiguous().permute([0, 4, 1, 2, 3]);
+        let shapes = [(96i64, 128i64, 128i64, 4i64), (192, 64, 64, 4), (384, 32, 32, 4), (384, 16, 16, 9), (384, 16, 16, 1), (96, 256, 256, 2)];
+        // The decoder's levels at 480×832: 384 channels at 120×208, 192 at 240×416, 96 at 480×832.
+        let large = [(384, 120, 208, 2), (192, 240, 416, 2), (96, 480, 832, 2), (192, 128, 128, 4)];
+        for (c, h, w, out_frames) in shapes.into_iter().chain(large) {
+            let hw = format!("{h}x{w}");
+            let x = Tensor::randn([1, c, out_frames + 2, h, w], opts).permute([0, 2, 3, 4, 1]).contiguous().permute([0, 4, 1, 2, 3]);
             let w = (Tensor::randn([c, c, 3, 3, 3], opts) / ((c * 27) as f64).sqrt()).permute([0, 2, 3, 4, 1]).contiguous().permute([0, 4, 1, 2, 3]);
             let b = Tensor::randn([c], opts);
             let direct = || x.mkldnn_convolution(&w, Some(&b), [0, 1, 1], [1, 1, 1], [1, 1, 1], 1);
