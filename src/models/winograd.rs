@@ -34,7 +34,7 @@ pub fn enabled() -> bool {
 }
 
 /// Upper bound of the transformed input plus the products held at once, per convolution call.
-pub const WORKSPACE_BYTES: i64 = 48 << 20;
+const WORKSPACE_BYTES: i64 = 48 << 20;
 
 /// Bytes of transformed kernels made by a call rather than at load (a model loaded while the switch was
 /// off, or a convolution built outside a checkpoint load).
@@ -60,6 +60,7 @@ pub fn takes_weight(weight: &Tensor, stride: [i64; 3], temporal_padding: i64, ch
         && temporal_padding == 0
         && matches!(weight.size5(), Ok((_, in_channels, _, 3, 3)) if in_channels >= MIN_CHANNELS)
 }
+
 /// Below this many input channels the transforms cost more than the products they save.
 const MIN_CHANNELS: i64 = 16;
 
