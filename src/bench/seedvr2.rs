@@ -57,7 +57,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         args.threads,
         args.repeats
     );
-    let winograd: Vec<bool> = args.cpu_winograd.split(',').map(|s| s.trim().parse::<bool>()).collect::<Result<_, _>>().context("--cpu-winograd: true and/or false")?;
+    let winograd = super::vae::parse_list(&args.cpu_winograd, "cpu_winograd value", |s| s.parse::<bool>().ok())?;
     println!("| dtype | op | cpu_winograd | ours median s | ours best s |\n|---|---|---|---:|---:|");
     for dtype in args.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let kind = match dtype {
@@ -70,24 +70,26 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         for setting in settings {
             crate::models::winograd::set_enabled(setting.unwrap_or(false));
             let shown = setting.map_or("—".to_string(), |on| on.to_string());
-            run_one(args, &keys, &video, kind, &format!("{dtype} | {{op}} | {shown}"))?;
+            for (op, times) in timed_ops(args, &keys, &video, kind)? {
+                let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+                println!("| {dtype} | {op} | {shown} | {:.2} | {:.2} |", median(times), best);
+            }
         }
     }
     crate::models::winograd::set_enabled(true);
     Ok(())
 }
 
-/// Loads the model at `kind`, warms up, and prints one row per op (`{op}` in `row` names it).
-fn run_one(args: &VaeBenchArgs, keys: &Path, video: &Tensor, kind: Kind, row: &str) -> anyhow::Result<()> {
+/// Loads the model at `kind`, warms up, and times each op `repeats` times.
+fn timed_ops(args: &VaeBenchArgs, keys: &Path, video: &Tensor, kind: Kind) -> anyhow::Result<Vec<(&'static str, Vec<f64>)>> {
     let vae = SeedVr2Vae::from_tensors(&keys.display().to_string(), full_size_tensors(keys, args.seed)?, &SeedVr2LoadOptions { device: Device::Cpu, kind })?;
     let encode = || -> anyhow::Result<Tensor> { Ok(tch::no_grad(|| vae.encode(video))?.mean) };
     let latent = encode()?;
     let decode = || -> anyhow::Result<Tensor> { Ok(tch::no_grad(|| vae.decode(&latent))?) };
     let _warm_up = decode()?;
+    let mut rows = Vec::new();
     for (op, run) in [("encode", &encode as &dyn Fn() -> anyhow::Result<Tensor>), ("decode", &decode)] {
-        let times: Vec<f64> = (0..args.repeats.max(1)).map(|_| timed(run).map(|(_, s)| s)).collect::<anyhow::Result<_>>()?;
-        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
-        println!("| {} | {:.2} | {:.2} |", row.replace("{op}", op), median(times), best);
+        rows.push((op, (0..args.repeats.max(1)).map(|_| timed(run).map(|(_, s)| s)).collect::<anyhow::Result<_>>()?));
     }
-    Ok(())
+    Ok(rows)
 }

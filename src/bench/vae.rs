@@ -60,7 +60,7 @@ impl Dtype {
     }
 }
 
-fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
+pub(super) fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
     let items = list.split(',').map(str::trim).filter(|s| !s.is_empty());
     let parsed = items.map(|s| parse(s).with_context(|| format!("unknown {what} `{s}`"))).collect::<anyhow::Result<Vec<_>>>()?;
     if parsed.is_empty() {

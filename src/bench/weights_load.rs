@@ -51,14 +51,8 @@ fn resident_bytes() -> Option<u64> {
 fn load(args: &LoadWeightsArgs, kind: Kind) -> anyhow::Result<HeldBytes> {
     let device = Device::Cpu;
     Ok(match args.family {
-        Family::Wan => {
-            let vae = WanVae::load(&args.weights, &WanLoadOptions { device, kind })?;
-            HeldBytes { weights: vae.weight_bytes(), derived: vae.derived_bytes() }
-        }
-        Family::Seedvr2 => {
-            let vae = SeedVr2Vae::load(&args.weights, &SeedVr2LoadOptions { device, kind })?;
-            HeldBytes { weights: vae.weight_bytes(), derived: vae.derived_bytes() }
-        }
+        Family::Wan => WanVae::load(&args.weights, &WanLoadOptions { device, kind })?.held_bytes(),
+        Family::Seedvr2 => SeedVr2Vae::load(&args.weights, &SeedVr2LoadOptions { device, kind })?.held_bytes(),
         Family::Dit => HeldBytes { weights: SeedVr2Dit::load(&args.weights, &DitLoadOptions { device, kind, ..DitLoadOptions::default() })?.weight_bytes(), derived: 0 },
     })
 }

@@ -8,6 +8,7 @@ use tch::{Device, Kind, Tensor};
 use super::registry::{published_latent_stats, Family, ModelEntry};
 use super::seedvr2::{self, SeedVr2LoadOptions, SeedVr2Vae};
 use super::wan::{RowSplit, WanVideoVae};
+pub use super::weights::HeldBytes;
 use super::ModelError;
 
 pub struct LoadOptions {
@@ -82,13 +83,6 @@ pub trait VaeModel {
         let (mean, std) = latent_stats(self.family(), self.latent_channels())?;
         Ok(normalized * std + mean)
     }
-}
-
-/// A loaded model's own memory, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct HeldBytes {
-    pub weights: u64,
-    pub derived: u64,
 }
 
 /// A loaded video VAE of any family.

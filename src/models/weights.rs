@@ -186,9 +186,9 @@ impl Weights {
         tensor
     }
 
-    /// What the modules made from their weights at load and keep beside them, in bytes.
-    pub fn derived_bytes(&self) -> u64 {
-        self.derived_bytes.get()
+    /// What the modules built from this store hold: their weights, and what they made from them.
+    pub fn held_bytes(&self) -> HeldBytes {
+        HeldBytes { weights: self.handed_bytes.get(), derived: self.derived_bytes.get() }
     }
 
     /// A module keeps `tensor`, made from its weights, for as long as it lives.
@@ -249,6 +249,14 @@ impl Weights {
 
 pub fn is_fp8(kind: Kind) -> bool {
     matches!(kind, Kind::Float8e4m3fn | Kind::Float8e5m2 | Kind::Float8e4m3fnuz | Kind::Float8e5m2fnuz)
+}
+
+/// A loaded model's own memory, in bytes: its weights as held, and what it made from them at load and
+/// keeps beside them (Winograd kernels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HeldBytes {
+    pub weights: u64,
+    pub derived: u64,
 }
 
 /// Bytes a tensor's elements take.

@@ -52,12 +52,16 @@ pub fn note_made_on_first_use(kernel: &Tensor) {
 /// 3×3(×k_t) weight of at least [`MIN_CHANNELS`] inputs, stride 1, no temporal padding of its own, in a
 /// model whose inputs are channels-last (the spatial padding of 1 is given per call).
 pub fn takes_weight(weight: &Tensor, stride: [i64; 3], temporal_padding: i64, channels_last_inputs: bool) -> bool {
+    weight_qualifies(weight, stride) && channels_last_inputs && temporal_padding == 0
+}
+
+/// What [`applies`] and [`takes_weight`] ask of the weight: the switch on, a CPU f32 3×3(×k_t) kernel of
+/// at least [`MIN_CHANNELS`] inputs, stride 1.
+fn weight_qualifies(weight: &Tensor, stride: [i64; 3]) -> bool {
     enabled()
-        && channels_last_inputs
         && weight.device() == tch::Device::Cpu
         && weight.kind() == Kind::Float
         && stride == [1, 1, 1]
-        && temporal_padding == 0
         && matches!(weight.size5(), Ok((_, in_channels, _, 3, 3)) if in_channels >= MIN_CHANNELS)
 }
 
@@ -139,20 +143,16 @@ pub const F4X4: Transform = Transform {
 /// Whether [`conv3d`] takes this call (when [`enabled`]): CPU float32 in the channels-last-3d layout, a 3×3 spatial
 /// kernel with stride 1, spatial padding 1 and none in time, and enough channels to pay.
 pub fn applies(x: &Tensor, weight: &Tensor, stride: [i64; 3], padding: [i64; 3]) -> bool {
-    if !enabled() {
+    if !weight_qualifies(weight, stride) {
         return false;
     }
-    let (Ok((_, channels, frames, height, width)), Ok((_, in_channels, kernel_frames, kh, kw))) = (x.size5(), weight.size5()) else {
+    let (Ok((_, channels, frames, height, width)), Ok((_, in_channels, kernel_frames, _, _))) = (x.size5(), weight.size5()) else {
         return false;
     };
     x.device() == tch::Device::Cpu
         && x.kind() == Kind::Float
-        && weight.kind() == Kind::Float
-        && (kh, kw) == (3, 3)
-        && stride == [1, 1, 1]
         && padding == [0, 1, 1]
         && channels == in_channels
-        && channels >= MIN_CHANNELS
         && frames >= kernel_frames
         && height > 0
         && width > 0

@@ -260,6 +260,7 @@ impl VaeJob<'_> {
     /// The job's plan: what the planner chose, with what the op itself ran with and had to give.
     fn plan(&self, fallbacks: Vec<String>, op: VaeOpPlan) -> VaePlan {
         let plan = &self.tile_plan;
+        let held = self.vae.held_bytes();
         VaePlan {
             chunk_frames: self.chunk_frames,
             latent_frames_per_chunk: plan.latent_frames_per_chunk,
@@ -272,8 +273,8 @@ impl VaeJob<'_> {
             tile_major: plan.tile_major,
             spatial_factor: self.vae.spatial_factor(),
             temporal_factor: self.vae.temporal_factor(),
-            model_weight_bytes: self.vae.held_bytes().weights,
-            model_derived_bytes: self.vae.held_bytes().derived,
+            model_weight_bytes: held.weights,
+            model_derived_bytes: held.derived,
             fallbacks,
             op,
         }

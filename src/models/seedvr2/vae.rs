@@ -10,6 +10,7 @@ use super::decoder::Decoder;
 use super::encoder::Encoder;
 use super::weights::{self, Weights};
 use crate::models::causal_cache::FeatureCache;
+use crate::models::weights::HeldBytes;
 use crate::models::ModelError;
 
 /// SeedVR2's latent scale (`configs_*/main.yaml` `vae.scaling_factor`; the model's own diffusers
@@ -86,10 +87,8 @@ pub struct SeedVr2Vae {
     pub(super) post_quant_conv: Option<Conv3d>,
     pub(super) device: Device,
     pub(super) kind: Kind,
-    /// Bytes of the tensors the modules hold.
-    weight_bytes: u64,
-    /// Bytes the modules made from their weights at load and keep (Winograd kernels).
-    derived_bytes: u64,
+    /// Bytes of the tensors the modules hold, and of what they made from them at load.
+    held: HeldBytes,
 }
 
 impl SeedVr2Vae {
@@ -119,12 +118,10 @@ impl SeedVr2Vae {
             device: weights.device(),
             kind: weights.kind(),
             config,
-            weight_bytes: 0,
-            derived_bytes: 0,
+            held: HeldBytes::default(),
         };
         weights.ensure_all_used()?;
-        vae.weight_bytes = weights.handed_bytes();
-        vae.derived_bytes = weights.derived_bytes();
+        vae.held = weights.held_bytes();
         Ok(vae)
     }
 
@@ -136,14 +133,10 @@ impl SeedVr2Vae {
         self.device
     }
 
-    /// Bytes of the weights as held (at the compute dtype, on the device).
-    pub fn weight_bytes(&self) -> u64 {
-        self.weight_bytes
-    }
-
-    /// Bytes kept beside the weights, made from them at load (Winograd kernels on CPU f32).
-    pub fn derived_bytes(&self) -> u64 {
-        self.derived_bytes
+    /// Bytes of the weights as held (at the compute dtype, on the device), and of what the modules made
+    /// from them at load and keep (Winograd kernels on CPU f32).
+    pub fn held_bytes(&self) -> HeldBytes {
+        self.held
     }
 
     pub fn kind(&self) -> Kind {

@@ -30,7 +30,7 @@ impl VaeModel for SeedVr2Vae {
     }
 
     fn held_bytes(&self) -> HeldBytes {
-        HeldBytes { weights: self.weight_bytes(), derived: self.derived_bytes() }
+        SeedVr2Vae::held_bytes(self)
     }
 
     fn supports_raw_output(&self) -> bool {

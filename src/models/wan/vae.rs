@@ -9,6 +9,7 @@ use super::decoder::Decoder;
 use super::encoder::Encoder;
 use super::layout;
 use super::weights::{self, Weights};
+use crate::models::weights::HeldBytes;
 use crate::models::ModelError;
 
 #[derive(Debug, Clone, Copy)]
@@ -57,10 +58,8 @@ pub struct WanVae {
     pub(super) device: Device,
     pub(super) kind: Kind,
     pub(super) tuning: WanTuning,
-    /// Bytes of the tensors the modules hold.
-    weight_bytes: u64,
-    /// Bytes the modules made from their weights at load and keep (Winograd kernels).
-    derived_bytes: u64,
+    /// Bytes of the tensors the modules hold, and of what they made from them at load.
+    held: HeldBytes,
 }
 
 impl WanVae {
@@ -97,12 +96,10 @@ impl WanVae {
             kind: weights.kind(),
             tuning: WanTuning { channels_last: weights.conv_channels_last() },
             config,
-            weight_bytes: 0,
-            derived_bytes: 0,
+            held: HeldBytes::default(),
         };
         weights.ensure_all_used()?;
-        vae.weight_bytes = weights.handed_bytes();
-        vae.derived_bytes = weights.derived_bytes();
+        vae.held = weights.held_bytes();
         Ok(vae)
     }
 
@@ -114,14 +111,10 @@ impl WanVae {
         self.device
     }
 
-    /// Bytes of the weights as held (at the compute dtype, on the device).
-    pub fn weight_bytes(&self) -> u64 {
-        self.weight_bytes
-    }
-
-    /// Bytes kept beside the weights, made from them at load (Winograd kernels on CPU f32).
-    pub fn derived_bytes(&self) -> u64 {
-        self.derived_bytes
+    /// Bytes of the weights as held (at the compute dtype, on the device), and of what the modules made
+    /// from them at load and keep (Winograd kernels on CPU f32).
+    pub fn held_bytes(&self) -> HeldBytes {
+        self.held
     }
 
     pub fn kind(&self) -> Kind {

@@ -48,7 +48,7 @@ impl VaeModel for WanVideoVae {
     }
 
     fn held_bytes(&self) -> HeldBytes {
-        HeldBytes { weights: self.model.weight_bytes(), derived: self.model.derived_bytes() }
+        self.model.held_bytes()
     }
 
     fn supports_row_split(&self) -> bool {
