@@ -164,7 +164,9 @@ pub struct RemoteQuery {
     /// The VAE, a model from /v1/models (400 missing-model without it).
     #[param(value_type = String, required = true)]
     pub model: Option<String>,
-    /// The body's tensor dtype (diffusers' `dtype`), also the precision the VAE runs in.
+    /// The body's tensor dtype (diffusers' `dtype`, the last one given). The VAE runs at the box's `dtype`
+    /// (bf16 on CUDA), or at the first `dtype` where the query names two: the endpoint URL's own
+    /// (`/v1/decode?model=m&dtype=f32`), before the one diffusers appends.
     #[param(value_type = TensorDtype, inline, required = false, default = "float32")]
     pub dtype: Option<String>,
     /// decode: [1, C, t, h, w]; encode: [1, 3, T, H, W] or [1, 3, H, W] with values in [-1, 1].
