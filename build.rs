@@ -24,6 +24,8 @@ fn torch_lib_dir() -> Option<PathBuf> {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=migrations");
+    // scripts/gpu/build.sh marks the build for the lent GPU machines (torch 2.11, tch 0.24) with it.
+    println!("cargo::rustc-check-cfg=cfg(tch_0_24)");
     let Some(lib) = torch_lib_dir() else {
         println!("cargo:warning=torch library directory not found; run scripts/setup.sh");
         return;

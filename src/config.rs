@@ -99,6 +99,10 @@ pub struct Config {
     pub device_memory_margin_mib: u64,
     /// TF32 for float32 convolutions and matmuls on CUDA (Ampere and newer): faster, ~1e-3 relative.
     pub tf32: bool,
+    /// cuDNN's autotuning on CUDA: each new convolution shape is timed against every algorithm once, then
+    /// the fastest is kept. Pays when shapes repeat chunk after chunk; costs where every tile or retry
+    /// is a new shape under little free memory (the GPU kit's capped decode).
+    pub cudnn_benchmark: bool,
     /// Float32 3×3 convolutions of the video VAEs on the CPU by Winograd F(2×2, 3×3): 2.25× fewer
     /// multiplications, results within 1e-5 of the direct ones; each such convolution keeps its
     /// transformed kernel, 16/9 of its weight, from its first use.
@@ -181,6 +185,7 @@ impl Default for Config {
             memory_budget_mib: 0,
             device_memory_margin_mib: 1024,
             tf32: false,
+            cudnn_benchmark: true,
             cpu_winograd: true,
             cpu_allocator: HostAllocator::Bounded,
             tokens: Vec::new(),

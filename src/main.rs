@@ -184,6 +184,8 @@ enum BenchCommand {
     LoadWeights(vaebox::bench::weights_load::LoadWeightsArgs),
     /// For a few memory budgets: the plan chosen, peak memory, time, and error against untiled.
     Tiling(vaebox::bench::tiling::bench::TilingBenchArgs),
+    /// The same weights on the CPU and on a device (the GPU kit: `--device cuda`): every VAE family and the SeedVR2 DiT, output against output.
+    Parity(vaebox::bench::parity::ParityArgs),
     /// Upscale a real clip end to end for each dtype; prints model-only fps, end-to-end fps and total/compute.
     Upscale {
         #[arg(long, default_value = "tests/media/carphone_pristine.mp4")]
@@ -244,6 +246,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
         Command::Bench { what: BenchCommand::Load(args) } => runtime.block_on(vaebox::bench::load::run(&args)),
         Command::Bench { what: BenchCommand::LoadWeights(args) } => vaebox::bench::weights_load::run(&args),
+        Command::Bench { what: BenchCommand::Parity(args) } => vaebox::bench::parity::run(&args),
         Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::bench::tiling::bench::run(&args),
         Command::Calibrate(args) => vaebox::bench::tiling::calibrate::run(&args),
         Command::MeasureRun { spec } => vaebox::bench::tiling::measure::child_main(&spec),

@@ -251,3 +251,37 @@ fn the_tiling_bench_on_cuda_measures_on_the_gpu_or_refuses() {
         assert!(stderr.contains("--device cuda: libtorch sees no CUDA device"), "{stderr}");
     }
 }
+
+/// `bench parity` (the GPU kit's correctness step) compares a device with the CPU; on the CPU against
+/// itself its f32 comparisons must come out at exactly zero error, every check inside its bound, and
+/// each one written to the JSON.
+#[test]
+fn parity_bench_runs_every_family_and_the_dit() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("parity.json");
+    let wan = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/wan21_original/weights.safetensors");
+    let args = ["bench", "parity", "--device", "cpu", "--frames", "5", "--height", "16", "--width", "16", "--dit", "3b,7b", "--dit-dim", "256", "--dit-grid", "1,4,4"];
+    let out = Command::new(BIN).args(args).arg("--vae").arg(format!("wan21={}", wan.display())).arg("--json").arg(&json).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let checks = report["checks"].as_array().unwrap();
+    // Wan 2.1: encode and decode at f32 and bf16, two streamed; each DiT: f32, bf16, swapped.
+    assert_eq!(checks.len(), 6 + 2 * 3, "{report}");
+    for check in checks {
+        assert_eq!(check["passed"], true, "{check}");
+        if check["check"].as_str().unwrap().contains("f32 vs cpu f32") || check["check"].as_str().unwrap().contains("f32 encode vs") || check["check"].as_str().unwrap().contains("f32 decode vs") {
+            assert_eq!(check["relative_error"].as_f64(), Some(0.0), "{check}");
+        }
+    }
+}
+
+/// Without a GPU, `bench parity --device cuda` says so before loading anything.
+#[test]
+fn parity_bench_on_cuda_refuses_without_a_gpu() {
+    if tch::Cuda::is_available() {
+        return;
+    }
+    let out = Command::new(BIN).args(["bench", "parity", "--device", "cuda", "--dit", ""]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--device cuda: libtorch sees no CUDA device"));
+}

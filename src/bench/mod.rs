@@ -3,6 +3,7 @@
 //! models with random weights at chosen sizes; and the tiling tools (`tiling`: calibration, the
 //! child-process measurement and `bench tiling`).
 pub mod load;
+pub mod parity;
 pub mod upscale;
 pub mod peak;
 pub mod restore;

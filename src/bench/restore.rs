@@ -24,7 +24,7 @@ use crate::models::restore::colorfix::ColorFix;
 use crate::models::restore::one_step::{restore, Noise, RestoreModels, RestoreStep, StageSeconds, WholeBatches};
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 use crate::models::seedvr2_dit::config::PATCH;
-use crate::models::seedvr2_dit::{DitLoadOptions, DitVariant, SeedVr2Dit};
+use crate::models::seedvr2_dit::{BlockPlacement, DitLoadOptions, DitVariant, SeedVr2Dit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum VariantArg {
@@ -111,6 +111,12 @@ pub struct RestoreBenchArgs {
     /// --vae small: the weights (default ../shared/reference/seedvr2/small_weights.safetensors).
     #[arg(long)]
     pub small_vae: Option<PathBuf>,
+    /// Where the models run: cpu, cuda or cuda:N. On CUDA the peak is the device's allocated bytes.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// The DiT's blocks kept on the host and moved to the device one at a time (CUDA).
+    #[arg(long)]
+    pub block_swap: bool,
 }
 
 fn parse_allocator(s: &str) -> Result<HostAllocator, String> {
@@ -228,17 +234,24 @@ fn median(mut values: Vec<f64>) -> f64 {
 pub fn run(args: &RestoreBenchArgs) -> anyhow::Result<()> {
     let plan = Plan::of(args)?;
     tch::set_num_threads(args.threads as i32);
-    args.allocator.apply();
+    let device = super::tiling::measured_device(&args.device)?;
+    if device.is_cuda() && !tch::Cuda::is_available() {
+        bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
+    }
+    if !device.is_cuda() {
+        args.allocator.apply();
+    }
+    crate::device::cuda::set_tf32(false);
     let load_before = load_average();
     let peak_budget = Duration::from_secs_f64(args.peak_seconds);
-    eprintln!("measuring the matmul peak at {} threads", args.threads);
-    let measure_peak = |dtype: &Dtype| matmul_gflops(dtype.kind(), args.peak_size, peak_budget);
+    eprintln!("measuring the matmul peak at {} threads on {}", args.threads, args.device);
+    let measure_peak = |dtype: &Dtype| matmul_gflops(dtype.kind(), args.peak_size, peak_budget, device);
     let peak_before: Vec<f64> = plan.dtypes.iter().map(measure_peak).collect();
     // Counted from the loaded model's own configuration (windows included); the same at every dtype.
     let mut work = None;
     let mut rows = Vec::new();
     for &dtype in &plan.dtypes {
-        let (row, dit_work) = bench_dtype(args, &plan, dtype)?;
+        let (row, dit_work) = bench_dtype(args, &plan, dtype, device)?;
         work.get_or_insert(dit_work);
         rows.push(row);
     }
@@ -250,13 +263,33 @@ pub fn run(args: &RestoreBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype) -> anyhow::Result<(Row, DitWork)> {
+/// The peak memory of one run: RSS high-water growth on the CPU, allocated bytes on CUDA.
+struct PeakMeter(Device);
+
+impl PeakMeter {
+    fn start(&self) -> u64 {
+        if self.0.is_cuda() {
+            crate::device::cuda::reset_peak(self.0);
+            return crate::device::cuda::peak_allocated_bytes(self.0).unwrap_or(0);
+        }
+        reset_peak_host_bytes();
+        peak_host_bytes().unwrap_or(0)
+    }
+
+    fn growth_since(&self, before: u64) -> u64 {
+        let now = if self.0.is_cuda() { crate::device::cuda::peak_allocated_bytes(self.0) } else { peak_host_bytes() };
+        now.unwrap_or(0).saturating_sub(before)
+    }
+}
+
+fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype, device: Device) -> anyhow::Result<(Row, DitWork)> {
     let kind = dtype.kind();
     eprintln!("{}: building the DiT ({:?}) and the {:?} VAE", dtype.name(), plan.shape, args.vae);
     let tensors = plan.shape.random_tensors(args.seed as i64);
     let source = PathBuf::from(format!("random-{}-dim{}", plan.shape.variant.as_str(), plan.shape.dim));
-    let dit = SeedVr2Dit::from_tensors(&source, tensors, None, &DitLoadOptions { device: Device::Cpu, kind, ..DitLoadOptions::default() })?;
-    let vae_opts = SeedVr2LoadOptions { device: Device::Cpu, kind };
+    let placement = if args.block_swap { BlockPlacement::Swapped } else { BlockPlacement::Resident };
+    let dit = SeedVr2Dit::from_tensors(&source, tensors, None, &DitLoadOptions { device, kind, placement, ..DitLoadOptions::default() })?;
+    let vae_opts = SeedVr2LoadOptions { device, kind };
     let vae = match args.vae {
         VaeSize::Small => {
             let path = args.small_vae.clone().unwrap_or_else(|| reference_file("seedvr2/small_weights.safetensors"));
@@ -269,7 +302,7 @@ fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype) -> anyhow::Re
     };
     let vae_weight_bytes = vae_parameter_bytes(args, kind)?;
     tch::manual_seed(args.seed as i64 + 1);
-    let text = Tensor::randn([args.text_len, TXT_IN_DIM], (Kind::Float, Device::Cpu)).to_kind(kind);
+    let text = Tensor::randn([args.text_len, TXT_IN_DIM], (Kind::Float, Device::Cpu)).to_device(device).to_kind(kind);
     let clip = super::tiling::synthetic_video(args.frames, args.height, args.width).squeeze_dim(0);
     let models = RestoreModels { dit: &dit, text: &text };
     let work = DitWork::of(dit.config(), plan.latent_grid, args.text_len);
@@ -278,20 +311,19 @@ fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype) -> anyhow::Re
         restore(&mut WholeBatches(&vae), &models, step)
     };
     eprintln!("{}: warm-up", dtype.name());
-    reset_peak_host_bytes();
-    let before = peak_host_bytes().unwrap_or(0);
+    let meter = PeakMeter(device);
+    let before = meter.start();
     let warm = run()?;
-    let warm_up_growth = peak_host_bytes().unwrap_or(0).saturating_sub(before);
+    let warm_up_growth = meter.growth_since(before);
     if warm.frames.size() != [args.frames, 3, args.height, args.width] {
         bail!("restored frames have shape {:?}", warm.frames.size());
     }
     drop(warm);
     let (mut runs, mut peak_growth) = (Vec::new(), Vec::new());
     for round in 1..=args.repeats {
-        reset_peak_host_bytes();
-        let before = peak_host_bytes().unwrap_or(0);
+        let before = meter.start();
         let out = run()?;
-        peak_growth.push(peak_host_bytes().unwrap_or(0).saturating_sub(before));
+        peak_growth.push(meter.growth_since(before));
         let s = out.seconds;
         eprintln!(
             "{} run {round}/{}: encode {:.2} s, DiT {:.2} s, decode {:.2} s, colour fix {:.3} s",
@@ -355,7 +387,7 @@ fn print_report(args: &RestoreBenchArgs, plan: &Plan, work: &DitWork, rows: &[Ro
         .collect();
     println!();
     println!(
-        "Restore bench: SeedVR2 {} DiT (random weights) dim {} | {} heads × {} | {} blocks ({} separate) | MLP {} | {:?} VAE | {} threads | allocator {}",
+        "Restore bench: SeedVR2 {} DiT (random weights) dim {} | {} heads × {} | {} blocks ({} separate) | MLP {} | {:?} VAE | device {}{} | {} threads | allocator {}",
         shape.variant.as_str(),
         shape.dim,
         shape.heads,
@@ -364,6 +396,8 @@ fn print_report(args: &RestoreBenchArgs, plan: &Plan, work: &DitWork, rows: &[Ro
         shape.mm_layers,
         shape.mlp_hidden(),
         args.vae,
+        args.device,
+        if args.block_swap { ", blocks swapped" } else { "" },
         args.threads,
         match args.allocator {
             HostAllocator::Bounded => "bounded",
@@ -394,7 +428,7 @@ fn print_report(args: &RestoreBenchArgs, plan: &Plan, work: &DitWork, rows: &[Ro
         show_load(load.1)
     );
     println!();
-    println!("| dtype | encode s/frame | DiT s/frame | decode s/frame | colour fix s/frame | total s/frame | DiT s median (best) | DiT GFLOP/s (best) | % of matmul peak (best) | DiT weights MiB | VAE weights MiB | peak RSS growth MiB, timed (warm-up) |");
+    println!("| dtype | encode s/frame | DiT s/frame | decode s/frame | colour fix s/frame | total s/frame | DiT s median (best) | DiT GFLOP/s (best) | % of matmul peak (best) | DiT weights MiB | VAE weights MiB | peak growth MiB, timed (warm-up): RSS on the CPU, allocated bytes on CUDA |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let frames = args.frames as f64;
     let mut json_rows = Vec::new();
@@ -468,6 +502,8 @@ fn print_report(args: &RestoreBenchArgs, plan: &Plan, work: &DitWork, rows: &[Ro
         "video_tokens": vid_tokens,
         "text_tokens": args.text_len,
         "threads": args.threads,
+        "device": args.device,
+        "block_swap": args.block_swap,
         "dit_gflop": work.total_flops() / 1e9,
         "dit_linear_gflop": work.linear_flops() / 1e9,
         "dit_attention_gflop": work.attention_flops() / 1e9,

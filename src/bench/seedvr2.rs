@@ -31,9 +31,13 @@ pub(super) fn full_size_tensors(keys: &Path, seed: u64) -> anyhow::Result<Vec<(S
     Ok(tensors)
 }
 
-fn timed<T>(work: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, f64)> {
+/// On CUDA the clock stops when the device has finished.
+fn timed<T>(device: Device, work: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, f64)> {
     let started = Instant::now();
     let out = work()?;
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
     Ok((out, started.elapsed().as_secs_f64()))
 }
 
@@ -44,21 +48,27 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     tch::set_num_threads(args.threads as i32);
+    let device = super::tiling::measured_device(&args.device)?;
+    if device.is_cuda() && !tch::Cuda::is_available() {
+        bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
+    }
+    crate::device::cuda::set_tf32(false);
     let keys = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/seedvr2/full_keys.txt");
     let keys = args.seedvr2_keys.clone().unwrap_or(keys);
     tch::manual_seed(args.seed as i64 + 1);
-    let video = Tensor::rand([1, 3, args.frames, args.height, args.width], (Kind::Float, Device::Cpu)) * 2.0 - 1.0;
+    let video = (Tensor::rand([1, 3, args.frames, args.height, args.width], (Kind::Float, Device::Cpu)) * 2.0 - 1.0).to_device(device);
     println!(
-        "VAE bench: SeedVR2 full-size layout ({}) with random weights | input {} frames {}×{} | {} threads | {} timed runs after 1 warm-up",
+        "VAE bench: SeedVR2 full-size layout ({}) with random weights | input {} frames {}×{} | device {} (TF32 off) | {} threads | {} timed runs after 1 warm-up",
         keys.display(),
         args.frames,
         args.height,
         args.width,
+        args.device,
         args.threads,
         args.repeats
     );
     let winograd = super::vae::parse_list(&args.cpu_winograd, "cpu_winograd value", |s| s.parse::<bool>().ok())?;
-    println!("| dtype | op | cpu_winograd | ours median s | ours best s |\n|---|---|---|---:|---:|");
+    println!("| dtype | op | cpu_winograd | ours median s | ours best s | peak device MiB |\n|---|---|---|---:|---:|---:|");
     for dtype in args.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let kind = match dtype {
             "f32" => Kind::Float,
@@ -66,13 +76,14 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
             other => bail!("unknown dtype {other}"),
         };
         // Only f32 has a Winograd path; the switch is read at load (kernels) and at every call.
-        let settings: Vec<Option<bool>> = if kind == Kind::Float { winograd.iter().copied().map(Some).collect() } else { vec![None] };
+        let settings: Vec<Option<bool>> = if kind == Kind::Float && !device.is_cuda() { winograd.iter().copied().map(Some).collect() } else { vec![None] };
         for setting in settings {
             crate::models::winograd::set_enabled(setting.unwrap_or(false));
             let shown = setting.map_or("—".to_string(), |on| on.to_string());
-            for (op, times) in timed_ops(args, &keys, &video, kind)? {
+            for (op, times, peak) in timed_ops(args, &keys, &video, kind, device)? {
                 let best = times.iter().copied().fold(f64::INFINITY, f64::min);
-                println!("| {dtype} | {op} | {shown} | {:.2} | {:.2} |", median(times), best);
+                let peak = peak.map_or("—".to_string(), |bytes| format!("{:.0}", bytes as f64 / 1048576.0));
+                println!("| {dtype} | {op} | {shown} | {:.2} | {:.2} | {peak} |", median(times), best);
             }
         }
     }
@@ -80,16 +91,24 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Loads the model at `kind`, warms up, and times each op `repeats` times.
-fn timed_ops(args: &VaeBenchArgs, keys: &Path, video: &Tensor, kind: Kind) -> anyhow::Result<Vec<(&'static str, Vec<f64>)>> {
-    let vae = SeedVr2Vae::from_tensors(&keys.display().to_string(), full_size_tensors(keys, args.seed)?, &SeedVr2LoadOptions { device: Device::Cpu, kind })?;
+/// Loads the model at `kind`, warms up, and times each op `repeats` times; with the peak bytes
+/// allocated on a CUDA device during the last run.
+fn timed_ops(args: &VaeBenchArgs, keys: &Path, video: &Tensor, kind: Kind, device: Device) -> anyhow::Result<Vec<(&'static str, Vec<f64>, Option<u64>)>> {
+    let vae = SeedVr2Vae::from_tensors(&keys.display().to_string(), full_size_tensors(keys, args.seed)?, &SeedVr2LoadOptions { device, kind })?;
+    let video = video.to_kind(kind);
+    let video = &video;
     let encode = || -> anyhow::Result<Tensor> { Ok(tch::no_grad(|| vae.encode(video))?.mean) };
     let latent = encode()?;
     let decode = || -> anyhow::Result<Tensor> { Ok(tch::no_grad(|| vae.decode(&latent))?) };
     let _warm_up = decode()?;
     let mut rows = Vec::new();
     for (op, run) in [("encode", &encode as &dyn Fn() -> anyhow::Result<Tensor>), ("decode", &decode)] {
-        rows.push((op, (0..args.repeats.max(1)).map(|_| timed(run).map(|(_, s)| s)).collect::<anyhow::Result<_>>()?));
+        let mut times = Vec::new();
+        for _ in 0..args.repeats.max(1) {
+            crate::device::cuda::reset_peak(device);
+            times.push(timed(device, run)?.1);
+        }
+        rows.push((op, times, crate::device::cuda::peak_allocated_bytes(device)));
     }
     Ok(rows)
 }

@@ -73,8 +73,12 @@ pub(super) fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Opti
 struct Row {
     dtype: Dtype,
     op: Op,
-    /// `cpu_winograd` of our run; `None` where no Winograd path exists (bf16).
+    /// `cpu_winograd` of our run; `None` where no Winograd path exists (bf16, CUDA).
     winograd: Option<bool>,
+    /// TF32 of both sides (CUDA f32); `None` where it does not apply.
+    tf32: Option<bool>,
+    /// Peak bytes allocated on the device during the last timed run: diffusers', ours (CUDA only).
+    peak_device_bytes: Option<(u64, u64)>,
     diffusers: Timings,
     ours: Timings,
     flops: f64,
@@ -141,6 +145,7 @@ struct Setup<'a> {
     ops: Vec<Op>,
     tuning: WanTuning,
     winograd: Vec<bool>,
+    device: Device,
 }
 
 pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
@@ -158,6 +163,14 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         _ => None,
     })?;
     let winograd = parse_list(&args.cpu_winograd, "cpu_winograd value", |s| s.parse::<bool>().ok())?;
+    let device = super::tiling::measured_device(&args.device)?;
+    if device.is_cuda() && !tch::Cuda::is_available() {
+        bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
+    }
+    let tf32 = parse_list(&args.tf32, "tf32 value", |s| s.parse::<bool>().ok())?;
+    if !device.is_cuda() && tf32.contains(&true) {
+        bail!("--tf32 true needs a CUDA device");
+    }
     if args.threads == 0 || args.repeats == 0 {
         bail!("--threads and --repeats must be at least 1");
     }
@@ -184,10 +197,17 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     args.allocator.apply();
     let peak_before = measure_matmul_peak(&script, args)?;
 
-    let setup = Setup { args, script, paths, shape_args, inputs, ops, tuning: WanTuning { channels_last: args.channels_last }, winograd };
+    let setup = Setup { args, script, paths, shape_args, inputs, ops, tuning: WanTuning { channels_last: args.channels_last }, winograd, device };
     let mut rows = Vec::new();
     for &dtype in &dtypes {
-        rows.extend(bench_dtype(&setup, dtype)?);
+        // TF32 changes f32 on CUDA only; elsewhere one run with it off.
+        let tf32_settings: Vec<Option<bool>> = match dtype {
+            Dtype::F32 if device.is_cuda() => tf32.iter().copied().map(Some).collect(),
+            _ => vec![None],
+        };
+        for tf32 in tf32_settings {
+            rows.extend(bench_dtype(&setup, dtype, tf32)?);
+        }
     }
     let load_after = load_average();
     // Other load only ever lowers a peak, so the better of two measurements is the fairer one.
@@ -213,15 +233,27 @@ impl MatmulPeak {
 }
 
 fn measure_matmul_peak(script: &PythonScript, args: &VaeBenchArgs) -> anyhow::Result<MatmulPeak> {
-    eprintln!("measuring the matmul peak at {} threads", args.threads);
-    let reply = script.run_json(&["--matmul-peak".into(), "--threads".into(), args.threads.to_string()])?;
+    eprintln!("measuring the matmul peak at {} threads on {}", args.threads, args.device);
+    let mut request = vec!["--matmul-peak".into(), "--threads".into(), args.threads.to_string()];
+    if args.device != "cpu" {
+        request.extend(["--device".into(), args.device.clone()]);
+    }
+    let reply = script.run_json(&request)?;
     let field = |name: &str| reply[name].as_f64().with_context(|| format!("matmul-peak reply has no `{name}`: {reply}"));
     Ok(MatmulPeak { size: field("size")? as i64, f32_gflops: field("f32_gflops")?, bf16_gflops: field("bf16_gflops")? })
 }
 
-/// Both models at one dtype; per op a warm-up each, then `repeats` rounds of (diffusers run, our run).
-fn bench_dtype(setup: &Setup, dtype: Dtype) -> anyhow::Result<Vec<Row>> {
-    let Setup { args, script, paths, shape_args, inputs, .. } = setup;
+/// Both models at one dtype (and TF32 setting); per op a warm-up each, then `repeats` rounds of
+/// (diffusers run, our run).
+fn bench_dtype(setup: &Setup, dtype: Dtype, tf32: Option<bool>) -> anyhow::Result<Vec<Row>> {
+    let Setup { args, script, paths, shape_args, inputs, device, .. } = setup;
+    let device = *device;
+    let mut device_args: Vec<String> = Vec::new();
+    if device.is_cuda() {
+        let tf32_on = tf32.unwrap_or(false);
+        device_args = vec!["--device".into(), args.device.clone(), "--tf32".into(), if tf32_on { "on" } else { "off" }.into()];
+        crate::device::cuda::set_tf32(tf32_on);
+    }
     let serve_args = [
         vec![
             "--serve".into(),
@@ -235,44 +267,50 @@ fn bench_dtype(setup: &Setup, dtype: Dtype) -> anyhow::Result<Vec<Row>> {
             args.threads.to_string(),
         ],
         shape_args.to_vec(),
+        device_args,
     ]
     .concat();
     eprintln!("diffusers {}: starting", dtype.name());
     let (mut diffusers, _ready) = script.start_session(&serve_args)?;
     eprintln!("ours {}: loading {}", dtype.name(), paths.weights.display());
-    let vae = WanVae::load_tuned(&paths.weights, &WanLoadOptions { device: Device::Cpu, kind: dtype.kind() }, &setup.tuning)?;
+    let vae = WanVae::load_tuned(&paths.weights, &WanLoadOptions { device, kind: dtype.kind() }, &setup.tuning)?;
     let mut rows = Vec::new();
     let mut our_outputs = Vec::new();
     let settings: Vec<Option<bool>> = match dtype {
-        Dtype::F32 => setup.winograd.iter().copied().map(Some).collect(),
-        Dtype::Bf16 => vec![None],
+        Dtype::F32 if !device.is_cuda() => setup.winograd.iter().copied().map(Some).collect(),
+        _ => vec![None],
     };
     let set = |setting: Option<bool>| crate::models::winograd::set_enabled(setting.unwrap_or(false));
     for &op in &setup.ops {
-        let input = named(inputs, op.tensor_names().0, &paths.input)?.to_kind(dtype.kind());
+        let input = named(inputs, op.tensor_names().0, &paths.input)?.to_device(device).to_kind(dtype.kind());
         let flops = diffusers.request(&format!("warmup {}", op.name()))?["flops"].as_f64().context("warmup reply has no flops")?;
         for &setting in &settings {
             eprintln!("ours {} {} (winograd {setting:?}): warm-up", op.name(), dtype.name());
             set(setting);
-            let _warm_up_output = run_ours(&vae, op, &input)?;
+            let _warm_up_output = run_ours(&vae, op, &input, device)?;
         }
         let mut theirs = Timings::default();
         let mut ours: Vec<Timings> = settings.iter().map(|_| Timings::default()).collect();
         let mut outputs: Vec<Option<Tensor>> = settings.iter().map(|_| None).collect();
+        let (mut their_peak, mut our_peak) = (None, None);
         for round in 1..=args.repeats {
             let reply = diffusers.request(&format!("time {}", op.name()))?;
             theirs.0.push(reply["seconds"].as_f64().context("time reply has no seconds")?);
+            their_peak = reply["peak_device_bytes"].as_u64();
             for (index, &setting) in settings.iter().enumerate() {
                 set(setting);
+                crate::device::cuda::reset_peak(device);
                 let started = Instant::now();
-                outputs[index] = Some(run_ours(&vae, op, &input)?);
+                outputs[index] = Some(run_ours(&vae, op, &input, device)?);
                 ours[index].0.push(started.elapsed().as_secs_f64());
+                our_peak = crate::device::cuda::peak_allocated_bytes(device);
                 eprintln!("{} {} round {round}/{} (winograd {setting:?}): diffusers {:.3} s, ours {:.3} s", op.name(), dtype.name(), args.repeats, theirs.0[round - 1], ours[index].0[round - 1]);
             }
         }
         for ((setting, timings), output) in settings.iter().zip(ours).zip(outputs) {
-            our_outputs.push((op, output.expect("repeats >= 1").to_kind(Kind::Float)));
-            rows.push(Row { dtype, op, winograd: *setting, diffusers: Timings(theirs.0.clone()), ours: timings, flops, max_abs_diff: f64::NAN });
+            our_outputs.push((op, output.expect("repeats >= 1").to_device(Device::Cpu).to_kind(Kind::Float)));
+            let peak_device_bytes = their_peak.zip(our_peak);
+            rows.push(Row { dtype, op, winograd: *setting, tf32, peak_device_bytes, diffusers: Timings(theirs.0.clone()), ours: timings, flops, max_abs_diff: f64::NAN });
         }
     }
     crate::models::winograd::set_enabled(true);
@@ -286,11 +324,16 @@ fn bench_dtype(setup: &Setup, dtype: Dtype) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
-fn run_ours(vae: &WanVae, op: Op, input: &Tensor) -> anyhow::Result<Tensor> {
-    Ok(match op {
+/// One run of ours; on CUDA it ends when the device has finished, so the clock around it is honest.
+fn run_ours(vae: &WanVae, op: Op, input: &Tensor, device: Device) -> anyhow::Result<Tensor> {
+    let output = match op {
         Op::Encode => vae.encode(input)?,
         Op::Decode => vae.decode(input)?,
-    })
+    };
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+    Ok(output)
 }
 
 /// Arguments that pick the model shape and the input size, shared by every script call.
@@ -341,8 +384,8 @@ fn print_report(setup: &Setup, peak: &MatmulPeak, rows: &[Row], load: (Option<f6
     let show_load = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
     println!();
     println!(
-        "VAE bench: {:?} preset {} | input {} frames {}×{} | {} threads | {} interleaved rounds after 1 warm-up each",
-        args.family, args.preset, args.frames, args.height, args.width, args.threads, args.repeats
+        "VAE bench: {:?} preset {} | input {} frames {}×{} | device {} | {} threads | {} interleaved rounds after 1 warm-up each",
+        args.family, args.preset, args.frames, args.height, args.width, args.device, args.threads, args.repeats
     );
     println!(
         "ours: {tuning:?} | host allocator (both sides): {} | weights {} | input {}",
@@ -366,18 +409,19 @@ fn print_report(setup: &Setup, peak: &MatmulPeak, rows: &[Row], load: (Option<f6
     println!("speed-up = median over rounds of diffusers s / ours s in the same round (ratio of best runs in brackets); GFLOP/s and % of peak from the medians");
     println!("ours is rated on diffusers' FLOP count: above 100% of peak means we skip work diffusers does (zero causal history, fused up-sampling)");
     println!();
-    println!("| dtype | op | ours cpu_winograd | diffusers median s (best) | ours median s (best) | speed-up | GFLOP (diffusers) | diffusers GFLOP/s (% of peak) | ours effective GFLOP/s (% of peak) | max abs diff |");
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| dtype | op | ours cpu_winograd | TF32 | diffusers median s (best) | ours median s (best) | speed-up | GFLOP (diffusers) | diffusers GFLOP/s (% of peak) | ours effective GFLOP/s (% of peak) | peak device MiB diffusers / ours | max abs diff |");
+    println!("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         let gflops = row.flops / 1e9;
         let ours_rate = gflops / row.ours.median();
         let diffusers_rate = gflops / row.diffusers.median();
         let peak_rate = peak.of(row.dtype);
         println!(
-            "| {} | {} | {} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2}× ({:.2}×) | {:.0} | {:.0} ({:.0}%) | {:.0} ({:.0}%) | {:.2e} |",
+            "| {} | {} | {} | {} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2}× ({:.2}×) | {:.0} | {:.0} ({:.0}%) | {:.0} ({:.0}%) | {} | {:.2e} |",
             row.dtype.name(),
             row.op.name(),
             row.winograd.map_or("—", |on| if on { "true" } else { "false" }),
+            row.tf32.map_or("—", |on| if on { "on" } else { "off" }),
             row.diffusers.median(),
             row.diffusers.best(),
             row.ours.median(),
@@ -389,6 +433,7 @@ fn print_report(setup: &Setup, peak: &MatmulPeak, rows: &[Row], load: (Option<f6
             100.0 * diffusers_rate / peak_rate,
             ours_rate,
             100.0 * ours_rate / peak_rate,
+            row.peak_device_bytes.map_or("—".to_string(), |(theirs, ours)| format!("{:.0} / {:.0}", theirs as f64 / 1048576.0, ours as f64 / 1048576.0)),
             row.max_abs_diff
         );
     }

@@ -62,6 +62,12 @@ pub struct VaeBenchArgs {
     /// or `fast` (glibc's default on both sides).
     #[arg(long, default_value = "bounded", value_parser = parse_allocator)]
     pub allocator: HostAllocator,
+    /// Where both sides run: cpu, cuda or cuda:N (the GPU kit runs `--device cuda`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// CUDA, f32 only: TF32 settings to run side by side, both sides alike (`true,false`); bf16 ignores TF32.
+    #[arg(long, default_value = "false")]
+    pub tf32: String,
     /// SeedVR2: the released checkpoint's key list (default: ../shared/reference/seedvr2/full_keys.txt).
     #[arg(long)]
     pub seedvr2_keys: Option<PathBuf>,

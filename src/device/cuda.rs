@@ -14,9 +14,16 @@ mod ffi {
 }
 
 /// Whether the statistics below can be read at all (a CUDA build of libtorch and a GPU present).
+/// The caching allocator sets up its per-device state when CUDA is first used, and until then every
+/// query throws (on the H100 the first `calibrate` child asked before any tensor existed and got no
+/// statistics), so the first call here makes one tiny tensor on the device.
 fn available(device: Device) -> Option<i32> {
     match device {
-        Device::Cuda(index) if cfg!(cuda_shim) && tch::Cuda::is_available() => Some(index as i32),
+        Device::Cuda(index) if cfg!(cuda_shim) && tch::Cuda::is_available() => {
+            static INITIALISED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+            INITIALISED.get_or_init(|| drop(tch::Tensor::zeros([1], (tch::Kind::Float, device))));
+            Some(index as i32)
+        }
         _ => None,
     }
 }

@@ -61,6 +61,7 @@ pub struct ExecutorConfig {
     pub memory_budget_mib: u64,
     pub device_memory_margin_mib: u64,
     pub tf32: bool,
+    pub cudnn_benchmark: bool,
     pub cpu_winograd: bool,
     pub cpu_allocator: crate::device::HostAllocator,
     pub dit_block_swap: crate::config::BlockSwap,
@@ -85,6 +86,7 @@ impl ExecutorConfig {
             memory_budget_mib: config.memory_budget_mib,
             device_memory_margin_mib: config.device_memory_margin_mib,
             tf32: config.tf32,
+            cudnn_benchmark: config.cudnn_benchmark,
             cpu_winograd: config.cpu_winograd,
             cpu_allocator: config.cpu_allocator,
             dit_block_swap: config.dit_block_swap,
@@ -139,6 +141,9 @@ impl ExecutorHandle {
                 crate::models::winograd::set_enabled(config.cpu_winograd);
                 if crate::device::cuda::set_tf32(config.tf32) {
                     tracing::info!(tf32 = config.tf32, "CUDA TF32 switch applied");
+                }
+                if device.is_cuda() {
+                    tch::Cuda::cudnn_set_benchmark(config.cudnn_benchmark);
                 }
                 if !device.is_cuda() && config.cpu_allocator == crate::device::HostAllocator::Fast && config.memory_budget_mib > 0 {
                     tracing::warn!("cpu_allocator = \"fast\": glibc keeps freed tensors, so memory_budget_mib is not held on CPU");

@@ -217,6 +217,69 @@ pub const CALIBRATED: &[CalibratedRow] = &[
             encode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1101.6, bytes_per_pixel: 2582.4 },
             decode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 2234.1, bytes_per_pixel: 7577.9 },
         },
+    },    // CUDA rows: the GPU kit on an H100 80GB (session 20, torch 2.11.0+cu130, cuDNN benchmark mode on):
+    // vaebox calibrate --device cuda --family F --dtype D --sizes 16x16,32x48 --chunks 1,2 --threads 1
+    // on full-size random weights (docs/gpu.md, step calibrate); peak bytes of the CUDA caching allocator
+    // in a fresh process per run; every run within −2.8% … +2.0% of its row.
+    CalibratedRow {
+        device: "cuda",
+        family: "wan21",
+        dtype: "f32",
+        width: 96,
+        model: MemoryModel {
+            encode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 2240.2, bytes_per_pixel: 5651.6 },
+            decode: StreamCost { fixed_bytes: 1447760.0, bytes_per_voxel: 2726.3, bytes_per_pixel: 9609.8 },
+        },
+    },
+    CalibratedRow {
+        device: "cuda",
+        family: "wan21",
+        dtype: "bf16",
+        width: 96,
+        model: MemoryModel {
+            encode: StreamCost { fixed_bytes: 23292.0, bytes_per_voxel: 1130.6, bytes_per_pixel: 2827.4 },
+            decode: StreamCost { fixed_bytes: 2303047.3, bytes_per_voxel: 1356.8, bytes_per_pixel: 4856.6 },
+        },
+    },
+    CalibratedRow {
+        device: "cuda",
+        family: "wan22",
+        dtype: "f32",
+        width: 256,
+        model: MemoryModel {
+            encode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1101.5, bytes_per_pixel: 2366.8 },
+            decode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 2219.2, bytes_per_pixel: 7227.0 },
+        },
+    },
+    CalibratedRow {
+        device: "cuda",
+        family: "wan22",
+        dtype: "bf16",
+        width: 256,
+        model: MemoryModel {
+            encode: StreamCost { fixed_bytes: 2674109.5, bytes_per_voxel: 551.3, bytes_per_pixel: 1204.0 },
+            decode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1107.9, bytes_per_pixel: 3643.6 },
+        },
+    },
+    CalibratedRow {
+        device: "cuda",
+        family: "seedvr2",
+        dtype: "f32",
+        width: 128,
+        model: MemoryModel {
+            encode: StreamCost { fixed_bytes: 10336842.3, bytes_per_voxel: 4894.3, bytes_per_pixel: 7977.1 },
+            decode: StreamCost { fixed_bytes: 22591204.8, bytes_per_voxel: 7459.9, bytes_per_pixel: 17699.0 },
+        },
+    },
+    CalibratedRow {
+        device: "cuda",
+        family: "seedvr2",
+        dtype: "bf16",
+        width: 128,
+        model: MemoryModel {
+            encode: StreamCost { fixed_bytes: 5275230.8, bytes_per_voxel: 2439.6, bytes_per_pixel: 4047.3 },
+            decode: StreamCost { fixed_bytes: 11405566.5, bytes_per_voxel: 3719.1, bytes_per_pixel: 8931.6 },
+        },
     },
 ];
 
@@ -226,6 +289,18 @@ mod tests {
 
     fn row(width: i64, dtype: &str) -> MemoryModel {
         CALIBRATED.iter().find(|r| r.family == "wan21" && r.width == width && r.dtype == dtype).expect("calibrated row").model
+    }
+
+    /// A CUDA job plans with the rows measured on a GPU (the kit's), not the CPU's.
+    #[test]
+    fn cuda_lookup_uses_the_cuda_rows() {
+        for family in [Family::Wan21, Family::Wan22, Family::Seedvr2] {
+            for kind in [Kind::Float, Kind::BFloat16] {
+                let cuda = CALIBRATED.iter().find(|r| r.device == "cuda" && r.family == family.as_str() && r.dtype == kind_name(kind)).expect("a CUDA row");
+                assert_eq!(MemoryModel::lookup(Device::Cuda(0), family, kind, cuda.width), Some(cuda.model), "{family:?} {kind:?}");
+                assert_ne!(MemoryModel::lookup(Device::Cpu, family, kind, cuda.width), Some(cuda.model), "{family:?} {kind:?}");
+            }
+        }
     }
 
     #[test]
@@ -246,9 +321,8 @@ mod tests {
                 assert!(CALIBRATED.iter().any(|r| r.family == family.as_str() && r.dtype == dtype && r.device == "cpu"), "{family:?} {dtype}");
             }
         }
-        // No CUDA rows yet: the CPU rows stand in.
-        assert_eq!(MemoryModel::lookup(Device::Cuda(0), Family::Wan21, Kind::Float, 96), Some(row(96, "f32")));
     }
+
     #[test]
     fn reconstruct_holds_both_caches() {
         let cost = StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 10.0, bytes_per_pixel: 1.0 };
