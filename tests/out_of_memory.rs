@@ -143,8 +143,10 @@ fn small_wan_server(dir: &Path) -> Server {
 
 fn small_wan_server_with(dir: &Path, extra_env: &[(&str, &str)]) -> Server {
     let models = models_with_small_wan21(dir);
+    // The caps are sized for f32 working sets; the remote calls' `dtype=float32` names only the tensor's.
     let env = [
         ("VAEBOX_MODELS_DIR", models.to_str().unwrap()),
+        ("VAEBOX_DTYPE", "f32"),
         ("VAEBOX_CHUNK_FRAMES", "16"),
         ("MALLOC_ARENA_MAX", "2"),
         ("MALLOC_MMAP_THRESHOLD_", "1048576"),

@@ -74,20 +74,20 @@ fn diffusers_remote_clients_get_reference_results() {
 /// The `dtype` diffusers' clients append describes the tensor, not the precision: a job runs at the box's
 /// `dtype` unless the endpoint URL names its own first (on an H100 the tensor's float32 made a 480p×81
 /// remote decode take 53.7 s of f32 instead of about 1.3 s of bf16).
-#[test]
-fn the_tensor_dtype_does_not_choose_the_precision() {
+#[tokio::test]
+async fn the_tensor_dtype_does_not_choose_the_precision() {
     let dir = tempfile::tempdir().unwrap();
     let models = models_with_small_wan21(dir.path());
     let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_DTYPE", "bf16")]);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = client();
     let latent: Vec<u8> = vec![0u8; 16 * 2 * 2 * 4];
     let shape = "shape=1&shape=16&shape=1&shape=2&shape=2";
     let mut precisions = Vec::new();
     for query in [format!("model=wan21-small&{shape}&dtype=float32"), format!("model=wan21-small&dtype=f32&{shape}&dtype=float32")] {
-        let response = runtime.block_on(client().post(server.url(&format!("/v1/decode?{query}"))).body(latent.clone()).send()).unwrap();
+        let response = client.post(server.url(&format!("/v1/decode?{query}"))).body(latent.clone()).send().await.unwrap();
         assert_eq!(response.status(), 200, "{query}");
         let id = response.headers()["x-vaebox-job"].to_str().unwrap().to_string();
-        let (_, job) = runtime.block_on(get_json(&client(), &server.url(&format!("/v1/jobs/{id}"))));
+        let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{id}"))).await;
         precisions.push(job["timings"]["dtype"].as_str().unwrap_or_default().to_string());
     }
     assert_eq!(precisions, ["bf16", "f32"]);
