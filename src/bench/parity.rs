@@ -11,7 +11,7 @@ use serde_json::json;
 use tch::{Device, Kind, Tensor};
 
 use super::restore::{DitShape, TXT_IN_DIM};
-use super::tiling::{load_vae, measured_device, parse_family, synthetic_video};
+use super::tiling::{load_vae, parse_family, synthetic_video, usable_device};
 use crate::models::seedvr2_dit::{BlockPlacement, DitInput, DitLoadOptions, DitVariant, SeedVr2Dit};
 use crate::models::vae::VideoVae;
 
@@ -90,10 +90,7 @@ fn relative_error(actual: &Tensor, expected: &Tensor) -> anyhow::Result<f64> {
 
 pub fn run(args: &ParityArgs) -> anyhow::Result<()> {
     crate::device::init(crate::device::DeviceChoice::Cpu, args.threads, crate::device::HostAllocator::Fast);
-    let device = measured_device(&args.device)?;
-    if device.is_cuda() && !tch::Cuda::is_available() {
-        bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
-    }
+    let device = usable_device(&args.device)?;
     // TF32 would round f32 matmuls and convolutions to 10 mantissa bits: f32 parity means TF32 off.
     crate::device::cuda::set_tf32(false);
     let mut checks = Vec::new();

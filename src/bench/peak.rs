@@ -12,11 +12,7 @@ pub fn matmul_gflops(kind: Kind, n: i64, budget: Duration, device: Device) -> f6
     let a = Tensor::randn([n, n], (Kind::Float, Device::Cpu)).to_device(device).to_kind(kind);
     let b = Tensor::randn([n, n], (Kind::Float, Device::Cpu)).to_device(device).to_kind(kind);
     // On CUDA a launch returns at once: the clock stops when the device has finished.
-    let finish = || {
-        if let Device::Cuda(index) = device {
-            tch::Cuda::synchronize(index as i64);
-        }
-    };
+    let finish = || crate::device::cuda::synchronize(device);
     for _ in 0..2 {
         let _ = a.mm(&b);
     }

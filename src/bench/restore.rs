@@ -234,10 +234,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 pub fn run(args: &RestoreBenchArgs) -> anyhow::Result<()> {
     let plan = Plan::of(args)?;
     tch::set_num_threads(args.threads as i32);
-    let device = super::tiling::measured_device(&args.device)?;
-    if device.is_cuda() && !tch::Cuda::is_available() {
-        bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
-    }
+    let device = super::tiling::usable_device(&args.device)?;
     if !device.is_cuda() {
         args.allocator.apply();
     }

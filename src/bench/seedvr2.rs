@@ -35,9 +35,7 @@ pub(super) fn full_size_tensors(keys: &Path, seed: u64) -> anyhow::Result<Vec<(S
 fn timed<T>(device: Device, work: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, f64)> {
     let started = Instant::now();
     let out = work()?;
-    if let Device::Cuda(index) = device {
-        tch::Cuda::synchronize(index as i64);
-    }
+    crate::device::cuda::synchronize(device);
     Ok((out, started.elapsed().as_secs_f64()))
 }
 
@@ -48,10 +46,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     tch::set_num_threads(args.threads as i32);
-    let device = super::tiling::measured_device(&args.device)?;
-    if device.is_cuda() && !tch::Cuda::is_available() {
-        bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
-    }
+    let device = super::tiling::usable_device(&args.device)?;
     crate::device::cuda::set_tf32(false);
     let keys = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/seedvr2/full_keys.txt");
     let keys = args.seedvr2_keys.clone().unwrap_or(keys);

@@ -163,10 +163,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         _ => None,
     })?;
     let winograd = parse_list(&args.cpu_winograd, "cpu_winograd value", |s| s.parse::<bool>().ok())?;
-    let device = super::tiling::measured_device(&args.device)?;
-    if device.is_cuda() && !tch::Cuda::is_available() {
-        bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
-    }
+    let device = super::tiling::usable_device(&args.device)?;
     let tf32 = parse_list(&args.tf32, "tf32 value", |s| s.parse::<bool>().ok())?;
     if !device.is_cuda() && tf32.contains(&true) {
         bail!("--tf32 true needs a CUDA device");
@@ -330,9 +327,7 @@ fn run_ours(vae: &WanVae, op: Op, input: &Tensor, device: Device) -> anyhow::Res
         Op::Encode => vae.encode(input)?,
         Op::Decode => vae.decode(input)?,
     };
-    if let Device::Cuda(index) = device {
-        tch::Cuda::synchronize(index as i64);
-    }
+    crate::device::cuda::synchronize(device);
     Ok(output)
 }
 

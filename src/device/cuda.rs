@@ -28,6 +28,14 @@ fn available(device: Device) -> Option<i32> {
     }
 }
 
+/// Waits until `device` has finished its queued work (a no-op on the CPU): a CUDA launch returns at
+/// once, so a clock stopped before this bills the work to whatever runs next.
+pub fn synchronize(device: Device) {
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+}
+
 /// Peak bytes held by tensors on `device` since the last [`reset_peak`].
 pub fn peak_allocated_bytes(device: Device) -> Option<u64> {
     let _index = available(device)?;

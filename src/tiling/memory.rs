@@ -57,41 +57,21 @@ pub struct MemoryModel {
 }
 
 impl MemoryModel {
-    /// Estimated peak working bytes of `op` for pushes of `pixel_frames` frames on tiles of
-    /// `tile_pixels`, with caches over `covered_pixels` (the summed area of all tiles).
-    pub fn peak_bytes(&self, op: TiledOp, pixel_frames: i64, tile_pixels: i64, covered_pixels: i64) -> f64 {
-        let encode = self.encode.working_bytes(pixel_frames, tile_pixels, covered_pixels);
-        let decode = self.decode.working_bytes(pixel_frames, tile_pixels, covered_pixels);
+    /// Estimated peak working bytes of `op` in a job, for pushes of `pixel_frames` frames on tiles of
+    /// `tile_pixels`, with caches over `covered_pixels` (the summed area of all tiles). The executor's
+    /// out-of-memory retry keeps a snapshot of the pushed streams (`snapshot_pixels`: every tile's, or
+    /// one tile's when tile-major; 0 for a bare stream) through each push, so that a push that fails can
+    /// be undone, and their previous causal caches stay alive beside the new ones. The calibrated rows
+    /// are measured on bare streams (calibrate's runs push without it). Wan 2.1 f32 at 256×256: 1288 MiB
+    /// per push bare, 1754 MiB in a job, 1283 MiB there with the snapshot skipped.
+    pub fn peak_bytes(&self, op: TiledOp, pixel_frames: i64, tile_pixels: i64, covered_pixels: i64, snapshot_pixels: i64) -> f64 {
+        let pushing = |cost: &StreamCost| cost.working_bytes(pixel_frames, tile_pixels, covered_pixels) + cost.bytes_per_pixel * snapshot_pixels as f64;
+        let cache = |cost: &StreamCost| cost.bytes_per_pixel * covered_pixels as f64;
         match op {
-            TiledOp::Encode => encode,
-            TiledOp::Decode => decode,
+            TiledOp::Encode => pushing(&self.encode),
+            TiledOp::Decode => pushing(&self.decode),
             // One stream computes while the other only holds its cache.
-            TiledOp::Reconstruct => {
-                let encode_cache = self.encode.bytes_per_pixel * covered_pixels as f64;
-                let decode_cache = self.decode.bytes_per_pixel * covered_pixels as f64;
-                (encode + decode_cache).max(decode + encode_cache)
-            }
-        }
-    }
-
-    /// [`Self::peak_bytes`] in a job: the executor's out-of-memory retry keeps a snapshot of the pushed
-    /// streams (`snapshot_pixels`: every tile's, or one tile's when tile-major) through each push, so a
-    /// push that fails can be undone, and their previous causal caches stay alive beside the new ones.
-    /// The calibrated rows are measured without it (calibrate's runs push bare streams). Wan 2.1 f32 at
-    /// 256×256: 1288 MiB per push bare, 1754 MiB in a job, 1283 MiB there with the snapshot skipped.
-    pub fn job_peak_bytes(&self, op: TiledOp, pixel_frames: i64, tile_pixels: i64, covered_pixels: i64, snapshot_pixels: i64) -> f64 {
-        let snapshot = |cost: &StreamCost| cost.bytes_per_pixel * snapshot_pixels as f64;
-        let bare = |op| self.peak_bytes(op, pixel_frames, tile_pixels, covered_pixels);
-        match op {
-            TiledOp::Encode => bare(TiledOp::Encode) + snapshot(&self.encode),
-            TiledOp::Decode => bare(TiledOp::Decode) + snapshot(&self.decode),
-            TiledOp::Reconstruct => {
-                let encode_cache = self.encode.bytes_per_pixel * covered_pixels as f64;
-                let decode_cache = self.decode.bytes_per_pixel * covered_pixels as f64;
-                let encoding = bare(TiledOp::Encode) + decode_cache + snapshot(&self.encode);
-                let decoding = bare(TiledOp::Decode) + encode_cache + snapshot(&self.decode);
-                encoding.max(decoding)
-            }
+            TiledOp::Reconstruct => (pushing(&self.encode) + cache(&self.decode)).max(pushing(&self.decode) + cache(&self.encode)),
         }
     }
 
@@ -238,7 +218,8 @@ pub const CALIBRATED: &[CalibratedRow] = &[
             encode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1101.6, bytes_per_pixel: 2582.4 },
             decode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 2234.1, bytes_per_pixel: 7577.9 },
         },
-    },    // CUDA rows: the GPU kit on an H100 80GB (session 20, torch 2.11.0+cu130, cuDNN benchmark mode on):
+    },
+    // CUDA rows: the GPU kit on an H100 80GB (session 20, torch 2.11.0+cu130, cuDNN benchmark mode on):
     // vaebox calibrate --device cuda --family F --dtype D --sizes 16x16,32x48 --chunks 1,2 --threads 1
     // on full-size random weights (docs/gpu.md, step calibrate); peak bytes of the CUDA caching allocator
     // in a fresh process per run; every run within −2.8% … +2.0% of its row.
@@ -348,7 +329,7 @@ mod tests {
     fn reconstruct_holds_both_caches() {
         let cost = StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 10.0, bytes_per_pixel: 1.0 };
         let model = MemoryModel { encode: cost, decode: cost };
-        assert_eq!(model.peak_bytes(TiledOp::Decode, 4, 100, 100), 4100.0);
-        assert_eq!(model.peak_bytes(TiledOp::Reconstruct, 4, 100, 100), 4200.0);
+        assert_eq!(model.peak_bytes(TiledOp::Decode, 4, 100, 100, 0), 4100.0);
+        assert_eq!(model.peak_bytes(TiledOp::Reconstruct, 4, 100, 100, 0), 4200.0);
     }
 }

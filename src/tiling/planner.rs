@@ -57,7 +57,7 @@ impl PlanRequest {
         let f = self.spatial_factor;
         let covered = grid.covered_cells() * f * f;
         // Every tile's stream is pushed, and snapshotted, in each push.
-        self.memory.job_peak_bytes(self.op, self.push_pixel_frames(latent_frames_per_chunk), self.tile_pixels(&grid), covered, covered)
+        self.memory.peak_bytes(self.op, self.push_pixel_frames(latent_frames_per_chunk), self.tile_pixels(&grid), covered, covered)
     }
 
     /// Pixels of one tile (all tiles of a grid are the same size).
@@ -98,7 +98,7 @@ impl PlanRequest {
         let frame_pixels = self.latent_height * self.latent_width * self.spatial_factor * self.spatial_factor;
         let frames = self.push_pixel_frames(latent_frames_per_chunk);
         let float_rgb = 12.0 * frames as f64;
-        let decoding = self.memory.job_peak_bytes(TiledOp::Decode, frames, tile_pixels, tile_pixels, tile_pixels) + 2.0 * float_rgb * tile_pixels as f64;
+        let decoding = self.memory.peak_bytes(TiledOp::Decode, frames, tile_pixels, tile_pixels, tile_pixels) + 2.0 * float_rgb * tile_pixels as f64;
         let blending = float_rgb * (frame_pixels + 3 * tile_pixels) as f64;
         decoding.max(blending)
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use tch::{Device, Kind, Tensor};
 
-use super::fixtures::{load_vae, measured_device, parse_family, synthetic_video};
+use super::fixtures::{load_vae, parse_family, synthetic_video, usable_device};
 use super::measure::{ChildRunner, ModelSpec, RunReport, RunSpec};
 use crate::device::{kind_name, DtypeChoice};
 use crate::models::wan::RowSplit;
@@ -122,10 +122,7 @@ fn load_average() -> Option<f64> {
 pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
     // This process only encodes the clip and plans, on the CPU; the measured runs are children on `device`.
     crate::device::init(crate::device::DeviceChoice::Cpu, args.threads, crate::device::HostAllocator::Bounded);
-    let device = measured_device(&args.device)?;
-    if device.is_cuda() && !tch::Cuda::is_available() {
-        anyhow::bail!("--device {}: libtorch sees no CUDA device on this machine", args.device);
-    }
+    let device = usable_device(&args.device)?;
     let family = parse_family(&args.family)?;
     let kind = DtypeChoice::parse(&args.dtype).context("dtype must be f32 or bf16")?.resolve(device);
     let model = ModelSpec {

@@ -39,6 +39,16 @@ pub fn measured_device(name: &str) -> anyhow::Result<Device> {
     }
 }
 
+/// [`measured_device`], refused at once when it is a CUDA device libtorch does not see (before any
+/// model is loaded or clip made).
+pub fn usable_device(name: &str) -> anyhow::Result<Device> {
+    let device = measured_device(name)?;
+    if device.is_cuda() && !tch::Cuda::is_available() {
+        bail!("--device {name}: libtorch sees no CUDA device on this machine");
+    }
+    Ok(device)
+}
+
 pub fn load_vae(weights: &Path, family: Family, kind: Kind, device: Device) -> anyhow::Result<VideoVae> {
     Ok(match family {
         Family::Seedvr2 => VideoVae::new(SeedVr2Vae::load(weights, &SeedVr2LoadOptions { device, kind })?),

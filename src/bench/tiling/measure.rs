@@ -165,10 +165,8 @@ fn run_measured(spec: &RunSpec) -> anyhow::Result<RunReport> {
     let started = Instant::now();
     let run = || {
         let tiles = tch::no_grad(|| run_stream(&vae, spec, &input, &mut sink));
-        if let Device::Cuda(index) = device {
-            // Kernels run asynchronously; the time is the device's.
-            tch::Cuda::synchronize(index as i64);
-        }
+        // Kernels run asynchronously; the time is the device's.
+        crate::device::cuda::synchronize(device);
         tiles
     };
     let (result, peak_bytes, baseline_bytes) = match device {

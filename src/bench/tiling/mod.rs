@@ -6,4 +6,4 @@ pub mod calibrate;
 mod fixtures;
 pub mod measure;
 
-pub use fixtures::{load_vae, measured_device, parse_family, synthetic_video};
+pub use fixtures::{load_vae, measured_device, parse_family, synthetic_video, usable_device};

@@ -105,9 +105,7 @@ impl StageSeconds {
 fn timed<T>(device: Device, slot: &mut f64, work: impl FnOnce() -> T) -> T {
     let started = Instant::now();
     let out = work();
-    if let Device::Cuda(index) = device {
-        tch::Cuda::synchronize(index as i64);
-    }
+    crate::device::cuda::synchronize(device);
     *slot += started.elapsed().as_secs_f64();
     out
 }
