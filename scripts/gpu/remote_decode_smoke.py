@@ -124,35 +124,12 @@ def get_json(url: str, args) -> dict:
         raise SmokeError(f"GET {url}: not JSON: {response.text[:200]}") from error
 
 
-def find_job_id(capture: CapturePost, base: str, args) -> str:
+def find_job_id(capture: CapturePost) -> str:
     for response in reversed(capture.responses):
         job = response.headers.get(JOB_HEADER)
         if job:
             return job
-    # A diffusers that no longer posts through requests.post: the newest finished decode of this model.
-    log(f"no {JOB_HEADER} header seen; taking the newest succeeded vae_decode job of `{args.model}` from GET /v1/jobs")
-    listing = get_json(f"{base}/v1/jobs?status=succeeded&limit=50", args)
-    for job in listing.get("jobs", []):
-        if job.get("op") == "vae_decode" and job.get("model") == args.model:
-            return job["id"]
-    raise SmokeError(f"no {JOB_HEADER} header in the decode response and no succeeded vae_decode job of `{args.model}` listed")
-
-
-def find_key(value, key: str):
-    """The first value of `key` anywhere in a JSON document (depth first), or None."""
-    if isinstance(value, dict):
-        if key in value:
-            return value[key]
-        children = value.values()
-    elif isinstance(value, list):
-        children = value
-    else:
-        return None
-    for child in children:
-        found = find_key(child, key)
-        if found is not None:
-            return found
-    return None
+    raise SmokeError(f"no {JOB_HEADER} header in the decode response")
 
 
 def job_record(base: str, job_id: str, args) -> dict:
@@ -213,13 +190,14 @@ def smoke(args, result: dict) -> None:
         result["max"] = float(values.max())
         result["mean"] = float(values.mean())
 
-    job_id = find_job_id(capture, base, args)
+    job_id = find_job_id(capture)
     result["job"] = job_id
     job = job_record(base, job_id, args)
     result["job_status"] = job.get("status")
     result["timings"] = job.get("timings")
-    result["peak_device_bytes"] = find_key(job, "peak_device_bytes")
-    result["device"] = find_key(job.get("timings"), "device")
+    timings = job.get("timings") or {}
+    result["peak_device_bytes"] = timings.get("peak_device_bytes")
+    result["device"] = timings.get("device")
     result["plan"] = job.get("plan")
 
     problems = []
