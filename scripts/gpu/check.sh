@@ -205,6 +205,62 @@ oom_backoff() {
 }
 if [[ $MODE == cuda ]]; then step oom_backoff 120 oom_backoff; else skip oom_backoff "CUDA only (the CPU's is tests/out_of_memory.rs)"; fi
 
+# 8. The budget holds on the device (issue 34): each decode untiled, then under budgets of 1/3 and 1/2 of
+# its untiled working memory (peak_device_bytes less a one-cell decode's, which holds the weights).
+budget_check() {
+  set -e
+  local dir=$WORK/budget; rm -rf "$dir"; mkdir -p "$dir/models/vae" "$dir/data"
+  ln -s "$BENCH/$WAN21/weights-seed0.safetensors" "$dir/models/vae/wan21.safetensors"
+  ln -s "$BENCH/$WAN22/weights-seed0.safetensors" "$dir/models/vae/wan22.safetensors"
+  ln -s "$WORK/seedvr2_full.safetensors" "$dir/models/vae/seedvr2.safetensors"
+  "$PY" - "$dir" "$MODE" <<'PYLAT'
+import sys, torch
+from safetensors.torch import save_file
+dir, mode = sys.argv[1], sys.argv[2]
+big = {"wan21": (16, 60, 104), "wan22": (48, 30, 52), "seedvr2": (16, 60, 104)} if mode == "cuda" else \
+      {"wan21": (16, 8, 8), "wan22": (48, 4, 4), "seedvr2": (16, 8, 8)}
+torch.manual_seed(2)
+for name, (c, h, w) in big.items():
+    save_file({"latent": torch.randn([1, c, 6, h, w])}, f"{dir}/{name}-big.safetensors")
+    save_file({"latent": torch.randn([1, c, 1, 2, 2])}, f"{dir}/{name}-small.safetensors")
+PYLAT
+  decode() {  # model dtype size budget_mib -> the job's JSON on stdout
+    VAEBOX_DATA_DIR=$dir/data VAEBOX_MODELS_DIR=$dir/models VAEBOX_DEVICE=$MODE VAEBOX_THREADS=$THREADS \
+      VAEBOX_MEMORY_BUDGET_MIB=$4 "$BIN" run --op vae_decode --model "$1" --dtype "$2" --input "$dir/$1-$3.safetensors" \
+      --output "$dir/out.safetensors" --output-format safetensors
+    rm -f "$dir/out.safetensors"
+  }
+  local combos="wan21:bf16 seedvr2:bf16 wan21:f32 wan22:bf16"
+  [[ $MODE == cpu ]] && combos="wan21:f32"
+  for combo in $combos; do
+    local model=${combo%%:*} dtype=${combo##*:}
+    decode "$model" "$dtype" small 60000 > "$dir/small.json"
+    decode "$model" "$dtype" big 60000 > "$dir/untiled.json"
+    local shares="0.333 0.5"
+    for share in $shares; do
+      local budget; budget=$("$PY" -c "import json, sys; p = lambda f: json.load(open(f))['timings']['peak_device_bytes'] or json.load(open(f))['timings']['peak_host_bytes']; print(max(1, int((p('$dir/untiled.json') - p('$dir/small.json')) * $share) >> 20))")
+      decode "$model" "$dtype" big "$budget" > "$dir/tiled-$share.json"
+      "$PY" - "$dir" "$model" "$dtype" "$share" "$budget" <<'PYREP'
+import json, sys
+dir, model, dtype, share, budget = sys.argv[1:]
+load = lambda f: json.load(open(f"{dir}/{f}.json"))
+peak = lambda job: job["timings"].get("peak_device_bytes") or job["timings"]["peak_host_bytes"]
+small, untiled, tiled = load("small"), load("untiled"), load(f"tiled-{share}")
+working = peak(tiled) - peak(small)
+plan = tiled.get("plan") or {}
+estimate = plan.get("estimated_peak_bytes")
+mib = lambda b: round(b / 2**20, 1) if b is not None else None
+print(json.dumps({"budget_check": model, "dtype": dtype, "share": float(share), "untiled_working_mib": mib(peak(untiled) - peak(small)),
+    "budget_mib": int(budget), "estimate_mib": mib(estimate), "measured_mib": mib(working),
+    "measured_over_budget": round(working / (int(budget) << 20), 3), "measured_over_estimate": round(working / estimate, 3) if estimate else None,
+    "tiles": plan.get("spatial_tiles"), "tile_major": plan.get("tile_major"), "frames_per_chunk": plan.get("latent_frames_per_chunk"),
+    "fallbacks": plan.get("fallbacks"), "seconds": tiled["timings"].get("total")}))
+PYREP
+    done
+  done
+}
+step budget 200 budget_check
+
 step vae_seedvr2 90 "$BIN" bench vae --device "$MODE" --family seedvr2 --dtypes bf16,f32 --frames 13 --height $V_H --width $V_W \
   --repeats 1 --threads $THREADS --seedvr2-keys "$KIT/keys/seedvr2_full_keys.txt"
 

@@ -12,7 +12,7 @@ import re
 
 STEPS = [
     "environment", "weights", "server", "calibrate", "parity", "vae_wan21_bf16", "restore_3b",
-    "oom_backoff", "vae_seedvr2", "vae_wan21_f32_tf32", "restore_7b", "vae_wan22_bf16", "upscale",
+    "oom_backoff", "budget", "vae_seedvr2", "vae_wan21_f32_tf32", "restore_7b", "vae_wan22_bf16", "upscale",
 ]
 # Files a step leaves beside its log, read as JSON when present.
 STEP_JSON = {"parity": "parity.json", "server": ["healthz.json", "remote_decode.json"], "oom_backoff": "oom.json"}

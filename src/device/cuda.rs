@@ -83,6 +83,23 @@ pub fn empty_cache(device: Device) {
     }
 }
 
+/// cuDNN's autotuning (`cudnn_benchmark`) for the job about to run: the configured switch.
+pub fn set_autotuning(device: Device, on: bool) {
+    if device.is_cuda() {
+        tch::Cuda::cudnn_set_benchmark(on);
+    }
+}
+
+/// After an out-of-memory the job retries in pieces of new shapes, and autotuning tries every
+/// algorithm of each, some with large workspaces, in the little memory left: on an H100 a capped
+/// decode took 62.6 s with it and 6.0 s without, through the same fallbacks (docs/benchmarks.md).
+/// So it stays off for the rest of the job; the next job starts with the configured switch again.
+pub fn stop_autotuning_after_out_of_memory() {
+    if cfg!(cuda_shim) && tch::Cuda::is_available() {
+        tch::Cuda::cudnn_set_benchmark(false);
+    }
+}
+
 /// TF32 for float32 matmuls and convolutions on Ampere and newer (faster, ~10 mantissa bits).
 /// Returns whether the switch was applied (false without CUDA).
 pub fn set_tf32(on: bool) -> bool {

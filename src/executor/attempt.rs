@@ -31,6 +31,9 @@ pub fn attempt<T, E: Into<ExecError>>(work: impl FnOnce() -> Result<T, E>) -> Re
     } else {
         caught()
     };
+    if result.as_ref().is_err_and(ExecError::is_out_of_memory) {
+        crate::device::cuda::stop_autotuning_after_out_of_memory();
+    }
     if !CANNOT_CREATE_KERNELS.get() && result.as_ref().is_err_and(|e| e.to_string().contains(crate::models::ONEDNN_CANNOT_CREATE_KERNEL)) {
         tracing::warn!("a kernel could not be created on this thread (oneDNN's JIT ran out of memory): what follows runs on fresh threads");
         CANNOT_CREATE_KERNELS.set(true);

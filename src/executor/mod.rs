@@ -142,9 +142,6 @@ impl ExecutorHandle {
                 if crate::device::cuda::set_tf32(config.tf32) {
                     tracing::info!(tf32 = config.tf32, "CUDA TF32 switch applied");
                 }
-                if device.is_cuda() {
-                    tch::Cuda::cudnn_set_benchmark(config.cudnn_benchmark);
-                }
                 if !device.is_cuda() && config.cpu_allocator == crate::device::HostAllocator::Fast && config.memory_budget_mib > 0 {
                     tracing::warn!("cpu_allocator = \"fast\": glibc keeps freed tensors, so memory_budget_mib is not held on CPU");
                 }
@@ -247,6 +244,8 @@ impl Executor {
         let started = Instant::now();
         crate::device::reset_peak_host_bytes();
         crate::device::cuda::reset_peak(self.device);
+        // An earlier job's out-of-memory may have switched it off (device::cuda::stop_autotuning_after_out_of_memory).
+        crate::device::cuda::set_autotuning(self.device, self.config.cudnn_benchmark);
         timings.device = Some(crate::device::device_name(self.device));
         let result = match job.op {
             Op::Upscale => upscale::run(self, job, hooks, timings),
