@@ -318,7 +318,7 @@ impl ProgressDisplay {
             return ProgressDisplay::Lines { last_logged: None, last: None };
         }
         let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
-        let style = indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len} {msg}").expect("a valid template").progress_chars("#>-");
+        let style = indicatif::ProgressStyle::with_template("[{bar:30}] {msg}").expect("a valid template").progress_chars("#>-");
         bar.set_style(style);
         ProgressDisplay::Bar(bar)
     }
@@ -326,13 +326,15 @@ impl ProgressDisplay {
     fn update(&mut self, p: &Progress) {
         match self {
             ProgressDisplay::Bar(bar) => {
-                bar.set_length(p.total);
-                bar.set_message(progress_tail(p));
-                bar.set_position(p.done);
+                // The bar follows the fraction, which moves within stages (a restore batch's encode, DiT,
+                // decode) where the frame count stands still.
+                bar.set_length(BAR_STEPS);
+                bar.set_message(progress_line(p));
+                bar.set_position((p.fraction * BAR_STEPS as f64).round() as u64);
             }
             ProgressDisplay::Lines { last_logged, last } => {
                 if last_logged.is_none_or(|at| at.elapsed() >= PROGRESS_LOG_INTERVAL) {
-                    eprintln!("{}/{} {}", p.done, p.total, progress_tail(p));
+                    eprintln!("{}", progress_line(p));
                     *last_logged = Some(Instant::now());
                     *last = None;
                 } else {
@@ -349,16 +351,23 @@ impl ProgressDisplay {
                 // indicatif leaves the cursor at the end of the bar; what follows starts on its own line.
                 eprintln!();
             }
-            ProgressDisplay::Lines { last: Some(p), .. } => eprintln!("{}/{} {}", p.done, p.total, progress_tail(&p)),
+            ProgressDisplay::Lines { last: Some(p), .. } => eprintln!("{}", progress_line(&p)),
             ProgressDisplay::Lines { last: None, .. } => {}
         }
     }
 }
 
-/// `frames 42.0% ETA 12s`: the unit, the executor's own fraction and ETA (which know about stages the count does not).
-fn progress_tail(p: &Progress) -> String {
-    let eta = p.eta_s.map(|s| format!(" ETA {s:.0}s")).unwrap_or_default();
-    format!("{} {:.1}%{eta}", p.unit, p.fraction * 100.0)
+/// Steps of the terminal bar.
+const BAR_STEPS: u64 = 1000;
+
+/// `8/17 frames · dit batch 2/3 · 42.0% · ETA 12s`: what is written, the stage, and the executor's own
+/// fraction and ETA (which know about stages the frame count does not).
+fn progress_line(p: &Progress) -> String {
+    let mut parts = vec![if p.total > 0 { format!("{}/{} {}", p.done, p.total, p.unit) } else { format!("{} {}", p.done, p.unit) }];
+    parts.extend(p.stage.clone());
+    parts.push(format!("{:.1}%", p.fraction * 100.0));
+    parts.extend(p.eta_s.map(|s| format!("ETA {s:.0}s")));
+    parts.join(" · ")
 }
 
 async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {

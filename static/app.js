@@ -911,7 +911,8 @@
     const started = parseTime(job.started_at);
     const label = [
       frac !== null ? `${(frac * 100).toFixed(1)}%` : "working…",
-      isNum(p.done) && isNum(p.total) ? `${p.done} / ${p.total} ${p.unit || ""}`.trim() : null,
+      p.stage || null,
+      isNum(p.done) && isNum(p.total) && p.total > 0 ? `${p.done} / ${p.total} ${p.unit || ""}`.trim() : null,
       eta !== null ? `ETA ${fmtDuration(eta)}` : null,
     ].filter(Boolean).join(" · ");
     const prog = h("progress", { max: "1", "aria-label": `Progress of ${titleOf(job)}` });

@@ -201,3 +201,36 @@ fn run_restores_from_the_command_line() {
     let (resident, swapped) = (rgb_frames(&std::fs::read(&out).unwrap(), &dir.path().join("a.mp4")), rgb_frames(&std::fs::read(&swapped_out).unwrap(), &dir.path().join("b.mp4")));
     assert_eq!(resident, swapped, "swapped blocks changed the frames");
 }
+
+/// A restore's progress, as the event stream carries it: a stage from the start (`load`, then each
+/// batch's `encode`, `dit` and `decode`), a fraction that never goes back and is 1 at the end, with every
+/// frame counted and an ETA of 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_progress_names_its_stages_and_reaches_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 13, false, &clip);
+    // Batches of 5 sharing 1 frame: 0–4, 4–8, 8–12.
+    let query = "op=restore&model=seedvr2-3b-small&height=96&width=112&batch_frames=5&batch_overlap=1&filename=clip.mp4";
+    let (status, job) = upload_raw(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    assert_eq!(status, 202, "{job}");
+    let snapshots = follow_events(&client, &server, job["id"].as_str().unwrap()).await;
+    let last = snapshots.last().unwrap();
+    assert_eq!(last["status"], "succeeded", "{last}");
+    assert_eq!(last["plan"]["batches"], 3, "{}", last["plan"]);
+    let progress = &last["progress"];
+    assert_eq!((progress["done"].as_u64(), progress["total"].as_u64(), progress["fraction"].as_f64()), (Some(13), Some(13), Some(1.0)), "{progress}");
+    assert_eq!((progress["eta_s"].as_f64(), progress["stage"].as_str()), (Some(0.0), Some("done")), "{progress}");
+
+    let running: Vec<&Value> = snapshots.iter().filter(|s| s["status"] == "running").map(|s| &s["progress"]).collect();
+    let fractions: Vec<f64> = running.iter().filter_map(|p| p["fraction"].as_f64()).collect();
+    assert!(fractions.windows(2).all(|w| w[0] <= w[1]), "the fraction went back: {fractions:?}");
+    let stages: Vec<&str> = running.iter().filter_map(|p| p["stage"].as_str()).collect();
+    println!("stages seen: {stages:?}, fractions {fractions:?}");
+    assert!(stages.iter().all(|s| ["load", "write", "done"].contains(s) || s.contains(" batch ") && s.ends_with("/3")), "{stages:?}");
+    assert!(stages.iter().any(|s| s.contains(" batch ")), "no batch stage was streamed: {stages:?}");
+    assert!(running.iter().all(|p| !p["stage"].is_null()), "a running job always names its stage: {running:?}");
+}

@@ -4,33 +4,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use futures_util::StreamExt;
 use serde_json::Value;
-
-/// Follows `/events` to the end; returns every job snapshot the server sent.
-async fn follow_events(client: &reqwest::Client, server: &Server, id: &str) -> Vec<Value> {
-    let response = client.get(server.url(&format!("/v1/jobs/{id}/events"))).send().await.unwrap();
-    assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let mut stream = response.bytes_stream();
-    let mut buffer = String::new();
-    let mut snapshots = Vec::new();
-    let read = async {
-        while let Some(chunk) = stream.next().await {
-            buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
-            while let Some(end) = buffer.find("\n\n") {
-                let event: String = buffer.drain(..end + 2).collect();
-                for line in event.lines() {
-                    if let Some(data) = line.strip_prefix("data:") {
-                        snapshots.push(serde_json::from_str::<Value>(data.trim()).unwrap());
-                    }
-                }
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(300), read).await.expect("the event stream did not end");
-    snapshots
-}
 
 async fn download(client: &reqwest::Client, server: &Server, job: &Value, dir: &std::path::Path) -> std::path::PathBuf {
     let url = server.url(job["output"]["url"].as_str().expect("output url"));

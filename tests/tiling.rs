@@ -369,6 +369,7 @@ fn decode_memory_is_flat_in_clip_length() {
             tiles: chosen.spatial,
             row_split: None,
             tile_major: false,
+            checkpointed: true,
             input: None,
             output: None,
         };

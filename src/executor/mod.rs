@@ -247,6 +247,7 @@ impl Executor {
         // An earlier job's out-of-memory may have switched it off (device::cuda::stop_autotuning_after_out_of_memory).
         crate::device::cuda::set_autotuning(self.device, self.config.cudnn_benchmark);
         timings.device = Some(crate::device::device_name(self.device));
+        hooks.progress.send_replace(Progress::starting(job.input_media.as_ref().map_or(0, |media| media.frames)));
         let result = match job.op {
             Op::Upscale => upscale::run(self, job, hooks, timings),
             Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => vae::run(self, job, hooks, timings),
@@ -258,6 +259,9 @@ impl Executor {
         if result.as_ref().is_err_and(ExecError::is_out_of_memory) {
             // What the failed attempt cached would shrink the next job's free-memory budget.
             crate::device::release_cached_memory(self.device);
+        }
+        if result.is_ok() {
+            hooks.progress.send_modify(Progress::finished);
         }
         result.map(|mut outcome: JobOutcome| {
             outcome.timings = timings.clone();

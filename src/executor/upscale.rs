@@ -78,6 +78,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let (mut read_s, mut compute_s, mut write_s) = (0.0, 0.0, 0.0);
     let mut done = 0u64;
     let frames_started = Instant::now();
+    hooks.progress.send_replace(Progress::frames(0, info.frames, 0.0).at("upscale"));
     // Each chunk allocates and frees the same activations; under the bounded allocator they would be fresh
     // mappings faulted in page by page every time (2.1× the compute at bf16, docs/benchmarks.md).
     let heap_reuse = crate::device::HeapReuse::for_call();
@@ -109,10 +110,11 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             writer.write(output)?;
         }
         write_s += waited.elapsed().as_secs_f64();
-        hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), frames_started.elapsed().as_secs_f64()));
+        hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), frames_started.elapsed().as_secs_f64()).at("upscale"));
     }
     drop(heap_reuse);
     hooks.check_cancelled()?;
+    hooks.progress.send_modify(|p| p.stage = Some("write".into()));
     let flushed = Instant::now();
     writer.finish()?;
     let output_media = media::probe(&exec.config.tools, &job.output_path, &media::MediaLimits::unlimited()).ok();

@@ -125,18 +125,57 @@ fn default_dtype() -> DtypeChoice {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Progress {
+    /// Units (frames) finished and written.
     pub done: u64,
+    /// Units in all; 0 while not known (a latent before it is read).
     pub total: u64,
     pub unit: String,
+    /// Share of the job's work done, 0 to 1: it moves within each stage and is 1 when the job succeeded.
     pub fraction: f64,
+    /// Seconds left at the rate so far (the same rate as `fraction`); null until there is a rate.
     pub eta_s: Option<f64>,
+    /// What the job does now: `load`, `decode`, `encode`, `upscale`, `encode batch 2/5`, `dit batch 2/5`,
+    /// `decode batch 2/5`, `write`, then `done`.
+    #[serde(default)]
+    pub stage: Option<String>,
 }
 
 impl Progress {
+    /// `done` of `total` frames, the fraction theirs, the ETA from the rate so far.
     pub fn frames(done: u64, total: u64, elapsed_s: f64) -> Progress {
         let fraction = if total == 0 { 0.0 } else { (done as f64 / total as f64).min(1.0) };
-        let eta_s = (done > 0 && total >= done).then(|| elapsed_s / done as f64 * (total - done) as f64);
-        Progress { done, total, unit: "frames".into(), fraction, eta_s }
+        Progress { done, total, unit: "frames".into(), fraction, eta_s: None, stage: None }.with_eta(elapsed_s)
+    }
+
+    /// The job has started: its model loads (`total` frames when the input's length is known, else 0).
+    pub fn starting(total: u64) -> Progress {
+        Progress { done: 0, total, unit: "frames".into(), fraction: 0.0, eta_s: None, stage: Some("load".into()) }
+    }
+
+    pub fn at(mut self, stage: impl Into<String>) -> Progress {
+        self.stage = Some(stage.into());
+        self
+    }
+
+    /// Replaces the fraction (a pipeline whose work is not counted in frames, such as restore's stages).
+    pub fn with_fraction(mut self, fraction: f64, elapsed_s: f64) -> Progress {
+        self.fraction = fraction.clamp(0.0, 1.0);
+        self.with_eta(elapsed_s)
+    }
+
+    /// The ETA that agrees with the fraction: the time so far, scaled by what is left.
+    fn with_eta(mut self, elapsed_s: f64) -> Progress {
+        self.eta_s = (self.fraction > 0.0).then(|| elapsed_s / self.fraction * (1.0 - self.fraction));
+        self
+    }
+
+    /// The job succeeded: everything is done.
+    pub fn finished(&mut self) {
+        self.total = self.total.max(self.done);
+        self.done = self.total;
+        self.fraction = 1.0;
+        self.eta_s = Some(0.0);
+        self.stage = Some("done".into());
     }
 }
 

@@ -70,6 +70,8 @@ fn decode_spec_split(model: &ModelSpec, input: &Path, latent_shape: [i64; 3], pl
         tiles: plan.spatial,
         row_split,
         tile_major: plan.tile_major,
+        // Measured as a job runs it, so against the plan's job estimate.
+        checkpointed: true,
         input: Some(input.to_path_buf()),
         output,
     }

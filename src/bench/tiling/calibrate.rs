@@ -125,6 +125,7 @@ pub fn calibrate(
                 tiles,
                 row_split: None,
                 tile_major: false,
+                checkpointed: false,
                 input: None,
                 output: None,
             };

@@ -66,6 +66,10 @@ pub struct RunSpec {
     /// Decode tile-major (`tiles` required): one tile over the whole clip at a time, spooled to disk.
     #[serde(default)]
     pub tile_major: bool,
+    /// Hold a checkpoint of the streams through each push, as a job's out-of-memory retry does (the
+    /// planner's job estimates count it); false for calibration, whose rows are the bare streams'.
+    #[serde(default)]
+    pub checkpointed: bool,
     /// safetensors file whose `input` tensor is the latent (decode) or the video (encode); without
     /// it a seeded random latent or a synthetic video of the given size.
     pub input: Option<PathBuf>,
@@ -236,7 +240,10 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
             // The executor's pushes: the first one starts at latent frame 0 and is a whole chunk.
             let hooks = TileMajorHooks {
                 step: &mut |_, _| Ok(()),
-                push: &mut plain_push::<anyhow::Error>,
+                push: &mut |decoder, latent| {
+                    let _checkpoint = spec.checkpointed.then(|| decoder.checkpoint());
+                    plain_push::<anyhow::Error>(decoder, latent)
+                },
                 emit: &mut |chunk| {
                     sink.take(chunk);
                     Ok(())
@@ -250,6 +257,7 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
                 bail!("this model has no exact row split");
             }
             for (start, count) in pushes {
+                let _checkpoint = spec.checkpointed.then(|| stream.checkpoint());
                 sink.take(stream.push(&input.narrow(2, start, count))?);
             }
             Ok(stream.tile_count())
@@ -260,6 +268,7 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
                 bail!("this model has no exact row split");
             }
             for (start, count) in pushes {
+                let _checkpoint = spec.checkpointed.then(|| stream.checkpoint());
                 if let Some(latent) = stream.push(&input.narrow(2, start, count))? {
                     sink.take(latent);
                 }
@@ -330,6 +339,7 @@ mod tests {
             tiles: Some(SpatialTiles::square(10, 4)),
             row_split: None,
             tile_major: false,
+            checkpointed: false,
             input: None,
             output: Some("out.safetensors".into()),
         };

@@ -16,7 +16,7 @@ use crate::jobs::plan::{DeviceMemoryPlan, DitPlan, JobPlan, RestorePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use super::media_io::{read_frames, write_frames, OutputVideo};
 use crate::media::{self, FrameWriter, MediaInfo};
-use crate::models::restore::one_step::{self, Noise, RestoreStep, StageSeconds};
+use crate::models::restore::one_step::{self, Noise, RestoreStep, Stage, StageSeconds};
 use crate::models::restore::prepare::{self, FrameGeometry};
 use crate::models::restore::restorer::{Restorer, RestorerOptions};
 use batches::{BatchBuffer, BatchShape, TemporalBlender};
@@ -79,6 +79,20 @@ struct Clock {
     stages: StageSeconds,
     /// Out-of-memory retries, in the order they happened.
     fallbacks: Vec<String>,
+    /// Frames written so far.
+    done: u64,
+}
+
+/// Shares of a batch's time per stage before any batch has been timed (the 3B at 720p on an H100:
+/// the VAE decode is three quarters of it, docs/benchmarks.md); measured shares replace them.
+const FIRST_BATCH_SHARES: StageSeconds = StageSeconds { encode: 0.12, dit: 0.1, decode: 0.75, color_fix: 0.03 };
+
+/// The job's share done when `stage` of batch `index` (of `batches`) starts: whole batches, then the
+/// stages before it, weighted by the time each stage took in the batches so far.
+fn fraction_at(index: i64, batches: i64, stage: Stage, timed: &StageSeconds) -> f64 {
+    let weights = if timed.total() > 0.0 { timed } else { &FIRST_BATCH_SHARES };
+    let before: f64 = Stage::ALL.iter().take_while(|s| **s != stage).map(|s| s.of(weights)).sum();
+    (index as f64 + before / weights.total()) / batches.max(1) as f64
 }
 
 impl Pipeline<'_> {
@@ -87,7 +101,7 @@ impl Pipeline<'_> {
         let mut reader = read_frames(exec, self.job, info, exec.config.chunk_frames)?;
         let mut writer = write_frames(exec, self.job, OutputVideo::like(info, self.geometry.crop_w as u32, self.geometry.crop_h as u32))?;
         let (mut buffer, mut blender) = (BatchBuffer::new(self.settings.batch), TemporalBlender::new(self.settings.batch));
-        let (mut clock, mut done, mut batch_index) = (Clock::default(), 0u64, 0i64);
+        let (mut clock, mut batch_index) = (Clock::default(), 0i64);
         let started = Instant::now();
         let mut input_ended = false;
         while !input_ended {
@@ -108,16 +122,17 @@ impl Pipeline<'_> {
                 let overlap = buffer.overlap_with_previous();
                 let Some(batch) = buffer.next_batch(input_ended) else { break };
                 self.hooks.check_cancelled()?;
-                let restored = self.restore_resilient(vae, &batch, batch_index, &mut clock)?;
+                let restored = self.restore_resilient(vae, &batch, batch_index, &mut clock, started)?;
                 batch_index += 1;
-                done += self.write(&mut writer, &blender.push(&restored, overlap), &mut clock)?;
-                self.hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), started.elapsed().as_secs_f64()));
+                clock.done += self.write(&mut writer, &blender.push(&restored, overlap), &mut clock)?;
             }
         }
         if let Some(rest) = blender.finish() {
-            done += self.write(&mut writer, &rest, &mut clock)?;
+            clock.done += self.write(&mut writer, &rest, &mut clock)?;
         }
         self.hooks.check_cancelled()?;
+        let done = clock.done;
+        self.hooks.progress.send_replace(self.progress(&clock, started).with_fraction(1.0, started.elapsed().as_secs_f64()).at("write"));
         let flushed = Instant::now();
         writer.finish()?;
         clock.write += flushed.elapsed().as_secs_f64();
@@ -136,8 +151,8 @@ impl Pipeline<'_> {
 
     /// Out of memory is not a failure: the batch is restored again as shorter overlapping batches
     /// (halved, down to single frames), blended as the job's own batches are.
-    fn restore_resilient(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, clock: &mut Clock) -> Result<Tensor, ExecError> {
-        let result = super::attempt::attempt(|| self.restore_batch(vae, batch, index, &mut clock.stages));
+    fn restore_resilient(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, clock: &mut Clock, started: Instant) -> Result<Tensor, ExecError> {
+        let result = super::attempt::attempt(|| self.restore_batch(vae, batch, index, clock, started));
         clock.fallbacks.extend(vae.take_fallbacks());
         let error = match result {
             Ok(restored) => return Ok(restored),
@@ -158,20 +173,34 @@ impl Pipeline<'_> {
         loop {
             let overlap = buffer.overlap_with_previous();
             let Some(part) = buffer.next_batch(true) else { break };
-            out.push(blender.push(&self.restore_resilient(vae, &part, index, clock)?, overlap));
+            out.push(blender.push(&self.restore_resilient(vae, &part, index, clock, started)?, overlap));
         }
         out.extend(blender.finish());
         Ok(Tensor::cat(&out, 0))
     }
 
     /// `batch`: `[3, n, H, W]` prepared frames → `[n, 3, H, W]` restored, colour-fixed, in [-1, 1].
-    fn restore_batch(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, stages: &mut StageSeconds) -> Result<Tensor, ExecError> {
+    fn restore_batch(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, clock: &mut Clock, started: Instant) -> Result<Tensor, ExecError> {
         let (padded, keep) = prepare::pad_frames_4n1(batch)?;
         let noise = Noise::Seeded(self.settings.seed.wrapping_add(index));
         let step = RestoreStep { input: &padded, keep, color_fix: self.settings.color_fix, noise };
-        let out = one_step::restore(vae, &self.restorer.models(), step)?;
-        stages.add(&out.seconds);
+        let batches = self.settings.batch.batches(self.info.frames as i64).max(index + 1);
+        let progress = self.progress(clock, started);
+        let timed = clock.stages;
+        let mut starting = |stage: Stage| {
+            let elapsed = started.elapsed().as_secs_f64();
+            let fraction = fraction_at(index, batches, stage, &timed);
+            let stage = format!("{} batch {}/{batches}", stage.as_str(), index + 1);
+            self.hooks.progress.send_replace(progress.clone().with_fraction(fraction, elapsed).at(stage));
+        };
+        let out = one_step::restore_in_stages(vae, &self.restorer.models(), step, &mut starting)?;
+        clock.stages.add(&out.seconds);
         Ok(out.frames.clamp(-1.0, 1.0))
+    }
+
+    /// Frames written of the clip's, before a fraction and a stage are set.
+    fn progress(&self, clock: &Clock, started: Instant) -> Progress {
+        Progress::frames(clock.done, self.info.frames.max(clock.done), started.elapsed().as_secs_f64())
     }
 
     fn write(&self, writer: &mut FrameWriter, frames_11: &Tensor, clock: &mut Clock) -> Result<u64, ExecError> {

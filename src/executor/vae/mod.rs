@@ -236,7 +236,13 @@ impl VaeJob<'_> {
     }
 
     fn progress(&self, done: u64, total: u64, since: Instant) {
-        self.hooks.progress.send_replace(Progress::frames(done, total.max(done), since.elapsed().as_secs_f64()));
+        let stage = match self.job.op {
+            Op::VaeEncode => "encode",
+            Op::VaeDecode => "decode",
+            Op::VaeReconstruct => "reconstruct",
+            Op::Upscale | Op::Restore => unreachable!("not a VAE op"),
+        };
+        self.hooks.progress.send_replace(Progress::frames(done, total.max(done), since.elapsed().as_secs_f64()).at(stage));
     }
 
     fn frames_needed(&self, frames: i64) -> i64 {

@@ -110,12 +110,50 @@ fn timed<T>(device: Device, slot: &mut f64, work: impl FnOnce() -> T) -> T {
     out
 }
 
+/// The stages of one batch, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Encode,
+    Dit,
+    Decode,
+    ColorFix,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Encode, Stage::Dit, Stage::Decode, Stage::ColorFix];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Encode => "encode",
+            Stage::Dit => "dit",
+            Stage::Decode => "decode",
+            Stage::ColorFix => "color_fix",
+        }
+    }
+
+    /// This stage's seconds in `seconds`.
+    pub fn of(self, seconds: &StageSeconds) -> f64 {
+        match self {
+            Stage::Encode => seconds.encode,
+            Stage::Dit => seconds.dit,
+            Stage::Decode => seconds.decode,
+            Stage::ColorFix => seconds.color_fix,
+        }
+    }
+}
+
 /// The kept frames come out colour-fixed against the same input frames.
 pub fn restore<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreStep) -> Result<OneStepOutput, V::Error> {
+    restore_in_stages(vae, models, step, &mut |_| {})
+}
+
+/// [`restore`], telling `starting` as each stage begins (for progress).
+pub fn restore_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreStep, starting: &mut dyn FnMut(Stage)) -> Result<OneStepOutput, V::Error> {
     let _guard = tch::no_grad_guard();
     let RestoreStep { input, keep, color_fix, noise } = step;
     let mut seconds = StageSeconds::default();
     let (vae_kind, device) = (vae.kind(), vae.device());
+    starting(Stage::Encode);
     let posterior = timed(device, &mut seconds.encode, || vae.encode(&input.to_device(device).to_kind(vae_kind).unsqueeze(0)))?;
     let (mean, logvar) = (posterior.mean.to_kind(Kind::Float), posterior.logvar.to_kind(Kind::Float));
     let (eps, noise_cthw) = match noise {
@@ -134,6 +172,7 @@ pub fn restore<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreSt
     let mask = Tensor::ones([t, h, w, 1], (Kind::Float, condition.device()));
     let vid = Tensor::cat(&[&noise_thwc, &condition, &mask], -1).reshape([t * h * w, -1]);
     let dit_input = DitInput { vid: &vid, grid: [t, h, w], txt: models.text, timestep: ONE_STEP_TIMESTEP };
+    starting(Stage::Dit);
     let velocity = timed(device, &mut seconds.dit, || {
         let _heap = crate::device::HeapReuse::for_call();
         models.dit.forward(&dit_input)
@@ -141,7 +180,9 @@ pub fn restore<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreSt
     // v_lerp prediction at t = T: x0 = noise − v.
     let x0 = noise_thwc - velocity.to_kind(Kind::Float).to_device(condition.device()).view([t, h, w, c]);
     let latent = (x0 / SEEDVR2_SCALING_FACTOR).permute([3, 0, 1, 2]).unsqueeze(0);
+    starting(Stage::Decode);
     let decoded = timed(device, &mut seconds.decode, || vae.decode(&latent.to_kind(vae_kind)))?.squeeze_dim(0).to_kind(Kind::Float);
+    starting(Stage::ColorFix);
     let frames = timed(device, &mut seconds.color_fix, || {
         let sample = decoded.narrow(1, 0, keep).transpose(0, 1);
         let reference = input.to_device(sample.device()).to_kind(Kind::Float).narrow(1, 0, keep).transpose(0, 1);
