@@ -89,6 +89,7 @@ fn round_trip(input: &Path, output: &Path) -> (Colour, [f64; 3]) {
         preset: "veryfast".into(),
         queue_chunks: 2,
         priority: ProcessPriority::Normal,
+        sample_aspect_ratio: None,
     };
     let mut writer = FrameWriter::spawn(&tools(), write).unwrap();
     let (mut sums, mut pixels) = ([0f64; 3], 0f64);

@@ -81,6 +81,7 @@ fn write_config(output: &Path, width: u32, height: u32) -> WriteConfig {
         preset: "veryfast".into(),
         queue_chunks: 2,
         priority: ProcessPriority::Normal,
+        sample_aspect_ratio: None,
     }
 }
 

@@ -15,12 +15,22 @@ pub struct OutputVideo {
     pub colour: Colour,
     /// The input is a video whose other streams belong in the result.
     pub from_input_video: bool,
+    /// Non-square pixels keep their shape: every op scales both sides alike (upscale) or resizes by one
+    /// factor and crops (restore).
+    pub sample_aspect_ratio: Option<String>,
 }
 
 impl OutputVideo {
     /// The input's rate, colour and streams at a new size.
     pub fn like(info: &MediaInfo, width: u32, height: u32) -> OutputVideo {
-        OutputVideo { width, height, fps_rational: info.fps_rational.clone(), colour: info.colour.clone(), from_input_video: true }
+        OutputVideo {
+            width,
+            height,
+            fps_rational: info.fps_rational.clone(),
+            colour: info.colour.clone(),
+            from_input_video: true,
+            sample_aspect_ratio: info.sample_aspect_ratio.clone(),
+        }
     }
 }
 
@@ -51,6 +61,7 @@ pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Resul
         preset: exec.config.output_preset.clone(),
         queue_chunks: QUEUE_CHUNKS,
         priority: exec.config.media_priority,
+        sample_aspect_ratio: video.sample_aspect_ratio,
     };
     Ok(FrameWriter::spawn(&exec.config.tools, config)?)
 }

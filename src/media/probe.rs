@@ -32,6 +32,10 @@ pub struct MediaInfo {
     /// Jobs stored before colour was probed read as BT.601 limited range.
     #[serde(default = "unprobed_colour")]
     pub colour: Colour,
+    /// The pixels' shape (`128:117`) when they are not square, as displayed (a quarter turn swaps it);
+    /// written into every output and preview so the picture keeps its shape. Null for square pixels.
+    #[serde(default)]
+    pub sample_aspect_ratio: Option<String>,
 }
 
 fn unprobed_colour() -> Colour {
@@ -92,7 +96,7 @@ pub(crate) fn source_streams(tools: &MediaTools, path: &Path) -> Result<SourceSt
 }
 
 const SHOW_ENTRIES: &str = "format=format_name:format_tags=major_brand:\
-stream=codec_type,codec_name,width,height,nb_frames,nb_read_packets,avg_frame_rate,r_frame_rate,duration,\
+stream=codec_type,codec_name,width,height,sample_aspect_ratio,nb_frames,nb_read_packets,avg_frame_rate,r_frame_rate,duration,\
 color_range,color_space,color_primaries,color_transfer:\
 stream_disposition=attached_pic:stream_side_data=rotation";
 
@@ -204,6 +208,7 @@ struct ProbeStream {
     codec_name: Option<String>,
     width: Option<u32>,
     height: Option<u32>,
+    sample_aspect_ratio: Option<String>,
     nb_frames: Option<String>,
     nb_read_packets: Option<String>,
     avg_frame_rate: Option<String>,
@@ -272,6 +277,7 @@ fn media_info_from(report: &ProbeReport, bytes: u64) -> Result<MediaInfo, MediaE
         .unwrap_or(frames as f64 / fps);
     let quarter_turned = video.side_data_list.iter().filter_map(|s| s.rotation).any(|r| (r.abs() as i64) % 180 == 90);
     let (width, height) = if quarter_turned { (height, width) } else { (width, height) };
+    let sample_aspect_ratio = video.sample_aspect_ratio.as_deref().and_then(|sar| non_square(sar, quarter_turned));
     Ok(MediaInfo {
         container,
         codec: video.codec_name.clone().unwrap_or_else(|| "unknown".into()),
@@ -284,7 +290,20 @@ fn media_info_from(report: &ProbeReport, bytes: u64) -> Result<MediaInfo, MediaE
         has_audio: report.streams.iter().any(|s| s.codec_type.as_deref() == Some("audio")),
         bytes,
         colour: Colour::from_probe(&video.colour, height),
+        sample_aspect_ratio,
     })
+}
+
+/// ffprobe's `128:117` → `Some("128:117")` (`117:128` turned a quarter); square (`1:1`), unknown (`0:1`,
+/// `N/A`) and nonsense → None.
+fn non_square(sar: &str, quarter_turned: bool) -> Option<String> {
+    let (num, den) = sar.trim().split_once(':')?;
+    let (num, den) = (num.parse::<u32>().ok()?, den.parse::<u32>().ok()?);
+    if num == 0 || den == 0 || num == den || num.max(den) / num.min(den) > 100 {
+        return None;
+    }
+    let (num, den) = if quarter_turned { (den, num) } else { (num, den) };
+    Some(format!("{num}:{den}"))
 }
 
 fn check_limits(info: &MediaInfo, limits: &MediaLimits) -> Result<(), MediaError> {

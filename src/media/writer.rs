@@ -42,6 +42,8 @@ pub struct WriteConfig {
     pub queue_chunks: usize,
     /// The encoder's CPU priority against the model.
     pub priority: ProcessPriority,
+    /// The input's non-square pixel shape (`MediaInfo::sample_aspect_ratio`), kept in the output.
+    pub sample_aspect_ratio: Option<String>,
 }
 
 /// Encodes every frame written, once, at `fps_rational`, from RGB at the format's depth
@@ -261,6 +263,9 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
         filters.push(config.colour.from_rgb_filter());
     }
     filters.push(format!("format={}", output_pix_fmt(format)));
+    if let Some(sar) = &config.sample_aspect_ratio {
+        filters.push(format!("setsar={}", sar.replace(':', "/")));
+    }
     push_all(&mut args, &["-vf", &filters.join(",")]);
     let crf = config.crf.to_string();
     // The encoder `available_formats` checked this ffmpeg for.

@@ -215,6 +215,8 @@ pub struct Probed {
     pub frames: u64,
     pub fps: String,
     pub has_audio: bool,
+    /// `128:117`; None for square pixels or none stored.
+    pub sample_aspect_ratio: Option<String>,
 }
 
 /// ffprobe, counting frames by decoding them (the container's own count is not trusted).
@@ -234,6 +236,7 @@ pub fn ffprobe(path: &Path) -> Probed {
         frames: video["nb_read_frames"].as_str().unwrap().parse().unwrap(),
         fps: video["r_frame_rate"].as_str().unwrap().to_string(),
         has_audio: streams.iter().any(|s| s["codec_type"] == "audio"),
+        sample_aspect_ratio: video["sample_aspect_ratio"].as_str().filter(|sar| !["1:1", "0:1", "N/A"].contains(sar)).map(str::to_string),
     }
 }
 

@@ -38,6 +38,7 @@ impl DecodeSink {
             fps_rational: fps.into(),
             colour: Colour::default_for_height(height as u32),
             from_input_video: false,
+            sample_aspect_ratio: None,
         };
         Ok(DecodeSink::Video(ctx.writer(video)?))
     }
