@@ -790,7 +790,7 @@
           job.priority ? `prio ${job.priority}` : null].filter(Boolean).join(" · ")));
 
     const actions = h("div", { class: "job-actions" });
-    if (job.output && job.output.url && st === "succeeded") {
+    if (job.output && job.output.url && job.output.kept !== false && st === "succeeded") {
       actions.append(h("a", {
         class: "button primary", href: withToken(job.output.url), download: job.output.file_name || "",
         "aria-label": `Download ${job.output.file_name || "result"}`,
@@ -812,7 +812,8 @@
   // The server makes a still of the output once the job succeeded, of the input before; the URL is the
   // same, so the card is rebuilt (and the image re-fetched, revalidated) when the status changes.
   function thumbnailOf(job) {
-    const hasVideo = (job.input && job.input.media) || (job.status === "succeeded" && job.output && job.output.media);
+    const kept = job.output && job.output.kept !== false;
+    const hasVideo = (job.input && job.input.media) || (job.status === "succeeded" && kept && job.output.media);
     if (!hasVideo) return null;
     const img = h("img", { class: "thumb", alt: "", loading: "lazy", src: withToken(`/v1/jobs/${job.id}/thumbnail`) });
     img.addEventListener("error", () => img.remove());
@@ -821,7 +822,7 @@
 
   const COMPARABLE_OPS = new Set(["upscale", "restore", "vae_reconstruct"]);
   function canCompare(job) {
-    return job.status === "succeeded" && COMPARABLE_OPS.has(job.op) && job.input && job.input.media && job.output && job.output.media;
+    return job.status === "succeeded" && COMPARABLE_OPS.has(job.op) && job.input && job.input.media && job.output && job.output.kept !== false && job.output.media;
   }
 
   // Before (the input) under after (the output), the output clipped to the right of the split.
@@ -938,8 +939,9 @@
     if (job.output) {
       const o = job.output;
       addFact("Output",
-        o.url ? h("a", { href: withToken(o.url), download: o.file_name || "", text: o.file_name || "result" }) : (o.file_name || DASH),
+        o.url && o.kept !== false ? h("a", { href: withToken(o.url), download: o.file_name || "", text: o.file_name || "result" }) : (o.file_name || DASH),
         " ", h("span", { class: "muted", text: fmtBytes(o.bytes) }),
+        o.kept === false ? h("span", { class: "muted", text: " · returned to the caller, not kept" }) : null,
         o.media ? h("span", { class: "media", text: fmtMedia(o.media) }) : null);
     }
     addFact("Created", h("time", { datetime: job.created_at || "", text: fmtTime(job.created_at) }),
@@ -1052,7 +1054,7 @@
   }
 
   const SECTIONS = [
-    { name: "top", sig: (j) => JSON.stringify([j.status, j.op, j.model, j.params, j.priority, j.input && j.input.file_name, j.output && j.output.url, j.output && j.output.file_name]), build: buildTop },
+    { name: "top", sig: (j) => JSON.stringify([j.status, j.op, j.model, j.params, j.priority, j.input && j.input.file_name, j.output && j.output.url, j.output && j.output.file_name, j.output && j.output.kept]), build: buildTop },
     { name: "progress", sig: (j) => JSON.stringify([j.status, j.progress, j.started_at]), build: buildProgress },
     { name: "error", sig: (j) => JSON.stringify(j.error), build: buildError },
     { name: "facts", sig: (j) => JSON.stringify([j.id, j.input, j.output, j.created_at, j.started_at, j.finished_at]), build: buildFacts },

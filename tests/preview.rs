@@ -180,3 +180,36 @@ async fn non_square_pixels_keep_their_shape_in_the_output_and_previews() {
         assert_eq!(probed.sample_aspect_ratio.as_deref(), Some("12:11"), "{side} preview: {probed:?}");
     }
 }
+
+/// A still image as input has a thumbnail: its one frame, whether the job is still waiting (the input's
+/// side) or done (a one-frame output). A seek to the middle of a one-frame video wrote no picture, and
+/// the thumbnail answered 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_still_image_input_has_a_thumbnail() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("frame.png");
+    let status = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-i"])
+        .arg(media("carphone_pristine.mp4"))
+        .args(["-frames:v", "1"])
+        .arg(&png)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let (status, job) = upload_raw(&client, &server, "op=upscale&scale=2&filename=frame.png", std::fs::read(&png).unwrap()).await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    let input_thumb = dir.path().join("input-thumb.png");
+    save(&client, &server.url(&format!("/v1/jobs/{id}/thumbnail")), &input_thumb).await;
+    let (w, h, pixels) = decode_rgb(&input_thumb);
+    assert!(spread(&pixels, w, 0..w, 0..h) > 10.0, "a blank thumbnail ({w}×{h})");
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(120)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let output_thumb = dir.path().join("output-thumb.png");
+    save(&client, &server.url(&format!("/v1/jobs/{id}/thumbnail")), &output_thumb).await;
+    let (w, h, pixels) = decode_rgb(&output_thumb);
+    assert_eq!((w, h), (320, 262), "the output's thumbnail, at most 320 wide");
+    assert!(spread(&pixels, w, 0..w, 0..h) > 10.0, "a blank thumbnail");
+}

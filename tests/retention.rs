@@ -26,14 +26,22 @@ async fn synchronous_results_are_not_kept_and_finished_jobs_expire() {
     assert!(!jobs_dir.join(&id).exists(), "the synchronous call's folder is still there");
     let (status, job) = get_json(&client, &server.url(&format!("/v1/jobs/{id}"))).await;
     assert_eq!((status, job["status"].as_str()), (200, Some("succeeded")), "{job}");
+    // The record says so (the page then offers no download), and neither the result nor a thumbnail
+    // of it is attempted: 410 and 409 with their codes, not a 500 from ffmpeg on a missing file.
+    assert_eq!(job["output"]["kept"], false, "{job}");
     let (status, body) = get_json(&client, &server.url(&format!("/v1/jobs/{id}/result"))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (410, Some("result-gone")), "{body}");
+    for path in ["thumbnail", "preview?side=output"] {
+        let (status, body) = get_json(&client, &server.url(&format!("/v1/jobs/{id}/{path}"))).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (409, Some("preview-unavailable")), "{path}: {body}");
+    }
 
     // A queued job: its result is there to download, then it expires with its row.
     let clip = dir.path().join("clip.mp4");
     make_clip(&media("carphone_pristine.mp4"), 2, false, &clip);
     let job = run_job(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2", std::fs::read(&clip).unwrap()).await;
     let upscale_id = job["id"].as_str().unwrap().to_string();
+    assert_eq!(job["output"]["kept"], true, "{job}");
     assert!(!fetch(&client, &server, &job).await.is_empty());
     let (_, health) = get_json(&client, &server.url("/healthz")).await;
     assert!(health["data_dir_bytes"].as_u64().unwrap() > 0 && health["disk_free_bytes"].as_u64().unwrap() > 0, "{health}");

@@ -245,6 +245,9 @@ pub struct InputInfo {
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct OutputInfo {
+    /// False once the result was handed out and removed (a synchronous `/v1/decode` or `/v1/encode`
+    /// returns it in its answer only): `url` then answers 410 `result-gone`.
+    pub kept: bool,
     pub file_name: String,
     pub bytes: u64,
     pub content_type: String,

@@ -68,6 +68,9 @@ impl Queue {
     /// [`Queue::shared_files`]); `job-not-finished` for any other job.
     pub fn result(&self, job: &Job, raw_id: &str) -> Result<JobResult, QueueError> {
         let (Some(output), Some(path), JobStatus::Succeeded) = (&job.output, &job.output_path, job.status) else {
+            if job.output.as_ref().is_some_and(|output| !output.kept) {
+                return Err(QueueError::ResultGone(raw_id.into()));
+            }
             return Err(QueueError::NotFinished(format!("job {raw_id} has no result (status {})", job.status.as_str())));
         };
         Ok(JobResult { path: self.files.local(job.id, path), file_name: output.file_name.clone() })
@@ -91,6 +94,9 @@ impl Queue {
     /// timings and plan, until the retention period ends.
     pub async fn discard_files(&self, id: Uuid) {
         self.files.remove(id).await;
+        if let Err(e) = self.store.files_removed(id).await {
+            tracing::warn!(%id, error = %e, "cannot record that the job's files were removed");
+        }
     }
 }
 

@@ -43,7 +43,8 @@ impl Queue {
         };
         let video = self.on_this_box(job, video).await?;
         let png = self.preview_dir(job)?.join(format!("thumbnail-{}.png", side.as_str()));
-        let at_s = video.media.duration_s.max(0.0) / 2.0;
+        // A still image (one frame) has nothing after its start: a seek past it would write no picture.
+        let at_s = if video.media.frames <= 1 { 0.0 } else { video.media.duration_s.max(0.0) / 2.0 };
         let tools = self.config.media_tools();
         self.make_once(&png, move |target| preview::still(&tools, StillRequest { video: &video.path, at_s, png: target })).await
     }
@@ -78,6 +79,9 @@ impl Queue {
     async fn on_this_box<'a>(&self, job: &Job, side: VideoSide<'a>) -> Result<VideoSide<'a>, QueueError> {
         let recorded = side.path.to_string_lossy().into_owned();
         let path = self.files.ensure_local(job.id, &recorded).await.map_err(|e| QueueError::from_blob(e, &job.id.to_string()))?;
+        if !path.is_file() {
+            return Err(unavailable(job, "its files are no longer kept"));
+        }
         Ok(VideoSide { path, media: side.media })
     }
 

@@ -152,6 +152,9 @@ pub trait JobStore: Send + Sync + 'static {
     async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>) -> Result<(), StoreError>;
     async fn request_cancel(&self, id: Uuid) -> Result<CancelOutcome, StoreError>;
     async fn delete(&self, id: Uuid) -> Result<DeleteOutcome, StoreError>;
+    /// The job's files are gone (a synchronous call returned its result once): its record stays, its
+    /// result no longer reads as kept.
+    async fn files_removed(&self, id: Uuid) -> Result<(), StoreError>;
     /// After a restart: the jobs this worker was running when its process died go back to the queue.
     async fn requeue_interrupted(&self, worker: &str) -> Result<u64, StoreError>;
     /// Running jobs whose lease ran out (their worker died or was cut off) go back to the queue, or fail

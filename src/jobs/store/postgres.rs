@@ -237,6 +237,11 @@ impl JobStore for PgStore {
         Ok(DeleteOutcome::Deleted(job))
     }
 
+    async fn files_removed(&self, id: Uuid) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET output_path = NULL WHERE id = $1").bind(id.to_string()).execute(&self.pool).await?;
+        Ok(())
+    }
+
     async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < $1

@@ -71,8 +71,10 @@ impl JobRow {
         let id = self.id;
         let corrupt = |reason: String| StoreError::Corrupt { id: id.clone(), reason };
         let uuid = Uuid::parse_str(&id).map_err(|e| corrupt(e.to_string()))?;
+        let kept = self.output_path.is_some();
         let output = match (self.output_name, self.output_bytes) {
             (Some(file_name), Some(bytes)) => Some(OutputInfo {
+                kept,
                 content_type: content_type_for(&file_name).into(),
                 url: format!("/v1/jobs/{id}/result"),
                 file_name,
