@@ -377,3 +377,31 @@ async fn requests_for_names_the_box_does_not_have_are_refused() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("allowed_hosts"), "{}", String::from_utf8_lossy(&bad.stderr));
 }
+
+/// An upload declared larger than the limit is refused from its header: a client that waits for
+/// `100 Continue` gets the 413 instead, and sends nothing; one that does not wait is not read to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_declared_too_large_is_refused_before_its_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[("VAEBOX_MAX_UPLOAD_BYTES", "1000000")]);
+    let address = address(&server);
+    for (content_type, expect) in [("video/mp4", true), ("multipart/form-data; boundary=x", true), ("video/mp4", false)] {
+        let started = Instant::now();
+        let mut socket = TcpStream::connect(&address).await.unwrap();
+        let expect_header = if expect { "Expect: 100-continue\r\n" } else { "" };
+        let head = format!(
+            "POST /v1/jobs?op=upscale HTTP/1.1\r\nHost: {address}\r\nContent-Type: {content_type}\r\nContent-Length: 5000000000\r\n{expect_header}\r\n"
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        if !expect {
+            // A few bytes of the 5 GB, then silence: the answer must not wait for the rest.
+            socket.write_all(&[0u8; 4096]).await.unwrap();
+        }
+        let mut answer = vec![0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(15), socket.read(&mut answer)).await.expect("no answer").unwrap();
+        let answer = String::from_utf8_lossy(&answer[..read]).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 413") && answer.contains("upload-too-large"), "{content_type} expect={expect}: {answer}");
+        assert!(!answer.contains("100 Continue"), "{answer}");
+        assert!(started.elapsed() < Duration::from_secs(3), "answered after {:?}", started.elapsed());
+    }
+}

@@ -56,6 +56,11 @@ use crate::queue::{Followed, InputKind, QueueError, Submission};
     )
 )]
 pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Response, ApiError> {
+    if upload::declared_too_large(&request, app.config.max_upload_bytes) {
+        // Not drained: draining helps a client see an answer to a body it has nearly sent, not one of
+        // gigabytes still to come (and a client waiting for `100 Continue` sends nothing).
+        return Err(ApiError::UploadTooLarge { limit: app.config.max_upload_bytes });
+    }
     let _slot = upload::upload_slot(&app)?;
     let ticket = match app.queue.admit(caller.owner()).await {
         Ok(ticket) => ticket,

@@ -208,9 +208,33 @@ where
 }
 
 /// Answers with `error` after draining the request body (bounded), for refusals made before reading it.
+/// A client that waits for `100 Continue` sends nothing unless the body is read, so it is not read: the
+/// refusal is all it gets.
 pub async fn refuse_unread(request: Request, error: ApiError) -> ApiError {
-    drain(request.into_body().into_data_stream()).await;
+    let waits_for_continue = request
+        .headers()
+        .get(axum::http::header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+    if !waits_for_continue {
+        drain(request.into_body().into_data_stream()).await;
+    }
     error
+}
+
+/// Room a multipart form takes beside its file (boundaries, part headers, the text fields).
+const MULTIPART_FORM_BYTES: u64 = 1 << 20;
+
+/// An upload whose declared `Content-Length` is over the limit (plus a form's own bytes when it is
+/// multipart): refused from the header, before any of the body is read.
+pub fn declared_too_large(request: &Request, max_bytes: u64) -> bool {
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let allowed = if is_multipart(request) { max_bytes.saturating_add(MULTIPART_FORM_BYTES) } else { max_bytes };
+    declared.is_some_and(|declared| declared > allowed)
 }
 
 /// Keeps a readable base name for the download; never a path.
