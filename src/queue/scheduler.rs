@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch, Notify};
 use uuid::Uuid;
@@ -23,9 +23,12 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 const NEWS_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// A safety net in case a wake-up is missed (e.g. a job inserted by another process).
 const IDLE_POLL: Duration = Duration::from_secs(2);
-/// Writing a job's outcome is tried this often, pausing 0.25 s, 0.5 s, … (about 16 s in all).
-const OUTCOME_ATTEMPTS: u32 = 7;
+/// Writing a job's outcome is tried again until the store takes it, pausing 0.25 s, 0.5 s, … up to 2 s
+/// between tries: once the database is back, the outcome is written before the job's lease is swept.
 const OUTCOME_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(250);
+const OUTCOME_RETRY_MAX_PAUSE: Duration = Duration::from_secs(2);
+/// A still-failing write of an outcome is logged as an error this often (warnings in between).
+const OUTCOME_RETRY_ERROR_EVERY: Duration = Duration::from_secs(60);
 
 /// Cancellation flags of running jobs, shared between the API and the scheduler, and whether the server
 /// is stopping (then nothing more is claimed, and a job stopped by its flag is left to be re-queued).
@@ -284,13 +287,17 @@ impl Scheduler {
         }
     }
 
-    /// Writes the outcome, retrying for a while: a database that fails under memory pressure or a
-    /// busy lock usually recovers within seconds, while a job left `running` keeps whoever waits on
-    /// it waiting until the next start re-queues it.
+    /// Writes the outcome, trying again until the store takes it: finished work is never thrown away
+    /// for a database outage (one of 45 s once cost a finished job, re-run from the start after its
+    /// lease ran out). The job's heartbeat goes on meanwhile, and the write is fenced by the lease (the
+    /// store takes it only while this worker holds the job). Only a stopping server leaves it unwritten:
+    /// the job is then still `running` and is queued again at the next start.
     async fn record_outcome(&self, lease: &Lease, result: &Result<JobOutcome, ExecError>, timings: &Timings) {
         let id = lease.id;
         let mut pause = OUTCOME_RETRY_FIRST_PAUSE;
-        for attempt in 1..=OUTCOME_ATTEMPTS {
+        let started = Instant::now();
+        let mut last_error_logged = started;
+        for attempt in 1u64.. {
             let stored = match result {
                 Ok(outcome) => self.store.succeed(lease, outcome).await,
                 Err(ExecError::Cancelled) => self.store.mark_cancelled(lease, Some(timings)).await,
@@ -301,16 +308,25 @@ impl Scheduler {
                 }
             };
             match stored {
-                Ok(()) => return,
-                Err(e) if attempt == OUTCOME_ATTEMPTS => {
-                    tracing::error!(%id, error = %e, "cannot record the job's outcome; the job is re-queued at the next start");
+                Ok(()) => {
+                    if attempt > 1 {
+                        tracing::info!(%id, attempt, waited_s = started.elapsed().as_secs_f64(), "the job's outcome is recorded");
+                    }
+                    return;
+                }
+                Err(e) if self.cancels.is_stopping() => {
+                    tracing::error!(%id, error = %e, "cannot record the job's outcome before the server stops; the job is re-queued at the next start");
                     return;
                 }
                 Err(e) if self.reserve.release_if_full(&e) => continue,
+                Err(e) if last_error_logged.elapsed() >= OUTCOME_RETRY_ERROR_EVERY => {
+                    last_error_logged = Instant::now();
+                    tracing::error!(%id, error = %e, attempt, waited_s = started.elapsed().as_secs_f64(), "still cannot record the job's outcome; trying again");
+                }
                 Err(e) => tracing::warn!(%id, error = %e, attempt, "cannot record the job's outcome yet; trying again"),
             }
             tokio::time::sleep(pause).await;
-            pause *= 2;
+            pause = (pause * 2).min(OUTCOME_RETRY_MAX_PAUSE);
         }
     }
 }
