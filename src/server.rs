@@ -57,9 +57,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         _ => (0..devices.len()).map(|index| format!("{}-{index}", config.worker_name())).collect(),
     };
     for name in &worker_names {
-        let requeued = store.requeue_interrupted(name).await?;
-        if requeued > 0 {
-            tracing::warn!(requeued, worker = %name, "jobs interrupted by the last shutdown were put back in the queue");
+        let interrupted = store.requeue_interrupted(name, i64::from(config.max_attempts)).await?;
+        if !interrupted.requeued.is_empty() {
+            tracing::warn!(requeued = ?interrupted.requeued, worker = %name, "jobs interrupted by the last shutdown were put back in the queue");
+        }
+        if !interrupted.failed.is_empty() {
+            tracing::error!(failed = ?interrupted.failed, worker = %name, max_attempts = config.max_attempts, "jobs the server stopped in on every one of their attempts failed");
         }
     }
 

@@ -147,7 +147,8 @@ async fn results_play_inline_thumbnails_and_previews_line_up_and_the_page_compar
     assert!(at75 - at25 > 200.0, "the divider did not move with the split: {dividers:?}");
 }
 
-/// Non-square pixels keep their shape: an input with a sample aspect ratio of 12:11 gives an output
+/// Non-square pixels keep their shape: an input with a sample aspect ratio of 128:117 (as the test clip's
+/// own) gives an output
 /// and previews of both sides with the same ratio (so they display at the same shape), and the job's
 /// input media names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,27 +158,27 @@ async fn non_square_pixels_keep_their_shape_in_the_output_and_previews() {
     let status = Command::new("ffmpeg")
         .args(["-nostdin", "-v", "error", "-y", "-i"])
         .arg(media("carphone_pristine.mp4"))
-        .args(["-frames:v", "3", "-vf", "setsar=12/11", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"])
+        .args(["-frames:v", "3", "-vf", "setsar=sar=128/117:max=65535", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"])
         .arg(&clip)
         .status()
         .unwrap();
     assert!(status.success());
-    assert_eq!(ffprobe(&clip).sample_aspect_ratio.as_deref(), Some("12:11"));
+    assert_eq!(ffprobe(&clip).sample_aspect_ratio.as_deref(), Some("128:117"));
     let server = Server::start(dir.path(), &[]);
     let client = client();
     let job = run_job(&client, &server, "op=upscale&scale=2&filename=anamorphic.mp4", std::fs::read(&clip).unwrap()).await;
-    assert_eq!(job["input"]["media"]["sample_aspect_ratio"], "12:11", "{}", job["input"]);
+    assert_eq!(job["input"]["media"]["sample_aspect_ratio"], "128:117", "{}", job["input"]);
 
     let output = dir.path().join("output.mp4");
     std::fs::write(&output, fetch(&client, &server, &job).await).unwrap();
     let probed = ffprobe(&output);
-    assert_eq!((probed.width, probed.height, probed.sample_aspect_ratio.as_deref()), (352, 288, Some("12:11")), "{probed:?}");
+    assert_eq!((probed.width, probed.height, probed.sample_aspect_ratio.as_deref()), (352, 288, Some("128:117")), "{probed:?}");
     let id = job["id"].as_str().unwrap();
     for side in ["input", "output"] {
         let preview = dir.path().join(format!("preview-{side}.mp4"));
         save(&client, &server.url(&format!("/v1/jobs/{id}/preview?side={side}")), &preview).await;
         let probed = ffprobe(&preview);
-        assert_eq!(probed.sample_aspect_ratio.as_deref(), Some("12:11"), "{side} preview: {probed:?}");
+        assert_eq!(probed.sample_aspect_ratio.as_deref(), Some("128:117"), "{side} preview: {probed:?}");
     }
 }
 

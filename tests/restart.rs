@@ -101,3 +101,41 @@ async fn start_up_refuses_an_emptied_database_and_an_unwritable_data_dir() {
     let message = refused_start(&blocked.join("data"));
     assert!(message.contains(&blocked.join("data").display().to_string()) && message.contains("data_dir"), "{message}");
 }
+
+/// Waits until job `id` runs and has written a frame.
+async fn wait_until_running(client: &reqwest::Client, server: &Server, id: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, job) = get_json(client, &server.url(&format!("/v1/jobs/{id}"))).await;
+        if job["status"] == "running" && job["progress"]["done"].as_u64().unwrap_or(0) > 0 {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "the job never got going: {job}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `max_attempts` counts the starts a crash interrupted: a job that the process dies in on each of its
+/// attempts fails with its reason instead of starting again after every restart (one job reached 11
+/// attempts over 10 kill -9 rounds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_restarts_count_as_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("carphone40.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 200, false, &clip);
+    let server = Server::start(dir.path(), &[("VAEBOX_CHUNK_FRAMES", "2"), ("VAEBOX_MAX_ATTEMPTS", "2")]);
+    let client = client();
+    let (status, job) = upload_raw(&client, &server, "op=upscale&scale=4&dtype=f32&filename=long.mp4", std::fs::read(&clip).unwrap()).await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+
+    let job = wait_until_running(&client, &server, &id).await;
+    assert_eq!(job["attempts"], 1, "{job}");
+    let server = server.restart_after_kill9();
+    let job = wait_until_running(&client, &server, &id).await;
+    assert_eq!(job["attempts"], 2, "{job}");
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(30)).await;
+    assert_eq!((job["status"].as_str(), job["error"]["code"].as_str()), (Some("failed"), Some("attempts-exhausted")), "{job}");
+    assert!(job["error"]["message"].as_str().unwrap().contains("started 2 times"), "{job}");
+}

@@ -264,7 +264,8 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
     }
     filters.push(format!("format={}", output_pix_fmt(format)));
     if let Some(sar) = &config.sample_aspect_ratio {
-        filters.push(format!("setsar={}", sar.replace(':', "/")));
+        // `max`: setsar otherwise reduces terms over 100 to a nearby ratio (128:117 became 93:85).
+        filters.push(format!("setsar=sar={}:max=65535", sar.replace(':', "/")));
     }
     push_all(&mut args, &["-vf", &filters.join(",")]);
     let crf = config.crf.to_string();

@@ -253,8 +253,12 @@ impl Scheduler {
         let _ = forwarder.await;
         self.cancels.remove(id);
         if matches!(result, Err(ExecError::Cancelled)) && self.cancels.is_stopping() {
-            // Left `running` in the store: the next start re-queues it (or marks it cancelled if a user asked).
-            tracing::warn!(%id, "job stopped by the shutdown; it is re-queued at the next start");
+            // Back in the queue (cancelled if a user asked), not counted as an attempt; if the store cannot
+            // take it now, the job is left `running` and the next start re-queues it.
+            match self.store.give_back(&lease).await {
+                Ok(()) => tracing::warn!(%id, "job stopped by the shutdown; it is back in the queue"),
+                Err(e) => tracing::warn!(%id, error = %e, "job stopped by the shutdown; it is re-queued at the next start"),
+            }
             let _ = self.events.send(id);
             return;
         }

@@ -155,8 +155,13 @@ pub trait JobStore: Send + Sync + 'static {
     /// The job's files are gone (a synchronous call returned its result once): its record stays, its
     /// result no longer reads as kept.
     async fn files_removed(&self, id: Uuid) -> Result<(), StoreError>;
-    /// After a restart: the jobs this worker was running when its process died go back to the queue.
-    async fn requeue_interrupted(&self, worker: &str) -> Result<u64, StoreError>;
+    /// After a restart: the jobs this worker was running when its process died go back to the queue,
+    /// or fail (`attempts-exhausted`) once they have been started `max_attempts` times: a job that
+    /// crashes the process must not start it again forever.
+    async fn requeue_interrupted(&self, worker: &str, max_attempts: i64) -> Result<Expired, StoreError>;
+    /// A stopping server hands the job it was running back to the queue (cancelled if a user asked);
+    /// the stop does not count as one of its attempts.
+    async fn give_back(&self, lease: &Lease) -> Result<(), StoreError>;
     /// Running jobs whose lease ran out (their worker died or was cut off) go back to the queue, or fail
     /// with the reasons once they have been started `max_attempts` times.
     async fn expire_leases(&self, max_attempts: i64) -> Result<Expired, StoreError>;

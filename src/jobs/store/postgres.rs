@@ -254,18 +254,48 @@ impl JobStore for PgStore {
         ids.into_iter().map(parse_id).collect()
     }
 
-    async fn requeue_interrupted(&self, worker: &str) -> Result<u64, StoreError> {
-        let done = sqlx::query(
+    async fn requeue_interrupted(&self, worker: &str, max_attempts: i64) -> Result<Expired, StoreError> {
+        let failed: Vec<String> = sqlx::query_scalar(
+            "UPDATE jobs SET status = 'failed', finished_at = $1, error_code = $2,
+                             error_message = 'the job was started ' || attempts::text || ' times and the server stopped while running it each time (a crash, kill -9 or power cut)',
+                             progress = NULL, worker = NULL, lease_until = NULL
+             WHERE status = 'running' AND worker = $3 AND NOT cancel_requested AND attempts >= $4
+             RETURNING id",
+        )
+        .bind(now_rfc3339())
+        .bind(crate::error_codes::ATTEMPTS_EXHAUSTED)
+        .bind(worker)
+        .bind(max_attempts)
+        .fetch_all(&self.pool)
+        .await?;
+        let requeued: Vec<String> = sqlx::query_scalar(
             "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
                              finished_at = CASE WHEN cancel_requested THEN $1 ELSE NULL END,
                              started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
-             WHERE status = 'running' AND worker = $2",
+             WHERE status = 'running' AND worker = $2
+             RETURNING id",
         )
         .bind(now_rfc3339())
         .bind(worker)
+        .fetch_all(&self.pool)
+        .await?;
+        let ids = |ids: Vec<String>| ids.into_iter().map(parse_id).collect::<Result<Vec<_>, _>>();
+        Ok(Expired { requeued: ids(requeued)?, failed: ids(failed)? })
+    }
+
+    async fn give_back(&self, lease: &Lease) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
+                             finished_at = CASE WHEN cancel_requested THEN $1 ELSE NULL END,
+                             attempts = GREATEST(attempts - 1, 0), started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
+             WHERE id = $2 AND worker = $3 AND status = 'running'",
+        )
+        .bind(now_rfc3339())
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
         .execute(&self.pool)
         .await?;
-        Ok(done.rows_affected())
+        Ok(())
     }
 
     async fn expire_leases(&self, max_attempts: i64) -> Result<Expired, StoreError> {

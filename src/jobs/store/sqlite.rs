@@ -262,19 +262,49 @@ impl JobStore for SqliteStore {
         ids.into_iter().map(parse_id).collect()
     }
 
-    async fn requeue_interrupted(&self, worker: &str) -> Result<u64, StoreError> {
+    async fn requeue_interrupted(&self, worker: &str, max_attempts: i64) -> Result<Expired, StoreError> {
         // Rows from before leases have no worker: they were this box's.
-        let done = sqlx::query(
+        let failed: Vec<String> = sqlx::query_scalar(
+            "UPDATE jobs SET status = 'failed', finished_at = ?, error_code = ?,
+                             error_message = 'the job was started ' || attempts || ' times and the server stopped while running it each time (a crash, kill -9 or power cut)',
+                             progress = NULL, worker = NULL, lease_until = NULL
+             WHERE status = 'running' AND (worker = ? OR worker IS NULL) AND cancel_requested = 0 AND attempts >= ?
+             RETURNING id",
+        )
+        .bind(now_rfc3339())
+        .bind(crate::error_codes::ATTEMPTS_EXHAUSTED)
+        .bind(worker)
+        .bind(max_attempts)
+        .fetch_all(&self.pool)
+        .await?;
+        let requeued: Vec<String> = sqlx::query_scalar(
             "UPDATE jobs SET status = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
                              finished_at = CASE WHEN cancel_requested = 1 THEN ? ELSE NULL END,
                              started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
-             WHERE status = 'running' AND (worker = ? OR worker IS NULL)",
+             WHERE status = 'running' AND (worker = ? OR worker IS NULL)
+             RETURNING id",
         )
         .bind(now_rfc3339())
         .bind(worker)
+        .fetch_all(&self.pool)
+        .await?;
+        let ids = |ids: Vec<String>| ids.into_iter().map(parse_id).collect::<Result<Vec<_>, _>>();
+        Ok(Expired { requeued: ids(requeued)?, failed: ids(failed)? })
+    }
+
+    async fn give_back(&self, lease: &Lease) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET status = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
+                             finished_at = CASE WHEN cancel_requested = 1 THEN ? ELSE NULL END,
+                             attempts = MAX(attempts - 1, 0), started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
+             WHERE id = ? AND worker = ? AND status = 'running'",
+        )
+        .bind(now_rfc3339())
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
         .execute(&self.pool)
         .await?;
-        Ok(done.rows_affected())
+        Ok(())
     }
 
     async fn expire_leases(&self, max_attempts: i64) -> Result<Expired, StoreError> {
