@@ -13,6 +13,8 @@ codes! {
     // The request: names, fields and routes.
     /// A query parameter, form field or `params` key the endpoint does not take.
     UNKNOWN_PARAMETER = "unknown-parameter";
+    /// A job parameter the job's op does not use (`seed` on an upscale), refused rather than ignored.
+    PARAMETER_NOT_FOR_OP = "parameter-not-for-op";
     /// No route has this path.
     NOT_FOUND = "not-found";
     /// The path exists, the method does not (the `Allow` header lists those that do).

@@ -51,6 +51,19 @@ async fn each_bad_input_gets_its_code_and_nothing_is_lost() {
     assert_error(s, &b, 400, "invalid-scale");
     let (s, b) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=four", good.clone()).await;
     assert_error(s, &b, 400, "invalid-scale");
+    // A parameter another op takes is refused, naming the ops that take it, in the query and in a form.
+    let (s, b) = upload_raw(&client, &server, "op=upscale&seed=3", good.clone()).await;
+    assert_error(s, &b, 400, "parameter-not-for-op");
+    assert!(b["error"]["message"].as_str().unwrap().contains("`seed` (only restore)"), "{b}");
+    let (s, b) = upload_raw(&client, &server, "op=upscale&normalize=true", good.clone()).await;
+    assert_error(s, &b, 400, "parameter-not-for-op");
+    assert!(b["error"]["message"].as_str().unwrap().contains("`normalize` (only vae_encode)"), "{b}");
+    let form = reqwest::multipart::Form::new()
+        .part("file", reqwest::multipart::Part::bytes(good.clone()).file_name("a.mp4"))
+        .text("op", "upscale")
+        .text("batch_frames", "5");
+    let (s, b) = multipart(&client, &server, form).await;
+    assert_error(s, &b, 400, "parameter-not-for-op");
     // bikes.mp4 is 640 wide; the limit here is 600.
     let (s, b) = upload_raw(&client, &server, query, std::fs::read(&big_clip).unwrap()).await;
     assert_error(s, &b, 422, "media-too-large");

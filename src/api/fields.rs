@@ -23,6 +23,7 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
         let known: Vec<_> = Op::ALL.iter().map(|op| op.as_str()).collect();
         ApiError::bad_request(codes::UNKNOWN_OP, format!("unknown op `{op_name}`; expected one of {}", known.join(", ")))
     })?;
+    refuse_fields_not_for(op, fields)?;
     let model = fields.model.clone().unwrap_or_else(|| registry::DEFAULT_UPSCALE_MODEL.into());
     // The model comes first, as its refusals name what the box has; a scale's refusal names the model's scales.
     let entry = queue::find_model(models_dir, op, &model)?;
@@ -54,6 +55,79 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
         fields.memory_budget_mib.as_deref().map(|raw| raw.trim().parse::<u64>().map_err(|_| queue::bad_memory_budget(raw))).transpose()?;
     let restore = if op == Op::Restore { Some(restore_params(fields)?) } else { None };
     Ok(JobOptions { op, model: Some(model), scale, priority, dtype, tile, normalize, memory_budget_mib, output_format, keep_audio, metrics, restore })
+}
+
+/// The job fields an op reads besides `op`, `model`, `priority`, `dtype` and `filename`, which every op takes.
+fn fields_of(op: Op) -> &'static [&'static str] {
+    match op {
+        // The budget of an upscale is what a worker must have free to claim it (several boxes).
+        Op::Upscale => &["scale", "tile", "output_format", "keep_audio", "metrics", "memory_budget_mib"],
+        Op::VaeEncode => &["normalize", "memory_budget_mib"],
+        Op::VaeDecode => &["memory_budget_mib", "output_format"],
+        Op::VaeReconstruct => &["memory_budget_mib", "output_format", "keep_audio"],
+        Op::Restore => &[
+            "scale", "memory_budget_mib", "output_format", "keep_audio", "vae", "height", "width", "seed", "color_fix", "batch_frames",
+            "batch_overlap",
+        ],
+    }
+}
+
+/// A field given that the op does not read is refused (400 `parameter-not-for-op`), naming the ops that
+/// take it: `op=upscale&seed=3` must not run as if the seed meant something.
+fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
+    // Every field by name, so that a new one does not compile until it is placed here.
+    let JobFields {
+        op: _,
+        model: _,
+        priority: _,
+        dtype: _,
+        filename: _,
+        scale,
+        tile,
+        normalize,
+        memory_budget_mib,
+        output_format,
+        keep_audio,
+        metrics,
+        vae,
+        height,
+        width,
+        seed,
+        color_fix,
+        batch_frames,
+        batch_overlap,
+    } = fields;
+    let given = [
+        ("scale", scale),
+        ("tile", tile),
+        ("normalize", normalize),
+        ("memory_budget_mib", memory_budget_mib),
+        ("output_format", output_format),
+        ("keep_audio", keep_audio),
+        ("metrics", metrics),
+        ("vae", vae),
+        ("height", height),
+        ("width", width),
+        ("seed", seed),
+        ("color_fix", color_fix),
+        ("batch_frames", batch_frames),
+        ("batch_overlap", batch_overlap),
+    ];
+    let refused: Vec<String> = given
+        .iter()
+        .filter(|(name, value)| value.is_some() && !fields_of(op).contains(name))
+        .map(|(name, _)| {
+            let takers: Vec<&str> = Op::ALL.iter().filter(|other| fields_of(**other).contains(name)).map(|other| other.as_str()).collect();
+            format!("`{name}` (only {})", takers.join(", "))
+        })
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(
+        codes::PARAMETER_NOT_FOR_OP,
+        format!("{} does not take {}; leave it out", op.as_str(), refused.join(", ")),
+    ))
 }
 
 /// `true`/`1`/`yes` or `false`/`0`/`no`, any case.

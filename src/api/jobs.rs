@@ -38,7 +38,8 @@ use crate::queue::{Followed, InputKind, QueueError, Submission};
     responses(
         (status = 202, description = "Queued", body = Job),
         (status = 400, body = ErrorBody, description = "Bad fields, refused before the upload is read when they come as query \
-            parameters (unknown-parameter: a name that is not one of the fields, named in the message; unknown-op, unknown-model, \
+            parameters (unknown-parameter: a name that is not one of the fields, named in the message; parameter-not-for-op: a \
+            field the op does not use, named with the ops that take it; unknown-op, unknown-model, \
             unsupported-op, model-weights-missing, invalid-scale, invalid-restore-parameter, invalid-priority, invalid-dtype, \
             invalid-tile, invalid-normalize, invalid-memory-budget, normalize-unsupported, invalid-query, invalid-multipart, \
             missing-file, too-many-files, invalid-params, upload-interrupted)"),
