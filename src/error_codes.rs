@@ -80,7 +80,8 @@ codes! {
     INVALID_STATUS = "invalid-status";
     /// `normalize=true` for a VAE whose latent size has no published statistics.
     NORMALIZE_UNSUPPORTED = "normalize-unsupported";
-    /// `/v1/decode`, `/v1/encode`: the URL names no model.
+    /// `/v1/decode`, `/v1/encode`: the URL names no model; a job without `model` whose op has no single
+    /// model on this box to default to (none, or several: the message names them).
     MISSING_MODEL = "missing-model";
     /// `/v1/decode`, `/v1/encode`: `shape` is not a list of positive sizes of the expected rank (or its
     /// element count does not fit 64 bits).

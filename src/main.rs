@@ -68,16 +68,23 @@ struct RunArgs {
     op: Op,
     /// The model: an upscaler (realesrgan-animevideov3, realesrgan-x4plus) for `upscale`, for the VAE
     /// ops a checkpoint's file stem in the models folder's `vae/`, for `restore` a SeedVR2 DiT's file stem
-    /// in `dit/` (`GET /v1/models` lists what is there).
-    #[arg(long, default_value = registry::DEFAULT_UPSCALE_MODEL)]
-    model: String,
+    /// in `dit/` (`GET /v1/models` lists what is there) [default: realesrgan-animevideov3 for `upscale`;
+    /// for the other ops the one model in the models folder that can do the op].
+    #[arg(long)]
+    model: Option<String>,
     /// The input file: a video, or for `vae_decode` a latent (`.safetensors`, or a ComfyUI `.latent`).
     #[arg(long)]
     input: PathBuf,
-    /// Where the result is written (in `--output-format`; for `vae_encode` a latent `.safetensors`). Its
-    /// folder must exist and be writable.
+    /// Where the result is written (in `--output-format`; for `vae_encode` a latent `.safetensors`), with
+    /// the format's extension. Its folder must exist and be writable.
     #[arg(long)]
     output: PathBuf,
+    /// Replace the output file if it exists (without it, an existing file is refused).
+    #[arg(long)]
+    overwrite: bool,
+    /// Print the finished job as JSON (output, timings, plan, metrics) instead of a summary.
+    #[arg(long)]
+    json: bool,
     /// The result's format [default: the config's `output_format`, built in h264]; safetensors is for
     /// `vae_decode` only.
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(OutputFormat::ALL.map(OutputFormat::as_str)))]
@@ -141,7 +148,7 @@ impl RunArgs {
             batch_overlap: self.batch_overlap,
         });
         JobOptions {
-            model: Some(self.model.clone()),
+            model: self.model.clone(),
             scale: self.scale,
             dtype,
             tile: self.tile,
@@ -208,8 +215,20 @@ enum BenchCommand {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    match run_command(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // The causes on one line, without a backtrace (RUST_BACKTRACE is for panics, not for "the
+            // output folder does not exist").
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_command(cli: Cli) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("VAEBOX_LOG").unwrap_or_else(|_| "info,tower_http=warn,sqlx=warn".into()),
@@ -372,18 +391,65 @@ fn progress_line(p: &Progress) -> String {
 
 async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     check_output_folder(&args.output)?;
+    if args.output.exists() && !args.overwrite {
+        bail!("{} exists; pass --overwrite to replace it", args.output.display());
+    }
     let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32, bf16 or f16") };
     let (request, probed) = prepare(config, &args.options(dtype), &args.input).await?;
+    check_output_extension(&args.output, request.op, request.params.output_format)?;
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
     let job = OneJob { request, probed, input: &args.input, output: &args.output, show_progress: true };
     let outcome = run_job(&executor, job).await?;
-    println!("{}", serde_json::to_string_pretty(&serde_json::json!({
-        "output": outcome.output_path,
-        "bytes": outcome.output_bytes,
-        "timings": outcome.timings,
-        "plan": outcome.plan,
-        "metrics": outcome.metrics,
-    }))?);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({
+            "output": outcome.output_path,
+            "bytes": outcome.output_bytes,
+            "timings": outcome.timings,
+            "plan": outcome.plan,
+            "metrics": outcome.metrics,
+        }))?);
+    } else {
+        println!("{}", summary(&outcome));
+    }
+    Ok(())
+}
+
+/// `wrote out.mp4: 704×576, 40 frames, 1.2 MiB` and the time it took, for a person (`--json` for tools).
+fn summary(outcome: &JobOutcome) -> String {
+    let mib = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
+    let what = match &outcome.output_media {
+        Some(media) => format!("{}×{}, {} frames, ", media.width, media.height, media.frames),
+        None => String::new(),
+    };
+    let t = &outcome.timings;
+    let seconds = |v: Option<f64>| v.map(|s| format!("{s:.1} s")).unwrap_or_else(|| "-".into());
+    let mut lines = vec![format!("wrote {}: {what}{:.1} MiB", outcome.output_path.display(), mib(outcome.output_bytes))];
+    lines.push(format!(
+        "took {} (load {}, compute {}){}{}",
+        seconds(t.total),
+        seconds(t.load_model),
+        seconds(t.compute),
+        t.fps.map(|fps| format!(", {fps:.2} frames/s")).unwrap_or_default(),
+        t.peak_host_bytes.map(|b| format!(", peak memory {:.0} MiB", mib(b))).unwrap_or_default(),
+    ));
+    if let Some(metrics) = &outcome.metrics {
+        lines.push(format!("metrics: {}", serde_json::to_string(metrics).unwrap_or_default()));
+    }
+    lines.join("\n")
+}
+
+/// The output's extension is the format's: safetensors in a `.mp4` plays nowhere.
+fn check_output_extension(output: &Path, op: Op, format: Option<OutputFormat>) -> anyhow::Result<()> {
+    let expected = match op {
+        Op::VaeEncode => "safetensors",
+        Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore => format.unwrap_or(OutputFormat::H264).extension(),
+    };
+    let actual = output.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if !actual.eq_ignore_ascii_case(expected) {
+        let what = format.map(|f| format!("output format {}", f.as_str())).unwrap_or_else(|| "a latent".into());
+        let what = if op == Op::VaeEncode { "a latent".to_string() } else { what };
+        bail!("{} does not end in .{expected}, the extension of {what}; name the output with it (or pick another --output-format)", output.display());
+    }
     Ok(())
 }
 

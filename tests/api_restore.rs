@@ -175,7 +175,7 @@ fn run_restores_from_the_command_line() {
             .env("VAEBOX_MODELS_DIR", &models)
             .env("VAEBOX_THREADS", "2")
             .envs(env.iter().copied())
-            .args(["run", "--op", "restore", "--model", "seedvr2-7b-small", "--scale", "1", "--color-fix", "adain", "--input"])
+            .args(["run", "--op", "restore", "--model", "seedvr2-7b-small", "--scale", "1", "--color-fix", "adain", "--json", "--input"])
             .arg(&clip)
             .arg("--output")
             .arg(out)

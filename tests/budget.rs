@@ -36,7 +36,7 @@ fn decode(dir: &Path, model: &str, latent: &Path, budget_mib: u64, winograd: boo
         .env("VAEBOX_THREADS", "2")
         .env("VAEBOX_CPU_WINOGRAD", winograd.to_string())
         .env("VAEBOX_MEMORY_BUDGET_MIB", budget_mib.to_string())
-        .args(["run", "--op", "vae_decode", "--model", model, "--dtype", "f32", "--output-format", "safetensors", "--input"])
+        .args(["run", "--op", "vae_decode", "--model", model, "--dtype", "f32", "--output-format", "safetensors", "--json", "--input"])
         .arg(latent)
         .arg("--output")
         .arg(&output)

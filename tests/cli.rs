@@ -53,6 +53,68 @@ fn run_upscales_a_clip_without_a_server() {
     assert!(stderr.contains("3/3 frames"), "no progress bar: {stderr}");
     let probed = ffprobe(&output);
     assert_eq!((probed.width, probed.height, probed.frames), (352, 288, 3));
+    // A summary for a person, not a page of JSON.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with(&format!("wrote {}: 352×288, 3 frames, ", output.display())) && stdout.contains("took "), "{stdout}");
+    assert!(!stdout.contains('{'), "{stdout}");
+
+    // The same again: the output exists, so it is refused unless --overwrite says to replace it.
+    let again = |extra: &[&str]| {
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
+            .env("RUST_BACKTRACE", "1")
+            .args(["run", "--scale", "2", "--input"])
+            .arg(&clip)
+            .arg("--output")
+            .arg(&output)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = again(&[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("exists; pass --overwrite"), "{stderr}");
+    assert!(!stderr.contains("backtrace") && stderr.lines().count() == 1, "one line, no backtrace: {stderr}");
+    let replaced = again(&["--overwrite", "--json"]);
+    assert!(replaced.status.success(), "{}", String::from_utf8_lossy(&replaced.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&replaced.stdout).expect("--json prints the job");
+    assert_eq!(report["plan"]["scale"], 2, "{report}");
+}
+
+/// The output's name must carry its format's extension: a latent is not written into `.mp4`, nor
+/// ProRes into `.mp4`; and an op other than upscale without `--model` takes the one model that can do it.
+#[test]
+fn run_checks_the_output_extension_and_defaults_the_model_by_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("in.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let models = models_with_small_wan21(dir.path());
+    let run = |args: &[&str], output: &str| {
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .env("VAEBOX_MODELS_DIR", &models)
+            .args(["run", "--input"])
+            .arg(&clip)
+            .arg("--output")
+            .arg(dir.path().join(output))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (args, output, says) in [
+        (&["--op", "vae_encode"][..], "lat.mp4", "does not end in .safetensors"),
+        (&["--op", "vae_reconstruct", "--output-format", "prores"][..], "out.mp4", "does not end in .mov"),
+    ] {
+        let out = run(args, output);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{args:?} {output}: {stderr}");
+        assert!(!dir.path().join(output).exists());
+    }
+    // The models folder has one VAE: vae_encode without --model uses it.
+    let out = run(&["--op", "vae_encode", "--json"], "lat.safetensors");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.path().join("lat.safetensors").exists());
 }
 
 /// With stderr going to a pipe (a log file, CI), `run` writes plain lines: no carriage-return redraws
@@ -120,7 +182,7 @@ fn run_help_documents_every_flag_with_its_values() {
     assert!(text_of("--op").contains("[possible values: upscale, vae_encode, vae_decode, vae_reconstruct, restore]"), "{}", text_of("--op"));
     assert!(text_of("--op").contains("[default: upscale]"), "{}", text_of("--op"));
     assert!(text_of("--dtype").contains("[possible values: auto, f32, bf16, f16]"), "{}", text_of("--dtype"));
-    assert!(text_of("--model").contains("[default: realesrgan-animevideov3]"), "{}", text_of("--model"));
+    assert!(text_of("--model").contains("[default: realesrgan-animevideov3 for `upscale`"), "{}", text_of("--model"));
     assert!(text_of("--scale").contains("2 or 4") && text_of("--scale").contains("[default: 4]"), "{}", text_of("--scale"));
     assert!(text_of("--tile").contains("[default:"), "{}", text_of("--tile"));
     assert!(text_of("--color-fix").contains("[possible values: wavelet, adain, none]"), "{}", text_of("--color-fix"));

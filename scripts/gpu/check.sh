@@ -196,7 +196,7 @@ oom_backoff() {
   for benchmark in true false; do
     local began=$(date +%s.%N)
     PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:0.05 VAEBOX_DATA_DIR=$dir/data VAEBOX_MODELS_DIR=$dir/models \
-      VAEBOX_DEVICE=cuda VAEBOX_THREADS=$THREADS VAEBOX_CUDNN_BENCHMARK=$benchmark "$BIN" run --op vae_decode --model wan_2.1_vae --dtype f32 \
+      VAEBOX_DEVICE=cuda VAEBOX_THREADS=$THREADS VAEBOX_CUDNN_BENCHMARK=$benchmark "$BIN" run --op vae_decode --model wan_2.1_vae --dtype f32 --json \
       --input "$dir/latent.safetensors" --output "$dir/out-$benchmark.safetensors" --output-format safetensors > "$WORK/oom-$benchmark.json"
     echo "cudnn_benchmark=$benchmark: $(python3 -c "print(round($(date +%s.%N) - $began, 1))") s"
     cat "$WORK/oom-$benchmark.json"
@@ -226,7 +226,7 @@ for name, (c, h, w) in big.items():
 PYLAT
   decode() {  # model dtype size budget_mib -> the job's JSON on stdout
     VAEBOX_DATA_DIR=$dir/data VAEBOX_MODELS_DIR=$dir/models VAEBOX_DEVICE=$MODE VAEBOX_THREADS=$THREADS \
-      VAEBOX_MEMORY_BUDGET_MIB=$4 "$BIN" run --op vae_decode --model "$1" --dtype "$2" --input "$dir/$1-$3.safetensors" \
+      VAEBOX_MEMORY_BUDGET_MIB=$4 "$BIN" run --op vae_decode --model "$1" --dtype "$2" --json --input "$dir/$1-$3.safetensors" \
       --output "$dir/out.safetensors" --output-format safetensors
     rm -f "$dir/out.safetensors"
   }

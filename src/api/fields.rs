@@ -8,7 +8,6 @@ use crate::device::DtypeChoice;
 use crate::error_codes as codes;
 use crate::config::Config;
 use crate::jobs::{Op, OutputFormat, RestoreParams};
-use crate::models::registry;
 use crate::models::restore::colorfix::ColorFix;
 use crate::queue::{self, JobOptions, JobRequest};
 
@@ -24,7 +23,10 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
         ApiError::bad_request(codes::UNKNOWN_OP, format!("unknown op `{op_name}`; expected one of {}", known.join(", ")))
     })?;
     refuse_fields_not_for(op, fields)?;
-    let model = fields.model.clone().unwrap_or_else(|| registry::DEFAULT_UPSCALE_MODEL.into());
+    let model = match &fields.model {
+        Some(model) => model.clone(),
+        None => queue::default_model(models_dir, op)?,
+    };
     // The model comes first, as its refusals name what the box has; a scale's refusal names the model's scales.
     let entry = queue::find_model(models_dir, op, &model)?;
     let scale = match (op, &fields.scale) {

@@ -81,7 +81,15 @@ impl LoadedModels {
             return Ok(model);
         }
         self.resident = None;
+        let started = std::time::Instant::now();
         let model = Rc::new(Restorer::load(files, opts)?);
+        tracing::info!(
+            model = %dit,
+            weight_mib = model.dit.weight_bytes() >> 20,
+            blocks = model.dit.placement().as_str(),
+            seconds = started.elapsed().as_secs_f64(),
+            "DiT loaded"
+        );
         settle(&model.vae, &files.vae.display().to_string())?;
         self.resident = Some((key, opts.kind, Resident::Restorer(model.clone())));
         Ok(model)

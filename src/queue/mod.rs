@@ -28,7 +28,7 @@ pub use inspect::{inspect_input, InputKind, Probed};
 pub use manage::JobResult;
 pub use output_size::{check_output_size, InputSize};
 pub use preview::PreviewSide;
-pub use request::{bad_memory_budget, bad_priority, bad_scale, bad_tile, check, find_model, JobOptions, JobRequest};
+pub use request::{bad_memory_budget, bad_priority, bad_scale, bad_tile, check, default_model, find_model, JobOptions, JobRequest};
 pub use staged::StagedFile;
 pub use submit::Submission;
 

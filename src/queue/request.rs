@@ -15,7 +15,7 @@ use crate::models::registry;
 #[derive(Debug, Clone)]
 pub struct JobOptions {
     pub op: Op,
-    /// Default: `registry::DEFAULT_UPSCALE_MODEL`.
+    /// Default: `default_model`.
     pub model: Option<String>,
     /// upscale, restore only (ignored for the others).
     pub scale: Option<i64>,
@@ -65,6 +65,26 @@ pub struct JobRequest {
 }
 
 /// The model by name, able to do `op`, with its weights on this box.
+/// The model a job without one gets: for `upscale` the built-in upscaler; for the other ops the one
+/// model of this box that can do the op, and when there are several, a refusal naming them.
+pub fn default_model(models_dir: &Path, op: Op) -> Result<String, QueueError> {
+    if op == Op::Upscale {
+        return Ok(registry::DEFAULT_UPSCALE_MODEL.into());
+    }
+    let able: Vec<String> = registry::scan(models_dir).into_iter().filter(|m| m.ops.contains(&op) && m.present()).map(|m| m.name).collect();
+    match able.as_slice() {
+        [only] => Ok(only.clone()),
+        [] => Err(QueueError::refused(
+            codes::MISSING_MODEL,
+            format!("no model on this box can do `{}`; put one in the models folder (README: Models)", op.as_str()),
+        )),
+        several => Err(QueueError::refused(
+            codes::MISSING_MODEL,
+            format!("name the model for `{}`: this box has {}", op.as_str(), several.join(", ")),
+        )),
+    }
+}
+
 pub fn find_model(models_dir: &Path, op: Op, name: &str) -> Result<registry::ModelEntry, QueueError> {
     let entry = registry::find(models_dir, name).ok_or_else(|| {
         let known: Vec<_> = registry::scan(models_dir).into_iter().map(|m| m.name).collect();
@@ -104,8 +124,11 @@ pub fn bad_memory_budget(raw: &str) -> QueueError {
 pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueError> {
     let models_dir = config.models_dir.as_path();
     let op = options.op;
-    let model = options.model.as_deref().unwrap_or(registry::DEFAULT_UPSCALE_MODEL);
-    let entry = find_model(models_dir, op, model)?;
+    let model = match &options.model {
+        Some(model) => model.clone(),
+        None => default_model(models_dir, op)?,
+    };
+    let entry = find_model(models_dir, op, &model)?;
     let scale = match op {
         Op::Upscale | Op::Restore => {
             let scale = options.scale.unwrap_or(if op == Op::Restore { 2 } else { 4 });

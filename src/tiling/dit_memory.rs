@@ -31,12 +31,22 @@ impl DitShape {
     }
 }
 
-/// One batch's estimated peak working memory, by stage.
+/// One batch's estimated peak working memory, by stage (whole bytes in JSON, as every other byte count).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BatchMemory {
+    #[serde(serialize_with = "whole_bytes")]
+    #[schema(value_type = u64)]
     pub encode_bytes: f64,
+    #[serde(serialize_with = "whole_bytes")]
+    #[schema(value_type = u64)]
     pub dit_bytes: f64,
+    #[serde(serialize_with = "whole_bytes")]
+    #[schema(value_type = u64)]
     pub decode_bytes: f64,
+}
+
+fn whole_bytes<S: serde::Serializer>(bytes: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(bytes.max(0.0).round() as u64)
 }
 
 impl BatchMemory {
