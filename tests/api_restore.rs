@@ -123,6 +123,8 @@ fn rgb_frames_scaled(clip: &Path, width: u32, height: u32) -> Vec<u8> {
 async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
     let dir = tempfile::tempdir().unwrap();
     let models = models_with_small_seedvr2(dir.path());
+    // A Wan VAE beside the SeedVR2 one: a model of this box, not one restore can use.
+    std::fs::copy(std::path::Path::new(REPO).join("../shared/reference/wan21_original/weights.safetensors"), models.join("vae/wan21-small.safetensors")).unwrap();
     let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
     let client = client();
     let clip = dir.path().join("clip.mp4");
@@ -135,6 +137,7 @@ async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
         ("op=restore&model=seedvr2-3b-small&color_fix=lab", 400, "invalid-restore-parameter", "color_fix"),
         ("op=restore&model=seedvr2-3b-small&scale=5", 400, "invalid-scale", "scale"),
         ("op=restore&model=seedvr2-3b-small&vae=nope", 400, "unknown-model", "nope"),
+        ("op=restore&model=seedvr2-3b-small&vae=wan21-small", 400, "unsupported-op", "is a wan21 VAE; restore needs a SeedVR2 VAE: seedvr2-vae-small"),
         ("op=restore&model=seedvr2-vae-small", 400, "unsupported-op", "restore"),
         ("op=upscale&model=seedvr2-3b-small", 400, "unsupported-op", "upscale"),
         ("op=restore&model=seedvr2-3b-small&sead=1", 400, "unknown-parameter", "seed"),

@@ -328,7 +328,7 @@ mod tests {
             device_memory: DeviceMemoryPlan {
                 budget_bytes: Some(20 << 20),
                 dit_weight_bytes: 456,
-                estimated_batch_bytes: BatchMemory { encode_bytes: 1.5, dit_bytes: 2.5, decode_bytes: 3.5 },
+                estimated_batch_bytes: BatchMemory { encode_bytes: 1536.0, dit_bytes: 2560.0, decode_bytes: 3584.0 },
                 fits: Some(true),
             },
             fallbacks: vec![],
@@ -347,7 +347,7 @@ mod tests {
             "vae": {"encode": tile_plan(false), "decode": tile_plan(true)},
             "spatial_tiles": tiles,
             "device_memory": {"budget_bytes": 20 << 20, "dit_weight_bytes": 456,
-                "estimated_batch_bytes": {"encode_bytes": 1.5, "dit_bytes": 2.5, "decode_bytes": 3.5}, "fits": true},
+                "estimated_batch_bytes": {"encode_bytes": 1536, "dit_bytes": 2560, "decode_bytes": 3584}, "fits": true},
             "fallbacks": [],
         })
     }

@@ -212,8 +212,7 @@ fn check_output_format(op: Op, asked: Option<OutputFormat>, config: &Config) -> 
 /// and its VAE and text embeddings looked up.
 fn check_restore(params: RestoreParams, scale: Option<i64>, model: &str, models_dir: &Path) -> Result<RestoreParams, QueueError> {
     RestoreSettings::resolve(scale, Some(&params)).map_err(|why| QueueError::refused(codes::INVALID_RESTORE_PARAMETER, why))?;
-    restore::restore_files(models_dir, model, params.vae.as_deref())
-        .map_err(|why| QueueError::refused(codes::UNKNOWN_MODEL, why.to_string()))?;
+    restore::restore_files(models_dir, model, params.vae.as_deref()).map_err(|missing| QueueError::refused(missing.code(), missing.to_string()))?;
     Ok(params)
 }
 
@@ -236,13 +235,17 @@ mod tests {
         let upscale = JobOptions::new(Op::Upscale);
         assert_eq!(code_of(&upscale, empty.path()), codes::MODEL_WEIGHTS_MISSING);
         assert_eq!(code_of(&JobOptions { model: Some("no-such-model".into()), ..upscale.clone() }, empty.path()), codes::UNKNOWN_MODEL);
-        assert_eq!(code_of(&JobOptions::new(Op::VaeEncode), empty.path()), codes::UNSUPPORTED_OP);
+        // No model named, and none on the box that can encode: nothing to default to.
+        assert_eq!(code_of(&JobOptions::new(Op::VaeEncode), empty.path()), codes::MISSING_MODEL);
+        assert_eq!(code_of(&JobOptions { model: Some(registry::DEFAULT_UPSCALE_MODEL.into()), ..JobOptions::new(Op::VaeEncode) }, empty.path()), codes::UNSUPPORTED_OP);
 
         let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
-        if registry::find(&models, registry::DEFAULT_UPSCALE_MODEL).is_none_or(|m| !m.present()) {
-            eprintln!("skipped the range checks: no {} in {}", registry::DEFAULT_UPSCALE_MODEL, models.display());
-            return;
-        }
+        assert!(
+            registry::find(&models, registry::DEFAULT_UPSCALE_MODEL).is_some_and(|m| m.present()),
+            "no {} in {}: scripts/setup.sh --test puts it there",
+            registry::DEFAULT_UPSCALE_MODEL,
+            models.display()
+        );
         assert_eq!(code_of(&upscale, &models), "accepted");
         let cases = [
             (JobOptions { scale: Some(3), ..upscale.clone() }, codes::INVALID_SCALE),

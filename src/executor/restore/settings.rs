@@ -1,6 +1,7 @@
 //! A `restore` job's parameters with every default filled in, and the files it needs; the API and
 //! `vaebox run` check a job with these before it is queued, the executor runs it with them.
 use super::batches::BatchShape;
+use crate::error_codes as codes;
 use crate::executor::ExecError;
 use crate::jobs::RestoreParams;
 use crate::models::registry::{self, Family, ModelEntry};
@@ -74,22 +75,57 @@ fn default_overlap(frames: i64) -> i64 {
     }
 }
 
+/// Why a restore's files are not all on this box; each with its error code.
+#[derive(Debug, thiserror::Error)]
+pub enum MissingRestoreFile {
+    #[error("{model} is not a SeedVR2 DiT on this box")]
+    Dit { model: String },
+    #[error("no SeedVR2 VAE in {folder} to pair with {model}")]
+    NoVae { model: String, folder: String },
+    #[error("vae `{name}` is not on this box; its SeedVR2 VAEs: {available}")]
+    UnknownVae { name: String, available: String },
+    #[error("vae `{name}` is a {family} VAE; restore needs a SeedVR2 VAE: {available}")]
+    NotASeedvr2Vae { name: String, family: &'static str, available: String },
+    #[error("no text embedding ({files}) in {folder}")]
+    NoTextEmbedding { files: String, folder: String },
+}
+
+impl MissingRestoreFile {
+    pub fn code(&self) -> &'static str {
+        match self {
+            MissingRestoreFile::Dit { .. } | MissingRestoreFile::UnknownVae { .. } => codes::UNKNOWN_MODEL,
+            MissingRestoreFile::NotASeedvr2Vae { .. } => codes::UNSUPPORTED_OP,
+            MissingRestoreFile::NoVae { .. } | MissingRestoreFile::NoTextEmbedding { .. } => codes::MODEL_WEIGHTS_MISSING,
+        }
+    }
+}
+
+impl From<MissingRestoreFile> for ExecError {
+    fn from(missing: MissingRestoreFile) -> Self {
+        ExecError::Invalid(missing.to_string())
+    }
+}
+
 /// The DiT entry, its VAE entry and the prompt embedding file, or why they cannot run here.
-pub fn restore_files(models_dir: &std::path::Path, model: &str, vae: Option<&str>) -> Result<(ModelEntry, RestorerFiles), ExecError> {
+pub fn restore_files(models_dir: &std::path::Path, model: &str, vae: Option<&str>) -> Result<(ModelEntry, RestorerFiles), MissingRestoreFile> {
     let entries = registry::scan(models_dir);
     let dit = entries
         .iter()
         .find(|e| e.name == model && e.family == Family::Seedvr2Dit)
-        .ok_or_else(|| ExecError::Invalid(format!("{model} is not a SeedVR2 DiT on this box")))?;
-    let vae_name = vae.map(str::to_string).or_else(|| dit.pairs_with.clone()).ok_or_else(|| {
-        ExecError::Invalid(format!("no SeedVR2 VAE in {}/{} to pair with {model}", models_dir.display(), registry::VAE_DIR))
+        .ok_or_else(|| MissingRestoreFile::Dit { model: model.into() })?;
+    let vae_name = vae.map(str::to_string).or_else(|| dit.pairs_with.clone()).ok_or_else(|| MissingRestoreFile::NoVae {
+        model: model.into(),
+        folder: format!("{}/{}", models_dir.display(), registry::VAE_DIR),
     })?;
-    let vae = entries
-        .iter()
-        .find(|e| e.name == vae_name && e.family == Family::Seedvr2)
-        .ok_or_else(|| ExecError::Invalid(format!("{vae_name} is not a SeedVR2 VAE on this box")))?;
-    let text = registry::text_embedding_file(models_dir).ok_or_else(|| {
-        ExecError::Invalid(format!("no text embedding ({}) in {}/{}", registry::TEXT_EMBEDDING_FILES.join(", "), models_dir.display(), registry::DIT_DIR))
+    let seedvr2_vaes = || entries.iter().filter(|e| e.family == Family::Seedvr2).map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ");
+    let vae = match entries.iter().find(|e| e.name == vae_name) {
+        Some(entry) if entry.family == Family::Seedvr2 => entry,
+        Some(other) => return Err(MissingRestoreFile::NotASeedvr2Vae { name: vae_name, family: other.family.as_str(), available: seedvr2_vaes() }),
+        None => return Err(MissingRestoreFile::UnknownVae { name: vae_name, available: seedvr2_vaes() }),
+    };
+    let text = registry::text_embedding_file(models_dir).ok_or_else(|| MissingRestoreFile::NoTextEmbedding {
+        files: registry::TEXT_EMBEDDING_FILES.join(", "),
+        folder: format!("{}/{}", models_dir.display(), registry::DIT_DIR),
     })?;
     Ok((dit.clone(), RestorerFiles { dit: dit.files[0].clone(), vae: vae.files[0].clone(), text }))
 }
