@@ -324,6 +324,12 @@ async fn latents_that_cannot_be_decoded_are_refused() {
     make_clip(&media("carphone_pristine.mp4"), 2, false, &clip);
     let (status, body) = upload_raw(&client, &server, &query, std::fs::read(&clip).unwrap()).await;
     assert_eq!((status, body["error"]["code"].as_str()), (422, Some("not-a-latent")), "{body}");
+    // Each names the op its input is for: a video to vae_decode, a latent to vae_encode.
+    assert!(body["error"]["message"].as_str().unwrap().contains("vae_encode, vae_reconstruct, upscale and restore take those"), "{body}");
+    write_safetensors(&path, "latent", &[1, 16, 2, 4, 4], &[0.5; 16 * 2 * 4 * 4], Value::Null);
+    let (status, body) = upload_raw(&client, &server, &format!("op=vae_encode&model={MODEL}"), std::fs::read(&path).unwrap()).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("not-a-video")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("vae_decode takes latents"), "{body}");
     let (status, body) = upload_raw(&client, &server, &format!("op=upscale&model={MODEL}"), std::fs::read(&clip).unwrap()).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("unsupported-op")), "{body}");
     let (_, list) = get_json(&client, &server.url("/v1/jobs")).await;

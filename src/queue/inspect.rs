@@ -31,7 +31,13 @@ pub async fn inspect_input(config: &Config, request: &JobRequest, path: &Path, k
     let started = Instant::now();
     let limits = config.media_limits();
     if request.op == Op::VaeDecode {
-        check_latent(path, request, &limits).await?;
+        match check_latent(path, request, &limits).await {
+            Err(QueueError::Latent(LatentError::NotALatent(why))) if !looks_like_safetensors(path) => {
+                let hint = "it looks like a video or an image: vae_encode, vae_reconstruct, upscale and restore take those";
+                return Err(LatentError::NotALatent(format!("{why}; {hint}")).into());
+            }
+            checked => checked?,
+        };
         return Ok(Probed { media: None, seconds: Some(started.elapsed().as_secs_f64()) });
     }
     if kind == InputKind::Tensor {
@@ -42,7 +48,13 @@ pub async fn inspect_input(config: &Config, request: &JobRequest, path: &Path, k
     let tools = config.media_tools();
     let video = path.to_path_buf();
     let probe_limits = limits.clone();
-    let info = tokio::task::spawn_blocking(move || media::probe(&tools, &video, &probe_limits)).await??;
+    let info = match tokio::task::spawn_blocking(move || media::probe(&tools, &video, &probe_limits)).await? {
+        Err(media::MediaError::NotAVideo { reason }) if looks_like_safetensors(path) => {
+            let hint = "it is a safetensors file (a latent?): vae_decode takes latents";
+            return Err(media::MediaError::NotAVideo { reason: format!("{reason}; {hint}") }.into());
+        }
+        probed => probed?,
+    };
     check_output_size(request, &InputSize::Video { width: info.width, height: info.height, frames: info.frames }, &limits)?;
     Ok(Probed { media: Some(info), seconds: Some(started.elapsed().as_secs_f64()) })
 }
@@ -84,4 +96,13 @@ async fn check_sample_finite(path: &Path) -> Result<(), QueueError> {
         return Err(QueueError::refused(codes::TENSOR_NOT_FINITE, "the tensor contains NaN or infinite values"));
     }
     Ok(())
+}
+
+/// A safetensors file starts with its header's length (8 bytes, little-endian, sane) and then `{`.
+fn looks_like_safetensors(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 9];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    let length = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+    read.is_ok() && head[8] == b'{' && (2..=100 << 20).contains(&length)
 }
