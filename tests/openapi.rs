@@ -74,6 +74,10 @@ async fn the_document_lists_every_route_and_docs_renders_it() {
         ROUTES.iter().map(|(path, methods)| (path.to_string(), methods.iter().map(|m| m.to_string()).collect())).collect();
     assert_eq!(documented, served);
 
+    // `scale` lists every value some op takes (restore 1 to 4), not only the upscalers' 2 and 4.
+    let scale = doc["paths"]["/v1/jobs"]["post"]["parameters"].as_array().unwrap().iter().find(|p| p["name"] == "scale").expect("scale");
+    assert_eq!(scale["schema"]["enum"], serde_json::json!([1, 2, 3, 4]), "{scale}");
+
     // Each GET that takes no input answers 200 with a content type the document gives its 200.
     for (path, _) in ROUTES.iter().filter(|(path, methods)| methods.contains(&"get") && !path.contains('{')) {
         let response = client.get(server.url(path)).send().await.unwrap();

@@ -214,11 +214,14 @@ pub struct RemoteQuery {
 
 // The values of fields that stay text in the structs above, for the document only; the code that reads
 // each field refuses any other value with its own code.
+/// Every scale some op takes: restore 1 to 4, upscale the model's own (`scales` in /v1/models).
 #[derive(ToSchema)]
 #[repr(i64)]
 #[allow(dead_code)]
 enum Scale {
+    X1 = 1,
     X2 = 2,
+    X3 = 3,
     X4 = 4,
 }
 
