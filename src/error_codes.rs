@@ -126,6 +126,8 @@ codes! {
     /// The job's worker was lost (killed, cut off from the database) on each of its `max_attempts` runs;
     /// the message lists every loss.
     ATTEMPTS_EXHAUSTED = "attempts-exhausted";
+    /// A synchronous call's job whose server restarted before it was answered: its caller is gone.
+    CALLER_GONE = "caller-gone";
 
     // Media.
     /// The upload has zero bytes.

@@ -56,6 +56,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         1 => vec![config.worker_name()],
         _ => (0..devices.len()).map(|index| format!("{}-{index}", config.worker_name())).collect(),
     };
+    if role.serves_http() {
+        let orphans = store.fail_unanswered_calls(&config.worker_name()).await?;
+        for id in &orphans {
+            files.remove(*id).await;
+        }
+        if !orphans.is_empty() {
+            tracing::warn!(failed = ?orphans, "synchronous calls cut off by the last shutdown failed (caller-gone); their files are removed");
+        }
+    }
     for name in &worker_names {
         let interrupted = store.requeue_interrupted(name, i64::from(config.max_attempts)).await?;
         if !interrupted.requeued.is_empty() {

@@ -139,3 +139,35 @@ async fn crash_restarts_count_as_attempts() {
     assert_eq!((job["status"].as_str(), job["error"]["code"].as_str()), (Some("failed"), Some("attempts-exhausted")), "{job}");
     assert!(job["error"]["message"].as_str().unwrap().contains("started 2 times"), "{job}");
 }
+
+/// A synchronous call (`/v1/decode`) that a crash cuts off is not run again for nobody: after the
+/// restart its job fails with `caller-gone` and its files (the uploaded latent) are removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synchronous_call_cut_off_by_a_crash_is_not_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_wan21(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_CHUNK_FRAMES", "4")]);
+    let client = client();
+    let shape = [1usize, 16, 13, 96, 96];
+    let latent: Vec<u8> = (0..shape.iter().product::<usize>()).flat_map(|i| ((i % 13) as f32 * 0.1 - 0.6).to_le_bytes()).collect();
+    let query: String = shape.iter().map(|s| format!("&shape={s}")).collect();
+    let call = tokio::spawn({
+        let (client, url) = (client.clone(), server.url(&format!("/v1/decode?model=wan21-small{query}&output_type=pt")));
+        async move { client.post(url).body(latent).send().await.map(|r| r.status().as_u16()) }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let (_, list) = get_json(&client, &server.url("/v1/jobs?status=running")).await;
+        if let Some(job) = list["jobs"].as_array().and_then(|jobs| jobs.first()) {
+            break job["id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "the call's job did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let server = server.restart_after_kill9();
+    assert!(call.await.unwrap().is_err(), "the cut-off call got an answer");
+    let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{id}"))).await;
+    assert_eq!((job["status"].as_str(), job["error"]["code"].as_str()), (Some("failed"), Some("caller-gone")), "{job}");
+    assert_eq!(job["attempts"], 1, "it ran again: {job}");
+    assert!(!server.data_dir.join("data/jobs").join(&id).exists(), "the call's files are still there");
+}

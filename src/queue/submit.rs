@@ -34,7 +34,9 @@ impl Queue {
         let Submission { request, input, kind, owner, ticket } = submission;
         let probed = inspect_input(&self.config, &request, &input.path, kind).await?;
         self.refuse_if_no_worker_fits(&request).await?;
-        let job = self.enqueue(input, request, probed, owner).await?;
+        // A synchronous call is answered on this box's connection, and nowhere else.
+        let answered_by = (kind == InputKind::Tensor).then(|| self.config.worker_name());
+        let job = self.enqueue(input, request, probed, owner, answered_by).await?;
         drop(ticket);
         Ok(job)
     }
@@ -57,7 +59,7 @@ impl Queue {
     }
 
     /// Moves a checked input into its job folder and queues the job; the folder goes if the row cannot be written.
-    async fn enqueue(&self, file: StagedFile, request: JobRequest, probed: Probed, owner: Option<String>) -> Result<Job, QueueError> {
+    async fn enqueue(&self, file: StagedFile, request: JobRequest, probed: Probed, owner: Option<String>, answered_by: Option<String>) -> Result<Job, QueueError> {
         let id = Uuid::new_v4();
         let job_dir = self.job_dir(id);
         tokio::fs::create_dir_all(&job_dir).await?;
@@ -86,6 +88,7 @@ impl Queue {
             probe_s: probed.seconds,
             owner,
             device_bytes_needed: request.device_bytes_needed,
+            answered_by,
         };
         let job = match self.store.insert(new_job).await {
             Ok(job) => job,

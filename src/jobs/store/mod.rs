@@ -58,6 +58,9 @@ pub struct NewJob {
     pub owner: Option<String>,
     /// Workers whose device offers less do not claim it.
     pub device_bytes_needed: u64,
+    /// The box whose open connection waits for the result (a synchronous `/v1/decode` or `/v1/encode`);
+    /// None for an ordinary job.
+    pub answered_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -135,6 +138,10 @@ pub struct Expired {
     pub failed: Vec<Uuid>,
 }
 
+/// Why a synchronous call's job failed after its box restarted.
+pub const CALLER_GONE_MESSAGE: &str =
+    "a synchronous call (/v1/decode or /v1/encode) whose server restarted before it was answered: nobody waits for its result any more; call again";
+
 #[async_trait]
 pub trait JobStore: Send + Sync + 'static {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError>;
@@ -162,6 +169,9 @@ pub trait JobStore: Send + Sync + 'static {
     /// A stopping server hands the job it was running back to the queue (cancelled if a user asked);
     /// the stop does not count as one of its attempts.
     async fn give_back(&self, lease: &Lease) -> Result<(), StoreError>;
+    /// After a restart of box `answered_by`: the synchronous calls it was answering lost their caller with
+    /// the connection; those not finished fail (`caller-gone`) instead of running for nobody. Their ids.
+    async fn fail_unanswered_calls(&self, answered_by: &str) -> Result<Vec<Uuid>, StoreError>;
     /// Running jobs whose lease ran out (their worker died or was cut off) go back to the queue, or fail
     /// with the reasons once they have been started `max_attempts` times.
     async fn expire_leases(&self, max_attempts: i64) -> Result<Expired, StoreError>;

@@ -52,8 +52,8 @@ impl JobStore for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
         let row: JobRow = sqlx::query_as(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
-                               input_media, timings, created_at, owner, device_bytes_needed)
-             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                               input_media, timings, created_at, owner, device_bytes_needed, answered_by)
+             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
              RETURNING *",
         )
         .bind(job.id.to_string())
@@ -69,6 +69,7 @@ impl JobStore for PgStore {
         .bind(now_rfc3339())
         .bind(&job.owner)
         .bind(clamp_i64(job.device_bytes_needed))
+        .bind(&job.answered_by)
         .fetch_one(&self.pool)
         .await?;
         row.into_job()
@@ -281,6 +282,22 @@ impl JobStore for PgStore {
         .await?;
         let ids = |ids: Vec<String>| ids.into_iter().map(parse_id).collect::<Result<Vec<_>, _>>();
         Ok(Expired { requeued: ids(requeued)?, failed: ids(failed)? })
+    }
+
+    async fn fail_unanswered_calls(&self, answered_by: &str) -> Result<Vec<Uuid>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "UPDATE jobs SET status = 'failed', finished_at = $1, error_code = $2, error_message = $3,
+                             progress = NULL, worker = NULL, lease_until = NULL
+             WHERE answered_by = $4 AND status IN ('queued', 'running')
+             RETURNING id",
+        )
+        .bind(now_rfc3339())
+        .bind(crate::error_codes::CALLER_GONE)
+        .bind(CALLER_GONE_MESSAGE)
+        .bind(answered_by)
+        .fetch_all(&self.pool)
+        .await?;
+        ids.into_iter().map(parse_id).collect()
     }
 
     async fn give_back(&self, lease: &Lease) -> Result<(), StoreError> {

@@ -47,8 +47,8 @@ impl JobStore for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
         sqlx::query(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
-                               input_media, timings, created_at, owner, device_bytes_needed)
-             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               input_media, timings, created_at, owner, device_bytes_needed, answered_by)
+             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(job.id.to_string())
         .bind(job.op.as_str())
@@ -63,6 +63,7 @@ impl JobStore for SqliteStore {
         .bind(now_rfc3339())
         .bind(&job.owner)
         .bind(clamp_i64(job.device_bytes_needed))
+        .bind(&job.answered_by)
         .execute(&self.pool)
         .await?;
         self.fetch_existing(job.id).await
@@ -290,6 +291,22 @@ impl JobStore for SqliteStore {
         .await?;
         let ids = |ids: Vec<String>| ids.into_iter().map(parse_id).collect::<Result<Vec<_>, _>>();
         Ok(Expired { requeued: ids(requeued)?, failed: ids(failed)? })
+    }
+
+    async fn fail_unanswered_calls(&self, answered_by: &str) -> Result<Vec<Uuid>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "UPDATE jobs SET status = 'failed', finished_at = ?, error_code = ?, error_message = ?,
+                             progress = NULL, worker = NULL, lease_until = NULL
+             WHERE answered_by = ? AND status IN ('queued', 'running')
+             RETURNING id",
+        )
+        .bind(now_rfc3339())
+        .bind(crate::error_codes::CALLER_GONE)
+        .bind(CALLER_GONE_MESSAGE)
+        .bind(answered_by)
+        .fetch_all(&self.pool)
+        .await?;
+        ids.into_iter().map(parse_id).collect()
     }
 
     async fn give_back(&self, lease: &Lease) -> Result<(), StoreError> {
