@@ -126,3 +126,21 @@ async fn diffusers_remote_decode_sends_the_token_in_the_url() {
     let owners: Vec<&str> = list["jobs"].as_array().unwrap().iter().map(|job| job["owner"].as_str().unwrap_or("-")).collect();
     assert_eq!(owners, ["alice"], "{list}");
 }
+
+/// A token given in a link (`?access_token=`) stays out of the log, even at debug level, where every
+/// request's path and query are logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_in_a_link_is_not_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let tokens = format!("alice:{ALICE}");
+    let server = Server::start_logged(dir.path(), &[("VAEBOX_TOKENS", &tokens), ("VAEBOX_LOG", "debug")], &log);
+    let client = client();
+    let id = "00000000-0000-4000-8000-000000000000";
+    let (status, body) = get_json(&client, &server.url(&format!("/v1/jobs/{id}/preview?side=input&access_token={ALICE}"))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("job-not-found")), "the token let it through: {body}");
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("side=input&access_token=[redacted]"), "the request is not in the log: {text}");
+    assert!(!text.contains(ALICE), "the token is in the log");
+}

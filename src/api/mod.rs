@@ -90,6 +90,22 @@ pub fn router(state: AppState) -> Router {
     router
         .layer(middleware::from_fn_with_state(hosts, hosts::refuse_unknown_hosts))
         .layer(middleware::from_fn(browser::security_headers))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<axum::body::Body>| {
+            tracing::debug_span!("request", method = %request.method(), uri = %uri_without_token(request.uri()), version = ?request.version())
+        }))
         .with_state(state)
+}
+
+/// The request's path and query for the log, with an `access_token` value replaced: a token in a link
+/// (`?access_token=`) must not reach a log at `VAEBOX_LOG=debug`.
+fn uri_without_token(uri: &axum::http::Uri) -> String {
+    let Some(query) = uri.query() else { return uri.path().to_string() };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("access_token", _)) => "access_token=[redacted]".to_string(),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{}?{}", uri.path(), query.join("&"))
 }
