@@ -154,6 +154,8 @@ codes! {
     NOT_A_LATENT = "not-a-latent";
     /// The latent is not `[1, C, t, h, w]`.
     LATENT_BAD_SHAPE = "latent-bad-shape";
+    /// The latent's metadata says what no clip can be (an `fps` of `0/0` or `-5/1`).
+    LATENT_BAD_METADATA = "latent-bad-metadata";
     /// The latent's channels are not the model's.
     LATENT_CHANNEL_MISMATCH = "latent-channel-mismatch";
     /// The latent holds NaN or infinite values.

@@ -312,6 +312,8 @@ async fn latents_that_cannot_be_decoded_are_refused() {
         ("latent", vec![1, 16, 2, 4, 4], f32::INFINITY, Value::Null, "latent-not-finite"),
         ("latent", vec![1, 16, 2, 4, 4], 0.5, json!({"model": "seedvr2-ema", "family": "seedvr2"}), "latent-model-mismatch"),
         ("weights", vec![1, 16, 2, 4, 4], 0.5, Value::Null, "not-a-latent"),
+        ("latent", vec![1, 16, 2, 4, 4], 0.5, json!({"fps": "0/0"}), "latent-bad-metadata"),
+        ("latent", vec![1, 16, 2, 4, 4], 0.5, json!({"fps": "-5/1"}), "latent-bad-metadata"),
     ];
     for (name, shape, value, metadata, code) in cases {
         let values = vec![value; shape.iter().product()];

@@ -21,6 +21,8 @@ pub enum LatentError {
     ChannelMismatch { model: String, got: i64, expected: i64 },
     #[error("the latent contains NaN or infinite values")]
     NotFinite,
+    #[error("the latent's metadata: {0}")]
+    BadMetadata(String),
     #[error("the latent was made by `{made_by}` ({family}); it cannot be decoded by `{model}` ({model_family})")]
     ModelMismatch { made_by: String, family: String, model: String, model_family: String },
     #[error("latent file {0}")]
@@ -34,6 +36,7 @@ impl LatentError {
             LatentError::BadShape { .. } => codes::LATENT_BAD_SHAPE,
             LatentError::ChannelMismatch { .. } => codes::LATENT_CHANNEL_MISMATCH,
             LatentError::NotFinite => codes::LATENT_NOT_FINITE,
+            LatentError::BadMetadata(_) => codes::LATENT_BAD_METADATA,
             LatentError::ModelMismatch { .. } => codes::LATENT_MODEL_MISMATCH,
             LatentError::Io(_) => codes::LATENT_IO,
         }
@@ -138,7 +141,11 @@ pub fn latent_header(path: &Path) -> Result<LatentSummary, LatentError> {
     if shape.len() != 5 || shape[0] != 1 || shape.iter().any(|d| *d <= 0) {
         return Err(LatentError::BadShape { shape });
     }
-    Ok(LatentSummary { shape, meta: LatentMeta::from_strings(&header.metadata), entry })
+    let meta = LatentMeta::from_strings(&header.metadata);
+    if let Some(fps) = meta.fps_rational.as_deref().filter(|fps| crate::media::probe::parse_rate(fps).is_none()) {
+        return Err(LatentError::BadMetadata(format!("fps `{fps}` is not a frame rate (N/D with N and D above 0, such as 30000/1001)")));
+    }
+    Ok(LatentSummary { shape, meta, entry })
 }
 
 /// `latent_header`, and every value finite: what an upload must pass before it is queued.
