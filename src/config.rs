@@ -142,6 +142,12 @@ pub struct Config {
     pub body_idle_timeout_s: u64,
     /// Uploads received at once (`POST /v1/jobs`, `/v1/decode`, `/v1/encode`); more get 503 `too-many-uploads`.
     pub max_concurrent_uploads: u32,
+    /// Of those, at most this many from one address (0: no share per address), so that one client
+    /// cannot hold every place.
+    pub max_uploads_per_client: u32,
+    /// A body slower than this (KiB/s, averaged over 10 s) is cut with 408 `upload-too-slow` (0: no
+    /// minimum), so that slow clients cannot hold the places for ever.
+    pub min_upload_rate_kib_s: u64,
     /// On SIGTERM or Ctrl-C, a running job may finish for this many seconds; then it stops and is re-queued.
     pub shutdown_grace_s: u64,
 }
@@ -200,6 +206,8 @@ impl Default for Config {
             header_timeout_s: 30,
             body_idle_timeout_s: 60,
             max_concurrent_uploads: 8,
+            max_uploads_per_client: 4,
+            min_upload_rate_kib_s: 16,
             shutdown_grace_s: 30,
         }
     }

@@ -41,6 +41,8 @@ codes! {
     UPLOAD_STALLED = "upload-stalled";
     /// `max_concurrent_uploads` uploads are already being received; refused before the body is read.
     TOO_MANY_UPLOADS = "too-many-uploads";
+    /// The body arrived slower than `min_upload_rate_kib_s` over a 10 s window.
+    UPLOAD_TOO_SLOW = "upload-too-slow";
     /// A browser request (POST, DELETE) from a page of another origin that `cors_origins` does not list.
     FOREIGN_ORIGIN = "foreign-origin";
     /// The request's `Host` is a name this box does not have (DNS rebinding); `allowed_hosts` adds names.

@@ -6,7 +6,7 @@ pub mod runtime;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, Notify, Semaphore};
+use tokio::sync::{broadcast, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -155,7 +155,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             queue,
             metrics,
             device,
-            uploads: Arc::new(Semaphore::new(config.max_concurrent_uploads.max(1) as usize)),
+            uploads: crate::api::upload_places::UploadPlaces::new(config.max_concurrent_uploads, config.max_uploads_per_client),
             data_dir_bytes: Default::default(),
         };
         if config.retention_hours > 0.0 {

@@ -153,7 +153,12 @@ async fn concurrent_uploads_do_not_overrun_the_queue_limit() {
     let clip = dir.path().join("carphone30.mp4");
     make_clip(&media("carphone_pristine.mp4"), 30, false, &clip);
     // Every upload gets a place to be received in (tests/lan_safety.rs covers that bound): the queue limit is under test.
-    let settings = [("VAEBOX_MAX_QUEUED_JOBS", LIMIT.to_string()), ("VAEBOX_MAX_CONCURRENT_UPLOADS", UPLOADS.to_string())];
+    let settings = [
+        ("VAEBOX_MAX_QUEUED_JOBS", LIMIT.to_string()),
+        ("VAEBOX_MAX_CONCURRENT_UPLOADS", UPLOADS.to_string()),
+        // All from one address: no share per address here.
+        ("VAEBOX_MAX_UPLOADS_PER_CLIENT", "0".to_string()),
+    ];
     let server = Server::start(dir.path(), &settings.each_ref().map(|(k, v)| (*k, v.as_str())));
     let client = client();
     let body = std::fs::read(&clip).unwrap();

@@ -340,7 +340,9 @@ async fn sigterm_ends_event_streams_stops_the_job_after_the_grace_and_it_runs_af
     let server = server.restart_after_kill9();
     let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
-    assert_eq!(job["attempts"], 2, "{job}");
+    // The stop handed the job back without counting it against max_attempts: one counted start.
+    assert_eq!(job["attempts"], 1, "{job}");
+    assert!(logged.contains("it is back in the queue"), "the stopped job was not handed back:\n{logged}");
 }
 
 /// DNS rebinding: a page whose own name resolves to the box is same-origin for the browser, but its
@@ -404,4 +406,65 @@ async fn an_upload_declared_too_large_is_refused_before_its_body() {
         assert!(!answer.contains("100 Continue"), "{answer}");
         assert!(started.elapsed() < Duration::from_secs(3), "answered after {:?}", started.elapsed());
     }
+}
+
+/// Connects to the server from `source` (an address of the loopback range: another client).
+async fn connect_from(source: &str, address: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket.connect(address.parse().unwrap()).await.unwrap()
+}
+
+/// Slow bodies do not hold the upload places: one address gets only its share of them, and a body that
+/// keeps trickling (a byte every 2 s, never silent long enough for the idle timeout) is cut with 408
+/// `upload-too-slow` once a 10 s window carried less than the minimum rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_uploads_are_cut_and_one_address_cannot_take_every_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = [("VAEBOX_MAX_CONCURRENT_UPLOADS", "4"), ("VAEBOX_MAX_UPLOADS_PER_CLIENT", "2"), ("VAEBOX_MIN_UPLOAD_RATE_KIB_S", "4")];
+    let server = Server::start(dir.path(), &settings);
+    let address = address(&server);
+    let head = format!("POST /v1/jobs?op=upscale&filename=a.mp4 HTTP/1.1\r\nHost: {address}\r\nContent-Length: 1000000\r\n\r\n");
+    let started = Instant::now();
+    let mut trickles = Vec::new();
+    for _ in 0..2 {
+        let mut socket = connect_from("127.0.0.1", &address).await;
+        socket.write_all(head.as_bytes()).await.unwrap();
+        socket.write_all(&[0u8; 100]).await.unwrap();
+        trickles.push(socket);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A third upload from the same address: refused at once, with the reason.
+    let mut third = connect_from("127.0.0.1", &address).await;
+    third.write_all(head.as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut third, Duration::from_secs(5)).await.unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("its share"), "{answer}");
+    // Another address still gets a place: its upload is read (and refused for what it is, not for room).
+    let mut other = connect_from("127.0.0.2", &address).await;
+    let body = b"not a video at all";
+    let other_head = format!("POST /v1/jobs?op=upscale&filename=a.mp4 HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    other.write_all(other_head.as_bytes()).await.unwrap();
+    other.write_all(body).await.unwrap();
+    let answer = read_until_closed(&mut other, Duration::from_secs(10)).await.unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 422") && answer.contains("not-a-video"), "{answer}");
+    // The trickling ones: a byte every 2 s until the box cuts them.
+    let mut answers = Vec::new();
+    for mut socket in trickles {
+        let cut = loop {
+            if socket.write_all(b"x").await.is_err() {
+                break None;
+            }
+            let mut buffer = vec![0u8; 4096];
+            match tokio::time::timeout(Duration::from_secs(2), socket.read(&mut buffer)).await {
+                Ok(Ok(n)) if n > 0 => break Some(String::from_utf8_lossy(&buffer[..n]).into_owned()),
+                Ok(_) => break None,
+                Err(_) => assert!(started.elapsed() < Duration::from_secs(40), "a trickling upload was never cut"),
+            }
+        };
+        answers.push(cut.unwrap_or_default());
+    }
+    for answer in &answers {
+        assert!(answer.starts_with("HTTP/1.1 408") && answer.contains("upload-too-slow"), "{answer}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(30), "cut after {:?}", started.elapsed());
 }

@@ -61,6 +61,10 @@ pub enum ApiError {
     UploadStalled,
     #[error("{limit} uploads are being received already; try again shortly")]
     TooManyUploads { limit: u32 },
+    #[error("this address is sending {limit} uploads already, its share of the box's places; try again when one has finished")]
+    TooManyUploadsFromClient { limit: u32 },
+    #[error("{0}; it was cut off so that the place is free for others")]
+    UploadTooSlow(String),
     #[error("requests from pages of origin `{origin}` are refused (not this box's origin, not in cors_origins)")]
     ForeignOrigin { origin: String },
     #[error("this box does not answer to the name `{host}`: use its IP address, localhost or its host name, or add the name to allowed_hosts")]
@@ -87,7 +91,8 @@ impl ApiError {
             ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::UPLOAD_TOO_LARGE),
             ApiError::FieldTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::FIELD_TOO_LARGE),
             ApiError::UploadStalled => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_STALLED),
-            ApiError::TooManyUploads { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
+            ApiError::TooManyUploads { .. } | ApiError::TooManyUploadsFromClient { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
+            ApiError::UploadTooSlow(_) => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_TOO_SLOW),
             ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
             ApiError::UnknownHost { .. } => (StatusCode::FORBIDDEN, codes::UNKNOWN_HOST),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED),

@@ -62,7 +62,7 @@ pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Ca
         // gigabytes still to come (and a client waiting for `100 Continue` sends nothing).
         return Err(ApiError::UploadTooLarge { limit: app.config.max_upload_bytes });
     }
-    let _slot = upload::upload_slot(&app)?;
+    let _slot = upload::upload_slot(&app, &request)?;
     let ticket = match app.queue.admit(caller.owner()).await {
         Ok(ticket) => ticket,
         Err(refusal) => return Err(upload::refuse_unread(request, refusal.into()).await),

@@ -14,6 +14,7 @@ pub mod remote;
 mod stored;
 pub mod system;
 pub mod upload;
+pub mod upload_places;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,7 +25,6 @@ use axum::http::{Method, Uri};
 use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
-use tokio::sync::Semaphore;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -38,8 +38,8 @@ pub struct AppState {
     pub queue: Queue,
     pub metrics: metrics::Metrics,
     pub device: String,
-    /// Places for uploads being received (`max_concurrent_uploads`).
-    pub uploads: Arc<Semaphore>,
+    /// Places for uploads being received (`max_concurrent_uploads`, `max_uploads_per_client`).
+    pub uploads: upload_places::UploadPlaces,
     pub data_dir_bytes: system::DataDirBytes,
 }
 
@@ -78,6 +78,8 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
             error::ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().into() }
         })
+        // A body that comes in too slowly is cut (408 upload-too-slow).
+        .layer(middleware::from_fn_with_state(state.clone(), upload_places::enforce_min_rate))
         // A body that goes silent is cut (408 upload-stalled where the handler still answers).
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(state.config.body_idle_timeout_s.max(1))))
         .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))

@@ -200,7 +200,7 @@ pub async fn encode(State(app): State<AppState>, Extension(caller): Extension<Ca
 }
 
 async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<Response, ApiError> {
-    let slot = super::upload::upload_slot(&app)?;
+    let slot = super::upload::upload_slot(&app, &request)?;
     let admitted = match app.queue.admit(caller.owner()).await {
         Ok(ticket) => parse_call(&request, op, &app).map(|call| (ticket, call)),
         Err(refusal) => Err(refusal.into()),

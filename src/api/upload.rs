@@ -135,6 +135,9 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
     if is_stall(&e) {
         return ApiError::UploadStalled;
     }
+    if let Some(slow) = too_slow(&e) {
+        return ApiError::UploadTooSlow(slow.to_string());
+    }
     ApiError::bad_request(codes::INVALID_MULTIPART, e.body_text())
 }
 
@@ -142,6 +145,9 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 pub fn body_error(e: &(dyn std::error::Error + 'static)) -> ApiError {
     if is_stall(e) {
         return ApiError::UploadStalled;
+    }
+    if let Some(slow) = too_slow(e) {
+        return ApiError::UploadTooSlow(slow.to_string());
     }
     ApiError::bad_request(codes::UPLOAD_INTERRUPTED, format!("the upload broke off: {e}"))
 }
@@ -158,9 +164,26 @@ fn is_stall(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// One of `max_concurrent_uploads` places, held while a body is received; taken before the body is read.
-pub fn upload_slot(app: &super::AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
-    app.uploads.clone().try_acquire_owned().map_err(|_| ApiError::TooManyUploads { limit: app.config.max_concurrent_uploads })
+/// The minimum-rate cut (`upload_places::MinRateBody`) somewhere in the error's chain of causes.
+pub fn too_slow<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a super::upload_places::TooSlow> {
+    let mut cause = Some(e);
+    while let Some(error) = cause {
+        if let Some(slow) = error.downcast_ref::<super::upload_places::TooSlow>() {
+            return Some(slow);
+        }
+        cause = error.source();
+    }
+    None
+}
+
+/// One of `max_concurrent_uploads` places (at most `max_uploads_per_client` of them per address), held
+/// while a body is received; taken before the body is read.
+pub fn upload_slot(app: &super::AppState, request: &Request) -> Result<super::upload_places::UploadPlace, ApiError> {
+    let client = request.extensions().get::<super::upload_places::ClientAddr>().map(|addr| addr.0);
+    app.uploads.take(client).map_err(|refusal| match refusal {
+        super::upload_places::NoPlace::Full => ApiError::TooManyUploads { limit: app.config.max_concurrent_uploads },
+        super::upload_places::NoPlace::ClientShare { limit } => ApiError::TooManyUploadsFromClient { limit },
+    })
 }
 
 async fn stream_to_temp<S, E>(mut stream: S, file_name: String, limits: &UploadLimits<'_>) -> Result<StagedFile, ApiError>

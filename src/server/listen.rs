@@ -32,8 +32,8 @@ impl Connections {
                     _ = stop.cancelled() => break,
                 };
                 match accepted {
-                    Ok((socket, _)) => {
-                        tracker.spawn(serve_one(socket, router.clone(), header_timeout, stop.clone(), cut.clone()));
+                    Ok((socket, peer)) => {
+                        tracker.spawn(serve_one(socket, peer, router.clone(), header_timeout, stop.clone(), cut.clone()));
                     }
                     Err(e) => {
                         // Out of file descriptors and the like: pause instead of spinning.
@@ -64,10 +64,23 @@ impl Connections {
     }
 }
 
-async fn serve_one(socket: tokio::net::TcpStream, router: Router, header_timeout: Duration, stop: CancellationToken, cut: CancellationToken) {
+async fn serve_one(
+    socket: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    router: Router,
+    header_timeout: Duration,
+    stop: CancellationToken,
+    cut: CancellationToken,
+) {
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
-    let connection = builder.serve_connection(TokioIo::new(socket), TowerToHyperService::new(router));
+    // Every request knows its client's address (one address gets only its share of the upload places).
+    let client = crate::api::upload_places::ClientAddr(peer.ip());
+    let service = tower::ServiceExt::map_request(router, move |mut request: axum::http::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(client);
+        request
+    });
+    let connection = builder.serve_connection(TokioIo::new(socket), TowerToHyperService::new(service));
     let mut connection = std::pin::pin!(connection);
     let result = tokio::select! {
         result = connection.as_mut() => result,
