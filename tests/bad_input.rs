@@ -64,6 +64,14 @@ async fn each_bad_input_gets_its_code_and_nothing_is_lost() {
         .text("batch_frames", "5");
     let (s, b) = multipart(&client, &server, form).await;
     assert_error(s, &b, 400, "parameter-not-for-op");
+    // A field given both in the form and in `params` is refused, not settled silently by whichever came last.
+    let form = reqwest::multipart::Form::new()
+        .part("file", reqwest::multipart::Part::bytes(good.clone()).file_name("a.mp4"))
+        .text("scale", "2")
+        .text("params", r#"{"scale": 4}"#);
+    let (s, b) = multipart(&client, &server, form).await;
+    assert_error(s, &b, 400, "invalid-params");
+    assert!(b["error"]["message"].as_str().unwrap().contains("`scale` given twice"), "{b}");
     // bikes.mp4 is 640 wide; the limit here is 600.
     let (s, b) = upload_raw(&client, &server, query, std::fs::read(&big_clip).unwrap()).await;
     assert_error(s, &b, 422, "media-too-large");

@@ -57,17 +57,15 @@ use crate::queue::{Followed, InputKind, QueueError, Submission};
     )
 )]
 pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Response, ApiError> {
-    if upload::declared_too_large(&request, app.config.max_upload_bytes) {
-        // Not drained: draining helps a client see an answer to a body it has nearly sent, not one of
-        // gigabytes still to come (and a client waiting for `100 Continue` sends nothing).
-        return Err(ApiError::UploadTooLarge { limit: app.config.max_upload_bytes });
+    if let Some(declared) = upload::declared_too_large(&request, app.config.max_upload_bytes) {
+        return Err(upload::refuse_declared_too_large(request, declared, app.config.max_upload_bytes).await);
     }
     let _slot = upload::upload_slot(&app, &request)?;
     let ticket = match app.queue.admit(caller.owner()).await {
         Ok(ticket) => ticket,
         Err(refusal) => return Err(upload::refuse_unread(request, refusal.into()).await),
     };
-    let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes };
+    let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes, min_kib_s: app.config.min_upload_rate_kib_s };
     let (upload, job_request) = if upload::is_multipart(&request) {
         let upload = upload::receive_multipart(request, &limits).await?;
         let job_request = fields::job_request(&upload.fields, &app.config)?;

@@ -78,8 +78,6 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
             error::ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().into() }
         })
-        // A body that comes in too slowly is cut (408 upload-too-slow).
-        .layer(middleware::from_fn_with_state(state.clone(), upload_places::enforce_min_rate))
         // A body that goes silent is cut (408 upload-stalled where the handler still answers).
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(state.config.body_idle_timeout_s.max(1))))
         .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))

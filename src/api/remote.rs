@@ -251,8 +251,10 @@ async fn receive_tensor(app: &AppState, request: Request, name: &str, call: &Rem
     let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&file.path).await?);
     out.write_all(&single_tensor_prefix(name, call.dtype, &call.shape, &BTreeMap::new())).await?;
     let mut stream = request.into_body().into_data_stream();
+    let mut rate = super::upload_places::RateCheck::new(app.config.min_upload_rate_kib_s);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| super::upload::body_error(&e))?;
+        rate.add(chunk.len()).map_err(|slow| ApiError::UploadTooSlow(slow.to_string()))?;
         file.bytes += chunk.len() as u64;
         if file.bytes > expected {
             break;

@@ -34,6 +34,8 @@ pub fn query_fields(request: &Request) -> Result<JobFields, ApiError> {
 pub struct UploadLimits<'a> {
     pub dir: &'a Path,
     pub max_bytes: u64,
+    /// `min_upload_rate_kib_s` (0: none).
+    pub min_kib_s: u64,
 }
 
 pub async fn receive_raw(request: Request, fields: JobFields, limits: &UploadLimits<'_>) -> Result<Upload, ApiError> {
@@ -68,6 +70,9 @@ type Parts = (serde_json::Map<String, serde_json::Value>, Option<StagedFile>);
 
 async fn receive_parts(multipart: &mut Multipart, limits: &UploadLimits<'_>) -> Result<Parts, ApiError> {
     let mut fields = serde_json::Map::new();
+    // A field given twice (as a form field and in `params`, or twice in the form) is refused once the
+    // body is read: one of the two would otherwise win without a word.
+    let mut twice: Vec<String> = Vec::new();
     let mut file = None;
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or("").to_string();
@@ -88,14 +93,25 @@ async fn receive_parts(multipart: &mut Multipart, limits: &UploadLimits<'_>) -> 
                         serde_json::Value::String(s) => s,
                         other => other.to_string(),
                     };
-                    fields.insert(key, value.into());
+                    if fields.insert(key.clone(), value.into()).is_some() {
+                        twice.push(key);
+                    }
                 }
             }
             _ => {
                 let text = small_field(field).await?;
-                fields.insert(name, text.into());
+                if fields.insert(name.clone(), text.into()).is_some() {
+                    twice.push(name);
+                }
             }
         }
+    }
+    if !twice.is_empty() {
+        let named: Vec<String> = twice.iter().map(|name| format!("`{name}`")).collect();
+        return Err(ApiError::bad_request(
+            codes::INVALID_PARAMS,
+            format!("{} given twice (as form fields, or as a form field and in `params`); give each once", named.join(", ")),
+        ));
     }
     Ok((fields, file))
 }
@@ -135,9 +151,6 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
     if is_stall(&e) {
         return ApiError::UploadStalled;
     }
-    if let Some(slow) = too_slow(&e) {
-        return ApiError::UploadTooSlow(slow.to_string());
-    }
     ApiError::bad_request(codes::INVALID_MULTIPART, e.body_text())
 }
 
@@ -145,9 +158,6 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 pub fn body_error(e: &(dyn std::error::Error + 'static)) -> ApiError {
     if is_stall(e) {
         return ApiError::UploadStalled;
-    }
-    if let Some(slow) = too_slow(e) {
-        return ApiError::UploadTooSlow(slow.to_string());
     }
     ApiError::bad_request(codes::UPLOAD_INTERRUPTED, format!("the upload broke off: {e}"))
 }
@@ -162,18 +172,6 @@ fn is_stall(e: &(dyn std::error::Error + 'static)) -> bool {
         cause = error.source();
     }
     false
-}
-
-/// The minimum-rate cut (`upload_places::MinRateBody`) somewhere in the error's chain of causes.
-pub fn too_slow<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a super::upload_places::TooSlow> {
-    let mut cause = Some(e);
-    while let Some(error) = cause {
-        if let Some(slow) = error.downcast_ref::<super::upload_places::TooSlow>() {
-            return Some(slow);
-        }
-        cause = error.source();
-    }
-    None
 }
 
 /// One of `max_concurrent_uploads` places (at most `max_uploads_per_client` of them per address), held
@@ -195,8 +193,10 @@ where
     let path = limits.dir.join(format!("{}.part", uuid::Uuid::new_v4()));
     let mut upload = StagedFile::new(path, file_name);
     let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&upload.path).await?);
+    let mut rate = super::upload_places::RateCheck::new(limits.min_kib_s);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| body_error(&e))?;
+        rate.add(chunk.len()).map_err(|slow| ApiError::UploadTooSlow(slow.to_string()))?;
         upload.bytes += chunk.len() as u64;
         if upload.bytes > limits.max_bytes {
             drain(stream).await;
@@ -248,16 +248,27 @@ pub async fn refuse_unread(request: Request, error: ApiError) -> ApiError {
 /// Room a multipart form takes beside its file (boundaries, part headers, the text fields).
 const MULTIPART_FORM_BYTES: u64 = 1 << 20;
 
-/// An upload whose declared `Content-Length` is over the limit (plus a form's own bytes when it is
-/// multipart): refused from the header, before any of the body is read.
-pub fn declared_too_large(request: &Request, max_bytes: u64) -> bool {
+/// The declared `Content-Length` of an upload over the limit (plus a form's own bytes when it is
+/// multipart), to be refused from the header, before any of the body is read.
+pub fn declared_too_large(request: &Request, max_bytes: u64) -> Option<u64> {
     let declared = request
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     let allowed = if is_multipart(request) { max_bytes.saturating_add(MULTIPART_FORM_BYTES) } else { max_bytes };
-    declared.is_some_and(|declared| declared > allowed)
+    declared.filter(|declared| *declared > allowed)
+}
+
+/// Refuses an upload declared too large. A body the client is sending anyway is drained when it is small
+/// enough (else the client sees a reset connection, not the 413); a larger one, or one that waits for
+/// `100 Continue`, gets the answer at once.
+pub async fn refuse_declared_too_large(request: Request, declared: u64, limit: u64) -> ApiError {
+    let error = ApiError::UploadTooLarge { limit };
+    if declared <= DRAIN_LIMIT {
+        return refuse_unread(request, error).await;
+    }
+    error
 }
 
 /// Keeps a readable base name for the download; never a path.

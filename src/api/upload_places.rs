@@ -4,13 +4,9 @@
 //! [`RATE_WINDOW`] is cut (408 `upload-too-slow`): the idle timeout alone cuts only silence.
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use futures_util::Stream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The client's address, put on every request by the connection loop (`server::listen`).
@@ -78,7 +74,7 @@ impl UploadPlaces {
     }
 }
 
-/// The body went on too slowly (`MinRateBody`); found in a body error's chain of causes.
+/// The body went on too slowly (`RateCheck`).
 #[derive(Debug, thiserror::Error)]
 #[error("the upload came in at {got_kib_s:.1} KiB/s, under the box's minimum of {min_kib_s} KiB/s")]
 pub struct TooSlow {
@@ -86,62 +82,32 @@ pub struct TooSlow {
     pub min_kib_s: u64,
 }
 
-/// A body stream that fails with [`TooSlow`] once a whole window carried less than the minimum rate.
-pub struct MinRateBody<S> {
-    inner: S,
+/// The rate a body arrives at, checked by the readers as each chunk comes in: once a whole
+/// [`RATE_WINDOW`] carried less than the minimum, the upload is cut.
+pub struct RateCheck {
     min_kib_s: u64,
     window_start: Instant,
     window_bytes: u64,
 }
 
-impl<S> MinRateBody<S> {
-    pub fn new(inner: S, min_kib_s: u64) -> MinRateBody<S> {
-        MinRateBody { inner, min_kib_s, window_start: Instant::now(), window_bytes: 0 }
+impl RateCheck {
+    /// `min_kib_s` 0: no minimum.
+    pub fn new(min_kib_s: u64) -> RateCheck {
+        RateCheck { min_kib_s, window_start: Instant::now(), window_bytes: 0 }
     }
-}
 
-impl<S, E> Stream for MinRateBody<S>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-    E: Into<axum::BoxError>,
-{
-    type Item = Result<Bytes, axum::BoxError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let polled = Pin::new(&mut self.inner).poll_next(cx);
-        let Poll::Ready(Some(Ok(chunk))) = polled else {
-            return polled.map(|item| item.map(|result| result.map_err(Into::into)));
-        };
-        self.window_bytes += chunk.len() as u64;
+    pub fn add(&mut self, bytes: usize) -> Result<(), TooSlow> {
+        self.window_bytes += bytes as u64;
         let elapsed = self.window_start.elapsed();
-        if self.min_kib_s > 0 && elapsed >= RATE_WINDOW {
-            let got_kib_s = self.window_bytes as f64 / 1024.0 / elapsed.as_secs_f64();
-            if got_kib_s < self.min_kib_s as f64 {
-                return Poll::Ready(Some(Err(Box::new(TooSlow { got_kib_s, min_kib_s: self.min_kib_s }))));
-            }
-            self.window_start = Instant::now();
-            self.window_bytes = 0;
+        if self.min_kib_s == 0 || elapsed < RATE_WINDOW {
+            return Ok(());
         }
-        Poll::Ready(Some(Ok(chunk)))
+        let got_kib_s = self.window_bytes as f64 / 1024.0 / elapsed.as_secs_f64();
+        if got_kib_s < self.min_kib_s as f64 {
+            return Err(TooSlow { got_kib_s, min_kib_s: self.min_kib_s });
+        }
+        self.window_start = Instant::now();
+        self.window_bytes = 0;
+        Ok(())
     }
-}
-
-/// Puts every POST body behind [`MinRateBody`] (`min_upload_rate_kib_s`; 0 turns it off).
-pub async fn enforce_min_rate(
-    axum::extract::State(app): axum::extract::State<super::AppState>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let min_kib_s = app.config.min_upload_rate_kib_s;
-    if min_kib_s == 0 || request.method() != axum::http::Method::POST {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    // An empty body stays as it is: wrapped, it would no longer say it has ended, and the connection
-    // could not be kept for the client's next request.
-    if axum::body::HttpBody::is_end_stream(&body) {
-        return next.run(axum::extract::Request::from_parts(parts, body)).await;
-    }
-    let body = axum::body::Body::from_stream(MinRateBody::new(body.into_data_stream(), min_kib_s));
-    next.run(axum::extract::Request::from_parts(parts, body)).await
 }
