@@ -460,6 +460,7 @@ async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox
             probe_s: None,
             owner: None,
             device_bytes_needed: 3 << 30,
+            answered_by: None,
         })
         .await
         .unwrap();

@@ -417,6 +417,7 @@ mod tests {
             probe_s: None,
             owner: None,
             device_bytes_needed: 0,
+            answered_by: None,
         };
         store.insert(new).await.unwrap();
         let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
