@@ -494,7 +494,9 @@ async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox
     store.set_progress(&a, &Progress { done: 7, total: 9, ..Progress::default() }).await.unwrap();
     store.succeed(&a, &outcome("from_a.mp4")).await.unwrap();
     let job = store.get(id).await.unwrap().unwrap();
-    assert_eq!((job.status, job.progress.is_none()), (JobStatus::Running, true), "{job:?}");
+    // A's progress did not land: the job shows B's, as B's claim set it.
+    let progress = job.progress.as_ref().map(|p| (p.done, p.stage.clone()));
+    assert_eq!((job.status, progress), (JobStatus::Running, Some((0, Some("load".to_string())))), "{job:?}");
     store.succeed(&b, &outcome("from_b.mp4")).await.unwrap();
     let job = store.get(id).await.unwrap().unwrap();
     assert_eq!((job.status, job.output.unwrap().file_name, job.worker.as_deref()), (JobStatus::Succeeded, "from_b.mp4".into(), Some("b")));

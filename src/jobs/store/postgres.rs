@@ -99,7 +99,7 @@ impl JobStore for PgStore {
 
     async fn claim_next(&self, claim: &Claim) -> Result<Option<Job>, StoreError> {
         let row: Option<JobRow> = sqlx::query_as(
-            "UPDATE jobs SET status = 'running', started_at = $1, attempts = attempts + 1, progress = NULL,
+            "UPDATE jobs SET status = 'running', started_at = $1, attempts = attempts + 1, progress = $6,
                              worker = $2, lease_until = now() + $3 * interval '1 millisecond'
              WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND ($4::text[] IS NULL OR model = ANY($4))
                            AND ($5::bigint IS NULL OR COALESCE(device_bytes_needed, 0) <= $5)
@@ -111,6 +111,8 @@ impl JobStore for PgStore {
         .bind(millis(claim.lease))
         .bind(&claim.models)
         .bind(claim.device_memory_bytes.map(clamp_i64))
+        // Running from the claim on, and saying so: never a running job without a stage.
+        .bind(to_json(&Progress::starting(0)))
         .fetch_optional(&self.pool)
         .await?;
         row.map(JobRow::into_job).transpose()

@@ -100,7 +100,7 @@ impl JobStore for SqliteStore {
         // the same, and again at every poll.
         let mut tx = self.pool.begin().await?;
         let claimed = sqlx::query(
-            "UPDATE jobs SET status = 'running', started_at = ?1, attempts = attempts + 1, progress = NULL,
+            "UPDATE jobs SET status = 'running', started_at = ?1, attempts = attempts + 1, progress = ?6,
                              worker = ?2, lease_until = ?3
              WHERE id = (SELECT id FROM jobs WHERE status = 'queued'
                            AND (?4 IS NULL OR model IN (SELECT value FROM json_each(?4)))
@@ -114,6 +114,8 @@ impl JobStore for SqliteStore {
         .bind(rfc3339_in(claim.lease, true))
         .bind(claim.models.as_ref().map(to_json))
         .bind(claim.device_memory_bytes.map(clamp_i64))
+        // Running from the claim on, and saying so: never a running job without a stage.
+        .bind(to_json(&Progress::starting(0)))
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
