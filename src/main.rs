@@ -446,8 +446,10 @@ fn check_output_extension(output: &Path, op: Op, format: Option<OutputFormat>) -
     };
     let actual = output.extension().and_then(|e| e.to_str()).unwrap_or("");
     if !actual.eq_ignore_ascii_case(expected) {
-        let what = format.map(|f| format!("output format {}", f.as_str())).unwrap_or_else(|| "a latent".into());
-        let what = if op == Op::VaeEncode { "a latent".to_string() } else { what };
+        let what = match (op, format) {
+            (Op::VaeEncode, _) => "a latent".to_string(),
+            (_, format) => format!("output format {}", format.unwrap_or(OutputFormat::H264).as_str()),
+        };
         bail!("{} does not end in .{expected}, the extension of {what}; name the output with it (or pick another --output-format)", output.display());
     }
     Ok(())

@@ -66,6 +66,10 @@ pub(super) fn parse_id(id: String) -> Result<Uuid, StoreError> {
     Uuid::parse_str(&id).map_err(|e| StoreError::Corrupt { reason: e.to_string(), id })
 }
 
+pub(super) fn parse_ids(ids: Vec<String>) -> Result<Vec<Uuid>, StoreError> {
+    ids.into_iter().map(parse_id).collect()
+}
+
 impl JobRow {
     pub(super) fn into_job(self) -> Result<Job, StoreError> {
         let id = self.id;

@@ -8,7 +8,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
-use super::row::{clamp_i64, parse_id, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
+use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
 use super::*;
 
 pub struct SqliteStore {
@@ -262,7 +262,7 @@ impl JobStore for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        ids.into_iter().map(parse_id).collect()
+        parse_ids(ids)
     }
 
     async fn requeue_interrupted(&self, worker: &str, max_attempts: i64) -> Result<Expired, StoreError> {
@@ -291,8 +291,7 @@ impl JobStore for SqliteStore {
         .bind(worker)
         .fetch_all(&self.pool)
         .await?;
-        let ids = |ids: Vec<String>| ids.into_iter().map(parse_id).collect::<Result<Vec<_>, _>>();
-        Ok(Expired { requeued: ids(requeued)?, failed: ids(failed)? })
+        Ok(Expired { requeued: parse_ids(requeued)?, failed: parse_ids(failed)? })
     }
 
     async fn fail_unanswered_calls(&self, answered_by: &str) -> Result<Vec<Uuid>, StoreError> {
@@ -308,7 +307,7 @@ impl JobStore for SqliteStore {
         .bind(answered_by)
         .fetch_all(&self.pool)
         .await?;
-        ids.into_iter().map(parse_id).collect()
+        parse_ids(ids)
     }
 
     async fn give_back(&self, lease: &Lease) -> Result<(), StoreError> {
