@@ -47,6 +47,9 @@ codes! {
     FOREIGN_ORIGIN = "foreign-origin";
     /// The request's `Host` is a name this box does not have (DNS rebinding); `allowed_hosts` adds names.
     UNKNOWN_HOST = "unknown-host";
+    /// A request with two `Host` or two `Origin` headers: which one a proxy and this box would each read is
+    /// anyone's guess, so neither is trusted.
+    DUPLICATE_HEADER = "duplicate-header";
 
     // What the job asks for.
     /// `op` is not one of the ops.

@@ -118,3 +118,36 @@ async fn a_job_that_fills_the_disk_fails_with_disk_full_once_and_delete_frees_it
     assert_eq!(job["status"], "succeeded", "{job}");
     assert!(!fetch(&client, &server, &job).await.is_empty());
 }
+
+/// A start with less free space than the reserve needs goes on, but says so in the log and in `/healthz`;
+/// a start on a full disk stops with a message that says the disk is full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_short_of_room_reports_the_missing_reserve_and_a_full_disk_says_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_tmpfs) = Tmpfs::mount(&dir.path().join("data"), 24) else {
+        eprintln!("SKIPPED: mounting a tmpfs needs root");
+        return;
+    };
+    // Leave about 10 MiB: the 16 MiB reserve takes a slice only with twice its 8 MiB free.
+    let filler = dir.path().join("data/filler");
+    std::fs::write(&filler, vec![1u8; 14 << 20]).unwrap();
+    let log = dir.path().join("server.log");
+    let server = Server::start_logged(dir.path(), &[("VAEBOX_MIN_FREE_DISK_MIB", "0"), ("VAEBOX_DISK_RESERVE_MIB", "16")], &log);
+    let (_, health) = get_json(&client(), &server.url("/healthz")).await;
+    assert_eq!(health["disk_reserve_held"], false, "{health}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("the disk reserve is not in place"), "the missing reserve is not logged:\n{logged}");
+    drop(server);
+
+    // Full to the last block: the start-up error says so instead of asking for write access.
+    fill(&dir.path().join("data/filler-2"));
+    let refused = Command::new(env!("CARGO_BIN_EXE_vaebox"))
+        .arg("serve")
+        .env("VAEBOX_LISTEN", "127.0.0.1:0")
+        .env("VAEBOX_DATA_DIR", dir.path().join("data/second"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "started on a full disk:\n{stderr}");
+    assert!(stderr.contains("is full") && !stderr.contains("write access"), "{stderr}");
+}

@@ -369,6 +369,16 @@ async fn requests_for_names_the_box_does_not_have_are_refused() {
     for accepted in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("VAE.example.lan:{port}")] {
         assert_eq!(get(accepted.clone(), "/v1/jobs").await.0, 200, "{accepted}");
     }
+    // Two Host headers (a proxy may check one, the box read the other), or two Origin headers: refused.
+    let address = address(&server);
+    for (twice, method) in [(format!("Host: evil.example\r\nHost: {address}"), "GET"), (format!("Host: {address}\r\nOrigin: http://{address}\r\nOrigin: http://evil.example"), "DELETE")] {
+        let mut socket = TcpStream::connect(&address).await.unwrap();
+        let head = format!("{method} /v1/jobs/00000000-0000-0000-0000-000000000000 HTTP/1.1\r\n{twice}\r\nConnection: close\r\n\r\n");
+        socket.write_all(head.as_bytes()).await.unwrap();
+        let answer = read_until_closed(&mut socket, Duration::from_secs(10)).await.expect("the answer ends the connection");
+        assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("\"duplicate-header\""), "{twice}:\n{answer}");
+        assert!(answer.to_ascii_lowercase().contains("x-content-type-options: nosniff"), "{answer}");
+    }
     // A name with a port or a scheme in the list stops start-up, naming the key.
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
         .arg("serve")

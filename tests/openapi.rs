@@ -138,3 +138,11 @@ fn the_conformance_check_catches_a_wrong_answer() {
     // An unknown path's 404 is held to the error schema.
     conformance::check("GET", "http://127.0.0.1:1/v2/nothing", 404, &json!({ "error": { "code": "not-found", "message": "no route" } }));
 }
+
+/// The README's error table names every code the box answers with (`invalid-tile` was once missing).
+#[test]
+fn the_readme_lists_every_error_code() {
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let missing: Vec<&str> = vaebox::error_codes::ALL.iter().copied().filter(|code| !readme.contains(&format!("\n| `{code}` |"))).collect();
+    assert!(missing.is_empty(), "README's error table misses {missing:?}");
+}

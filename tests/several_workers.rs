@@ -445,27 +445,25 @@ async fn a_running_job_cancelled_through_the_api_stops_on_its_worker_within_seco
 /// worker claimed can no longer write progress or a result for it.
 async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox::jobs::JobStore>) {
     use vaebox::jobs::*;
+    let new_job = |id| NewJob {
+        id,
+        op: Op::Upscale,
+        model: "realesrgan-animevideov3".into(),
+        priority: 0,
+        params: JobParams::new(vaebox::device::DtypeChoice::Auto),
+        input_name: "clip.mp4".into(),
+        input_path: "/nowhere/clip.mp4".into(),
+        input_bytes: 1,
+        input_media: None,
+        probe_s: None,
+        owner: None,
+        device_bytes_needed: 3 << 30,
+        answered_by: None,
+    };
     let id = uuid::Uuid::new_v4();
-    store
-        .insert(NewJob {
-            id,
-            op: Op::Upscale,
-            model: "realesrgan-animevideov3".into(),
-            priority: 0,
-            params: JobParams::new(vaebox::device::DtypeChoice::Auto),
-            input_name: "clip.mp4".into(),
-            input_path: "/nowhere/clip.mp4".into(),
-            input_bytes: 1,
-            input_media: None,
-            probe_s: None,
-            owner: None,
-            device_bytes_needed: 3 << 30,
-            answered_by: None,
-        })
-        .await
-        .unwrap();
+    store.insert(new_job(id)).await.unwrap();
     let claim = |worker: &str, lease_ms| Claim { worker: worker.into(), lease: Duration::from_millis(lease_ms), models: None, device_memory_bytes: None };
-    let (a, b) = (Lease { id, worker: "a".into() }, Lease { id, worker: "b".into() });
+    let (a, b) = (Lease { id, worker: "a".into(), attempt: 1 }, Lease { id, worker: "b".into(), attempt: 2 });
     // Another worker's models: not this job's.
     let elsewhere = Claim { models: Some(vec!["wan21".into()]), ..claim("b", 60_000) };
     assert!(store.claim_next(&elsewhere).await.unwrap().is_none());
@@ -500,6 +498,19 @@ async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox
     store.succeed(&b, &outcome("from_b.mp4")).await.unwrap();
     let job = store.get(id).await.unwrap().unwrap();
     assert_eq!((job.status, job.output.unwrap().file_name, job.worker.as_deref()), (JobStatus::Succeeded, "from_b.mp4".into(), Some("b")));
+
+    // A success that arrives after the lease ran out, while nobody has claimed the job again (the store was
+    // away while the worker finished): recorded, not thrown away to run the job from scratch.
+    let late = uuid::Uuid::new_v4();
+    store.insert(NewJob { id: late, device_bytes_needed: 0, ..new_job(late) }).await.unwrap();
+    let claimed = store.claim_next(&claim("a", 50)).await.unwrap().unwrap();
+    assert_eq!(claimed.id, late);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(store.expire_leases(3).await.unwrap(), Expired { requeued: vec![late], failed: vec![] });
+    store.succeed(&Lease { id: late, worker: "a".into(), attempt: claimed.attempts }, &outcome("late.mp4")).await.unwrap();
+    let job = store.get(late).await.unwrap().unwrap();
+    assert_eq!((job.status, job.output.unwrap().file_name, job.worker.as_deref()), (JobStatus::Succeeded, "late.mp4".into(), Some("a")), "the late success was dropped");
+    assert!(store.claim_next(&claim("b", 60_000)).await.unwrap().is_none(), "a recorded job is claimed again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,6 +69,8 @@ pub enum ApiError {
     ForeignOrigin { origin: String },
     #[error("this box does not answer to the name `{host}`: use its IP address, localhost or its host name, or add the name to allowed_hosts")]
     UnknownHost { host: String },
+    #[error("the request has more than one `{name}` header; send it once")]
+    DuplicateHeader { name: String },
     /// A job's life: submission, lookup, cancel, delete, result.
     #[error(transparent)]
     Queue(#[from] QueueError),
@@ -95,6 +97,7 @@ impl ApiError {
             ApiError::UploadTooSlow(_) => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_TOO_SLOW),
             ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
             ApiError::UnknownHost { .. } => (StatusCode::FORBIDDEN, codes::UNKNOWN_HOST),
+            ApiError::DuplicateHeader { .. } => (StatusCode::BAD_REQUEST, codes::DUPLICATE_HEADER),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED),
             ApiError::Queue(e) => (queue_status(e), e.code()),
             ApiError::Store(e) if e.is_outage() => (StatusCode::SERVICE_UNAVAILABLE, codes::STORE_UNAVAILABLE),

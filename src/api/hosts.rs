@@ -50,8 +50,13 @@ impl Hosts {
 }
 
 /// Every request, pages included (a rebinding page would read results and lists, not only post).
-/// Requests without `Host` (HTTP/1.0 tools) pass: browsers always send it.
+/// Requests without `Host` (HTTP/1.0 tools) pass: browsers always send it. Two `Host` or two `Origin`
+/// headers are refused for every method: a proxy in front may read the other one.
 pub async fn refuse_unknown_hosts(State(hosts): State<Hosts>, request: Request, next: Next) -> Response {
+    if let Some(name) = [header::HOST, header::ORIGIN].into_iter().find(|name| request.headers().get_all(name).iter().nth(1).is_some()) {
+        tracing::info!(header = name.as_str(), path = request.uri().path(), "refused a request with a header given twice");
+        return ApiError::DuplicateHeader { name: name.as_str().to_string() }.into_response();
+    }
     let host = request.headers().get(header::HOST).map(|value| value.to_str().unwrap_or("(not text)").to_string());
     match host {
         Some(host) if !hosts.allows(&host) => {

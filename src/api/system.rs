@@ -30,6 +30,9 @@ pub struct Health {
     data_dir_bytes: u64,
     /// Bytes free on the data dir's disk; uploads are refused below `min_free_disk_mib`.
     disk_free_bytes: Option<u64>,
+    /// Whether the `disk_reserve_mib` reserve is in place; false while the disk has too little room to take it
+    /// (then a full disk may stop the box from recording a job's end: free some space).
+    disk_reserve_held: bool,
     /// Each `output_format` and whether this box's ffmpeg can write it (one that cannot is refused at submission).
     output_formats: std::collections::BTreeMap<crate::media::OutputFormat, bool>,
     /// The format of jobs that name none.
@@ -65,6 +68,7 @@ pub async fn healthz(State(app): State<AppState>) -> Result<Json<Health>, ApiErr
         running_job: running.first().map(|job| job.id),
         data_dir_bytes: app.data_dir_bytes.get(data_dir).await,
         disk_free_bytes: crate::jobs::disk::free_bytes(&app.config.data_dir),
+        disk_reserve_held: app.queue.disk_reserve_held(),
         output_formats: crate::media::available_formats(&app.config.media_tools()).clone(),
         default_output_format: app.config.output_format,
         workers: app.queue.store().workers(app.config.lease() * 3).await?,

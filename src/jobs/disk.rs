@@ -50,6 +50,8 @@ pub fn says_full(text: &str) -> bool {
 pub struct DiskReserve {
     slices: Vec<PathBuf>,
     slice_bytes: u64,
+    /// Set while a slice is missing for lack of room, so that is logged once, not at every poll.
+    short_of_room: std::sync::atomic::AtomicBool,
 }
 
 impl DiskReserve {
@@ -58,7 +60,7 @@ impl DiskReserve {
 
     pub fn new(data_dir: &Path, bytes: u64) -> DiskReserve {
         let slices = (1..=Self::SLICES).map(|i| data_dir.join(format!("{}-{i}", Self::FILE_PREFIX))).collect();
-        DiskReserve { slices, slice_bytes: bytes / Self::SLICES as u64 }
+        DiskReserve { slices, slice_bytes: bytes / Self::SLICES as u64, short_of_room: Default::default() }
     }
 
     /// Takes the slices that are missing while the disk has room for each twice over (the reserve
@@ -66,9 +68,20 @@ impl DiskReserve {
     pub fn ensure(&self) {
         for path in self.slices.iter().filter(|path| self.slice_bytes > 0 && !self.holds(path)) {
             let dir = path.parent().unwrap_or(Path::new("."));
-            if free_bytes(dir).is_none_or(|free| free < self.slice_bytes.saturating_mul(2)) {
+            let free = free_bytes(dir);
+            if free.is_none_or(|free| free < self.slice_bytes.saturating_mul(2)) {
+                if !self.short_of_room.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        free_mib = free.map(|free| free >> 20),
+                        reserve_mib = (self.slice_bytes * Self::SLICES as u64) >> 20,
+                        "the disk reserve is not in place: too little free space to take it; a full disk may then stop the box \
+                         from recording what happened (free some space; it is taken once there is room)"
+                    );
+                }
                 return;
             }
+            self.short_of_room.store(false, std::sync::atomic::Ordering::Relaxed);
             match allocate(path, self.slice_bytes) {
                 Ok(()) => tracing::info!(path = %path.display(), mib = self.slice_bytes >> 20, "disk reserve in place"),
                 Err(error) => {
@@ -100,9 +113,9 @@ impl DiskReserve {
         (is_full(error) || nearly_full) && self.release()
     }
 
-    /// True when every slice is in place.
+    /// True when every slice is in place (or no reserve is configured).
     pub fn is_held(&self) -> bool {
-        self.slices.iter().all(|path| self.holds(path))
+        self.slice_bytes == 0 || self.slices.iter().all(|path| self.holds(path))
     }
 
     fn holds(&self, path: &Path) -> bool {

@@ -10,6 +10,8 @@ use super::store::{DatabaseTarget, JobStore, ListFilter};
 pub enum PreflightError {
     #[error("{path} cannot be written ({source}); give the server's user write access to it, or point `{key}` elsewhere")]
     NotWritable { path: PathBuf, key: &'static str, source: std::io::Error },
+    #[error("the disk holding {path} is full ({source}); free some space on it, or point `{key}` at another disk")]
+    DiskFull { path: PathBuf, key: &'static str, source: std::io::Error },
     #[error(
         "the database {database} knows no jobs, but {folders} job folders exist in {jobs_dir}: the job history is gone \
          (an emptied or replaced database file?). Restore the database from a backup, or move {jobs_dir} aside to start afresh"
@@ -33,7 +35,10 @@ pub fn check_default_output_format(config: &crate::config::Config) -> Result<(),
 
 /// Writes and removes a probe file in `dir` (created if missing).
 pub fn check_writable(dir: &Path, key: &'static str) -> Result<(), PreflightError> {
-    let fail = |source| PreflightError::NotWritable { path: dir.to_path_buf(), key, source };
+    let fail = |source: std::io::Error| match super::disk::is_full(&source) {
+        true => PreflightError::DiskFull { path: dir.to_path_buf(), key, source },
+        false => PreflightError::NotWritable { path: dir.to_path_buf(), key, source },
+    };
     std::fs::create_dir_all(dir).map_err(fail)?;
     let probe = dir.join(".vaebox-write-check");
     std::fs::write(&probe, b"ok").map_err(fail)?;

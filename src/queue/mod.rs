@@ -76,6 +76,12 @@ impl Queue {
     }
 
     /// The store, for what reads it beyond one job's life (health, metrics).
+    /// Whether the disk reserve is in place (`/healthz` says so: without it a full disk can stop the box
+    /// recording what happened).
+    pub fn disk_reserve_held(&self) -> bool {
+        self.reserve.is_held()
+    }
+
     pub fn store(&self) -> &dyn JobStore {
         self.store.as_ref()
     }

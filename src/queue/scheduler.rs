@@ -222,7 +222,7 @@ impl Scheduler {
         tracing::info!(%id, op = job.op.as_str(), model = %job.model, "job started");
         let cancel = self.cancels.register(id);
         let (progress_tx, progress_rx) = watch::channel(Progress::default());
-        let lease = Lease { id, worker: self.worker.name.clone() };
+        let lease = Lease { id, worker: self.worker.name.clone(), attempt: job.attempts };
         // Renewed until the outcome is written (every return below ends it).
         let _heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string())));
         let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx));

@@ -101,10 +101,15 @@ pub struct Claim {
 
 /// A running job as its worker holds it. Progress and the outcome are written only while the worker
 /// still holds it, so a worker that lost its lease (paused, cut off) cannot record a second result.
+/// One exception: a success whose lease ran out while the store was away is still recorded if nobody has
+/// claimed the job since (it is queued, with the attempt count of this claim), so a finished result is
+/// not thrown away to run the job again.
 #[derive(Debug, Clone)]
 pub struct Lease {
     pub id: Uuid,
     pub worker: String,
+    /// The job's `attempts` as this claim left it; any later claim counts one more.
+    pub attempt: i64,
 }
 
 /// What a heartbeat learns.

@@ -148,8 +148,8 @@ impl JobStore for PgStore {
         sqlx::query(
             "UPDATE jobs SET status = 'succeeded', finished_at = $1, output_name = $2, output_path = $3, output_bytes = $4,
                              output_media = $5, timings = $6, plan = $7, metrics = $8, error_code = NULL,
-                             error_message = NULL, lease_until = NULL
-             WHERE id = $9 AND worker = $10 AND status = 'running'",
+                             error_message = NULL, lease_until = NULL, started_at = COALESCE(started_at, $1), worker = $10
+             WHERE id = $9 AND ((worker = $10 AND status = 'running') OR (status = 'queued' AND worker IS NULL AND attempts = $11))",
         )
         .bind(now_rfc3339())
         .bind(&outcome.output_name)
@@ -161,6 +161,7 @@ impl JobStore for PgStore {
         .bind(outcome.metrics.as_ref().map(to_json))
         .bind(lease.id.to_string())
         .bind(&lease.worker)
+        .bind(lease.attempt)
         .execute(&self.pool)
         .await?;
         Ok(())

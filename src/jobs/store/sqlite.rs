@@ -152,10 +152,10 @@ impl JobStore for SqliteStore {
 
     async fn succeed(&self, lease: &Lease, outcome: &JobOutcome) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE jobs SET status = 'succeeded', finished_at = ?, output_name = ?, output_path = ?, output_bytes = ?,
-                             output_media = ?, timings = ?, plan = ?, metrics = ?, error_code = NULL, error_message = NULL,
-                             lease_until = NULL
-             WHERE id = ? AND worker = ? AND status = 'running'",
+            "UPDATE jobs SET status = 'succeeded', finished_at = ?1, output_name = ?2, output_path = ?3, output_bytes = ?4,
+                             output_media = ?5, timings = ?6, plan = ?7, metrics = ?8, error_code = NULL, error_message = NULL,
+                             lease_until = NULL, started_at = COALESCE(started_at, ?1), worker = ?10
+             WHERE id = ?9 AND ((worker = ?10 AND status = 'running') OR (status = 'queued' AND worker IS NULL AND attempts = ?11))",
         )
         .bind(now_rfc3339())
         .bind(&outcome.output_name)
@@ -167,6 +167,7 @@ impl JobStore for SqliteStore {
         .bind(outcome.metrics.as_ref().map(to_json))
         .bind(lease.id.to_string())
         .bind(&lease.worker)
+        .bind(lease.attempt)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -433,7 +434,7 @@ mod tests {
             plan: Some(plan),
             metrics: Some(QualityMetrics { psnr_db: None, ssim: Some(0.5), frames_compared: 2 }),
         };
-        store.succeed(&Lease { id, worker: "here".into() }, &outcome).await.unwrap();
+        store.succeed(&Lease { id, worker: "here".into(), attempt: claimed.attempts }, &outcome).await.unwrap();
         id
     }
 
