@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
-use vaebox::models::registry::Family;
+use vaebox::models::family::Family;
 use vaebox::models::vae::VideoVae;
-use vaebox::models::wan::{RowSplit, WanLoadOptions, WanTuning, WanVae, WanVideoVae};
+use vaebox::models::nn::causal_cache::RowSplit;
+use vaebox::models::wan::{WanLoadOptions, WanTuning, WanVae, WanVideoVae};
 use vaebox::bench::tiling::synthetic_video;
 
 const WEIGHTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original/weights.safetensors");

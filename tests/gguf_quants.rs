@@ -7,8 +7,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use tch::{Device, Kind, Tensor};
-use vaebox::models::tensor_file::{LoadAs, TensorFile};
-use vaebox::models::{checkpoint, ModelError};
+use vaebox::models::formats::tensor_file::{LoadAs, TensorFile};
+use vaebox::models::{formats::checkpoint, ModelError};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -97,3 +97,62 @@ fn a_climb_is_caught() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(layer_of("queue") < layer_of("executor"));
 }
+
+/// Inside `models`, top to bottom: the restore pipeline (SeedVR2's around its DiT, on any loaded VAE), the
+/// catalogue (`vae` loads any VAE the `registry` lists, whose entries say which `op`s they do), the families
+/// (which never use one another), the traits the families implement, the shared layers, the file formats.
+/// Items of `models` itself (`ModelError`) are below all of them.
+const MODEL_FLOORS: &[&[&str]] = &[
+    &["restore"],
+    &["vae"],
+    &["registry"],
+    &["op"],
+    &["wan", "seedvr2", "seedvr2_dit", "realesrgan"],
+    &["family"],
+    &["nn"],
+    &["formats"],
+];
+
+/// The `models` submodules a file names as `crate::models::name` or, at a submodule's root, `super::name`.
+fn model_uses_in(file: &Path, at_root: bool) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut used = BTreeSet::new();
+    for line in text.lines().map(str::trim_start).filter(|line| !line.starts_with("//")) {
+        let code = line.split("//").next().unwrap_or("");
+        let prefixes: &[&str] = if at_root { &["crate::models::", "super::"] } else { &["crate::models::"] };
+        for prefix in prefixes {
+            for (at, _) in code.match_indices(prefix) {
+                let name: String = code[at + prefix.len()..].chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_').collect();
+                if !name.is_empty() && MODEL_FLOORS.iter().any(|floor| floor.contains(&name.as_str())) {
+                    used.insert(name);
+                }
+            }
+        }
+    }
+    used
+}
+
+#[test]
+fn model_families_stand_on_shared_layers_and_never_on_each_other() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/models");
+    let floor_of = |name: &str| MODEL_FLOORS.iter().position(|floor| floor.contains(&name)).unwrap();
+    let mut wrong = Vec::new();
+    for (floor, names) in MODEL_FLOORS.iter().enumerate() {
+        for name in *names {
+            let mut files = Vec::new();
+            rust_files(&models.join(format!("{name}.rs")), &mut files);
+            rust_files(&models.join(name), &mut files);
+            assert!(!files.is_empty(), "no files for models::{name}");
+            for file in files {
+                // `super::` at a folder's root (or in a file directly under models/) means models itself.
+                let at_root = file.parent() == Some(models.as_path());
+                for used in model_uses_in(&file, at_root) {
+                    if used != *name && floor_of(&used) <= floor {
+                        wrong.push(format!("{} (models::{name}) uses models::{used}", file.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "model modules that climb or use a sibling:\n{}", wrong.join("\n"));
+}

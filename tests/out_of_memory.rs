@@ -331,7 +331,7 @@ fn max_abs_difference(a: &[u8], b: &[u8]) -> f32 {
 fn first_replan_budget_mib() -> u64 {
     use vaebox::tiling::memory::{MemoryModel, TiledOp};
     use vaebox::tiling::planner::PlanRequest;
-    let memory = MemoryModel::lookup(tch::Device::Cpu, vaebox::models::registry::Family::Wan21, tch::Kind::Float, 12).unwrap();
+    let memory = MemoryModel::lookup(tch::Device::Cpu, vaebox::models::family::Family::Wan21, tch::Kind::Float, 12).unwrap();
     let request = PlanRequest {
         op: TiledOp::Decode,
         latent_frames: 5,

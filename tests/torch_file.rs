@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use tch::{Kind, Tensor};
-use vaebox::models::torch_file::{read_tensor, read_tensors};
+use vaebox::models::formats::torch_file::{read_tensor, read_tensors};
 use vaebox::models::ModelError;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use common::tensors::{max_abs_diff, read_tensor_map};
 use vaebox::models::wan::{WanLoadOptions, WanVae};
-use vaebox::models::winograd;
+use vaebox::models::nn::winograd;
 
 const REFERENCE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original");
 /// The reference README's guidance for an independent fp32 implementation.

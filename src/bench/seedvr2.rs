@@ -73,7 +73,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         // Only f32 has a Winograd path; the switch is read at load (kernels) and at every call.
         let settings: Vec<Option<bool>> = if kind == Kind::Float && !device.is_cuda() { winograd.iter().copied().map(Some).collect() } else { vec![None] };
         for setting in settings {
-            crate::models::winograd::set_enabled(setting.unwrap_or(false));
+            crate::models::nn::winograd::set_enabled(setting.unwrap_or(false));
             let shown = setting.map_or("—".to_string(), |on| on.to_string());
             for (op, times, peak) in timed_ops(args, &keys, &video, kind, device)? {
                 let best = times.iter().copied().fold(f64::INFINITY, f64::min);
@@ -82,7 +82,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
             }
         }
     }
-    crate::models::winograd::set_enabled(true);
+    crate::models::nn::winograd::set_enabled(true);
     Ok(())
 }
 

@@ -277,7 +277,7 @@ fn bench_dtype(setup: &Setup, dtype: Dtype, tf32: Option<bool>) -> anyhow::Resul
         Dtype::F32 if !device.is_cuda() => setup.winograd.iter().copied().map(Some).collect(),
         _ => vec![None],
     };
-    let set = |setting: Option<bool>| crate::models::winograd::set_enabled(setting.unwrap_or(false));
+    let set = |setting: Option<bool>| crate::models::nn::winograd::set_enabled(setting.unwrap_or(false));
     for &op in &setup.ops {
         let input = named(inputs, op.tensor_names().0, &paths.input)?.to_device(device).to_kind(dtype.kind());
         let flops = diffusers.request(&format!("warmup {}", op.name()))?["flops"].as_f64().context("warmup reply has no flops")?;
@@ -310,7 +310,7 @@ fn bench_dtype(setup: &Setup, dtype: Dtype, tf32: Option<bool>) -> anyhow::Resul
             rows.push(Row { dtype, op, winograd: *setting, tf32, peak_device_bytes, diffusers: Timings(theirs.0.clone()), ours: timings, flops, max_abs_diff: f64::NAN });
         }
     }
-    crate::models::winograd::set_enabled(true);
+    crate::models::nn::winograd::set_enabled(true);
     let reference_path = paths.reference_outputs(args, dtype);
     diffusers.request(&format!("save {}", reference_path.display()))?;
     let _ = diffusers.request("quit");

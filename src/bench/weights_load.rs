@@ -11,7 +11,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::device::{self, DeviceChoice, HostAllocator};
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
-use crate::models::vae::HeldBytes;
+use crate::models::nn::weights::HeldBytes;
 use crate::models::seedvr2_dit::{DitLoadOptions, SeedVr2Dit};
 use crate::models::wan::{WanLoadOptions, WanVae};
 
@@ -61,7 +61,7 @@ pub fn run(args: &LoadWeightsArgs) -> anyhow::Result<()> {
     let kind = device::DtypeChoice::parse(&args.dtype).context("--dtype: f32, bf16 or f16")?.resolve(Device::Cpu);
     let allocator = HostAllocator::parse(&args.allocator).context("--allocator: bounded or fast")?;
     device::init(DeviceChoice::Cpu, 1, allocator);
-    crate::models::winograd::set_enabled(args.cpu_winograd);
+    crate::models::nn::winograd::set_enabled(args.cpu_winograd);
     let file_bytes = std::fs::metadata(&args.weights).with_context(|| format!("{}", args.weights.display()))?.len();
     // The runtime's own start-up (kernels, thread pools) belongs to the base, not to the load.
     let warm = Tensor::ones([64, 64], (Kind::Float, Device::Cpu)).matmul(&Tensor::ones([64, 64], (Kind::Float, Device::Cpu)));

@@ -175,7 +175,7 @@ mod tests {
                 let options = (Kind::Float, Device::Cpu);
                 let x = Tensor::ones([1, 16, 2, side, side], options);
                 let weight = Tensor::ones([16, 16, 3, 3, 3], options) * 0.01;
-                Ok(crate::models::conv3d::conv3d(&x, &weight, &Tensor::zeros([16], options), [1, 1, 1], [1, 1, 1])?)
+                Ok(crate::models::nn::conv3d::conv3d(&x, &weight, &Tensor::zeros([16], options), [1, 1, 1], [1, 1, 1])?)
             };
             let _ = conv(8).unwrap();
             let status = std::fs::read_to_string("/proc/self/status").unwrap();

@@ -8,7 +8,7 @@ use super::ExecError;
 use crate::media::latent::LatentError;
 use crate::media::safetensors::{Dtype, TensorFileWriter};
 use crate::media::{RgbFrames, SampleDepth};
-use crate::models::{host_buffer, ModelError};
+use crate::models::{nn::host_buffer, ModelError};
 
 pub fn to_tensor(chunk: &RgbFrames, device: Device) -> Tensor {
     let (n, h, w) = (chunk.count as i64, chunk.height as i64, chunk.width as i64);

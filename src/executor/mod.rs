@@ -138,7 +138,7 @@ impl ExecutorHandle {
             .name("vaebox-executor".into())
             .spawn(move || {
                 let device = crate::device::init(config.device, config.threads, config.cpu_allocator);
-                crate::models::winograd::set_enabled(config.cpu_winograd);
+                crate::models::nn::winograd::set_enabled(config.cpu_winograd);
                 if crate::device::cuda::set_tf32(config.tf32) {
                     tracing::info!(tf32 = config.tf32, "CUDA TF32 switch applied");
                 }

@@ -4,9 +4,11 @@ use std::rc::Rc;
 use tch::{Device, Kind};
 
 use crate::models::realesrgan::{LoadOptions, RealEsrgan};
-use crate::models::registry::{Family, ModelEntry};
+use crate::models::family::Family;
+use crate::models::registry::ModelEntry;
 use crate::models::restore::restorer::{Restorer, RestorerFiles, RestorerOptions};
-use crate::models::vae::{self, VideoVae};
+use crate::models::family::vae::LoadOptions as VaeLoadOptions;
+use crate::models::vae::VideoVae;
 use crate::models::ModelError;
 
 /// One model resident at a time keeps device memory for the frames; a box serves one job at a time.
@@ -59,7 +61,7 @@ impl LoadedModels {
         }
         Self::check(entry, entry.family.is_vae(), "VAE ops")?;
         self.resident = None;
-        let model = Rc::new(VideoVae::load(entry, &vae::LoadOptions { device, kind })?);
+        let model = Rc::new(VideoVae::load(entry, &VaeLoadOptions { device, kind })?);
         settle(&model, &entry.name)?;
         self.resident = Some((entry.name.clone(), kind, Resident::Vae(model.clone())));
         Ok((model, true))
@@ -101,7 +103,7 @@ impl LoadedModels {
 fn settle(vae: &VideoVae, name: &str) -> Result<(), ModelError> {
     let held = vae.held_bytes();
     if held.derived > 0 {
-        crate::models::winograd::reserve_workspace()?;
+        crate::models::nn::winograd::reserve_workspace()?;
     }
     tracing::info!(model = %name, weight_mib = held.weights >> 20, winograd_kernel_mib = held.derived >> 20, "VAE loaded");
     Ok(())

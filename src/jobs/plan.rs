@@ -6,7 +6,7 @@ use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema};
 use utoipa::openapi::{Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::models::causal_cache::RowSplit;
+use crate::models::nn::causal_cache::RowSplit;
 use crate::models::restore::colorfix::ColorFix;
 use crate::tiling::dit_memory::BatchMemory;
 use crate::tiling::grid::SpatialTiles;

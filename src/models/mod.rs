@@ -1,26 +1,19 @@
 //! Model code: tch modules built from checkpoint files, one file per family.
 //! Everything here runs on the executor thread; nothing here is async.
-pub mod causal_cache;
-pub mod checkpoint;
-pub mod conv3d;
-pub mod gguf;
-pub mod gguf_quants;
-pub mod host_buffer;
-pub mod layout;
-pub mod ncnn;
-pub mod op;
+// Floors, each using only those below it: the catalogue (registry, op, vae) names the families; a
+// family (wan, seedvr2, seedvr2_dit, realesrgan; restore is the pipeline around the DiT) builds on the
+// shared layers in `nn` and reads its files through `formats`, and never imports another family.
+pub mod family;
+pub mod formats;
+pub mod nn;
 pub mod realesrgan;
-pub mod registry;
 pub mod restore;
 pub mod seedvr2;
 pub mod seedvr2_dit;
-pub mod tensor_file;
-pub mod torch_file;
-pub mod transform_pool;
-pub mod vae;
-pub mod weights;
 pub mod wan;
-pub mod winograd;
+pub mod op;
+pub mod registry;
+pub mod vae;
 pub use op::Op;
 
 use std::path::PathBuf;

@@ -10,35 +10,9 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::error_codes as codes;
+use super::family::Family;
 use super::op::Op;
-use crate::models::wan::{WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    Realesrgan,
-    Wan21,
-    Wan22,
-    Seedvr2,
-    /// SeedVR2's restoration transformer (3B or 7B).
-    Seedvr2Dit,
-}
-
-impl Family {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Family::Realesrgan => "realesrgan",
-            Family::Wan21 => "wan21",
-            Family::Wan22 => "wan22",
-            Family::Seedvr2 => "seedvr2",
-            Family::Seedvr2Dit => "seedvr2_dit",
-        }
-    }
-
-    pub fn is_vae(self) -> bool {
-        matches!(self, Family::Wan21 | Family::Wan22 | Family::Seedvr2)
-    }
-}
+use crate::models::wan::published_latent_stats;
 
 #[derive(Debug, Clone)]
 pub struct ModelEntry {
@@ -280,17 +254,6 @@ impl NormalizeRefusal {
     }
 }
 
-/// Wan's published per-channel `(mean, std)`, which exist for the released latent sizes only. The registry
-/// asks the same question of a checkpoint's header, so a job that would need missing ones is refused
-/// before it is queued rather than after its model is loaded.
-pub fn published_latent_stats(family: Family, latent_channels: i64) -> Option<(&'static [f64], &'static [f64])> {
-    match (family, latent_channels) {
-        (Family::Wan21, 16) => Some((&WAN21_LATENTS_MEAN, &WAN21_LATENTS_STD)),
-        (Family::Wan22, 48) => Some((&WAN22_LATENTS_MEAN, &WAN22_LATENTS_STD)),
-        _ => None,
-    }
-}
-
 /// Whether a VAE can apply (or undo) `normalize`: SeedVR2 always (a scaling factor), Wan only at the latent
 /// sizes with published statistics. `decoding`: undoing it on a latent marked `normalized`. A header that
 /// did not show the latent size refuses nothing; the loaded model decides then.
@@ -324,7 +287,7 @@ pub struct ModelInfo {
 }
 
 fn tensor_shapes(path: &Path) -> Option<BTreeMap<String, Vec<i64>>> {
-    Some(crate::models::checkpoint::tensor_shapes(path).ok()?.into_iter().collect())
+    Some(crate::models::formats::checkpoint::tensor_shapes(path).ok()?.into_iter().collect())
 }
 
 /// Wan uses RMS norms (`gamma`), SeedVR2 GroupNorms and MAGViT up-samplers (`upscale_conv`);

@@ -4,7 +4,7 @@ use super::{JobRequest, QueueError};
 use crate::executor::restore::RestoreSettings;
 use crate::jobs::Op;
 use crate::media::MediaLimits;
-use crate::models::registry::Family;
+use crate::models::family::Family;
 use crate::models::restore::prepare::target_size;
 
 /// What the checks before queueing know of the input.

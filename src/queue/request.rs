@@ -56,7 +56,7 @@ impl JobOptions {
 pub struct JobRequest {
     pub op: Op,
     pub model: String,
-    pub family: registry::Family,
+    pub family: crate::models::family::Family,
     pub latent_channels: Option<i64>,
     pub priority: i64,
     pub params: JobParams,

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind};
 
 use crate::device::kind_name;
-use crate::models::registry::Family;
+use crate::models::family::Family;
 use crate::models::vae::VideoVae;
 
 /// Which streams a job keeps alive.

@@ -9,7 +9,7 @@ use tch::{Device, Kind, Tensor};
 use super::fixtures::{load_vae, parse_family, synthetic_video, usable_device};
 use super::measure::{ChildRunner, ModelSpec, RunReport, RunSpec};
 use crate::device::{kind_name, DtypeChoice};
-use crate::models::wan::RowSplit;
+use crate::models::nn::causal_cache::RowSplit;
 use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::{plan, Plan, PlanRequest};
 

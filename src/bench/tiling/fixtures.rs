@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use tch::{Device, Kind, Tensor};
 
-use crate::models::registry::Family;
+use crate::models::family::Family;
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 use crate::models::vae::VideoVae;
 use crate::models::wan::{WanLoadOptions, WanVae, WanVideoVae};

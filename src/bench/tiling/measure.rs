@@ -14,8 +14,9 @@ use super::fixtures::{load_vae, parse_family, synthetic_video};
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 use crate::executor::tiled::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
-use crate::models::vae::{StreamOutput, VideoVae};
-use crate::models::wan::RowSplit;
+use crate::models::family::vae::StreamOutput;
+use crate::models::vae::VideoVae;
+use crate::models::nn::causal_cache::RowSplit;
 use crate::tiling::grid::{SpatialTiles, TileGrid};
 use crate::tiling::memory::TiledOp;
 
@@ -145,7 +146,7 @@ fn run_measured(spec: &RunSpec) -> anyhow::Result<RunReport> {
     let choice = crate::device::parse_device(&spec.model.device).context("device must be cpu, cuda or cuda:N")?;
     // First: it sets the allocation policy the executor runs with by default (see `device::init`).
     let device = crate::device::init(choice, spec.model.threads, crate::device::HostAllocator::Bounded);
-    crate::models::winograd::set_enabled(spec.model.cpu_winograd);
+    crate::models::nn::winograd::set_enabled(spec.model.cpu_winograd);
     if device.is_cuda() && crate::device::cuda::peak_allocated_bytes(device).is_none() {
         bail!("no CUDA allocator statistics on {device:?} (libtorch without CUDA, or built without the shim)");
     }

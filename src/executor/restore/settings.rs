@@ -4,7 +4,8 @@ use super::batches::BatchShape;
 use crate::error_codes as codes;
 use crate::executor::ExecError;
 use crate::jobs::RestoreParams;
-use crate::models::registry::{self, Family, ModelEntry};
+use crate::models::family::Family;
+use crate::models::registry::{self, ModelEntry};
 use crate::models::restore::prepare::TargetSize;
 use crate::models::restore::restorer::RestorerFiles;
 

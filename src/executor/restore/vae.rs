@@ -13,8 +13,9 @@ use crate::executor::vae::replan::{JobPlanning, PlanLimits};
 use crate::executor::vae::resilient::{self, OomFallbacks, PushSize};
 use crate::jobs::plan::VaeStagePlans;
 use crate::models::restore::one_step::BatchVae;
-use crate::models::seedvr2::Posterior;
-use crate::models::vae::{split_moments, StreamOutput, VideoVae};
+use crate::models::nn::posterior::Posterior;
+use crate::models::family::vae::StreamOutput;
+use crate::models::vae::{split_moments, VideoVae};
 use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::Plan;
 

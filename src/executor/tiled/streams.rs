@@ -6,8 +6,9 @@ use tch::Tensor;
 
 use super::blend::BlendAccumulator;
 use crate::models::ModelError;
-use crate::models::vae::{BoxedStream, StreamOutput, VideoVae};
-use crate::models::wan::RowSplit;
+use crate::models::family::vae::{BoxedStream, StreamOutput};
+use crate::models::vae::VideoVae;
+use crate::models::nn::causal_cache::RowSplit;
 use crate::tiling::blend::TileBlender;
 use crate::tiling::grid::{SpatialTiles, TileGrid};
 use crate::tiling::spatial::Span;

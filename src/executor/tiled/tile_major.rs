@@ -16,9 +16,10 @@ use tch::{Kind, Tensor};
 
 use super::blend::BlendAccumulator;
 use super::streams::{Layout, TiledDecoder};
-use crate::models::{host_buffer, ModelError};
-use crate::models::vae::{StreamOutput, VideoVae};
-use crate::models::wan::RowSplit;
+use crate::models::{nn::host_buffer, ModelError};
+use crate::models::family::vae::StreamOutput;
+use crate::models::vae::VideoVae;
+use crate::models::nn::causal_cache::RowSplit;
 use crate::tiling::grid::SpatialTiles;
 
 pub struct TileMajorDecode<'a> {

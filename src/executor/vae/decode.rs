@@ -15,8 +15,8 @@ use crate::media::latent::{read_latent, LatentError, LatentMeta};
 use crate::executor::media_io::OutputVideo;
 use crate::media::{self, Colour, FrameWriter};
 use crate::models::ModelError;
-use crate::models::vae::StreamOutput;
-use crate::models::wan::RowSplit;
+use crate::models::family::vae::StreamOutput;
+use crate::models::nn::causal_cache::RowSplit;
 use crate::tiling::grid::SpatialTiles;
 
 /// Where decoded frames go: an MP4 through ffmpeg, or a float32 `sample` tensor for `/v1/decode`.

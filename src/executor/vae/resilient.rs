@@ -10,7 +10,7 @@ use crate::executor::ExecError;
 use crate::executor::attempt::attempt;
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 use crate::models::vae::VideoVae;
-use crate::models::wan::RowSplit;
+use crate::models::nn::causal_cache::RowSplit;
 use crate::tiling::grid::SpatialTiles;
 
 /// Below this, bands are a few rows of a small frame and the retry is not going to fit either.

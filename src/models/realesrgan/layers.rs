@@ -1,7 +1,7 @@
 //! The layers the ncnn graphs use: convolutions with fused activations, PReLU, nearest and bicubic resizes.
 use tch::Tensor;
 
-use crate::models::ncnn::{GraphCursor, LayerWeights, NcnnLayer};
+use crate::models::formats::ncnn::{GraphCursor, LayerWeights, NcnnLayer};
 use crate::models::ModelError;
 use super::LoadOptions;
 

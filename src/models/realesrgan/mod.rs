@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
-use super::ncnn::{self, GraphCursor, NcnnLayer};
+use crate::models::formats::ncnn::{self, GraphCursor, NcnnLayer};
 use super::ModelError;
 
 mod layers;

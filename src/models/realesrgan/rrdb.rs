@@ -1,7 +1,7 @@
 //! RRDBNet (RealESRGAN_x4plus, x4plus_anime_6B): residual-in-residual dense blocks, then two nearest ×2 upsamples.
 use tch::Tensor;
 
-use crate::models::ncnn::GraphCursor;
+use crate::models::formats::ncnn::GraphCursor;
 use crate::models::ModelError;
 use super::layers::*;
 use super::receptive::SpatialOp;

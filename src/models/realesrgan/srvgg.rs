@@ -1,7 +1,7 @@
 //! SRVGGNetCompact (realesr-animevideov3): a plain conv/PReLU body, a pixel shuffle and the nearest-upsampled input added back.
 use tch::{Kind, Tensor};
 
-use crate::models::ncnn::GraphCursor;
+use crate::models::formats::ncnn::GraphCursor;
 use crate::models::ModelError;
 use super::layers::*;
 use super::receptive::SpatialOp;

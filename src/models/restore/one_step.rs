@@ -6,7 +6,8 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 use super::colorfix::ColorFix;
-use crate::models::seedvr2::{Posterior, SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
+use crate::models::nn::posterior::Posterior;
+use crate::models::seedvr2::{SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
 use crate::models::seedvr2_dit::{DitInput, SeedVr2Dit};
 use crate::models::ModelError;
 

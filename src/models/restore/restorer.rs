@@ -60,7 +60,7 @@ pub fn read_text_embedding(path: &Path) -> Result<Tensor, ModelError> {
     let format_error = |reason: String| ModelError::Format { path: path.to_path_buf(), reason };
     std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
     let tensors = if path.extension().is_some_and(|e| e == "pt") {
-        vec![(PROMPT_TENSOR.to_string(), crate::models::torch_file::read_tensor(path)?)]
+        vec![(PROMPT_TENSOR.to_string(), crate::models::formats::torch_file::read_tensor(path)?)]
     } else {
         Tensor::read_safetensors(path).map_err(|e| format_error(e.to_string()))?
     };

@@ -4,7 +4,7 @@ use tch::Tensor;
 
 use super::conv::{CausalConv3d, Conv3d, ConvSpec, SlotAllocator};
 use super::weights::WeightPath;
-use crate::models::causal_cache::FeatureCache;
+use crate::models::nn::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 const GROUP_NORM_EPS: f64 = 1e-6;

@@ -1,5 +1,5 @@
 //! The shape of a SeedVR2 VAE, read from a checkpoint's tensor shapes rather than assumed.
-use crate::models::weights::Weights;
+use crate::models::nn::weights::Weights;
 use crate::models::ModelError;
 
 /// GroupNorm groups everywhere in the model; not visible in the weights (the original's default).

@@ -4,9 +4,9 @@
 use tch::Tensor;
 
 use super::weights::WeightPath;
-use crate::models::conv3d as shared_conv;
-pub use crate::models::causal_cache::SlotAllocator;
-use crate::models::causal_cache::FeatureCache;
+use crate::models::nn::conv3d as shared_conv;
+pub use crate::models::nn::causal_cache::SlotAllocator;
+use crate::models::nn::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 /// Shape of one convolution, `[time, height, width]` triples; weights are always 5-D in SeedVR2 files.

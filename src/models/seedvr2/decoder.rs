@@ -7,7 +7,7 @@ use super::config::SeedVr2Config;
 use super::conv::{CausalConv3d, ConvSpec, SlotAllocator};
 use super::resample::Upsample;
 use super::weights::WeightPath;
-use crate::models::causal_cache::FeatureCache;
+use crate::models::nn::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 /// `up_blocks.i`: `layers_per_block + 1` resnets, then (except in the last block) an up-sampler.

@@ -7,7 +7,7 @@ use super::config::SeedVr2Config;
 use super::conv::{CausalConv3d, ConvSpec, SlotAllocator};
 use super::resample::Downsample;
 use super::weights::WeightPath;
-use crate::models::causal_cache::FeatureCache;
+use crate::models::nn::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 /// `down_blocks.i`: resnets, then (except in the bottom block) a down-sampler.

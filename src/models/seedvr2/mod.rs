@@ -13,4 +13,4 @@ pub mod weights;
 
 pub use config::SeedVr2Config;
 pub use stream::{DecodeStream, EncodeStream};
-pub use vae::{scale_latent, unscale_latent, Posterior, SeedVr2LoadOptions, SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
+pub use vae::{scale_latent, unscale_latent, SeedVr2LoadOptions, SeedVr2Vae, SEEDVR2_SCALING_FACTOR};

@@ -5,7 +5,7 @@ use tch::Tensor;
 
 use super::conv::{CausalConv3d, Conv3d, ConvSpec, SlotAllocator};
 use super::weights::WeightPath;
-use crate::models::causal_cache::FeatureCache;
+use crate::models::nn::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 const SPATIAL_RATIO: i64 = 2;

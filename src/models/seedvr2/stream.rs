@@ -2,8 +2,9 @@
 //! whole-clip result (up to fp32 rounding), in memory bounded by the push size rather than the clip.
 use tch::Tensor;
 
-use super::vae::{Posterior, SeedVr2Vae};
-use crate::models::causal_cache::FeatureCache;
+use super::vae::SeedVr2Vae;
+use crate::models::nn::posterior::Posterior;
+use crate::models::nn::causal_cache::FeatureCache;
 use crate::models::ModelError;
 
 /// Pixel frames in, posterior frames out. Any push size is accepted: frames are buffered until they

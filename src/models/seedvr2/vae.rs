@@ -9,8 +9,9 @@ use super::conv::{Conv3d, ConvSpec};
 use super::decoder::Decoder;
 use super::encoder::Encoder;
 use super::weights::{self, Weights};
-use crate::models::causal_cache::FeatureCache;
-use crate::models::weights::HeldBytes;
+use crate::models::nn::causal_cache::FeatureCache;
+use crate::models::nn::weights::HeldBytes;
+use crate::models::nn::posterior::Posterior;
 use crate::models::ModelError;
 
 /// SeedVR2's latent scale (`configs_*/main.yaml` `vae.scaling_factor`; the model's own diffusers
@@ -26,42 +27,6 @@ pub fn scale_latent(z: &Tensor) -> Result<Tensor, ModelError> {
 /// Decoder side of the pipeline: `z = latent / scale + shift`.
 pub fn unscale_latent(latent: &Tensor) -> Result<Tensor, ModelError> {
     Ok(latent.f_div_scalar(SEEDVR2_SCALING_FACTOR)?.f_add_scalar(SEEDVR2_SHIFTING_FACTOR)?)
-}
-
-/// The encoder's diagonal Gaussian: raw (unscaled) mean and log-variance, each `[B, latent, t, h, w]`.
-#[derive(Debug)]
-pub struct Posterior {
-    pub mean: Tensor,
-    /// Clamped to [-30, 20] like diffusers' `DiagonalGaussianDistribution`.
-    pub logvar: Tensor,
-}
-
-impl Posterior {
-    /// Splits the encoder output `[B, 2·latent, …]` into mean | log-variance.
-    pub(super) fn from_moments(moments: &Tensor, latent_channels: i64) -> Result<Self, ModelError> {
-        Ok(Self {
-            mean: moments.f_narrow(1, 0, latent_channels)?,
-            logvar: moments.f_narrow(1, latent_channels, latent_channels)?.f_clamp(-30.0, 20.0)?,
-        })
-    }
-
-    /// The deterministic latent (what the reference decodes).
-    pub fn mode(&self) -> &Tensor {
-        &self.mean
-    }
-
-    /// `mean + exp(logvar / 2) · ε`, what SeedVR2's pipeline uses by default.
-    pub fn sample(&self) -> Result<Tensor, ModelError> {
-        let std = self.logvar.f_mul_scalar(0.5)?.f_exp()?;
-        Ok(self.mean.f_add(&std.f_mul(&self.mean.f_randn_like()?)?)?)
-    }
-
-    pub(super) fn cat(parts: &[Posterior]) -> Result<Self, ModelError> {
-        Ok(Self {
-            mean: Tensor::f_cat(&parts.iter().map(|p| &p.mean).collect::<Vec<_>>(), 2)?,
-            logvar: Tensor::f_cat(&parts.iter().map(|p| &p.logvar).collect::<Vec<_>>(), 2)?,
-        })
-    }
 }
 
 #[derive(Debug, Clone, Copy)]

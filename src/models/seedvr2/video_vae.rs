@@ -4,8 +4,9 @@ use tch::Tensor;
 
 use super::stream::{DecodeStream, EncodeStream};
 use super::vae::{scale_latent, unscale_latent, SeedVr2Vae};
-use crate::models::registry::Family;
-use crate::models::vae::{BoxedStream, HeldBytes, StreamOutput, VaeModel, VaeStream};
+use crate::models::family::Family;
+use crate::models::family::vae::{BoxedStream, StreamOutput, VaeModel, VaeStream};
+use crate::models::nn::weights::HeldBytes;
 use crate::models::ModelError;
 
 impl VaeModel for SeedVr2Vae {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
-pub use crate::models::weights::{WeightPath, Weights};
+pub use crate::models::nn::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
 /// Old diffusers `AttentionBlock` names → current `Attention` names (the checkpoint's own).

@@ -10,7 +10,7 @@ use super::config::DitConfig;
 use super::layers::{Linear, RmsNorm, Streams};
 use super::rope::Rope;
 use super::window::{windows, Window};
-use crate::models::weights::WeightPath;
+use crate::models::nn::weights::WeightPath;
 use crate::models::ModelError;
 
 /// One stream's projections (`proj_qkv.S`, `proj_out.S`, `norm_q.S`, `norm_k.S`).

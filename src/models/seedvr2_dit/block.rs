@@ -7,7 +7,7 @@ use super::attention::{SampleLayout, WindowAttention};
 use super::config::{DitConfig, DitVariant, MlpKind};
 use super::layers::{AdaVectors, EmbeddingSlice, Linear, RmsNorm, Streams};
 use super::trace::Trace;
-use crate::models::weights::WeightPath;
+use crate::models::nn::weights::WeightPath;
 use crate::models::ModelError;
 
 pub enum Mlp {

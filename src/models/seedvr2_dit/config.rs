@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::models::weights::Weights;
+use crate::models::nn::weights::Weights;
 use crate::models::ModelError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

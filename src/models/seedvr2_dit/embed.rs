@@ -4,7 +4,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::config::{DitConfig, PATCH, TIME_SINUSOID_DIM};
 use super::layers::Linear;
-use crate::models::weights::WeightPath;
+use crate::models::nn::weights::WeightPath;
 use crate::models::ModelError;
 
 /// `[T·H·W, C]` tokens of a `(T, H, W)` grid → `[T·H/2·W/2, 4C]`, each token ordered `(dh, dw, c)`.

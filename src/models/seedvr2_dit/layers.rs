@@ -4,7 +4,7 @@
 use tch::Tensor;
 
 use super::config::NORM_EPS;
-use crate::models::weights::{is_fp8, WeightPath};
+use crate::models::nn::weights::{is_fp8, WeightPath};
 use crate::models::ModelError;
 
 pub struct Linear {

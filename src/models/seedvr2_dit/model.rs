@@ -12,7 +12,7 @@ use super::embed::{unpatchify, PatchIn, TimeEmbedding};
 use super::layers::{AdaVectors, EmbeddingSlice, Linear, RmsNorm};
 use super::swap::{BlockPlacement, Blocks};
 use super::trace::Trace;
-use crate::models::weights::{WeightPath, Weights};
+use crate::models::nn::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
 #[derive(Debug, Clone, Copy)]
@@ -203,8 +203,8 @@ impl SeedVr2Dit {
 /// The `config` JSON a file may carry in its metadata (the reference files do; a GGUF converter may
 /// copy it into a string value of the same name).
 fn file_config(path: &Path) -> Option<Value> {
-    let text = if crate::models::gguf::is_gguf(path) {
-        crate::models::gguf::string_metadata(path, "config")?
+    let text = if crate::models::formats::gguf::is_gguf(path) {
+        crate::models::formats::gguf::string_metadata(path, "config")?
     } else {
         crate::media::safetensors::read_header(path).ok()?.metadata.get("config")?.as_str()?.to_string()
     };

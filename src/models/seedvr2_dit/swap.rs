@@ -10,7 +10,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::block::Block;
 use super::config::DitConfig;
-use crate::models::weights::{tensor_bytes, Weights};
+use crate::models::nn::weights::{tensor_bytes, Weights};
 use crate::models::ModelError;
 
 /// How a DiT keeps its blocks; chosen at load.

@@ -1,5 +1,6 @@
 //! The shape of a Wan 2.1 VAE, read from a checkpoint's tensor shapes rather than assumed.
 use super::weights::Weights;
+use crate::models::family::Family;
 use crate::models::ModelError;
 
 /// Published per-channel latent statistics of the Wan 2.1 VAE (diffusers `latents_mean` / `latents_std`).
@@ -276,5 +277,16 @@ mod tests {
             assert_eq!(ours, theirs, "std of channel {channel}");
         }
         assert_eq!(WAN22_LATENTS_MEAN.len() as i64, WanConfig::wan22().z_dim);
+    }
+}
+
+/// Wan's published per-channel `(mean, std)`, which exist for the released latent sizes only. The registry
+/// asks the same question of a checkpoint's header, so a job that would need missing ones is refused
+/// before it is queued rather than after its model is loaded.
+pub fn published_latent_stats(family: Family, latent_channels: i64) -> Option<(&'static [f64], &'static [f64])> {
+    match (family, latent_channels) {
+        (Family::Wan21, 16) => Some((&WAN21_LATENTS_MEAN, &WAN21_LATENTS_STD)),
+        (Family::Wan22, 48) => Some((&WAN22_LATENTS_MEAN, &WAN22_LATENTS_STD)),
+        _ => None,
     }
 }

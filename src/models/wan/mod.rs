@@ -3,8 +3,8 @@
 mod blocks;
 // The causal cache, convolutions and activation layout are shared with SeedVR2's VAE; Wan's modules
 // reach them as `super::cache`, `super::conv` and `super::layout`.
-use crate::models::causal_cache as cache;
-use crate::models::{conv3d as conv, layout};
+use crate::models::nn::causal_cache as cache;
+use crate::models::nn::{conv3d as conv, layout};
 pub mod config;
 mod decoder;
 mod patch;
@@ -18,8 +18,8 @@ mod vae;
 mod video_vae;
 pub mod weights;
 
-pub use cache::{FeatureCache, RowSplit};
-pub use config::{WanConfig, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
+pub use cache::FeatureCache;
+pub use config::{published_latent_stats, WanConfig, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
 pub use decoder::Decoder;
 pub use encoder::Encoder;
 pub use stream::{DecodeStream, EncodeStream};

@@ -9,7 +9,7 @@ use super::decoder::Decoder;
 use super::encoder::Encoder;
 use super::layout;
 use super::weights::{self, Weights};
-use crate::models::weights::HeldBytes;
+use crate::models::nn::weights::HeldBytes;
 use crate::models::ModelError;
 
 #[derive(Debug, Clone, Copy)]

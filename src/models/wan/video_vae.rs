@@ -6,9 +6,10 @@ use tch::Tensor;
 
 use super::stream::{DecodeStream, EncodeStream};
 use super::vae::{WanLoadOptions, WanVae};
-use super::RowSplit;
-use crate::models::registry::Family;
-use crate::models::vae::{BoxedStream, HeldBytes, LoadOptions, StreamOutput, VaeModel, VaeStream};
+use super::cache::RowSplit;
+use crate::models::family::Family;
+use crate::models::family::vae::{BoxedStream, LoadOptions, StreamOutput, VaeModel, VaeStream};
+use crate::models::nn::weights::HeldBytes;
 use crate::models::ModelError;
 
 pub struct WanVideoVae {
@@ -26,7 +27,29 @@ impl WanVideoVae {
     }
 }
 
+impl WanVideoVae {
+    /// The published statistics as `[1, C, 1, 1, 1]` columns, or why there are none.
+    fn latent_stats(&self) -> Result<(Tensor, Tensor), ModelError> {
+        let column = |values: &[f64]| Tensor::from_slice(values).to_kind(tch::Kind::Float).view([1, -1, 1, 1, 1]);
+        let (mean, std) = super::published_latent_stats(self.family, self.latent_channels()).ok_or_else(|| ModelError::Unsupported {
+            model: self.family.as_str().into(),
+            what: "latent normalisation (no published statistics for this latent size)".into(),
+        })?;
+        Ok((column(mean), column(std)))
+    }
+}
+
 impl VaeModel for WanVideoVae {
+    fn normalize(&self, raw: &Tensor) -> Result<Tensor, ModelError> {
+        let (mean, std) = self.latent_stats()?;
+        Ok((raw - mean) / std)
+    }
+
+    fn denormalize(&self, normalized: &Tensor) -> Result<Tensor, ModelError> {
+        let (mean, std) = self.latent_stats()?;
+        Ok(normalized * std + mean)
+    }
+
     fn family(&self) -> Family {
         self.family
     }

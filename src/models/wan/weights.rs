@@ -5,7 +5,7 @@ use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 use super::keymap::{self, Naming, OriginalLayout};
-pub use crate::models::weights::{WeightPath, Weights};
+pub use crate::models::nn::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
 /// Opens a safetensors or GGUF file (fp32/fp16/bf16, GGUF also Q8_0) in either naming scheme; tensors are

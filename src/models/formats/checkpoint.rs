@@ -6,7 +6,8 @@ use std::path::Path;
 use tch::{Device, Tensor};
 
 use super::tensor_file::{LoadAs, TensorFile};
-use super::{gguf, ModelError};
+use super::gguf;
+use crate::models::ModelError;
 
 /// Every tensor in its stored dtype (fp8 stays fp8; GGUF quantisations come back as f32), on the CPU.
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {

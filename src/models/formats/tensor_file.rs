@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 
 use crate::media::safetensors::{self, Dtype, HeaderError};
-use crate::models::gguf::{self, GgmlType, GgufTensor};
+use crate::models::formats::gguf::{self, GgmlType, GgufTensor};
 use crate::models::ModelError;
 
 /// How a tensor is stored in its file.

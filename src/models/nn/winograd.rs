@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tch::{Kind, Tensor};
 
-use super::{host_buffer, transform_pool, ModelError};
+use super::host_buffer;
+use super::transform_pool;
+use crate::models::ModelError;
 
 /// `cpu_winograd`: process-wide, like libtorch's own switches; read on every eligible call.
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -45,7 +47,7 @@ pub fn kernel_bytes_made_on_first_use() -> u64 {
 }
 
 pub fn note_made_on_first_use(kernel: &Tensor) {
-    MADE_ON_FIRST_USE.fetch_add(crate::models::weights::tensor_bytes(kernel), Ordering::Relaxed);
+    MADE_ON_FIRST_USE.fetch_add(crate::models::nn::weights::tensor_bytes(kernel), Ordering::Relaxed);
 }
 
 /// Whether a convolution with this weight will take this path on every call the VAEs make: a CPU f32

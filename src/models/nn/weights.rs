@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use tch::{Device, Kind, Tensor};
 
-use crate::models::tensor_file::{LoadAs, TensorFile};
+use crate::models::formats::tensor_file::{LoadAs, TensorFile};
 use crate::models::ModelError;
 
 /// How the checkpoint file spells one of the store's keys.

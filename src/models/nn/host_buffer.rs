@@ -4,7 +4,7 @@
 //! buffers here are allocated in the middle of a job, right when the model has taken most of the
 //! memory; failing them as out of memory lets the job's retries (shorter pushes, smaller tiles) or its
 //! failure take over, and the server keeps serving.
-use super::ModelError;
+use crate::models::ModelError;
 
 /// `len` default values, or [`ModelError::HostOutOfMemory`].
 pub fn zeroed<T: Clone + Default>(len: usize) -> Result<Vec<T>, ModelError> {

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use tch::{Kind, Tensor};
 
-use crate::models::gguf_quants::{self, BlockFormat};
+use crate::models::formats::gguf_quants::{self, BlockFormat};
 use crate::models::ModelError;
 
 pub const GGUF_MAGIC: &[u8; 4] = b"GGUF";

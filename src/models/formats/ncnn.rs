@@ -11,7 +11,7 @@ use std::path::Path;
 
 use tch::{Kind, Tensor};
 
-use super::ModelError;
+use crate::models::ModelError;
 
 const PARAM_MAGIC: &str = "7767517";
 /// `.bin` storage tags written before each weight blob (ncnn `ModelBinFromDataReader::load`).

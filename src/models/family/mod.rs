@@ -1,0 +1,32 @@
+//! What each model family provides, as traits the families implement and the catalogue (registry, `vae`)
+//! and the executor use: the families sit below this, never beside each other.
+pub mod vae;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Realesrgan,
+    Wan21,
+    Wan22,
+    Seedvr2,
+    /// SeedVR2's restoration transformer (3B or 7B).
+    Seedvr2Dit,
+}
+
+impl Family {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Realesrgan => "realesrgan",
+            Family::Wan21 => "wan21",
+            Family::Wan22 => "wan22",
+            Family::Seedvr2 => "seedvr2",
+            Family::Seedvr2Dit => "seedvr2_dit",
+        }
+    }
+
+    pub fn is_vae(self) -> bool {
+        matches!(self, Family::Wan21 | Family::Wan22 | Family::Seedvr2)
+    }
+}
