@@ -46,6 +46,8 @@
     openDetails: new Set(), // "<id>:<section>" of <details> the user opened
     cards: new Map(),     // id -> { el, sigs, nodes } (per-section signatures and DOM nodes)
     pollTimer: null,
+    places: new Map(),    // id of a queued job -> { position, waitS } (see queuePlaces)
+    workerCount: 0,       // workers /healthz names: they share the queue's work (none: no wait is guessed)
   };
 
   // ---------- helpers ----------
@@ -196,6 +198,26 @@
   }
 
   // ---------- health ----------
+  // The header names the running job. Besides its own timer (which a background tab slows to once a
+  // minute), it is asked again whenever a job the page follows changes status, so it follows the job.
+  let healthSoonTimer = null;
+  function refreshHealthSoon(delayMs) {
+    clearTimeout(healthSoonTimer);
+    healthSoonTimer = setTimeout(refreshHealth, delayMs || 150);
+  }
+
+  function noteStatusChange(previous, job) {
+    if (previous && job && previous.status !== job.status) refreshHealthSoon();
+  }
+
+  // Whether /healthz still names as running a job the page already saw end (the store says so a moment
+  // after the job's own event); a few such answers are asked again, then left to the timer.
+  let staleHealthRetries = 0;
+  function namesEndedJob(hz) {
+    const ended = (id) => { const j = id && state.jobs.get(id); return !!j && TERMINAL.has(j.status); };
+    return ended(hz.running_job) || (hz.workers || []).some((w) => ended(w.current_job));
+  }
+
   async function refreshHealth() {
     const box = $("health");
     const text = $("health-text");
@@ -221,6 +243,9 @@
         parts.push(h("span", { class: "hz-item hz-worker", title: `last heartbeat ${w.last_heartbeat}` },
           h("span", { class: "muted", text: `${w.name} (${w.device}${memoryNote(w.device_memory_bytes)}) ` }), doing));
       }
+      state.workerCount = (hz.workers || []).length;
+      if (namesEndedJob(hz) && staleHealthRetries < 5) { staleHealthRetries++; refreshHealthSoon(1000); }
+      else staleHealthRetries = 0;
       if (hz.status && hz.status !== "ok") parts.unshift(h("strong", { text: hz.status }));
       if (hz.version) parts.push(h("span", { class: "hz-item muted", text: `v${hz.version}` }));
       text.replaceChildren(...parts.flatMap((n, i) => (i ? [" ", n] : [n])));
@@ -604,9 +629,12 @@
       const jobs = (data && data.jobs) || [];
       const fresh = new Map();
       for (const j of jobs) {
-        // A live stream is at least as fresh as the list; keep its copy.
+        // A live stream's copy has the latest progress; but a job run by a worker in another process reaches
+        // the stream only when the server next looks at the store, so a newer status in the list wins.
         const cur = state.jobs.get(j.id);
-        fresh.set(j.id, state.streams.has(j.id) && cur && !TERMINAL.has(j.status) ? cur : j);
+        noteStatusChange(cur, j);
+        const streamed = state.streams.has(j.id) && cur && !TERMINAL.has(j.status) && cur.status === j.status;
+        fresh.set(j.id, streamed ? cur : j);
       }
       // Keep just-submitted jobs the list may not show yet (matching the filter).
       for (const id of state.order) {
@@ -619,6 +647,7 @@
       state.order = [...fresh.values()].sort(byNewest).map((j) => j.id);
       state.nextOffset = data ? data.next_offset : null;
       showError($("jobs-error"), null);
+      try { await refreshPlaces(jobs); } catch (_) { state.places = new Map(); } // no places rather than wrong ones
       render();
       syncStreams();
     } catch (e) {
@@ -667,6 +696,7 @@
       state.streamFailures.delete(id);
       if (state.jobs.has(id)) {
         const prev = state.jobs.get(id);
+        noteStatusChange(prev, job);
         if (prev && prev._localAt) job._localAt = prev._localAt;
         state.jobs.set(id, job);
         renderJob(job);
@@ -704,7 +734,7 @@
     btn.disabled = true;
     try {
       const job = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`);
-      if (job && job.id) { state.jobs.set(job.id, job); renderJob(job); }
+      if (job && job.id) { noteStatusChange(state.jobs.get(job.id), job); state.jobs.set(job.id, job); renderJob(job); }
       toast(`Cancel requested for ${shortId(id)}.`);
     } catch (e) {
       toast(errorNode(e), true);
@@ -747,6 +777,87 @@
     if (isNum(p.fraction)) return Math.max(0, Math.min(1, p.fraction));
     if (isNum(p.done) && isNum(p.total) && p.total > 0) return Math.max(0, Math.min(1, p.done / p.total));
     return null;
+  }
+
+  // ---------- queue places ----------
+  // A queued job's place in the order workers claim jobs (higher priority first, then first come), and a
+  // guess at its wait: what the running jobs have left, plus for each job ahead the median run time of
+  // recent finished jobs of its op, shared among the workers. No guess where a part of it has no basis,
+  // nor while no worker is known to run jobs.
+  const RECENT_RUNS = 20;
+
+  function runSeconds(job) {
+    const started = parseTime(job.started_at), finished = parseTime(job.finished_at);
+    if (started && finished) return (finished.getTime() - started.getTime()) / 1000;
+    return job.timings && isNum(job.timings.total) ? job.timings.total : null;
+  }
+
+  function median(values) {
+    const sorted = [...values].sort((a, b) => a - b);
+    const mid = Math.floor(sorted.length / 2);
+    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  }
+
+  // op -> median seconds, from `jobs` newest first.
+  function typicalRuns(jobs) {
+    const runsByOp = new Map();
+    for (const job of jobs) {
+      const seconds = job.status === "succeeded" ? runSeconds(job) : null;
+      if (!isNum(seconds)) continue;
+      const runs = runsByOp.get(job.op) || [];
+      if (runs.length < RECENT_RUNS) runs.push(seconds);
+      runsByOp.set(job.op, runs);
+    }
+    return new Map([...runsByOp].map(([op, runs]) => [op, median(runs)]));
+  }
+
+  function remainingSeconds(job, typical) {
+    const eta = etaOf(job);
+    if (isNum(eta)) return Math.max(0, eta);
+    const started = parseTime(job.started_at);
+    const usual = typical.get(job.op);
+    return started && isNum(usual) ? Math.max(0, usual - (Date.now() - started.getTime()) / 1000) : null;
+  }
+
+  // `jobs` in the server's order (newest first): id -> { position, waitS (null: no guess) }.
+  function queuePlaces(jobs, workers) {
+    const typical = typicalRuns(jobs);
+    const claimOrder = jobs.filter((j) => j.status === "queued").reverse() // first come first...
+      .sort((a, b) => (b.priority || 0) - (a.priority || 0));             // ...within a priority (a stable sort)
+    const addKnown = (sum, seconds) => (sum === null || !isNum(seconds) ? null : sum + seconds);
+    let ahead = workers > 0 ? jobs.filter((j) => j.status === "running").reduce((sum, j) => addKnown(sum, remainingSeconds(j, typical)), 0) : null;
+    const places = new Map();
+    claimOrder.forEach((job, i) => {
+      places.set(job.id, { position: i + 1, waitS: ahead === null ? null : ahead / workers });
+      ahead = addKnown(ahead, typical.get(job.op));
+    });
+    return places;
+  }
+
+  // The jobs the places are counted among: the page's own list when it holds every job, else the queue,
+  // the running jobs and the recent finished ones asked for.
+  async function refreshPlaces(listed) {
+    if (![...state.jobs.values()].some((j) => j.status === "queued")) { state.places = new Map(); return; }
+    const whole = !state.filter && (state.nextOffset === null || state.nextOffset === undefined);
+    let jobs = listed;
+    if (!whole) {
+      const lists = await Promise.all([["queued", 500], ["running", 50], ["succeeded", 50]]
+        .map(([status, limit]) => api("GET", `/v1/jobs?status=${status}&limit=${limit}`)));
+      jobs = lists.flatMap((list) => (list && list.jobs) || []);
+    }
+    state.places = queuePlaces(jobs, state.workerCount);
+  }
+
+  function placeText(job) {
+    const place = job.status === "queued" ? state.places.get(job.id) : null;
+    if (!place) return null;
+    const wait = !isNum(place.waitS) ? "" : place.waitS < 1 ? " · starts next" : ` · starts in about ${fmtDuration(place.waitS)}`;
+    return `queued — position ${place.position}${wait}`;
+  }
+
+  function buildPlace(job) {
+    const text = placeText(job);
+    return text ? h("p", { class: "queue-place", text }) : null;
   }
 
   function timingValue(key, v) {
@@ -809,15 +920,44 @@
   }
 
   // ---------- previews ----------
-  // The server makes a still of the output once the job succeeded, of the input before; the URL is the
-  // same, so the card is rebuilt (and the image re-fetched, revalidated) when the status changes.
+  // The server's still is of the input until the job succeeded, then of the output (none of an output
+  // that was not kept), at one URL. A page keeps an image it has shown by its URL for as long as it is
+  // open, whatever the cache headers say, so a card that showed the input's still under that URL would
+  // go on showing it. So the still of a job not yet done is fetched and shown as a data: URL of its own
+  // (the page's Content-Security-Policy allows data: images, not blob:), and the URL itself is only shown
+  // for a job that is done (whose still no longer changes).
   function thumbnailOf(job) {
-    const kept = job.output && job.output.kept !== false;
-    const hasVideo = (job.input && job.input.media) || (job.status === "succeeded" && kept && job.output.media);
-    if (!hasVideo) return null;
-    const img = h("img", { class: "thumb", alt: "", loading: "lazy", src: withToken(`/v1/jobs/${job.id}/thumbnail`) });
+    const showsOutput = job.status === "succeeded" && job.output && job.output.kept !== false && !!job.output.media;
+    if (!showsOutput && !(job.input && job.input.media)) return null;
+    const url = `/v1/jobs/${job.id}/thumbnail`;
+    const img = h("img", { class: "thumb", alt: "", "data-side": showsOutput ? "output" : "input" });
     img.addEventListener("error", () => img.remove());
+    if (TERMINAL.has(job.status)) {
+      img.loading = "lazy";
+      img.src = withToken(url);
+    } else {
+      loadStillOnce(img, url);
+    }
     return img;
+  }
+
+  function dataUrlOf(blob) {
+    return new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.addEventListener("load", () => resolve(reader.result));
+      reader.addEventListener("error", () => reject(reader.error));
+      reader.readAsDataURL(blob);
+    });
+  }
+
+  async function loadStillOnce(img, url) {
+    try {
+      const res = await fetch(url, { headers: authHeaders({}), cache: "no-store" });
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      img.src = await dataUrlOf(await res.blob());
+    } catch (_) {
+      img.remove();
+    }
   }
 
   const COMPARABLE_OPS = new Set(["upscale", "restore", "vae_reconstruct"]);
@@ -827,6 +967,9 @@
 
   // Before (the input) under after (the output), the output clipped to the right of the split.
   // Both are served at the same width, frame for frame; the output's clock leads and the input follows.
+  const compare = { id: null, job: null, oneToOne: false };
+  const FIT_HEIGHT = 0.7; // of the window, as .compare-stage's max-height
+
   function setSplit(percent) {
     const p = Math.min(100, Math.max(0, Number(percent)));
     $("compare-after").style.clipPath = `inset(0 0 0 ${p}%)`;
@@ -834,29 +977,133 @@
     $("compare-split").value = String(p);
   }
 
+  // The address names the open comparison (`#compare=<job id>`), so it can be shared, bookmarked, reloaded.
+  function setCompareHash(id) {
+    const hash = id ? `#compare=${encodeURIComponent(id)}` : "";
+    if (location.hash !== hash) history.replaceState(null, "", hash || location.pathname + location.search);
+  }
+
   function openCompare(id, split) {
     const before = $("compare-before");
     const after = $("compare-after");
+    compare.id = id;
+    compare.job = state.jobs.get(id) || null;
     $("compare-status").textContent = "loading (a first view makes the previews)…";
     before.src = withToken(`/v1/jobs/${id}/preview?side=input`);
     after.src = withToken(`/v1/jobs/${id}/preview?side=output`);
-    const job = state.jobs.get(id);
-    $("compare-title").textContent = `Before / after: ${job ? titleOf(job) : shortId(id)}`;
+    showCompareTitle();
+    // Opened from the address before the list came: the job (its name, its frame rate) is asked for.
+    if (!compare.job) {
+      api("GET", `/v1/jobs/${encodeURIComponent(id)}`)
+        .then((job) => { if (compare.id === id) { compare.job = job; showCompareTitle(); showPosition(); } })
+        .catch(() => {});
+    }
     setSplit(split === undefined ? 50 : split);
+    setOneToOne(false);
+    $("compare-seek").max = "0";
+    $("compare-seek").value = "0";
+    $("compare-time").textContent = "";
     $("compare-play").textContent = "Play";
     const dialog = $("compare");
     if (!dialog.open) dialog.showModal();
+    setCompareHash(id);
+  }
+
+  function showCompareTitle() {
+    const job = compare.job;
+    $("compare-title").textContent = `Before / after: ${job ? titleOf(job) : shortId(compare.id)}`;
   }
 
   function closeCompare() {
-    for (const v of [$("compare-before"), $("compare-after")]) { v.pause(); v.removeAttribute("src"); v.load(); }
+    compare.id = null;
+    compare.job = null;
+    for (const v of [$("compare-before"), $("compare-after")]) {
+      if (!v.getAttribute("src")) continue;
+      v.pause(); v.removeAttribute("src"); v.load();
+    }
     if ($("compare").open) $("compare").close();
+    setCompareHash(null);
   }
 
   function followLeader() {
     const before = $("compare-before");
     const after = $("compare-after");
     if (Math.abs(before.currentTime - after.currentTime) > 0.04) before.currentTime = after.currentTime;
+  }
+
+  // The picture at the video's displayed size (its pixel aspect applied by the browser): 1:1, scrolled
+  // in the stage where larger, or scaled to the stage's width and the window's height.
+  function layoutCompare() {
+    const after = $("compare-after");
+    const frame = $("compare-frame");
+    const width = after.videoWidth, height = after.videoHeight;
+    if (!width || !height) { frame.style.width = ""; frame.style.height = ""; return; }
+    const stage = $("compare-stage");
+    const scale = compare.oneToOne ? 1 : Math.min(stage.clientWidth / width, (window.innerHeight * FIT_HEIGHT) / height);
+    frame.style.width = `${Math.floor(width * scale)}px`;
+    frame.style.height = `${Math.floor(height * scale)}px`;
+  }
+
+  function setOneToOne(on) {
+    compare.oneToOne = on;
+    $("compare-zoom").setAttribute("aria-pressed", String(on));
+    layoutCompare();
+  }
+
+  // Frames per second and frame count of the clips (both sides have the output's frames).
+  function compareClock() {
+    const job = compare.job;
+    const media = job && ((job.output && job.output.media) || (job.input && job.input.media));
+    const fps = media && isNum(media.fps) && media.fps > 0 ? media.fps : null;
+    const duration = $("compare-after").duration;
+    const frames = media && isNum(media.frames) ? media.frames : fps && isNum(duration) ? Math.round(duration * fps) : null;
+    return { fps, frames };
+  }
+
+  function pauseBoth() {
+    $("compare-after").pause();
+    $("compare-before").pause();
+    $("compare-play").textContent = "Play";
+  }
+
+  // The videos loop: Chromium takes a seek to a looping video's very end (or a second seek to where it
+  // already is on its last frame) for the loop's wrap and shows the first frame. So the latest time
+  // sought is the middle of the last frame, and a seek to where the video already is is not made.
+  function lastFrameMiddle() {
+    const { fps, frames } = compareClock();
+    const duration = $("compare-after").duration;
+    if (fps && isNum(frames) && frames > 0) return (frames - 0.5) / fps;
+    return isNum(duration) ? Math.max(0, duration - 0.001) : 0;
+  }
+
+  function seekBoth(seconds) {
+    const after = $("compare-after");
+    const at = Math.max(0, Math.min(lastFrameMiddle(), seconds));
+    if (at === after.currentTime) return;
+    after.currentTime = at;
+    $("compare-before").currentTime = at;
+    showPosition();
+  }
+
+  // One frame on or back, both videos paused on it. A frame is sought at its middle, so that rounding
+  // of the time never shows its neighbour.
+  function stepFrame(by) {
+    const { fps, frames } = compareClock();
+    if (!fps) return;
+    pauseBoth();
+    const current = Math.floor($("compare-after").currentTime * fps + 1e-6);
+    const last = isNum(frames) && frames > 0 ? frames - 1 : current + 1;
+    const next = Math.max(0, Math.min(last, current + by));
+    if (next !== current) seekBoth((next + 0.5) / fps);
+  }
+
+  function showPosition() {
+    const at = $("compare-after").currentTime;
+    const seek = $("compare-seek");
+    if (!seek.matches(":active")) seek.value = String(at);
+    const { fps, frames } = compareClock();
+    const frame = fps ? `frame ${Math.floor(at * fps + 1e-6) + 1}${isNum(frames) ? ` / ${frames}` : ""} · ` : "";
+    $("compare-time").textContent = `${frame}${at.toFixed(3)} s`;
   }
 
   function setupCompare() {
@@ -871,34 +1118,49 @@
         Promise.all([after.play(), before.play()]).catch(() => {});
         $("compare-play").textContent = "Pause";
       } else {
-        after.pause(); before.pause(); followLeader();
-        $("compare-play").textContent = "Play";
+        pauseBoth(); followLeader();
       }
     });
-    after.addEventListener("seeked", followLeader);
-    after.addEventListener("timeupdate", followLeader);
+    $("compare-seek").addEventListener("input", (e) => seekBoth(Number(e.target.value)));
+    $("compare-prev").addEventListener("click", () => stepFrame(-1));
+    $("compare-next").addEventListener("click", () => stepFrame(1));
+    $("compare-zoom").addEventListener("click", () => setOneToOne(!compare.oneToOne));
+    window.addEventListener("resize", () => { if ($("compare").open) layoutCompare(); });
+    after.addEventListener("loadedmetadata", () => {
+      $("compare-seek").max = String(after.duration || 0);
+      layoutCompare();
+      showPosition();
+    });
+    after.addEventListener("seeked", () => { followLeader(); showPosition(); });
+    after.addEventListener("timeupdate", () => { followLeader(); showPosition(); });
     const ready = () => {
       if (before.readyState >= 2 && after.readyState >= 2) $("compare-status").textContent = `${after.videoWidth}×${after.videoHeight}`;
     };
     for (const v of [before, after]) {
       v.addEventListener("loadeddata", ready);
-      v.addEventListener("error", () => { $("compare-status").textContent = "this preview cannot be shown"; });
+      v.addEventListener("error", () => { if (v.getAttribute("src")) $("compare-status").textContent = "this preview cannot be shown"; });
     }
     // Dragging across the picture moves the split too.
     const stage = $("compare-stage");
     const fromPointer = (e) => {
-      const r = stage.getBoundingClientRect();
+      const r = $("compare-frame").getBoundingClientRect();
       if (r.width > 0) setSplit(((e.clientX - r.left) / r.width) * 100);
     };
     stage.addEventListener("pointerdown", (e) => { stage.setPointerCapture(e.pointerId); fromPointer(e); });
     stage.addEventListener("pointermove", (e) => { if (stage.hasPointerCapture(e.pointerId)) fromPointer(e); });
+    window.addEventListener("hashchange", compareFromHash);
   }
 
-  // `#compare=<job id>&split=<percent>` opens the view at once: a link to share, and what the tests drive.
+  // `#compare=<job id>&split=<percent>` opens the view at once (a shared link, a reload); an address
+  // without it closes the view.
   function compareFromHash() {
     const params = new URLSearchParams(location.hash.slice(1));
     const id = params.get("compare");
-    if (!id) return;
+    if (!id) {
+      if ($("compare").open) closeCompare();
+      return;
+    }
+    if (id === compare.id && $("compare").open) return;
     const split = params.has("split") ? Number(params.get("split")) : undefined;
     openCompare(id, Number.isFinite(split) ? split : undefined);
   }
@@ -999,6 +1261,11 @@
 
   const hwText = (hw) => (Array.isArray(hw) && hw.length === 2 ? `${hw[1]}×${hw[0]}` : null);
 
+  function tilesText(spatial) {
+    if (!spatial || typeof spatial !== "object") return "whole frames";
+    return `${spatial.tile_width_latent}×${spatial.tile_height_latent} latent cells, ${spatial.overlap_latent} overlap`;
+  }
+
   function planValue(k, v, pl) {
     if (v === null || v === undefined) return DASH;
     if ((k === "tile" || k === "overlap") && isNum(v)) return `${v} px`;
@@ -1008,11 +1275,44 @@
     }
     if ((k === "output" || k === "resize") && hwText(v)) return `${hwText(v)} px`;
     if (k === "latent_grid" && Array.isArray(v)) return v.join(" × ");
+    if (k === "spatial_tiles") return tilesText(v);
     if (k === "dit" && typeof v === "object") {
       return [v.variant ? String(v.variant).toUpperCase() : null, isNum(v.blocks) ? `${v.blocks} blocks` : null,
         isNum(v.dim) ? `width ${v.dim}` : null].filter(Boolean).join(" · ") || JSON.stringify(v);
     }
     return typeof v === "object" ? JSON.stringify(v) : String(v);
+  }
+
+  // A restore's plan per stage: one row each, what the planner chose for it in columns.
+  const RESTORE_STAGE_KEYS = ["dit", "vae", "spatial_tiles", "device_memory"];
+  const yesNo = (v) => (v === true ? "yes" : v === false ? "no" : DASH);
+
+  function restoreStagesTable(pl) {
+    const vae = pl.vae || {};
+    const memory = pl.device_memory || {};
+    const batch = memory.estimated_batch_bytes || {};
+    const dit = pl.dit || {};
+    const budgeted = isNum(memory.budget_bytes);
+    const fits = (v) => (budgeted ? yesNo(v) : "no budget");
+    // 0: a stage the planner has no memory model for.
+    const estimate = (bytes) => (isNum(bytes) && bytes > 0 ? fmtBytes(bytes) : "not estimated");
+    const vaeRow = (stage, plan, bytes) => plan
+      ? [stage, `${plan.latent_frames_per_chunk} latent frame${plan.latent_frames_per_chunk === 1 ? "" : "s"} per push${plan.tile_major ? ", tile by tile" : ""}`,
+        tilesText(plan.spatial), estimate(bytes), fits(plan.fits)]
+      : [stage, "not run", DASH, estimate(bytes), DASH];
+    const placement = dit.block_placement === "swapped" ? `blocks swapped in from the host (${fmtBytes(dit.host_block_bytes)})`
+      : dit.block_placement ? `blocks ${dit.block_placement}` : null;
+    const rows = [
+      vaeRow("VAE encode", vae.encode, batch.encode_bytes),
+      ["DiT", [planValue("dit", pl.dit, pl), placement].filter(Boolean).join(" · "), "whole latent",
+        `${estimate(batch.dit_bytes)} + ${fmtBytes(memory.dit_weight_bytes)} weights`, fits(memory.fits)],
+      vaeRow("VAE decode", vae.decode, batch.decode_bytes),
+    ];
+    const columns = ["Stage", "Runs", "Tiles", "Memory per batch (estimate)", "Fits the budget"];
+    return h("table", { class: "stages restore-stages" },
+      h("caption", { class: "visually-hidden", text: "How each stage of the restore ran" }),
+      h("thead", null, h("tr", null, columns.map((c) => h("th", { scope: "col", text: c })))),
+      h("tbody", null, rows.map(([stage, ...cells]) => h("tr", null, h("th", { scope: "row", text: stage }), cells.map((c) => h("td", { text: c }))))));
   }
 
   function planBlock(job) {
@@ -1028,10 +1328,14 @@
       rows.push(["Out-of-memory fallbacks", h("ol", { class: "fallbacks" }, fallbacks.map((f) => h("li", { text: String(f) })))]);
     }
     if (rowSplit) rows.push(["Row split", `convolutions in ${rowSplit}`]);
-    const folded = restore ? PLAN_FOLDED : PLAN_FOLDED.slice(0, 2);
-    const keys = [...PLAN_ORDER.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !PLAN_ORDER.includes(k) && !folded.includes(k))]
+    const folded = restore ? [...PLAN_FOLDED, ...RESTORE_STAGE_KEYS] : PLAN_FOLDED.slice(0, 2);
+    const keys = [...PLAN_ORDER.filter((k) => k in pl && !folded.includes(k)), ...Object.keys(pl).filter((k) => !PLAN_ORDER.includes(k) && !folded.includes(k))]
       .filter((k) => !(restore && pl[k] === null)); // a restore plan's null means "not used" (e.g. no spatial tiles)
     rows.push(...keys.map((k) => [PLAN_LABELS[k] || k, planValue(k, pl[k], pl)]));
+    if (restore && pl.device_memory) {
+      const budget = pl.device_memory.budget_bytes;
+      rows.push(["Device memory budget", isNum(budget) ? fmtBytes(budget) : "none"]);
+    }
     const bits = [
       isNum(pl.tile) ? `${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : null,
       restore && isNum(pl.batches) ? `${pl.batches} batch${pl.batches === 1 ? "" : "es"}` : null,
@@ -1040,7 +1344,8 @@
       rowSplit ? "row-split convolutions" : null,
     ].filter(Boolean);
     const title = restore ? "Restore plan" : "Tile plan";
-    return { key: "plan", summary: `${title}${bits.length ? ` — ${bits.join(" · ")}` : ""}`, table: kvTable(title, rows) };
+    const table = restore ? h("div", { class: "plan-tables" }, kvTable(title, rows), restoreStagesTable(pl)) : kvTable(title, rows);
+    return { key: "plan", summary: `${title}${bits.length ? ` — ${bits.join(" · ")}` : ""}`, table };
   }
 
   function metricsBlock(job) {
@@ -1055,6 +1360,7 @@
 
   const SECTIONS = [
     { name: "top", sig: (j) => JSON.stringify([j.status, j.op, j.model, j.params, j.priority, j.input && j.input.file_name, j.output && j.output.url, j.output && j.output.file_name, j.output && j.output.kept]), build: buildTop },
+    { name: "place", sig: (j) => JSON.stringify(placeText(j)), build: buildPlace },
     { name: "progress", sig: (j) => JSON.stringify([j.status, j.progress, j.started_at]), build: buildProgress },
     { name: "error", sig: (j) => JSON.stringify(j.error), build: buildError },
     { name: "facts", sig: (j) => JSON.stringify([j.id, j.input, j.output, j.created_at, j.started_at, j.finished_at]), build: buildFacts },

@@ -2,6 +2,7 @@
 //! make real clips with ffmpeg from the real test media, and check outputs with ffprobe.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod conformance;
 pub mod gate;
 pub mod moto;
