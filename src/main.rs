@@ -13,7 +13,8 @@ use vaebox::config::Config;
 use vaebox::media::ProcessPriority;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
-use vaebox::jobs::{JobOutcome, JobPlan, Op, OutputFormat, Progress, RestoreParams, Timings};
+use vaebox::jobs::{JobOutcome, JobPlan, OutputFormat, Progress, RestoreParams, Timings};
+use vaebox::models::Op;
 use vaebox::models::registry;
 use vaebox::queue::{self, InputKind, JobOptions, JobRequest, Probed, QueueError};
 

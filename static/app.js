@@ -851,7 +851,10 @@
   function placeText(job) {
     const place = job.status === "queued" ? state.places.get(job.id) : null;
     if (!place) return null;
-    const wait = !isNum(place.waitS) ? "" : place.waitS < 1 ? " · starts next" : ` · starts in about ${fmtDuration(place.waitS)}`;
+    // "Next" only for the first in line: a short wait behind other jobs is still a wait (a median run
+    // under a second once showed the second in line as "starts next").
+    const next = place.position === 1 && place.waitS < 1;
+    const wait = !isNum(place.waitS) ? "" : next ? " · starts next" : ` · starts in about ${fmtDuration(Math.max(1, place.waitS))}`;
     return `queued — position ${place.position}${wait}`;
   }
 

@@ -445,6 +445,7 @@ async fn a_running_job_cancelled_through_the_api_stops_on_its_worker_within_seco
 /// worker claimed can no longer write progress or a result for it.
 async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox::jobs::JobStore>) {
     use vaebox::jobs::*;
+    use vaebox::models::Op;
     let new_job = |id| NewJob {
         id,
         op: Op::Upscale,

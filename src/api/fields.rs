@@ -7,7 +7,8 @@ use super::params::JobFields;
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
 use crate::config::Config;
-use crate::jobs::{Op, OutputFormat, RestoreParams};
+use crate::jobs::{OutputFormat, RestoreParams};
+use crate::models::Op;
 use crate::models::restore::colorfix::ColorFix;
 use crate::queue::{self, JobOptions, JobRequest};
 
@@ -31,7 +32,8 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
     let entry = queue::find_model(models_dir, op, &model)?;
     let scale = match (op, &fields.scale) {
         (Op::Upscale | Op::Restore, Some(raw)) => Some(raw.trim().parse::<i64>().map_err(|_| queue::bad_scale(raw, &entry.scales))?),
-        _ => None,
+        // Not given, or given to an op without a scale (refused above as not for the op).
+        (Op::Upscale | Op::Restore, None) | (Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct, _) => None,
     };
     let priority = match &fields.priority {
         None => 0,

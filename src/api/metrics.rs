@@ -97,7 +97,8 @@ fn describe() {
 mod tests {
     use super::*;
     use crate::jobs::telemetry::{job_created, job_finished};
-    use crate::jobs::{Op, Timings};
+    use crate::jobs::Timings;
+use crate::models::Op;
 
     fn line_value(text: &str, series: &str) -> Option<f64> {
         text.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())

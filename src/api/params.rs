@@ -13,7 +13,8 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::ApiError;
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
-use crate::jobs::{JobStatus, Op, OutputFormat};
+use crate::jobs::{JobStatus, OutputFormat};
+use crate::models::Op;
 use crate::models::restore::colorfix::ColorFix;
 use crate::queue::PreviewSide;
 

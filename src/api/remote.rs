@@ -21,7 +21,8 @@ use super::params::{self, JobFields, RemoteQuery};
 use super::upload::refuse_unread;
 use super::AppState;
 use crate::error_codes as codes;
-use crate::jobs::{Job, JobError, JobStatus, Op, OutputFormat};
+use crate::jobs::{Job, JobError, JobStatus, OutputFormat};
+use crate::models::Op;
 use crate::media::safetensors::{self, single_tensor_prefix, Dtype};
 use crate::queue::{check_output_size, InputKind, InputSize, JobRequest, JobResult, StagedFile, Submission};
 

@@ -12,12 +12,6 @@ pub enum DatabaseTarget {
     Postgres(String),
 }
 
-impl DatabaseTarget {
-    pub fn is_shared(&self) -> bool {
-        matches!(self, DatabaseTarget::Postgres(_))
-    }
-}
-
 impl std::fmt::Display for DatabaseTarget {
     /// Without the password.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -10,15 +10,15 @@ use std::panic::resume_unwind;
 use tch::Tensor;
 
 /// A model shared by the workers for reading only.
-struct ReadOnly<'a, M>(&'a M);
+struct ReadOnly<'a, M: ?Sized>(&'a M);
 
 // SAFETY: the workers only run forward passes without gradients, which read the model's tensors and
 // never write them; libtorch's operators may read one tensor from several threads at once (PyTorch's
 // own inter-op parallelism does the same). The model holds no interior mutability (no `Cell`s), and
 // the reference does not outlive the scope that joins every worker.
-unsafe impl<M> Sync for ReadOnly<'_, M> {}
+unsafe impl<M: ?Sized> Sync for ReadOnly<'_, M> {}
 
-impl<M> ReadOnly<'_, M> {
+impl<M: ?Sized> ReadOnly<'_, M> {
     /// A method, so that closures capture the whole `ReadOnly` (which is `Sync`), not its field.
     fn model(&self) -> &M {
         self.0
@@ -38,7 +38,7 @@ impl FrameWorkers {
     /// output before it returns, so no float output waits for the others). The calling thread keeps its
     /// intra-op thread count. Panics in a worker resume here, so the executor's `attempt` sees them as
     /// it would its own.
-    pub fn run<M, T: Send, E: Send>(&self, model: &M, frames: &Tensor, forward: impl Fn(&M, &Tensor) -> Result<T, E> + Sync) -> Result<Vec<T>, E> {
+    pub fn run<M: ?Sized, T: Send, E: Send>(&self, model: &M, frames: &Tensor, forward: impl Fn(&M, &Tensor) -> Result<T, E> + Sync) -> Result<Vec<T>, E> {
         let n = frames.size().first().copied().unwrap_or(0);
         let workers = (self.workers as i64).min(n);
         if workers <= 1 {

@@ -28,7 +28,8 @@ pub use error::ExecError;
 use models::LoadedModels;
 
 use crate::config::Config;
-use crate::jobs::{JobOutcome, JobParams, Op, Progress, Timings};
+use crate::jobs::{JobOutcome, JobParams, Progress, Timings};
+use crate::models::Op;
 use crate::media::{MediaInfo, MediaLimits, MediaTools};
 
 /// Everything the executor needs to run one job; built by the scheduler or the one-shot CLI.

@@ -3,9 +3,8 @@ use std::rc::Rc;
 
 use tch::{Device, Kind};
 
-use crate::models::realesrgan::{LoadOptions, RealEsrgan};
-use crate::models::family::Family;
-use crate::models::registry::ModelEntry;
+use crate::models::family::upscaler::{Upscaler, UpscalerLoadOptions};
+use crate::models::registry::{self, ModelEntry};
 use crate::models::restore::restorer::{Restorer, RestorerFiles, RestorerOptions};
 use crate::models::family::vae::LoadOptions as VaeLoadOptions;
 use crate::models::vae::VideoVae;
@@ -19,7 +18,7 @@ pub struct LoadedModels {
 
 #[derive(Clone)]
 enum Resident {
-    Upscaler(Rc<RealEsrgan>),
+    Upscaler(Rc<dyn Upscaler>),
     Vae(Rc<VideoVae>),
     Restorer(Rc<Restorer>),
 }
@@ -42,15 +41,15 @@ impl LoadedModels {
         Ok(())
     }
 
-    pub fn upscaler(&mut self, entry: &ModelEntry, device: Device, kind: Kind) -> Result<(Rc<RealEsrgan>, bool), ModelError> {
+    pub fn upscaler(&mut self, entry: &ModelEntry, device: Device, kind: Kind) -> Result<(Rc<dyn Upscaler>, bool), ModelError> {
         if let Some(Resident::Upscaler(model)) = self.cached(&entry.name, kind) {
             return Ok((model, false));
         }
-        Self::check(entry, entry.family == Family::Realesrgan, "upscale")?;
+        let family = registry::upscaler_family(entry.family);
+        Self::check(entry, family.is_some(), "upscale")?;
+        let Some(family) = family else { unreachable!("checked above") };
         self.resident = None;
-        // Channels-last pays for these 2-D convolutions on CPU and GPU alike (measured in `bench upscale`).
-        let options = LoadOptions { device, kind, channels_last: true };
-        let model = Rc::new(RealEsrgan::load(&entry.files[0], &entry.files[1], &options)?);
+        let model: Rc<dyn Upscaler> = Rc::from((family.load)(&entry.files, &UpscalerLoadOptions { device, kind })?);
         self.resident = Some((entry.name.clone(), kind, Resident::Upscaler(model.clone())));
         Ok((model, true))
     }

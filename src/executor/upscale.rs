@@ -13,8 +13,9 @@ use crate::executor::tiled::upscale::upscale_tiled;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media;
+use crate::models::Op;
 use crate::media::{RgbFrames, SampleDepth};
-use crate::models::realesrgan::RealEsrgan;
+use crate::models::family::upscaler::Upscaler;
 use crate::models::registry;
 use crate::tiling::spatial::SpatialTiling;
 
@@ -25,7 +26,7 @@ const MIN_FALLBACK_TILE: i64 = 32;
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
     let entry = registry::find(&exec.config.models_dir, &job.model).ok_or_else(|| ExecError::Invalid(format!("unknown model {}", job.model)))?;
-    let scale = job.params.scale.unwrap_or(4);
+    let scale = Op::Upscale.scale_or_default(job.params.scale);
     if !entry.scales.contains(&scale) {
         return Err(ExecError::Invalid(format!("model {} supports scales {:?}, not {scale}", entry.name, entry.scales)));
     }
@@ -57,7 +58,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 
     let mut reader = read_frames(exec, job, &info, chunk_frames)?;
     let mut writer = write_frames(exec, job, OutputVideo::like(&info, out_width, out_height))?;
-    let upscaler = Upscaler { model: &model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
+    let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
     let mut tiling = SpatialTiling {
         tile: job.params.tile.unwrap_or(exec.config.upscale_tile),
         overlap: if exec.config.upscale_overlap > 0 {
@@ -151,21 +152,21 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 }
 
 /// One chunk's model call and conversion to the output's samples, as the job makes them.
-struct Upscaler<'a> {
-    model: &'a RealEsrgan,
+struct ChunkUpscaler<'a> {
+    model: &'a (dyn Upscaler + 'static),
     scale: i64,
     depth: SampleDepth,
     workers: FrameWorkers,
 }
 
-impl Upscaler<'_> {
+impl ChunkUpscaler<'_> {
     /// Out of memory is not a failure: the chunk is split in halves, then (one frame at a time) the tile
     /// side is halved, and that piece is retried. The smaller tile stays for the rest of the job.
     /// The output comes in consecutive runs of frames, in order. Each run is converted inside the retry:
     /// the conversion needs memory too, and a worker's float output is freed as soon as it is converted.
     fn resilient(&self, frames: &Tensor, tiling: &mut SpatialTiling, fallbacks: &mut Vec<String>) -> Result<Vec<RgbFrames>, ExecError> {
         let (tiles, scale, depth) = (&*tiling, self.scale, self.depth);
-        let forward = |model: &RealEsrgan, part: &Tensor| frames::to_rgb(&upscale_tiled(model, part, scale, tiles)?, depth);
+        let forward = |model: &(dyn Upscaler + 'static), part: &Tensor| frames::to_rgb(&upscale_tiled(model, part, scale, tiles)?, depth);
         let error = match super::attempt::attempt(|| self.workers.run(self.model, frames, forward)) {
             Ok(upscaled) => return Ok(upscaled),
             Err(error) => error,

@@ -1,4 +1,5 @@
 //! What a job is: its parameters, state, progress and timings, as stored and as served.
+use crate::models::Op;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -6,7 +7,6 @@ use uuid::Uuid;
 use super::plan::JobPlan;
 use crate::device::DtypeChoice;
 use crate::media::MediaInfo;
-pub use crate::models::Op;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -2,7 +2,8 @@
 //! (`api::metrics`); without one (`vaebox run`, benches) every call here is a no-op.
 use metrics::{counter, histogram};
 
-use super::model::{JobStatus, Op, Timings};
+use super::model::{JobStatus, Timings};
+use crate::models::Op;
 
 pub const JOBS_CREATED: &str = "vaebox_jobs_created_total";
 pub const JOBS_FINISHED: &str = "vaebox_jobs_finished_total";

@@ -11,7 +11,7 @@ pub mod restore;
 pub mod seedvr2;
 pub mod seedvr2_dit;
 pub mod wan;
-pub mod op;
+mod op;
 pub mod registry;
 pub mod vae;
 pub use op::Op;

@@ -26,6 +26,21 @@ impl Op {
         }
     }
 
+    /// The scale a job of this op gets when it names none (`None`: the op has no scale). The one place
+    /// these defaults are written: the checks before queueing fill them in, so a queued job always has it.
+    pub fn default_scale(self) -> Option<i64> {
+        match self {
+            Op::Upscale => Some(4),
+            Op::Restore => Some(2),
+            Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => None,
+        }
+    }
+
+    /// The scale a job runs at: the one it gave, else the op's default; 1 for ops without a scale.
+    pub fn scale_or_default(self, given: Option<i64>) -> i64 {
+        given.or(self.default_scale()).unwrap_or(1)
+    }
+
     pub fn parse(s: &str) -> Option<Op> {
         Op::ALL.into_iter().find(|op| op.as_str() == s)
     }

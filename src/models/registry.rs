@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::error_codes as codes;
+use super::family::upscaler::UpscalerFamily;
 use super::family::Family;
 use super::op::Op;
 use crate::models::wan::published_latent_stats;
@@ -39,24 +40,13 @@ pub const DIT_DIR: &str = "dit";
 /// file holding `pos_emb` (or one tensor), or the original `pos_emb.pt`.
 pub const TEXT_EMBEDDING_FILES: [&str; 3] = ["text_embeds.safetensors", "pos_emb.safetensors", "pos_emb.pt"];
 
-struct Upscaler {
-    name: &'static str,
-    stem: &'static str,
-    description: &'static str,
-}
+/// Every upscaler family: one line each.
+const UPSCALER_FAMILIES: &[&UpscalerFamily] = &[&crate::models::realesrgan::FAMILY];
 
-const UPSCALERS: &[Upscaler] = &[
-    Upscaler {
-        name: "realesrgan-animevideov3",
-        stem: "realesrgan/REALESRGAN_ANIMAVIDEOV3_UP4X",
-        description: "Real-ESRGAN animevideov3 (SRVGGNetCompact, 0.6M params): fast video upscaler",
-    },
-    Upscaler {
-        name: "realesrgan-x4plus",
-        stem: "realesrgan/REALESRGAN_X4PLUS_UP4X",
-        description: "Real-ESRGAN x4plus (RRDBNet, 23 blocks, 16.7M params): general photos, slow",
-    },
-];
+/// The family that loads `family`'s upscalers; `None` for a family that is no upscaler.
+pub fn upscaler_family(family: Family) -> Option<&'static UpscalerFamily> {
+    UPSCALER_FAMILIES.iter().copied().find(|f| f.family == family)
+}
 
 const VAE_OPS: [Op; 3] = [Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct];
 
@@ -70,15 +60,16 @@ pub fn scan(models_dir: &Path) -> Vec<ModelEntry> {
 }
 
 fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
-    let mut entries: Vec<ModelEntry> = UPSCALERS
+    let mut entries: Vec<ModelEntry> = UPSCALER_FAMILIES
         .iter()
-        .map(|u| ModelEntry {
-            name: u.name.into(),
-            family: Family::Realesrgan,
+        .flat_map(|family| family.models.iter().map(move |model| (family.family, model)))
+        .map(|(family, model)| ModelEntry {
+            name: model.name.into(),
+            family,
             ops: vec![Op::Upscale],
-            scales: vec![2, 4],
-            files: vec![models_dir.join(format!("{}.param", u.stem)), models_dir.join(format!("{}.bin", u.stem))],
-            description: u.description.into(),
+            scales: model.scales.to_vec(),
+            files: model.paths(models_dir),
+            description: model.description.into(),
             latent_channels: None,
             variant: None,
             pairs_with: None,
@@ -219,11 +210,7 @@ impl ModelEntry {
         ModelInfo {
             name: self.name.clone(),
             family: self.family,
-            kind: match self.family {
-                Family::Realesrgan => "upscaler",
-                Family::Seedvr2Dit => "dit",
-                _ => "vae",
-            },
+            kind: self.family.kind().as_str(),
             latent_channels: self.latent_channels,
             ops: self.ops.iter().map(|op| op.as_str()).collect(),
             scales: self.scales.clone(),

@@ -7,7 +7,7 @@ use super::output_size::{check_output_size, InputSize};
 use super::{JobRequest, QueueError};
 use crate::config::Config;
 use crate::error_codes as codes;
-use crate::jobs::Op;
+use crate::models::Op;
 use crate::media::latent::{self, LatentError};
 use crate::media::{self, MediaLimits};
 use crate::models::registry;

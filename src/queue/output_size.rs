@@ -2,7 +2,7 @@
 //! alone let a small latent decode to an 8192×8192 video or a restore scale past them.
 use super::{JobRequest, QueueError};
 use crate::executor::restore::RestoreSettings;
-use crate::jobs::Op;
+use crate::models::Op;
 use crate::media::MediaLimits;
 use crate::models::family::Family;
 use crate::models::restore::prepare::target_size;
@@ -32,7 +32,9 @@ pub fn output_size(request: &JobRequest, input: &InputSize) -> Result<Option<(u6
             let frames = 1 + (*t as u64 - 1) * 4;
             Some((*w as u64 * spatial, *h as u64 * spatial, frames))
         }
-        _ => None,
+        // Encode and reconstruct write no more than they read; a video sent to vae_decode or a latent to
+        // another op is refused by its own checks before this.
+        (Op::VaeEncode | Op::VaeReconstruct, _) | (Op::Upscale | Op::Restore, InputSize::Latent(_)) | (Op::VaeDecode, InputSize::Video { .. }) => None,
     })
 }
 

@@ -8,7 +8,8 @@ use crate::config::{Config, MAX_MEMORY_BUDGET_MIB};
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
 use crate::executor::restore::{self, RestoreSettings};
-use crate::jobs::{JobParams, Op, OutputFormat, RestoreParams};
+use crate::jobs::{JobParams, OutputFormat, RestoreParams};
+use crate::models::Op;
 use crate::models::registry;
 
 /// What a client asks for, typed; `None` takes the default (of the op, the model or the config).
@@ -131,13 +132,13 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     let entry = find_model(models_dir, op, &model)?;
     let scale = match op {
         Op::Upscale | Op::Restore => {
-            let scale = options.scale.unwrap_or(if op == Op::Restore { 2 } else { 4 });
+            let scale = op.scale_or_default(options.scale);
             if !entry.scales.contains(&scale) {
                 return Err(bad_scale(&scale.to_string(), &entry.scales));
             }
             Some(scale)
         }
-        _ => None,
+        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => None,
     };
     if options.priority.abs() > 1000 {
         return Err(bad_priority(&options.priority.to_string()));
@@ -153,7 +154,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     }
     let restore = match op {
         Op::Restore => Some(check_restore(options.restore.clone().unwrap_or_default(), scale, &entry.name, models_dir)?),
-        _ => None,
+        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => None,
     };
     let output_format = check_output_format(op, options.output_format, config)?;
     if options.metrics == Some(true) && op != Op::Upscale {

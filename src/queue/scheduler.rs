@@ -1,6 +1,7 @@
 //! The scheduler: claims the next queued job from the store, hands it to the executor, writes
 //! progress and the outcome back, and announces every change to listeners (SSE); finished jobs are
 //! reported to `telemetry`.
+use crate::models::Op;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -344,7 +345,7 @@ pub fn output_path_for(job: &Job) -> PathBuf {
         .unwrap_or_else(|| "video".into());
     let extension = job.params.output_format.unwrap_or(OutputFormat::H264).extension();
     let name = match job.op {
-        Op::Upscale => format!("{stem}_x{}.{extension}", job.params.scale.unwrap_or(4)),
+        Op::Upscale => format!("{stem}_x{}.{extension}", Op::Upscale.scale_or_default(job.params.scale)),
         Op::VaeEncode => format!("{stem}.latent.safetensors"),
         Op::VaeDecode => format!("{stem}_decoded.{extension}"),
         Op::VaeReconstruct => format!("{stem}_reconstructed.{extension}"),

@@ -35,7 +35,7 @@ impl RestoreSettings {
         let target = match (params.height, params.width, scale) {
             (Some(height), Some(width), _) => TargetSize::Size { height, width },
             (None, None, scale) => {
-                let scale = scale.unwrap_or(2);
+                let scale = crate::models::Op::Restore.scale_or_default(scale);
                 if !(1..=4).contains(&scale) {
                     return Err(format!("scale must be 1 to 4, not {scale}"));
                 }

@@ -3,14 +3,14 @@
 use tch::{Kind, Tensor};
 
 use super::blend::BlendAccumulator;
-use crate::models::realesrgan::RealEsrgan;
+use crate::models::family::upscaler::Upscaler;
 use crate::models::ModelError;
 use crate::tiling::blend::TileBlender;
 use crate::tiling::spatial::{plan_axis, plan_tiles, Span, SpatialTiling};
 
 /// Upscales `[N,3,H,W]` (Float, [0,1], on the model's device) tile by tile into one pre-allocated
 /// `[N,3,H*scale,W*scale]` Float output.
-pub fn upscale_tiled(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
+pub fn upscale_tiled(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
     let size = x.size();
     let &[batch, channels, height, width] = size.as_slice() else {
         return Err(unsupported(format!("input of shape {size:?} (expected [N,3,H,W])")));
@@ -47,7 +47,7 @@ pub fn upscale_tiled(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &Spatia
 }
 
 /// Every tile's whole output (core and context), blended where contexts overlap.
-fn upscale_blended(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
+fn upscale_blended(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
     let size = x.size();
     let scaled = |spans: Vec<(Span, Span)>| spans.into_iter().map(|(_, context)| context.scaled(scale)).collect::<Vec<_>>();
     let rows = scaled(plan_axis(size[2], tiling));
@@ -63,5 +63,5 @@ fn upscale_blended(model: &RealEsrgan, x: &Tensor, scale: i64, tiling: &SpatialT
 }
 
 fn unsupported(what: String) -> ModelError {
-    ModelError::Unsupported { model: "realesrgan (tiled)".into(), what }
+    ModelError::Unsupported { model: "upscaler (tiled)".into(), what }
 }

@@ -13,7 +13,8 @@ use tch::{Kind, Tensor};
 
 use super::{ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{JobPlan, VaeOpPlan, VaePlan};
-use crate::jobs::{JobOutcome, Op, Progress, QualityMetrics, Timings};
+use crate::jobs::{JobOutcome, Progress, QualityMetrics, Timings};
+use crate::models::Op;
 use crate::media::latent;
 use crate::executor::media_io::{read_frames, write_frames, OutputVideo};
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo};
@@ -169,7 +170,8 @@ fn job_planning(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timi
     let op = match job.op {
         Op::VaeEncode => TiledOp::Encode,
         Op::VaeDecode => TiledOp::Decode,
-        _ => TiledOp::Reconstruct,
+        Op::VaeReconstruct => TiledOp::Reconstruct,
+        Op::Upscale | Op::Restore => return Err(ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str()))),
     };
     let limits = PlanLimits { budget_mib, max_latent_frames };
     Ok(JobPlanning::for_vae(vae, op, latent, limits, Some(memory)))

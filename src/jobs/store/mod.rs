@@ -5,6 +5,7 @@ mod postgres;
 mod row;
 mod sqlite;
 
+use crate::models::Op;
 use std::time::Duration;
 
 use async_trait::async_trait;

@@ -1,4 +1,5 @@
 //! A job row as both databases keep it (text, JSON text and 64-bit integers), and its reading into a `Job`.
+use crate::models::Op;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;

@@ -1,5 +1,6 @@
 //! What each model family provides, as traits the families implement and the catalogue (registry, `vae`)
 //! and the executor use: the families sit below this, never beside each other.
+pub mod upscaler;
 pub mod vae;
 
 use serde::Serialize;
@@ -26,7 +27,35 @@ impl Family {
         }
     }
 
+    /// What the family's models are; every family names its kind here (no fallback arm), so a new one
+    /// cannot be listed as something it is not.
+    pub fn kind(self) -> ModelKind {
+        match self {
+            Family::Realesrgan => ModelKind::Upscaler,
+            Family::Wan21 | Family::Wan22 | Family::Seedvr2 => ModelKind::Vae,
+            Family::Seedvr2Dit => ModelKind::Dit,
+        }
+    }
+
     pub fn is_vae(self) -> bool {
-        matches!(self, Family::Wan21 | Family::Wan22 | Family::Seedvr2)
+        self.kind() == ModelKind::Vae
+    }
+}
+
+/// The three kinds of model, as `GET /v1/models` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    Upscaler,
+    Vae,
+    Dit,
+}
+
+impl ModelKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelKind::Upscaler => "upscaler",
+            ModelKind::Vae => "vae",
+            ModelKind::Dit => "dit",
+        }
     }
 }

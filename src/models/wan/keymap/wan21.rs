@@ -10,10 +10,6 @@ pub struct DecoderLayout {
 }
 
 impl DecoderLayout {
-    pub fn from_num_res_blocks(num_res_blocks: usize) -> Self {
-        Self { layers_per_level: num_res_blocks + 2 }
-    }
-
     /// In original naming, the first upsampler sits right after the first level's residual blocks.
     pub fn from_original_keys<'a>(keys: impl Iterator<Item = &'a str>) -> Option<Self> {
         let first_upsampler = keys
