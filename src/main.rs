@@ -16,7 +16,7 @@ use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
 use vaebox::jobs::{JobOutcome, JobPlan, OutputFormat, Progress, RestoreParams, Timings};
 use vaebox::models::Op;
 use vaebox::models::registry;
-use vaebox::queue::{self, InputKind, JobOptions, JobRequest, Probed, QueueError};
+use vaebox::queue::{self, InputKind, JobOptions, JobRequest, OpParameter, Probed, QueueError};
 
 #[derive(Parser)]
 #[command(name = "vaebox", version, about = "A LAN-shared GPU box for video VAEs and upscaling")]
@@ -125,9 +125,9 @@ struct RunArgs {
     /// `restore` only: the noise seed [default: 666, the original's].
     #[arg(long)]
     seed: Option<i64>,
-    /// `restore` only: how the restored frames get the input's colours.
-    #[arg(long, value_parser = ["wavelet", "adain", "none"], default_value = "wavelet")]
-    color_fix: String,
+    /// `restore` only: how the restored frames get the input's colours [default: wavelet, the original's].
+    #[arg(long, value_parser = ["wavelet", "adain", "none"])]
+    color_fix: Option<String>,
     /// `restore` only: frames per DiT call, 4n + 1 [default: 21].
     #[arg(long)]
     batch_frames: Option<i64>,
@@ -137,6 +137,49 @@ struct RunArgs {
 }
 
 impl RunArgs {
+    /// The op's own flags that were given (each named once, so a new flag does not compile until it is
+    /// placed); the queue's table says which op takes which.
+    fn given_parameters(&self) -> Vec<OpParameter> {
+        let RunArgs {
+            op: _,
+            model: _,
+            input: _,
+            output: _,
+            overwrite: _,
+            json: _,
+            dtype: _,
+            output_format,
+            no_audio,
+            metrics,
+            scale,
+            tile,
+            normalize,
+            vae,
+            height,
+            width,
+            seed,
+            color_fix,
+            batch_frames,
+            batch_overlap,
+        } = self;
+        let given = [
+            (OpParameter::OutputFormat, output_format.is_some()),
+            (OpParameter::KeepAudio, *no_audio),
+            (OpParameter::Metrics, *metrics),
+            (OpParameter::Scale, scale.is_some()),
+            (OpParameter::Tile, tile.is_some()),
+            (OpParameter::Normalize, *normalize),
+            (OpParameter::Vae, vae.is_some()),
+            (OpParameter::Height, height.is_some()),
+            (OpParameter::Width, width.is_some()),
+            (OpParameter::Seed, seed.is_some()),
+            (OpParameter::ColorFix, color_fix.is_some()),
+            (OpParameter::BatchFrames, batch_frames.is_some()),
+            (OpParameter::BatchOverlap, batch_overlap.is_some()),
+        ];
+        given.into_iter().filter(|(_, given)| *given).map(|(parameter, _)| parameter).collect()
+    }
+
     /// The flags as the options a client would submit; the queue's checks then apply to them alike.
     fn options(&self, dtype: DtypeChoice) -> JobOptions {
         let restore = (self.op == Op::Restore).then(|| RestoreParams {
@@ -144,7 +187,7 @@ impl RunArgs {
             height: self.height,
             width: self.width,
             seed: self.seed,
-            color_fix: vaebox::models::restore::colorfix::ColorFix::parse(&self.color_fix),
+            color_fix: self.color_fix.as_deref().and_then(vaebox::models::restore::colorfix::ColorFix::parse),
             batch_frames: self.batch_frames,
             batch_overlap: self.batch_overlap,
         });
@@ -396,6 +439,7 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         bail!("{} exists; pass --overwrite to replace it", args.output.display());
     }
     let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32, bf16 or f16") };
+    queue::refuse_parameters_not_for(args.op, args.given_parameters())?;
     let (request, probed) = prepare(config, &args.options(dtype), &args.input).await?;
     check_output_extension(&args.output, request.op, request.params.output_format)?;
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));

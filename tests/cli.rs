@@ -105,6 +105,9 @@ fn run_checks_the_output_extension_and_defaults_the_model_by_op() {
     for (args, output, says) in [
         (&["--op", "vae_encode"][..], "lat.mp4", "does not end in .safetensors"),
         (&["--op", "vae_reconstruct", "--output-format", "prores"][..], "out.mp4", "does not end in .mov"),
+        // A flag the op does not use is refused, as the API refuses the field (it once ran without the seed).
+        (&["--op", "upscale", "--seed", "3"][..], "up.mp4", "upscale does not take `seed` (only restore)"),
+        (&["--op", "vae_encode", "--color-fix", "adain"][..], "lat2.safetensors", "vae_encode does not take `color_fix`"),
     ] {
         let out = run(args, output);
         let stderr = String::from_utf8_lossy(&out.stderr);

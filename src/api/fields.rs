@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::jobs::{OutputFormat, RestoreParams};
 use crate::models::Op;
 use crate::models::restore::colorfix::ColorFix;
-use crate::queue::{self, JobOptions, JobRequest};
+use crate::queue::{self, JobOptions, JobRequest, OpParameter};
 
 /// Reads and checks the fields: the request the queue will take.
 pub fn job_request(fields: &JobFields, config: &Config) -> Result<JobRequest, ApiError> {
@@ -61,23 +61,7 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
     Ok(JobOptions { op, model: Some(model), scale, priority, dtype, tile, normalize, memory_budget_mib, output_format, keep_audio, metrics, restore })
 }
 
-/// The job fields an op reads besides `op`, `model`, `priority`, `dtype` and `filename`, which every op takes.
-fn fields_of(op: Op) -> &'static [&'static str] {
-    match op {
-        // The budget of an upscale is what a worker must have free to claim it (several boxes).
-        Op::Upscale => &["scale", "tile", "output_format", "keep_audio", "metrics", "memory_budget_mib"],
-        Op::VaeEncode => &["normalize", "memory_budget_mib"],
-        Op::VaeDecode => &["memory_budget_mib", "output_format"],
-        Op::VaeReconstruct => &["memory_budget_mib", "output_format", "keep_audio"],
-        Op::Restore => &[
-            "scale", "memory_budget_mib", "output_format", "keep_audio", "vae", "height", "width", "seed", "color_fix", "batch_frames",
-            "batch_overlap",
-        ],
-    }
-}
-
-/// A field given that the op does not read is refused (400 `parameter-not-for-op`), naming the ops that
-/// take it: `op=upscale&seed=3` must not run as if the seed meant something.
+/// A field given that the op does not read is refused (400 `parameter-not-for-op`, by the queue's table).
 fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
     // Every field by name, so that a new one does not compile until it is placed here.
     let JobFields {
@@ -102,36 +86,22 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         batch_overlap,
     } = fields;
     let given = [
-        ("scale", scale),
-        ("tile", tile),
-        ("normalize", normalize),
-        ("memory_budget_mib", memory_budget_mib),
-        ("output_format", output_format),
-        ("keep_audio", keep_audio),
-        ("metrics", metrics),
-        ("vae", vae),
-        ("height", height),
-        ("width", width),
-        ("seed", seed),
-        ("color_fix", color_fix),
-        ("batch_frames", batch_frames),
-        ("batch_overlap", batch_overlap),
+        (OpParameter::Scale, scale),
+        (OpParameter::Tile, tile),
+        (OpParameter::Normalize, normalize),
+        (OpParameter::MemoryBudgetMib, memory_budget_mib),
+        (OpParameter::OutputFormat, output_format),
+        (OpParameter::KeepAudio, keep_audio),
+        (OpParameter::Metrics, metrics),
+        (OpParameter::Vae, vae),
+        (OpParameter::Height, height),
+        (OpParameter::Width, width),
+        (OpParameter::Seed, seed),
+        (OpParameter::ColorFix, color_fix),
+        (OpParameter::BatchFrames, batch_frames),
+        (OpParameter::BatchOverlap, batch_overlap),
     ];
-    let refused: Vec<String> = given
-        .iter()
-        .filter(|(name, value)| value.is_some() && !fields_of(op).contains(name))
-        .map(|(name, _)| {
-            let takers: Vec<&str> = Op::ALL.iter().filter(|other| fields_of(**other).contains(name)).map(|other| other.as_str()).collect();
-            format!("`{name}` (only {})", takers.join(", "))
-        })
-        .collect();
-    if refused.is_empty() {
-        return Ok(());
-    }
-    Err(ApiError::bad_request(
-        codes::PARAMETER_NOT_FOR_OP,
-        format!("{} does not take {}; leave it out", op.as_str(), refused.join(", ")),
-    ))
+    Ok(queue::refuse_parameters_not_for(op, given.into_iter().filter(|(_, value)| value.is_some()).map(|(parameter, _)| parameter))?)
 }
 
 /// `true`/`1`/`yes` or `false`/`0`/`no`, any case.

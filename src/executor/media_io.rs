@@ -1,7 +1,7 @@
 //! Where every op opens its frames: the reader at the input's colour, the writer in the job's
 //! format with that colour and, unless `keep_audio=false`, the input's audio, subtitles and chapters.
 use super::{ExecError, Executor, JobSpec};
-use crate::jobs::OutputFormat;
+use crate::jobs::{OutputFormat, Timings};
 use crate::media::{Colour, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
 
 /// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
@@ -64,4 +64,16 @@ pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Resul
         sample_aspect_ratio: video.sample_aspect_ratio,
     };
     Ok(FrameWriter::spawn(&exec.config.tools, config)?)
+}
+
+/// The job's input as probed: what the upload's checks found, or a probe now (a job made by `vaebox run`,
+/// or one whose input came from the shared storage), whose time is added to the upload's `probe`.
+pub fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
+    if let Some(info) = &job.input_media {
+        return Ok(info.clone());
+    }
+    let started = std::time::Instant::now();
+    let info = crate::media::probe(&exec.config.tools, &job.input_path, &exec.config.limits)?;
+    timings.probe = Some(timings.probe.unwrap_or(0.0) + started.elapsed().as_secs_f64());
+    Ok(info)
 }

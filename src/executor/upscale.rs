@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use tch::Tensor;
 
-use super::media_io::{read_frames, write_frames, OutputVideo};
+use super::media_io::{input_media, read_frames, write_frames, OutputVideo};
 use super::frame_workers::FrameWorkers;
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::executor::quality::QualityMeter;
@@ -30,15 +30,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     if !entry.scales.contains(&scale) {
         return Err(ExecError::Invalid(format!("model {} supports scales {:?}, not {scale}", entry.name, entry.scales)));
     }
-    let info = match &job.input_media {
-        Some(info) => info.clone(),
-        None => {
-            let started = Instant::now();
-            let info = media::probe(&exec.config.tools, &job.input_path, &exec.config.limits)?;
-            timings.probe = Some(timings.probe.unwrap_or(0.0) + started.elapsed().as_secs_f64());
-            info
-        }
-    };
+    let info = input_media(exec, job, timings)?;
     let kind = exec.resolve_kind(job, timings);
 
     let load_started = Instant::now();

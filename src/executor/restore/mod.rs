@@ -14,7 +14,7 @@ use tch::{Kind, Tensor};
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{DeviceMemoryPlan, DitPlan, JobPlan, RestorePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
-use super::media_io::{read_frames, write_frames, OutputVideo};
+use super::media_io::{input_media, read_frames, write_frames, OutputVideo};
 use crate::media::{self, FrameWriter, MediaInfo};
 use crate::models::restore::one_step::{self, Noise, RestoreStep, Stage, StageSeconds};
 use crate::models::restore::prepare::{self, FrameGeometry};
@@ -48,16 +48,6 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let settings = RestoreSettings { batch: memory.batch, ..settings };
     let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory };
     tch::no_grad(|| pipeline.run(&mut vae, timings))
-}
-
-fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
-    if let Some(info) = &job.input_media {
-        return Ok(info.clone());
-    }
-    let started = Instant::now();
-    let info = media::probe(&exec.config.tools, &job.input_path, &exec.config.limits)?;
-    timings.probe = Some(timings.probe.unwrap_or(0.0) + started.elapsed().as_secs_f64());
-    Ok(info)
 }
 
 struct Pipeline<'a> {

@@ -16,7 +16,7 @@ use crate::jobs::plan::{JobPlan, VaeOpPlan, VaePlan};
 use crate::jobs::{JobOutcome, Progress, QualityMetrics, Timings};
 use crate::models::Op;
 use crate::media::latent;
-use crate::executor::media_io::{read_frames, write_frames, OutputVideo};
+use crate::executor::media_io::{input_media, read_frames, write_frames, OutputVideo};
 use crate::media::{self, FrameReader, FrameWriter, MediaInfo};
 use crate::models::registry::{self, ModelEntry};
 use crate::models::vae::VideoVae;
@@ -145,15 +145,7 @@ fn latent_dims(exec: &Executor, job: &JobSpec, vae: &VideoVae, timings: &mut Tim
         let [_, _, frames, height, width] = shape[..] else { return Err(ExecError::Invalid(format!("input shape {shape:?}"))) };
         return Ok(from_pixels(frames, height, width));
     }
-    let info = match &job.input_media {
-        Some(info) => info.clone(),
-        None => {
-            let started = Instant::now();
-            let info = media::probe(&exec.config.tools, &job.input_path, &exec.config.limits)?;
-            timings.probe = Some(started.elapsed().as_secs_f64());
-            info
-        }
-    };
+    let info = input_media(exec, job, timings)?;
     Ok(from_pixels(info.frames.max(1) as i64, info.height as i64, info.width as i64))
 }
 
@@ -193,13 +185,7 @@ impl VaeJob<'_> {
     }
 
     fn input_media(&self, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
-        if let Some(info) = &self.job.input_media {
-            return Ok(info.clone());
-        }
-        let started = Instant::now();
-        let info = media::probe(&self.exec.config.tools, &self.job.input_path, &self.exec.config.limits)?;
-        timings.probe = Some(started.elapsed().as_secs_f64());
-        Ok(info)
+        input_media(self.exec, self.job, timings)
     }
 
     fn reader(&self, info: &MediaInfo) -> Result<FrameReader, ExecError> {

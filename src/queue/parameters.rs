@@ -1,0 +1,80 @@
+//! Which job parameters each op takes, written once. The API (query, form fields, `params` JSON) and
+//! `vaebox run`'s flags both refuse by this table a parameter the job's op would not use (400
+//! `parameter-not-for-op`): `op=upscale&seed=3` must not run as if the seed meant something. `op`,
+//! `model`, `priority` and `dtype` are every op's and are not listed.
+use super::QueueError;
+use crate::error_codes as codes;
+use crate::models::Op;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpParameter {
+    Scale,
+    Tile,
+    Normalize,
+    MemoryBudgetMib,
+    OutputFormat,
+    KeepAudio,
+    Metrics,
+    Vae,
+    Height,
+    Width,
+    Seed,
+    ColorFix,
+    BatchFrames,
+    BatchOverlap,
+}
+
+impl OpParameter {
+    /// The name in the API; `vaebox run`'s flag is the same with dashes.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpParameter::Scale => "scale",
+            OpParameter::Tile => "tile",
+            OpParameter::Normalize => "normalize",
+            OpParameter::MemoryBudgetMib => "memory_budget_mib",
+            OpParameter::OutputFormat => "output_format",
+            OpParameter::KeepAudio => "keep_audio",
+            OpParameter::Metrics => "metrics",
+            OpParameter::Vae => "vae",
+            OpParameter::Height => "height",
+            OpParameter::Width => "width",
+            OpParameter::Seed => "seed",
+            OpParameter::ColorFix => "color_fix",
+            OpParameter::BatchFrames => "batch_frames",
+            OpParameter::BatchOverlap => "batch_overlap",
+        }
+    }
+
+    /// The parameters `op` reads; a new op does not compile until it says which.
+    pub fn of(op: Op) -> &'static [OpParameter] {
+        use OpParameter::*;
+        match op {
+            // The budget of an upscale is what a worker must have free to claim it (several boxes).
+            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib],
+            Op::VaeEncode => &[Normalize, MemoryBudgetMib],
+            Op::VaeDecode => &[MemoryBudgetMib, OutputFormat],
+            Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio],
+            Op::Restore => &[Scale, MemoryBudgetMib, OutputFormat, KeepAudio, Vae, Height, Width, Seed, ColorFix, BatchFrames, BatchOverlap],
+        }
+    }
+
+    pub fn is_for(self, op: Op) -> bool {
+        OpParameter::of(op).contains(&self)
+    }
+}
+
+/// Refuses the `given` parameters `op` does not read, naming the ops that do read each.
+pub fn refuse_parameters_not_for(op: Op, given: impl IntoIterator<Item = OpParameter>) -> Result<(), QueueError> {
+    let refused: Vec<String> = given
+        .into_iter()
+        .filter(|parameter| !parameter.is_for(op))
+        .map(|parameter| {
+            let takers: Vec<&str> = Op::ALL.iter().filter(|other| parameter.is_for(**other)).map(|other| other.as_str()).collect();
+            format!("`{}` (only {})", parameter.name(), takers.join(", "))
+        })
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(QueueError::refused(codes::PARAMETER_NOT_FOR_OP, format!("{} does not take {}; leave it out", op.as_str(), refused.join(", "))))
+}
