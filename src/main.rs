@@ -237,6 +237,8 @@ enum BenchCommand {
     Tiling(vaebox::bench::tiling::bench::TilingBenchArgs),
     /// The same weights on the CPU and on a device (the GPU kit: `--device cuda`): every VAE family and the SeedVR2 DiT, output against output.
     Parity(vaebox::bench::parity::ParityArgs),
+    /// The CPU Winograd convolution against the direct one on the VAE decoder's layer shapes: time and error.
+    Winograd(vaebox::bench::winograd::WinogradBenchArgs),
     /// Upscale a real clip end to end for each dtype; prints model-only fps, end-to-end fps and total/compute.
     Upscale {
         #[arg(long, default_value = "tests/media/carphone_pristine.mp4")]
@@ -311,6 +313,7 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::LoadWeights(args) } => vaebox::bench::weights_load::run(&args),
         Command::Bench { what: BenchCommand::Parity(args) } => vaebox::bench::parity::run(&args),
         Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::bench::tiling::bench::run(&args),
+        Command::Bench { what: BenchCommand::Winograd(args) } => vaebox::bench::winograd::run(&args),
         Command::Calibrate(args) => vaebox::bench::tiling::calibrate::run(&args),
         Command::MeasureRun { spec } => vaebox::bench::tiling::measure::child_main(&spec),
     }

@@ -8,6 +8,7 @@ mod breakdown;
 mod flops;
 mod layout;
 
+use super::dtype::BenchDtype;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -127,40 +128,10 @@ fn reference_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference").join(relative)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dtype {
-    F32,
-    Bf16,
-}
-
-impl Dtype {
-    fn parse(s: &str) -> Option<Self> {
-        match s {
-            "f32" => Some(Dtype::F32),
-            "bf16" => Some(Dtype::Bf16),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::Bf16 => "bf16",
-        }
-    }
-
-    fn kind(self) -> Kind {
-        match self {
-            Dtype::F32 => Kind::Float,
-            Dtype::Bf16 => Kind::BFloat16,
-        }
-    }
-}
-
 /// What the bench runs, checked once from the arguments.
 struct Plan {
     shape: DitShape,
-    dtypes: Vec<Dtype>,
+    dtypes: Vec<BenchDtype>,
     /// `(T, H, W)` of the latent the DiT sees.
     latent_grid: [i64; 3],
 }
@@ -190,7 +161,7 @@ impl Plan {
         }
         let dtypes = args.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty());
         let dtypes = dtypes
-            .map(|s| Dtype::parse(s).with_context(|| format!("unknown dtype `{s}` (f32, bf16)")))
+            .map(|s| BenchDtype::parse(s).with_context(|| format!("unknown dtype `{s}` (f32, bf16)")))
             .collect::<anyhow::Result<Vec<_>>>()?;
         if dtypes.is_empty() {
             bail!("no dtype given");
@@ -203,7 +174,7 @@ impl Plan {
 
 /// One dtype's measurements.
 struct Row {
-    dtype: Dtype,
+    dtype: BenchDtype,
     runs: Vec<StageSeconds>,
     /// RSS high-water growth of each timed run.
     peak_growth: Vec<u64>,
@@ -242,7 +213,7 @@ pub fn run(args: &RestoreBenchArgs) -> anyhow::Result<()> {
     let load_before = load_average();
     let peak_budget = Duration::from_secs_f64(args.peak_seconds);
     eprintln!("measuring the matmul peak at {} threads on {}", args.threads, args.device);
-    let measure_peak = |dtype: &Dtype| matmul_gflops(dtype.kind(), args.peak_size, peak_budget, device);
+    let measure_peak = |dtype: &BenchDtype| matmul_gflops(dtype.kind(), args.peak_size, peak_budget, device);
     let peak_before: Vec<f64> = plan.dtypes.iter().map(measure_peak).collect();
     // Counted from the loaded model's own configuration (windows included); the same at every dtype.
     let mut work = None;
@@ -279,7 +250,7 @@ impl PeakMeter {
     }
 }
 
-fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: Dtype, device: Device) -> anyhow::Result<(Row, DitWork)> {
+fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: BenchDtype, device: Device) -> anyhow::Result<(Row, DitWork)> {
     let kind = dtype.kind();
     eprintln!("{}: building the DiT ({:?}) and the {:?} VAE", dtype.name(), plan.shape, args.vae);
     let tensors = plan.shape.random_tensors(args.seed as i64);

@@ -4,6 +4,7 @@
 //! and best times, our speed-up, our GFLOP/s against a measured matmul peak, and the max abs difference
 //! between the two outputs (proof that both ran the same computation). FLOPs come from torch's
 //! `FlopCounterMode` on the diffusers model.
+use super::dtype::BenchDtype;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -38,28 +39,6 @@ impl Op {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dtype {
-    F32,
-    Bf16,
-}
-
-impl Dtype {
-    fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::Bf16 => "bf16",
-        }
-    }
-
-    fn kind(self) -> Kind {
-        match self {
-            Dtype::F32 => Kind::Float,
-            Dtype::Bf16 => Kind::BFloat16,
-        }
-    }
-}
-
 pub(super) fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
     let items = list.split(',').map(str::trim).filter(|s| !s.is_empty());
     let parsed = items.map(|s| parse(s).with_context(|| format!("unknown {what} `{s}`"))).collect::<anyhow::Result<Vec<_>>>()?;
@@ -71,7 +50,7 @@ pub(super) fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Opti
 
 /// One row of the result table.
 struct Row {
-    dtype: Dtype,
+    dtype: BenchDtype,
     op: Op,
     /// `cpu_winograd` of our run; `None` where no Winograd path exists (bf16, CUDA).
     winograd: Option<bool>,
@@ -128,7 +107,7 @@ impl CachePaths {
     }
 
     /// diffusers' outputs of the latest run at one dtype (overwritten by every run).
-    fn reference_outputs(&self, args: &VaeBenchArgs, dtype: Dtype) -> PathBuf {
+    fn reference_outputs(&self, args: &VaeBenchArgs, dtype: BenchDtype) -> PathBuf {
         self.dir.join(format!("diffusers-out-{}-seed{}-{}x{}x{}.safetensors", dtype.name(), args.seed, args.frames, args.height, args.width))
     }
 }
@@ -152,11 +131,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     if args.family == VaeFamily::Seedvr2 {
         return super::seedvr2::run(args);
     }
-    let dtypes = parse_list(&args.dtypes, "dtype", |s| match s {
-        "f32" => Some(Dtype::F32),
-        "bf16" => Some(Dtype::Bf16),
-        _ => None,
-    })?;
+    let dtypes = parse_list(&args.dtypes, "dtype", BenchDtype::parse)?;
     let ops = parse_list(&args.ops, "op", |s| match s {
         "encode" => Some(Op::Encode),
         "decode" => Some(Op::Decode),
@@ -199,7 +174,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     for &dtype in &dtypes {
         // TF32 changes f32 on CUDA only; elsewhere one run with it off.
         let tf32_settings: Vec<Option<bool>> = match dtype {
-            Dtype::F32 if device.is_cuda() => tf32.iter().copied().map(Some).collect(),
+            BenchDtype::F32 if device.is_cuda() => tf32.iter().copied().map(Some).collect(),
             _ => vec![None],
         };
         for tf32 in tf32_settings {
@@ -221,10 +196,10 @@ struct MatmulPeak {
 }
 
 impl MatmulPeak {
-    fn of(&self, dtype: Dtype) -> f64 {
+    fn of(&self, dtype: BenchDtype) -> f64 {
         match dtype {
-            Dtype::F32 => self.f32_gflops,
-            Dtype::Bf16 => self.bf16_gflops,
+            BenchDtype::F32 => self.f32_gflops,
+            BenchDtype::Bf16 => self.bf16_gflops,
         }
     }
 }
@@ -242,7 +217,7 @@ fn measure_matmul_peak(script: &PythonScript, args: &VaeBenchArgs) -> anyhow::Re
 
 /// Both models at one dtype (and TF32 setting); per op a warm-up each, then `repeats` rounds of
 /// (diffusers run, our run).
-fn bench_dtype(setup: &Setup, dtype: Dtype, tf32: Option<bool>) -> anyhow::Result<Vec<Row>> {
+fn bench_dtype(setup: &Setup, dtype: BenchDtype, tf32: Option<bool>) -> anyhow::Result<Vec<Row>> {
     let Setup { args, script, paths, shape_args, inputs, device, .. } = setup;
     let device = *device;
     let mut device_args: Vec<String> = Vec::new();
@@ -274,7 +249,7 @@ fn bench_dtype(setup: &Setup, dtype: Dtype, tf32: Option<bool>) -> anyhow::Resul
     let mut rows = Vec::new();
     let mut our_outputs = Vec::new();
     let settings: Vec<Option<bool>> = match dtype {
-        Dtype::F32 if !device.is_cuda() => setup.winograd.iter().copied().map(Some).collect(),
+        BenchDtype::F32 if !device.is_cuda() => setup.winograd.iter().copied().map(Some).collect(),
         _ => vec![None],
     };
     let set = |setting: Option<bool>| crate::models::nn::winograd::set_enabled(setting.unwrap_or(false));

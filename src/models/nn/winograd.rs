@@ -111,7 +111,7 @@ pub const F2X2: Transform = Transform {
 };
 
 /// F(4×4, 3×3) with interpolation points 0, ±1, ±2 (Lavin & Gray, 2015): 36 products per tile instead of 144.
-#[cfg(test)]
+/// The models use F(2×2), whose error is the smaller; `vaebox bench winograd` times and checks both.
 pub const F4X4: Transform = Transform {
     m: 4,
     a: 6,
@@ -535,46 +535,3 @@ mod tests {
         assert!(!applies(&small, &Tensor::randn([16, 3, 3, 3, 3], opts), [1, 1, 1], [0, 1, 1]));
     }
 }
-
-#[cfg(test)]
-mod timing_probe {
-    use super::*;
-    use tch::Device;
-
-    #[test]
-    #[ignore]
-    fn probe() {
-        tch::set_num_threads(2);
-        let opts = (Kind::Float, Device::Cpu);
-        let shapes = [(96i64, 128i64, 128i64, 4i64), (192, 64, 64, 4), (384, 32, 32, 4), (384, 16, 16, 9), (384, 16, 16, 1), (96, 256, 256, 2)];
-        // The decoder's levels at 480×832: 384 channels at 120×208, 192 at 240×416, 96 at 480×832.
-        let large = [(384, 120, 208, 2), (192, 240, 416, 2), (96, 480, 832, 2), (192, 128, 128, 4)];
-        for (c, h, w, out_frames) in shapes.into_iter().chain(large) {
-            let hw = format!("{h}x{w}");
-            let x = Tensor::randn([1, c, out_frames + 2, h, w], opts).permute([0, 2, 3, 4, 1]).contiguous().permute([0, 4, 1, 2, 3]);
-            let w = (Tensor::randn([c, c, 3, 3, 3], opts) / ((c * 27) as f64).sqrt()).permute([0, 2, 3, 4, 1]).contiguous().permute([0, 4, 1, 2, 3]);
-            let b = Tensor::randn([c], opts);
-            let direct = || x.mkldnn_convolution(&w, Some(&b), [0, 1, 1], [1, 1, 1], [1, 1, 1], 1);
-            let time = |f: &dyn Fn() -> Tensor| {
-                drop(f());
-                let mut best = f64::MAX;
-                for _ in 0..3 {
-                    let t = std::time::Instant::now();
-                    drop(f());
-                    best = best.min(t.elapsed().as_secs_f64());
-                }
-                best * 1000.0
-            };
-            let d = time(&direct);
-            let reference = direct();
-            for tr in [&F2X2, &F4X4] {
-                let kernel = transformed_kernel(&w, tr).unwrap();
-                let ours = || conv3d(&x, &kernel, &b, tr).unwrap();
-                let e = (ours() - &reference).abs().max().double_value(&[]);
-                let o = time(&ours);
-                println!("c {c} hw {hw} frames {out_frames} F{}: direct {d:.1} ms, winograd {o:.1} ms, {:.2}x, err {e:.1e}", tr.m, d / o);
-            }
-        }
-    }
-}
-
