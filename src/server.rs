@@ -98,7 +98,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         let mut schedulers = Vec::new();
         let mut names = Vec::new();
         for (device, name) in devices.iter().zip(&worker_names) {
-            let executor = ExecutorHandle::spawn(ExecutorConfig { device: *device, ..ExecutorConfig::from_config(&config) });
+            let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(&config).on_device(*device));
             let device = executor.device().to_string();
             let name = name.clone();
             let worker = Worker {

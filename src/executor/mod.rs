@@ -47,55 +47,33 @@ pub struct JobSpec {
     pub timings: Timings,
 }
 
-/// The settings of the executor thread, read once from the config.
+/// The settings of the executor thread: the box's config (read through `Deref`, so every setting is
+/// named once, in `Config`), the device this executor runs on (a box with two GPUs runs one executor on
+/// each), and the media settings made from the config once.
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
     pub device: crate::device::DeviceChoice,
-    pub threads: i32,
-    pub default_dtype: crate::device::DtypeChoice,
-    pub models_dir: PathBuf,
     pub tools: MediaTools,
     pub limits: MediaLimits,
-    pub chunk_frames: usize,
-    pub upscale_tile: i64,
-    pub upscale_overlap: i64,
-    pub memory_budget_mib: u64,
-    pub device_memory_margin_mib: u64,
-    pub tf32: bool,
-    pub cudnn_benchmark: bool,
-    pub cpu_winograd: bool,
-    pub cpu_allocator: crate::device::HostAllocator,
-    pub dit_block_swap: crate::config::BlockSwap,
-    pub output_crf: u8,
-    pub output_preset: String,
-    pub media_priority: crate::media::ProcessPriority,
-    pub cpu_frame_workers: usize,
+    config: Arc<Config>,
 }
 
 impl ExecutorConfig {
     pub fn from_config(config: &Config) -> ExecutorConfig {
-        ExecutorConfig {
-            device: config.device,
-            threads: config.threads,
-            default_dtype: config.dtype,
-            models_dir: config.models_dir.clone(),
-            tools: config.media_tools(),
-            limits: config.media_limits(),
-            chunk_frames: config.chunk_frames,
-            upscale_tile: config.upscale_tile,
-            upscale_overlap: config.upscale_overlap,
-            memory_budget_mib: config.memory_budget_mib,
-            device_memory_margin_mib: config.device_memory_margin_mib,
-            tf32: config.tf32,
-            cudnn_benchmark: config.cudnn_benchmark,
-            cpu_winograd: config.cpu_winograd,
-            cpu_allocator: config.cpu_allocator,
-            dit_block_swap: config.dit_block_swap,
-            output_crf: config.output_crf,
-            output_preset: config.output_preset.clone(),
-            media_priority: config.media_priority,
-            cpu_frame_workers: config.cpu_frame_workers,
-        }
+        ExecutorConfig { device: config.device, tools: config.media_tools(), limits: config.media_limits(), config: Arc::new(config.clone()) }
+    }
+
+    /// The same settings on another device.
+    pub fn on_device(self, device: crate::device::DeviceChoice) -> ExecutorConfig {
+        ExecutorConfig { device, ..self }
+    }
+}
+
+impl std::ops::Deref for ExecutorConfig {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        &self.config
     }
 }
 
@@ -292,7 +270,7 @@ impl Executor {
     /// The job's precision, or the box's default; recorded in the timings so users see what ran.
     fn resolve_kind(&self, job: &JobSpec, timings: &mut Timings) -> tch::Kind {
         let choice = match job.params.dtype {
-            crate::device::DtypeChoice::Auto => self.config.default_dtype,
+            crate::device::DtypeChoice::Auto => self.config.dtype,
             chosen => chosen,
         };
         let kind = choice.resolve(self.device);
