@@ -10,6 +10,10 @@ pub mod frame_workers;
 mod media_io;
 mod models;
 mod quality;
+// Out of memory: retry a push shorter (`resilient`), then re-plan the job for less memory (`replan`);
+// the VAE ops and restore's VAE stages share both.
+mod replan;
+mod resilient;
 pub mod restore;
 pub mod tiled;
 mod upscale;

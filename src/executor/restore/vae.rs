@@ -1,6 +1,6 @@
 //! The VAE half of a restoration batch through the machinery the VAE jobs use: pushes of the planned
 //! length through the causal streams (exact), spatial tiles when one push of whole frames does not fit
-//! the budget, and on out of memory first the push-level retry (shorter pushes, `vae::resilient`), then
+//! the budget, and on out of memory first the push-level retry (shorter pushes, `executor::resilient`), then
 //! a re-plan for less memory (`vae::replan`), which the rest of the job keeps. Only when all of that
 //! fails does the batch itself get shorter (the caller's retry).
 use tch::{Device, Kind, Tensor};
@@ -9,8 +9,8 @@ use crate::executor::ExecError;
 use crate::executor::attempt::attempt;
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 use crate::executor::tiled::tile_major::TileMajorDecode;
-use crate::executor::vae::replan::{JobPlanning, PlanLimits};
-use crate::executor::vae::resilient::{self, OomFallbacks, PushSize};
+use crate::executor::replan::{JobPlanning, PlanLimits};
+use crate::executor::resilient::{self, OomFallbacks, PushSize};
 use crate::jobs::plan::VaeStagePlans;
 use crate::models::restore::one_step::BatchVae;
 use crate::models::nn::posterior::Posterior;

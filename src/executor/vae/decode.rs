@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use tch::Tensor;
 
-use super::resilient::{self, OomFallbacks};
+use crate::executor::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob, DEFAULT_LATENT_FPS};
 use crate::executor::ExecError;
 use crate::executor::frames::{self, VideoTensorWriter};

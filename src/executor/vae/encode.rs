@@ -3,7 +3,7 @@ use std::time::Instant;
 
 use tch::{Device, Kind, Tensor};
 
-use super::resilient::{self, OomFallbacks};
+use crate::executor::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob};
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::ExecError;

@@ -4,8 +4,6 @@
 mod decode;
 mod encode;
 mod reconstruct;
-pub(super) mod replan;
-pub(super) mod resilient;
 
 use std::time::Instant;
 
@@ -23,7 +21,8 @@ use crate::models::vae::VideoVae;
 use crate::tiling::grid::SpatialTiles;
 use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::Plan;
-use replan::{JobPlanning, PlanLimits};
+use crate::executor::replan::{JobPlanning, PlanLimits};
+use crate::executor::resilient;
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 
 /// Wan and SeedVR2 are trained on 16 fps clips; a latent without an fps decodes at that rate.

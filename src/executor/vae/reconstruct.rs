@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use tch::Tensor;
 
-use super::resilient::{self, OomFallbacks};
+use crate::executor::resilient::{self, OomFallbacks};
 use super::{StageClock, VaeJob};
 use crate::executor::quality::QualityMeter;
 use crate::executor::{frames, ExecError};
