@@ -14,6 +14,7 @@ mod quality;
 // the VAE ops and restore's VAE stages share both.
 mod replan;
 mod resilient;
+mod stage_clock;
 pub mod restore;
 pub mod tiled;
 mod upscale;

@@ -7,6 +7,7 @@ use tch::Tensor;
 
 use super::media_io::{input_media, read_frames, write_frames, OutputVideo};
 use super::frame_workers::FrameWorkers;
+use super::stage_clock::StageClock;
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::executor::quality::QualityMeter;
 use crate::executor::tiled::upscale::upscale_tiled;
@@ -68,7 +69,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     };
     let mut quality = job.params.metrics.unwrap_or(false).then(QualityMeter::default);
 
-    let (mut read_s, mut compute_s, mut write_s) = (0.0, 0.0, 0.0);
+    let mut clock = StageClock::default();
     let mut done = 0u64;
     let frames_started = Instant::now();
     hooks.progress.send_replace(Progress::frames(0, info.frames, 0.0).at("upscale"));
@@ -77,16 +78,11 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let heap_reuse = crate::device::HeapReuse::for_call();
     loop {
         hooks.check_cancelled()?;
-        let waited = Instant::now();
-        let Some(chunk) = reader.next_chunk()? else { break };
-        read_s += waited.elapsed().as_secs_f64();
-
-        let computed = Instant::now();
+        let Some(chunk) = StageClock::time(&mut clock.read, || reader.next_chunk())? else { break };
         let frames_in = frames::to_tensor(&chunk, exec.device);
         // Consecutive runs of the chunk's frames, converted as the model made them; never joined into one
         // tensor, which would need the whole chunk's output twice at once.
-        let outputs = tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks))?;
-        compute_s += computed.elapsed().as_secs_f64();
+        let outputs = StageClock::time(&mut clock.compute, || tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks)))?;
         if let Some(meter) = quality.as_mut() {
             // Area-averaged back to the input's size: each input pixel against the mean of the
             // scale × scale pixels made from it, as written (rounded to the output's depth).
@@ -98,26 +94,17 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         }
 
         done += chunk.count as u64;
-        let waited = Instant::now();
-        for output in outputs {
-            writer.write(output)?;
-        }
-        write_s += waited.elapsed().as_secs_f64();
+        StageClock::time(&mut clock.write, || outputs.into_iter().try_for_each(|output| writer.write(output)))?;
         hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), frames_started.elapsed().as_secs_f64()).at("upscale"));
     }
     drop(heap_reuse);
     hooks.check_cancelled()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
-    let flushed = Instant::now();
-    writer.finish()?;
-    let output_media = media::probe(&exec.config.tools, &job.output_path, &media::MediaLimits::unlimited()).ok();
-    write_s += flushed.elapsed().as_secs_f64();
-
-    let pipeline_s = frames_started.elapsed().as_secs_f64();
-    timings.read = Some(read_s);
-    timings.compute = Some(compute_s);
-    timings.write = Some(write_s);
-    timings.fps = Some(done as f64 / pipeline_s.max(1e-9));
+    let output_media = StageClock::time(&mut clock.write, || -> Result<_, ExecError> {
+        writer.finish()?;
+        Ok(media::probe(&exec.config.tools, &job.output_path, &media::MediaLimits::unlimited()).ok())
+    })?;
+    clock.record(timings, done, frames_started);
     let output_bytes = std::fs::metadata(&job.output_path).map(|m| m.len()).unwrap_or(0);
     let tiles = crate::tiling::spatial::plan_tiles(height as i64, width as i64, &tiling).len();
     Ok(JobOutcome {

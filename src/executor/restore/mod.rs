@@ -14,6 +14,7 @@ use tch::{Kind, Tensor};
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{DeviceMemoryPlan, DitPlan, JobPlan, RestorePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
+use super::stage_clock::StageClock;
 use super::media_io::{input_media, read_frames, write_frames, OutputVideo};
 use crate::media::{self, FrameWriter, MediaInfo};
 use crate::models::restore::one_step::{self, Noise, RestoreStep, Stage, StageSeconds};
@@ -61,11 +62,11 @@ struct Pipeline<'a> {
     memory: MemoryPlan,
 }
 
-/// Seconds this thread waited on each side, and the stages of the batches.
+/// Seconds this thread waited on each side (the shared clock; its `compute` is split into the batches'
+/// stages here), and the stages of the batches.
 #[derive(Default)]
 struct Clock {
-    read: f64,
-    write: f64,
+    io: StageClock,
     stages: StageSeconds,
     /// Out-of-memory retries, in the order they happened.
     fallbacks: Vec<String>,
@@ -98,7 +99,7 @@ impl Pipeline<'_> {
             self.hooks.check_cancelled()?;
             let waited = Instant::now();
             let chunk = reader.next_chunk()?;
-            clock.read += waited.elapsed().as_secs_f64();
+            clock.io.read += waited.elapsed().as_secs_f64();
             match chunk {
                 Some(chunk) => {
                     let prepared = prepare::prepare_frames(&frames::to_tensor(&chunk, exec.device), &self.geometry)?;
@@ -125,7 +126,7 @@ impl Pipeline<'_> {
         self.hooks.progress.send_replace(self.progress(&clock, started).with_fraction(1.0, started.elapsed().as_secs_f64()).at("write"));
         let flushed = Instant::now();
         writer.finish()?;
-        clock.write += flushed.elapsed().as_secs_f64();
+        clock.io.write += flushed.elapsed().as_secs_f64();
         let output_media = media::probe(&exec.config.tools, &self.job.output_path, &media::MediaLimits::unlimited()).ok();
         self.record(timings, &clock, done, started);
         Ok(JobOutcome {
@@ -201,13 +202,13 @@ impl Pipeline<'_> {
         let rgb = frames::to_rgb(&((frames_11.to_kind(Kind::Float) + 1.0) * 0.5), writer.depth())?;
         let waited = Instant::now();
         writer.write(rgb)?;
-        clock.write += waited.elapsed().as_secs_f64();
+        clock.io.write += waited.elapsed().as_secs_f64();
         Ok(count as u64)
     }
 
     fn record(&self, timings: &mut Timings, clock: &Clock, frames: u64, since: Instant) {
-        timings.read = Some(clock.read);
-        timings.write = Some(clock.write);
+        timings.read = Some(clock.io.read);
+        timings.write = Some(clock.io.write);
         timings.compute = Some(clock.stages.total());
         timings.encode = Some(clock.stages.encode);
         timings.dit = Some(clock.stages.dit);

@@ -5,7 +5,8 @@ use std::time::Instant;
 use tch::Tensor;
 
 use crate::executor::resilient::{self, OomFallbacks};
-use super::{StageClock, VaeJob, DEFAULT_LATENT_FPS};
+use super::{VaeJob, DEFAULT_LATENT_FPS};
+use crate::executor::stage_clock::StageClock;
 use crate::executor::ExecError;
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::tiled::tile_major::{TileMajorDecode, TileMajorHooks};

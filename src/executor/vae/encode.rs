@@ -4,7 +4,8 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 use crate::executor::resilient::{self, OomFallbacks};
-use super::{StageClock, VaeJob};
+use super::VaeJob;
+use crate::executor::stage_clock::StageClock;
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::ExecError;
 use crate::jobs::plan::{VaeEncodePlan, VaeOpPlan};

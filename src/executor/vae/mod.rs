@@ -28,30 +28,6 @@ use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 /// Wan and SeedVR2 are trained on 16 fps clips; a latent without an fps decodes at that rate.
 const DEFAULT_LATENT_FPS: &str = "16/1";
 
-/// Seconds this thread spent waiting on each stage.
-#[derive(Default)]
-struct StageClock {
-    read: f64,
-    compute: f64,
-    write: f64,
-}
-
-impl StageClock {
-    fn time<T>(slot: &mut f64, work: impl FnOnce() -> T) -> T {
-        let started = Instant::now();
-        let out = work();
-        *slot += started.elapsed().as_secs_f64();
-        out
-    }
-
-    fn record(&self, timings: &mut Timings, frames: u64, since: Instant) {
-        timings.read = Some(self.read);
-        timings.compute = Some(self.compute);
-        timings.write = Some(self.write);
-        timings.fps = Some(frames as f64 / since.elapsed().as_secs_f64().max(1e-9));
-    }
-}
-
 /// What every VAE pipeline needs from the executor for one job.
 struct VaeJob<'a> {
     exec: &'a Executor,

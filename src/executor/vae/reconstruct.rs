@@ -5,7 +5,8 @@ use std::time::Instant;
 use tch::Tensor;
 
 use crate::executor::resilient::{self, OomFallbacks};
-use super::{StageClock, VaeJob};
+use super::VaeJob;
+use crate::executor::stage_clock::StageClock;
 use crate::executor::quality::QualityMeter;
 use crate::executor::{frames, ExecError};
 use crate::jobs::plan::{RowSplitHalves, VaeOpPlan, VaeReconstructPlan};
