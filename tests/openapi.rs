@@ -146,3 +146,20 @@ fn the_readme_lists_every_error_code() {
     let missing: Vec<&str> = vaebox::error_codes::ALL.iter().copied().filter(|code| !readme.contains(&format!("\n| `{code}` |"))).collect();
     assert!(missing.is_empty(), "README's error table misses {missing:?}");
 }
+
+/// Each job parameter's description in the document names the ops that take it, as the table the API and
+/// `vaebox run` refuse by says (the document once offered `scale` as {2, 4} while restore took 1-4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_job_parameter_names_the_ops_that_take_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let (status, document) = get_json(&client(), &server.url("/openapi.json")).await;
+    assert_eq!(status, 200);
+    let parameters = document["paths"]["/v1/jobs"]["post"]["parameters"].as_array().expect("POST /v1/jobs has parameters");
+    for parameter in vaebox::queue::OpParameter::ALL {
+        let described = parameters.iter().find(|p| p["name"] == parameter.name()).unwrap_or_else(|| panic!("{} is not in the document", parameter.name()));
+        let ops: Vec<&str> = parameter.ops().into_iter().map(vaebox::models::Op::as_str).collect();
+        let description = described["description"].as_str().unwrap_or("");
+        assert!(description.starts_with(&format!("Ops: {}. ", ops.join(", "))), "{}: {description}", parameter.name());
+    }
+}

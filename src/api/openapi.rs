@@ -45,7 +45,7 @@ use super::{jobs, preview, remote, system};
         system::style_css,
     ),
     components(schemas(ErrorBody)),
-    modifiers(&UnwrapOneItemOneOfs, &EveryRouteCanRefuse),
+    modifiers(&UnwrapOneItemOneOfs, &EveryRouteCanRefuse, &OpsOfEachParameter),
     tags(
         (name = "jobs", description = "Upload a video or latent, follow the job, download the result"),
         (name = "remote VAE", description = "diffusers' remote_decode / remote_encode, answered when the job finishes"),
@@ -70,6 +70,22 @@ impl Modify for EveryRouteCanRefuse {
             for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
                 operation.responses.responses.entry("4XX".to_string()).or_insert_with(|| RefOr::T(refusal.clone()));
             }
+        }
+    }
+}
+
+/// Each job parameter of `POST /v1/jobs` says which ops take it, from the queue's table (the one the
+/// API and `vaebox run` refuse by), so the document cannot disagree with what is refused.
+struct OpsOfEachParameter;
+
+impl Modify for OpsOfEachParameter {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        let Some(create) = document.paths.paths.get_mut("/v1/jobs").and_then(|item| item.post.as_mut()) else { return };
+        for parameter in create.parameters.iter_mut().flatten() {
+            let Some(job_parameter) = crate::queue::OpParameter::parse(&parameter.name) else { continue };
+            let ops: Vec<&str> = job_parameter.ops().into_iter().map(crate::models::Op::as_str).collect();
+            let described = parameter.description.take().unwrap_or_default();
+            parameter.description = Some(format!("Ops: {}. {described}", ops.join(", ")));
         }
     }
 }

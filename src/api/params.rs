@@ -30,7 +30,7 @@ pub struct JobFields {
     /// A model from /v1/models that can do `op`.
     #[param(value_type = String, required = false, default = "realesrgan-animevideov3")]
     pub model: Option<String>,
-    /// upscale, restore: output size over input size, one of the model's `scales` in /v1/models (default 4;
+    /// Output size over input size, one of the model's `scales` in /v1/models (default 4;
     /// restore: 2).
     #[param(value_type = Scale, inline, required = false, default = 4)]
     pub scale: Option<String>,
@@ -43,12 +43,12 @@ pub struct JobFields {
     /// Input tile side in pixels: 0 = whole frames, else 16..=8192 (default: the configured tile).
     #[param(value_type = i64, required = false, minimum = 0, maximum = 8192)]
     pub tile: Option<String>,
-    /// vae_encode: apply the published latent mean/std (SeedVR2: scaling factor). Refused at submission
+    /// Apply the published latent mean/std (SeedVR2: scaling factor). Refused at submission
     /// with 400 normalize-unsupported for a VAE whose latent size has no published statistics (Wan 2.1
     /// other than 16 channels, Wan 2.2 other than 48; see latent_channels in /v1/models).
     #[param(value_type = bool, required = false)]
     pub normalize: Option<String>,
-    /// Working memory for this VAE job in MiB (0 = none); overrides the configured memory_budget_mib.
+    /// Working memory for this job in MiB (0 = none); overrides the configured memory_budget_mib.
     #[param(value_type = u64, required = false, minimum = 0)]
     pub memory_budget_mib: Option<String>,
     /// The result's format (default: the box's output_format, h264 unless configured): h264 (8-bit
@@ -61,30 +61,30 @@ pub struct JobFields {
     /// (default true; a PNG zip has none).
     #[param(value_type = bool, required = false, default = true)]
     pub keep_audio: Option<String>,
-    /// upscale: report PSNR/SSIM of the output scaled back down (area average) to the input's size
+    /// Report PSNR/SSIM of the output scaled back down (area average) to the input's size
     /// against the input, in the job's metrics: a sanity figure that catches broken runs.
     #[param(value_type = bool, required = false, default = false)]
     pub metrics: Option<String>,
-    /// restore: the SeedVR2 VAE to encode and decode with (default: the DiT's pairs_with in /v1/models).
+    /// The SeedVR2 VAE to encode and decode with (default: the DiT's pairs_with in /v1/models).
     #[param(value_type = String, required = false)]
     pub vae: Option<String>,
-    /// restore: target height; with width, the target AREA (the aspect ratio follows the input, sides
+    /// Target height; with width, the target AREA (the aspect ratio follows the input, sides
     /// cropped to multiples of 16), instead of scale.
     #[param(value_type = u32, required = false)]
     pub height: Option<String>,
-    /// restore: target width (see height).
+    /// Target width (see height).
     #[param(value_type = u32, required = false)]
     pub width: Option<String>,
-    /// restore: noise seed (default 666, the original's); batch i uses seed + i.
+    /// Noise seed (default 666, the original's); batch i uses seed + i.
     #[param(value_type = i64, required = false)]
     pub seed: Option<String>,
-    /// restore: the colour fix (default wavelet, the original's).
+    /// The colour fix (default wavelet, the original's).
     #[param(value_type = ColorFix, inline, required = false)]
     pub color_fix: Option<String>,
-    /// restore: frames per DiT call, 4n + 1 (default 21).
+    /// Frames per DiT call, 4n + 1 (default 21).
     #[param(value_type = i64, required = false)]
     pub batch_frames: Option<String>,
-    /// restore: frames shared and cross-faded by consecutive batches (default 4 when batch_frames > 8,
+    /// Frames shared and cross-faded by consecutive batches (default 4 when batch_frames > 8,
     /// else 0).
     #[param(value_type = i64, required = false)]
     pub batch_overlap: Option<String>,

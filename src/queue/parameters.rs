@@ -25,6 +25,32 @@ pub enum OpParameter {
 }
 
 impl OpParameter {
+    pub const ALL: [OpParameter; 14] = [
+        OpParameter::Scale,
+        OpParameter::Tile,
+        OpParameter::Normalize,
+        OpParameter::MemoryBudgetMib,
+        OpParameter::OutputFormat,
+        OpParameter::KeepAudio,
+        OpParameter::Metrics,
+        OpParameter::Vae,
+        OpParameter::Height,
+        OpParameter::Width,
+        OpParameter::Seed,
+        OpParameter::ColorFix,
+        OpParameter::BatchFrames,
+        OpParameter::BatchOverlap,
+    ];
+
+    pub fn parse(name: &str) -> Option<OpParameter> {
+        OpParameter::ALL.into_iter().find(|parameter| parameter.name() == name)
+    }
+
+    /// The ops that read it, in `Op::ALL`'s order.
+    pub fn ops(self) -> Vec<Op> {
+        Op::ALL.into_iter().filter(|op| self.is_for(*op)).collect()
+    }
+
     /// The name in the API; `vaebox run`'s flag is the same with dashes.
     pub fn name(self) -> &'static str {
         match self {
@@ -69,7 +95,7 @@ pub fn refuse_parameters_not_for(op: Op, given: impl IntoIterator<Item = OpParam
         .into_iter()
         .filter(|parameter| !parameter.is_for(op))
         .map(|parameter| {
-            let takers: Vec<&str> = Op::ALL.iter().filter(|other| parameter.is_for(**other)).map(|other| other.as_str()).collect();
+            let takers: Vec<&str> = parameter.ops().into_iter().map(Op::as_str).collect();
             format!("`{}` (only {})", parameter.name(), takers.join(", "))
         })
         .collect();
