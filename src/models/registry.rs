@@ -1,6 +1,6 @@
-//! The models this box knows: the Real-ESRGAN files it ships with, every VAE checkpoint found in
-//! `models_dir/vae/` and every SeedVR2 DiT in `models_dir/dit/` (named by file stem, family read from the
-//! checkpoint's key names).
+//! The models this box knows: the upscalers' files it ships with (Real-ESRGAN, Real-CUGAN), every VAE
+//! checkpoint found in `models_dir/vae/` and every SeedVR2 DiT in `models_dir/dit/` (named by file stem,
+//! family read from the checkpoint's key names).
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,7 +41,7 @@ pub const DIT_DIR: &str = "dit";
 pub const TEXT_EMBEDDING_FILES: [&str; 3] = ["text_embeds.safetensors", "pos_emb.safetensors", "pos_emb.pt"];
 
 /// Every upscaler family: one line each.
-const UPSCALER_FAMILIES: &[&UpscalerFamily] = &[&crate::models::realesrgan::FAMILY];
+const UPSCALER_FAMILIES: &[&UpscalerFamily] = &[&crate::models::realesrgan::FAMILY, &crate::models::realcugan::FAMILY];
 
 /// The family that loads `family`'s upscalers; `None` for a family that is no upscaler.
 pub fn upscaler_family(family: Family) -> Option<&'static UpscalerFamily> {

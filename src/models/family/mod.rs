@@ -9,6 +9,8 @@ use serde::Serialize;
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     Realesrgan,
+    /// Real-CUGAN (bilibili), from realcugan-ncnn-vulkan's ncnn files.
+    Realcugan,
     Wan21,
     Wan22,
     Seedvr2,
@@ -20,6 +22,7 @@ impl Family {
     pub fn as_str(self) -> &'static str {
         match self {
             Family::Realesrgan => "realesrgan",
+            Family::Realcugan => "realcugan",
             Family::Wan21 => "wan21",
             Family::Wan22 => "wan22",
             Family::Seedvr2 => "seedvr2",
@@ -31,7 +34,7 @@ impl Family {
     /// cannot be listed as something it is not.
     pub fn kind(self) -> ModelKind {
         match self {
-            Family::Realesrgan => ModelKind::Upscaler,
+            Family::Realesrgan | Family::Realcugan => ModelKind::Upscaler,
             Family::Wan21 | Family::Wan22 | Family::Seedvr2 => ModelKind::Vae,
             Family::Seedvr2Dit => ModelKind::Dit,
         }

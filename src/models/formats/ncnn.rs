@@ -1,9 +1,9 @@
 //! Reader for ncnn model files (`.param` text graph + `.bin` weights), as shipped by the
-//! Real-ESRGAN ncnn packages. Produces the layers in file order with their parameters and
+//! Real-ESRGAN and Real-CUGAN ncnn packages. Produces the layers in file order with their parameters and
 //! weight tensors (fp32, on the CPU), and `GraphCursor`, which lets a model builder walk them
 //! in order and check the wiring; turning them into a model is the model file's job.
 //!
-//! Only the layer types the Real-ESRGAN exports use are understood: a layer type whose weight
+//! Only the layer types the Real-ESRGAN and Real-CUGAN exports use are understood: a layer type whose weight
 //! layout is unknown would leave every later tensor misaligned, so it is an error, not a skip.
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -62,6 +62,11 @@ pub enum LayerWeights {
     None,
     /// `weight` is OIHW; `bias` has `num_output` entries when the layer has a bias term.
     Convolution { weight: Tensor, bias: Option<Tensor> },
+    /// A transposed convolution, stored like a convolution: `weight` is `[num_output, inputs, kh, kw]`
+    /// (ncnn's order; PyTorch's `conv_transpose2d` wants the first two swapped), unflipped.
+    Deconvolution { weight: Tensor, bias: Option<Tensor> },
+    /// A fully connected layer: `weight` is `[num_output, inputs]`.
+    InnerProduct { weight: Tensor, bias: Option<Tensor> },
     PRelu { slopes: Tensor },
 }
 
@@ -76,9 +81,9 @@ pub struct NcnnLayer {
     pub weights: LayerWeights,
 }
 
-/// Layer types that carry no weights and that the Real-ESRGAN exports contain.
+/// Layer types that carry no weights and that the Real-ESRGAN and Real-CUGAN exports contain.
 const WEIGHTLESS_KINDS: &[&str] =
-    &["Input", "Split", "Concat", "Eltwise", "BinaryOp", "Interp", "PixelShuffle"];
+    &["Input", "Split", "Concat", "Eltwise", "BinaryOp", "Interp", "PixelShuffle", "Pooling", "Crop"];
 
 /// Parses `param` and reads the weights of every layer from `bin`; the whole `.bin` must be used.
 pub fn load(param: &Path, bin: &Path) -> Result<Vec<NcnnLayer>, ModelError> {
@@ -258,7 +263,15 @@ impl BinReader<'_> {
 
 fn read_weights(reader: &mut BinReader, layer: &NcnnLayer) -> Result<LayerWeights, ModelError> {
     match layer.kind.as_str() {
-        "Convolution" => read_convolution(reader, layer),
+        "Convolution" => {
+            let (weight, bias) = read_kernel(reader, layer)?;
+            Ok(LayerWeights::Convolution { weight, bias })
+        }
+        "Deconvolution" => {
+            let (weight, bias) = read_kernel(reader, layer)?;
+            Ok(LayerWeights::Deconvolution { weight, bias })
+        }
+        "InnerProduct" => read_inner_product(reader, layer),
         "PReLU" => {
             let num_slope = positive_param(reader.path, layer, 0, "num_slope")?;
             let what = || format!("PReLU `{}` slopes ({num_slope} fp32)", layer.name);
@@ -272,39 +285,62 @@ fn read_weights(reader: &mut BinReader, layer: &NcnnLayer) -> Result<LayerWeight
     }
 }
 
-fn read_convolution(reader: &mut BinReader, layer: &NcnnLayer) -> Result<LayerWeights, ModelError> {
+/// A convolution's or deconvolution's weights (both are stored the same way) and bias.
+fn read_kernel(reader: &mut BinReader, layer: &NcnnLayer) -> Result<(Tensor, Option<Tensor>), ModelError> {
     let num_output = positive_param(reader.path, layer, 0, "num_output")?;
     let kernel_w = positive_param(reader.path, layer, 1, "kernel_w")?;
     let kernel_h = layer.params.int(11, kernel_w as i32) as usize;
     let weight_count = positive_param(reader.path, layer, 6, "weight_data_size")?;
     if layer.params.int(8, 0) != 0 {
-        return Err(format_error(reader.path, format!("Convolution `{}` is int8-quantized (8=1), not supported", layer.name)));
+        return Err(format_error(reader.path, format!("{} `{}` is int8-quantized (8=1), not supported", layer.kind, layer.name)));
     }
     let per_output = num_output * kernel_h * kernel_w;
     if weight_count % per_output != 0 {
         return Err(format_error(
             reader.path,
             format!(
-                "Convolution `{}`: weight_data_size {weight_count} is not a multiple of num_output×kernel ({per_output})",
-                layer.name
+                "{} `{}`: weight_data_size {weight_count} is not a multiple of num_output×kernel ({per_output})",
+                layer.kind, layer.name
             ),
         ));
     }
     let in_channels = weight_count / per_output;
-    let what = || format!("Convolution `{}` weights ({weight_count} values)", layer.name);
+    let what = || format!("{} `{}` weights ({weight_count} values)", layer.kind, layer.name);
     let weight = reader.tagged(weight_count, &what)?.reshape([
         num_output as i64,
         in_channels as i64,
         kernel_h as i64,
         kernel_w as i64,
     ]);
-    let bias = if layer.params.int(5, 0) != 0 {
-        let what = || format!("Convolution `{}` bias ({num_output} fp32)", layer.name);
-        Some(reader.raw_f32(num_output, &what)?)
-    } else {
-        None
-    };
-    Ok(LayerWeights::Convolution { weight, bias })
+    let bias = read_bias(reader, layer, 5, num_output)?;
+    Ok((weight, bias))
+}
+
+fn read_inner_product(reader: &mut BinReader, layer: &NcnnLayer) -> Result<LayerWeights, ModelError> {
+    let num_output = positive_param(reader.path, layer, 0, "num_output")?;
+    let weight_count = positive_param(reader.path, layer, 2, "weight_data_size")?;
+    if layer.params.int(8, 0) != 0 {
+        return Err(format_error(reader.path, format!("InnerProduct `{}` is int8-quantized (8=1), not supported", layer.name)));
+    }
+    if weight_count % num_output != 0 {
+        return Err(format_error(
+            reader.path,
+            format!("InnerProduct `{}`: weight_data_size {weight_count} is not a multiple of num_output {num_output}", layer.name),
+        ));
+    }
+    let what = || format!("InnerProduct `{}` weights ({weight_count} values)", layer.name);
+    let weight = reader.tagged(weight_count, &what)?.reshape([num_output as i64, (weight_count / num_output) as i64]);
+    let bias = read_bias(reader, layer, 1, num_output)?;
+    Ok(LayerWeights::InnerProduct { weight, bias })
+}
+
+/// The raw fp32 bias that follows the weights when parameter `flag_id` (`bias_term`) is set.
+fn read_bias(reader: &mut BinReader, layer: &NcnnLayer, flag_id: i32, num_output: usize) -> Result<Option<Tensor>, ModelError> {
+    if layer.params.int(flag_id, 0) == 0 {
+        return Ok(None);
+    }
+    let what = || format!("{} `{}` bias ({num_output} fp32)", layer.kind, layer.name);
+    Ok(Some(reader.raw_f32(num_output, &what)?))
 }
 
 fn positive_param(path: &Path, layer: &NcnnLayer, id: i32, what: &str) -> Result<usize, ModelError> {

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Run a Real-CUGAN ncnn model with the real ncnn engine (PyPI `ncnn`) as the parity reference, on one whole
+frame, with the padding and cropping realcugan-ncnn-vulkan puts around the network.
+
+The ncnn graph alone is not the model: its convolutions are unpadded, so realcugan-ncnn-vulkan
+(src/main.cpp, src/realcugan.cpp, realcugan_preproc.comp) first pads the frame by reflection, by 18 pixels
+per side for 2x, 14 for 3x, 19 for 4x, plus, at the bottom and right, what makes the frame's sides a multiple
+of 2 (2x, 4x) or 4 (3x); it keeps the top-left `scale`×(H, W) of the output, and for 4x adds the frame
+upscaled 4x by nearest neighbour (realcugan_4x_postproc.comp). A frame no larger than the tool's tile size
+is one tile, so this is what the tool computes (with its syncgap modes off, as they are for one tile).
+
+The engine settings, the input (an image crop or a raw float32 CHW file) and the outputs are those of
+ncnn_reference.py: fp32 on the CPU, raw little-endian float32 CHW, unclamped, and a JSON line on stdout.
+
+    realcugan_reference.py --param M.param --bin M.bin --scale 2 --image astronaut.png --crop X,Y,W,H \
+        --input-out in.f32 --output-out out.f32 [--repeat N] [--threads 2]
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import ncnn
+import numpy as np
+
+from ncnn_reference import blob_names, make_net, read_input
+
+# realcugan-ncnn-vulkan's main.cpp: `prepadding` by scale, and realcugan.cpp: the multiple each padded side
+# is rounded up to (`prepadding_bottom`, `prepadding_right`).
+PREPADDING = {2: 18, 3: 14, 4: 19}
+SIDE_MULTIPLE = {2: 2, 3: 4, 4: 2}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--param", required=True)
+    p.add_argument("--bin", required=True)
+    p.add_argument("--scale", type=int, required=True, choices=sorted(PREPADDING))
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--image", help="PNG/JPEG read with PIL and converted to RGB")
+    source.add_argument("--input-raw", help="raw float32 CHW input (needs --shape C,H,W)")
+    p.add_argument("--crop", help="X,Y,W,H crop of --image (default: whole image)")
+    p.add_argument("--shape", help="C,H,W of --input-raw")
+    p.add_argument("--input-out", help="write the exact float32 CHW frame (before padding) here")
+    p.add_argument("--output-out", required=True, help="raw float32 CHW output, cropped to scale×(H, W)")
+    p.add_argument("--repeat", type=int, default=1, help="run the forward pass N times; report median and minimum")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--packing", action="store_true", help="allow fp32 pack4/pack8 layouts (faster)")
+    return p.parse_args()
+
+
+def reflected(length: int, before: int, after: int) -> np.ndarray:
+    """Source index of each padded position, as realcugan_preproc.comp computes it."""
+    position = np.arange(-before, length + after)
+    position = np.abs(position)
+    position = (length - 1) - np.abs(position - (length - 1))
+    if position.min() < 0:
+        sys.exit(f"a side of {length} px is too short for {before} px of reflection padding (the tool reads outside the frame)")
+    return position
+
+
+def pad_frame(chw: np.ndarray, scale: int) -> np.ndarray:
+    _, height, width = chw.shape
+    pad, multiple = PREPADDING[scale], SIDE_MULTIPLE[scale]
+    rows = reflected(height, pad, pad + (-height) % multiple)
+    cols = reflected(width, pad, pad + (-width) % multiple)
+    return np.ascontiguousarray(chw[:, rows][:, :, cols])
+
+
+def main():
+    args = parse_args()
+    chw = read_input(args)
+    if args.input_out:
+        chw.astype("<f4").tofile(args.input_out)
+    padded = pad_frame(chw, args.scale)
+    net = make_net(args)
+    input_blob, output_blob = blob_names(args.param)
+    _, height, width = chw.shape
+    seconds = []
+    output = None
+    for _ in range(max(1, args.repeat)):
+        start = time.perf_counter()
+        with net.create_extractor() as ex:
+            ex.input(input_blob, ncnn.Mat(padded).clone())
+            ret, out = ex.extract(output_blob)
+            if ret != 0:
+                sys.exit(f"ncnn extract of {output_blob} failed with {ret}")
+            output = np.array(out, dtype=np.float32)[:, : height * args.scale, : width * args.scale]
+            if args.scale == 4:
+                output = output + chw.repeat(4, axis=1).repeat(4, axis=2)
+        seconds.append(time.perf_counter() - start)
+    np.ascontiguousarray(output).astype("<f4").tofile(args.output_out)
+    print(json.dumps({
+        "input_shape": list(chw.shape),
+        "padded_shape": list(padded.shape),
+        "output_shape": list(output.shape),
+        "median_seconds": statistics.median(seconds),
+        "min_seconds": min(seconds),
+        "repeat": len(seconds),
+        "ncnn_version": ncnn.__version__,
+    }))
+
+
+if __name__ == "__main__":
+    main()
