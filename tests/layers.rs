@@ -107,7 +107,7 @@ const MODEL_FLOORS: &[&[&str]] = &[
     &["vae"],
     &["registry"],
     &["op"],
-    &["wan", "seedvr2", "seedvr2_dit", "realesrgan", "realcugan"],
+    &["wan", "seedvr2", "seedvr2_dit", "realesrgan", "realcugan", "rife"],
     &["family"],
     &["nn"],
     &["formats"],

@@ -9,6 +9,7 @@ pub mod nn;
 pub mod realcugan;
 pub mod realesrgan;
 pub mod restore;
+pub mod rife;
 pub mod seedvr2;
 pub mod seedvr2_dit;
 pub mod wan;

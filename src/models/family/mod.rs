@@ -1,5 +1,6 @@
 //! What each model family provides, as traits the families implement and the catalogue (registry, `vae`)
 //! and the executor use: the families sit below this, never beside each other.
+pub mod interpolator;
 pub mod upscaler;
 pub mod vae;
 
