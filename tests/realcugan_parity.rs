@@ -13,7 +13,8 @@ use serde_json::Value;
 use tch::{Device, Kind, Tensor};
 use vaebox::executor::tiled::upscale::upscale_tiled;
 use vaebox::models::family::upscaler::Upscaler;
-use vaebox::models::realcugan::{LoadOptions, RealCugan, GLOBAL_RECEPTIVE_RADIUS};
+use vaebox::models::nn::placement::Placement2d;
+use vaebox::models::realcugan::{RealCugan, GLOBAL_RECEPTIVE_RADIUS};
 use vaebox::models::ModelError;
 use vaebox::tiling::spatial::SpatialTiling;
 
@@ -36,13 +37,13 @@ fn model_files(stem: &str) -> (PathBuf, PathBuf) {
     (param, bin)
 }
 
-fn load(stem: &str, options: LoadOptions) -> RealCugan {
+fn load(stem: &str, options: Placement2d) -> RealCugan {
     let (param, bin) = model_files(stem);
     RealCugan::load(&param, &bin, &options).unwrap_or_else(|e| panic!("loading {stem}: {e}"))
 }
 
-fn fp32(channels_last: bool) -> LoadOptions {
-    LoadOptions { device: Device::Cpu, kind: Kind::Float, channels_last }
+fn fp32(channels_last: bool) -> Placement2d {
+    Placement2d { device: Device::Cpu, kind: Kind::Float, channels_last }
 }
 
 /// The first frame of tests/media/bigbuckbunny.mp4 (1280×720: a rabbit at his burrow, grass, rocks, sky),
@@ -185,7 +186,7 @@ fn pro_2x_denoise3x_matches_ncnn_engine() {
 #[test]
 fn bf16_stays_close_to_ncnn_engine() {
     for (stem, scale) in [("REALCUGAN_SE_UP2X", 2), ("REALCUGAN_SE_UP4X", 4)] {
-        let model = load(stem, LoadOptions { device: Device::Cpu, kind: Kind::BFloat16, channels_last: true });
+        let model = load(stem, Placement2d { device: Device::Cpu, kind: Kind::BFloat16, channels_last: true });
         let frame = crop(HEAD);
         let expected = run_ncnn(stem, scale, &frame, 1).output.clamp(0.0, 1.0);
         let ours = model.forward(&frame);
@@ -328,7 +329,7 @@ fn frame_timings_vs_ncnn() {
     println!("176x144 crop, {} torch threads, 2 ncnn threads; seconds per frame (median / min)", tch::get_num_threads());
     for (stem, scale) in [("REALCUGAN_SE_UP2X", 2), ("REALCUGAN_SE_UP4X", 4)] {
         let configs = [("fp32 NCHW", Kind::Float, false), ("fp32 channels-last", Kind::Float, true), ("bf16 channels-last", Kind::BFloat16, true)];
-        let models: Vec<_> = configs.map(|(label, kind, channels_last)| (label, load(stem, LoadOptions { device: Device::Cpu, kind, channels_last }))).into();
+        let models: Vec<_> = configs.map(|(label, kind, channels_last)| (label, load(stem, Placement2d { device: Device::Cpu, kind, channels_last }))).into();
         // Rounds alternate engine and layouts so that load from other processes hits all alike.
         for round in 1..=2 {
             let reference = run_ncnn(stem, scale, &frame, 5);

@@ -5,7 +5,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use tch::{Device, Kind, Tensor};
-use vaebox::models::realesrgan::{LoadOptions, RealEsrgan, RealEsrganArch};
+use vaebox::models::nn::placement::Placement2d;
+use vaebox::models::realesrgan::{RealEsrgan, RealEsrganArch};
 use vaebox::models::ModelError;
 use vaebox::executor::tiled::upscale::upscale_tiled;
 use vaebox::tiling::spatial::SpatialTiling;
@@ -25,13 +26,13 @@ fn model_files(name: &str) -> (PathBuf, PathBuf) {
     (dir.join(format!("{name}.param")), dir.join(format!("{name}.bin")))
 }
 
-fn load(name: &str, options: LoadOptions) -> RealEsrgan {
+fn load(name: &str, options: Placement2d) -> RealEsrgan {
     let (param, bin) = model_files(name);
     RealEsrgan::load(&param, &bin, &options).unwrap_or_else(|e| panic!("loading {name}: {e}"))
 }
 
-fn fp32() -> LoadOptions {
-    LoadOptions { device: Device::Cpu, kind: Kind::Float, channels_last: false }
+fn fp32() -> Placement2d {
+    Placement2d { device: Device::Cpu, kind: Kind::Float, channels_last: false }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -143,7 +144,7 @@ fn x4plus_anime_6b_matches_ncnn_engine() {
 fn channels_last_and_bf16_stay_close_to_ncnn() {
     let reference = run_ncnn(ANIMEVIDEO_X4, WIDE_CROP, 1);
     for (kind, channels_last, tolerance) in [(Kind::Float, true, PARITY_TOLERANCE), (Kind::BFloat16, false, 2e-2), (Kind::BFloat16, true, 2e-2)] {
-        let model = load(ANIMEVIDEO_X4, LoadOptions { device: Device::Cpu, kind, channels_last });
+        let model = load(ANIMEVIDEO_X4, Placement2d { device: Device::Cpu, kind, channels_last });
         let output = model.forward(&reference.input);
         assert_eq!(output.kind(), Kind::Float);
         let error = max_abs_diff(&output, &reference.output.clamp(0.0, 1.0));
@@ -314,7 +315,7 @@ fn animevideov3_frame_timings_vs_ncnn() {
     ];
     let models: Vec<_> = configs
         .iter()
-        .map(|&(label, kind, channels_last)| (label, load(ANIMEVIDEO_X4, LoadOptions { device: Device::Cpu, kind, channels_last })))
+        .map(|&(label, kind, channels_last)| (label, load(ANIMEVIDEO_X4, Placement2d { device: Device::Cpu, kind, channels_last })))
         .collect();
     println!("176x144 animevideov3 x4, {} torch threads, 2 ncnn threads; seconds per frame (median / min)", tch::get_num_threads());
     // Rounds alternate engine and configurations so that load from other processes hits all alike.

@@ -16,7 +16,8 @@ use crate::executor::frames;
 use crate::executor::tiled::upscale::upscale_tiled;
 use crate::executor::ExecutorConfig;
 use crate::media::{self, FrameReader, RgbFrames, ReadConfig};
-use crate::models::realesrgan::{LoadOptions, RealEsrgan};
+use crate::models::nn::placement::Placement2d;
+use crate::models::realesrgan::RealEsrgan;
 use crate::models::registry;
 use crate::tiling::spatial::SpatialTiling;
 
@@ -120,7 +121,7 @@ pub fn measure(request: &StepRequest) -> anyhow::Result<StepTimes> {
     let entry = registry::find(&request.config.models_dir, request.model).with_context(|| format!("no model {}", request.model))?;
     let device = Device::Cpu;
     // As the executor loads it (executor/models.rs).
-    let model = RealEsrgan::load(&entry.files[0], &entry.files[1], &LoadOptions { device, kind: request.kind, channels_last: true })?;
+    let model = RealEsrgan::load(&entry.files[0], &entry.files[1], &Placement2d { device, kind: request.kind, channels_last: true })?;
     let chunks = read_chunks(request)?;
     let frames: usize = chunks.iter().map(|c| c.count).sum();
     let tiling = SpatialTiling { tile: request.config.upscale_tile, overlap: model.receptive_radius().min(32), blend: true };

@@ -5,6 +5,7 @@ pub mod causal_cache;
 pub mod conv3d;
 pub mod host_buffer;
 pub mod layout;
+pub mod placement;
 pub mod posterior;
 pub mod transform_pool;
 pub mod weights;

@@ -10,7 +10,7 @@ use crate::models::formats::ncnn::{GraphCursor, NcnnLayer};
 use crate::models::ModelError;
 use super::layers::{Conv, EdgeCrop, CONV_3X3};
 use super::unet::{UNet1, UNet2};
-use super::LoadOptions;
+use crate::models::nn::placement::Placement2d;
 
 /// The 4x model's UNets work at 2x with 64 channels; this makes 3 × 2² channels of them and shuffles.
 struct ShuffleHead {
@@ -29,7 +29,7 @@ pub(super) struct CuganGraph {
 }
 
 impl CuganGraph {
-    pub(super) fn walk(param: &Path, layers: &[NcnnLayer], opts: &LoadOptions) -> Result<Self, ModelError> {
+    pub(super) fn walk(param: &Path, layers: &[NcnnLayer], opts: &Placement2d) -> Result<Self, ModelError> {
         let mut cursor = GraphCursor::new(param, layers)?;
         let input_layer = cursor.take("Input")?;
         let input = cursor.output(input_layer)?;

@@ -6,7 +6,7 @@ use tch::{Kind, Tensor};
 
 use crate::models::formats::ncnn::{GraphCursor, LayerWeights, NcnnLayer};
 use crate::models::ModelError;
-use super::LoadOptions;
+use crate::models::nn::placement::Placement2d;
 
 /// ncnn's fused activation (`9=`) as the Real-CUGAN exports use it.
 enum Activation {
@@ -16,7 +16,7 @@ enum Activation {
 }
 
 impl Activation {
-    fn read(cursor: &GraphCursor, layer: &NcnnLayer, opts: &LoadOptions) -> Result<Self, ModelError> {
+    fn read(cursor: &GraphCursor, layer: &NcnnLayer, opts: &Placement2d) -> Result<Self, ModelError> {
         match layer.params.int(9, 0) {
             0 => Ok(Activation::Identity),
             2 => {
@@ -103,7 +103,7 @@ impl Conv {
         input: &'a str,
         shape: KernelShape,
         (in_channels, out_channels): (i64, i64),
-        opts: &LoadOptions,
+        opts: &Placement2d,
     ) -> Result<(Self, &'a str), ModelError> {
         let layer = cursor.take("Convolution")?;
         cursor.check_inputs(layer, &[input])?;
@@ -143,7 +143,7 @@ impl Deconv {
         input: &'a str,
         shapes: &[KernelShape],
         (in_channels, out_channels): (i64, Option<i64>),
-        opts: &LoadOptions,
+        opts: &Placement2d,
     ) -> Result<(Self, &'a str), ModelError> {
         let layer = cursor.take("Deconvolution")?;
         cursor.check_inputs(layer, &[input])?;
@@ -201,7 +201,7 @@ impl FullyConnected {
 }
 
 impl SqueezeExcite {
-    pub(super) fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, channels: i64, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    pub(super) fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, channels: i64, opts: &Placement2d) -> Result<(Self, &'a str), ModelError> {
         let pool = cursor.take("Pooling")?;
         cursor.check_inputs(pool, &[input])?;
         if pool.params.int(0, 0) != 1 || pool.params.int(4, 0) != 1 {
@@ -225,7 +225,7 @@ impl SqueezeExcite {
         input: &'a str,
         (inputs, outputs): (i64, Option<i64>),
         activation: i32,
-        opts: &LoadOptions,
+        opts: &Placement2d,
     ) -> Result<(FullyConnected, &'a str), ModelError> {
         let layer = cursor.take("InnerProduct")?;
         cursor.check_inputs(layer, &[input])?;

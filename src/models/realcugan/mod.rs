@@ -11,8 +11,9 @@
 //! (tests/realcugan_parity.rs, `pro_files_take_the_plain_range`).
 use std::path::{Path, PathBuf};
 
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
+use crate::models::nn::placement::Placement2d;
 use crate::models::family::upscaler::{ShippedUpscaler, Upscaler, UpscalerFamily, UpscalerLoadOptions};
 use crate::models::family::Family;
 use crate::models::formats::ncnn;
@@ -78,7 +79,7 @@ fn load_shipped(files: &[PathBuf], options: &UpscalerLoadOptions) -> Result<Box<
     let [param, bin] = files else {
         return Err(ModelError::Unsupported { model: "realcugan".into(), what: format!("{} files (a .param and a .bin)", files.len()) });
     };
-    let options = LoadOptions { device: options.device, kind: options.kind, channels_last: true };
+    let options = Placement2d { device: options.device, kind: options.kind, channels_last: true };
     Ok(Box::new(RealCugan::load(param, bin, &options)?))
 }
 
@@ -92,42 +93,15 @@ impl Upscaler for RealCugan {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoadOptions {
-    pub device: Device,
-    /// `Float`, `BFloat16` or `Half`: the convolutions' weights and activations.
-    pub kind: Kind,
-    /// NHWC strides for weights and activations.
-    pub channels_last: bool,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self { device: Device::Cpu, kind: Kind::Float, channels_last: false }
-    }
-}
-
-impl LoadOptions {
-    fn place(&self, tensor: &Tensor) -> Tensor {
-        let placed = tensor.to_device(self.device).to_kind(self.kind);
-        if self.channels_last && placed.dim() == 4 {
-            // tch has no memory-format API; an NHWC-contiguous tensor viewed as NCHW is what
-            // `torch.channels_last` is, and libtorch picks the format up from the strides.
-            placed.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2])
-        } else {
-            placed
-        }
-    }
-}
 
 pub struct RealCugan {
     graph: CuganGraph,
     around: AroundNetwork,
-    options: LoadOptions,
+    options: Placement2d,
 }
 
 impl RealCugan {
-    pub fn load(param: &Path, bin: &Path, opts: &LoadOptions) -> Result<Self, ModelError> {
+    pub fn load(param: &Path, bin: &Path, opts: &Placement2d) -> Result<Self, ModelError> {
         if !matches!(opts.kind, Kind::Float | Kind::BFloat16 | Kind::Half) {
             return Err(ModelError::Unsupported { model: model_name(param), what: format!("dtype {:?} (use Float, BFloat16 or Half)", opts.kind) });
         }
@@ -144,7 +118,7 @@ impl RealCugan {
         self.graph.scale()
     }
 
-    pub fn options(&self) -> &LoadOptions {
+    pub fn options(&self) -> &Placement2d {
         &self.options
     }
 

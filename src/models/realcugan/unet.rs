@@ -7,7 +7,7 @@ use tch::Tensor;
 use crate::models::formats::ncnn::GraphCursor;
 use crate::models::ModelError;
 use super::layers::{take_add, Conv, Deconv, EdgeCrop, KernelShape, SqueezeExcite, CONV_3X3, DOWN_2X2, UP_2X2};
-use super::LoadOptions;
+use crate::models::nn::placement::Placement2d;
 
 /// UNet1's closing transposed convolution by model scale: the x2 UNet (also the 4x model's, which has 64
 /// output channels and a pixel shuffle after) and the x3 one (`UNet1x3`).
@@ -26,7 +26,7 @@ const UNET2_CROP: i64 = 20;
 struct ConvPair(Conv, Conv);
 
 impl ConvPair {
-    fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, channels: [i64; 3], opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, channels: [i64; 3], opts: &Placement2d) -> Result<(Self, &'a str), ModelError> {
         let (first, x) = Conv::take(cursor, input, CONV_3X3, (channels[0], channels[1]), opts)?;
         let (second, x) = Conv::take(cursor, x, CONV_3X3, (channels[1], channels[2]), opts)?;
         Ok((Self(first, second), x))
@@ -41,7 +41,7 @@ impl ConvPair {
 struct SeConvPair(ConvPair, SqueezeExcite);
 
 impl SeConvPair {
-    fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, channels: [i64; 3], opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, channels: [i64; 3], opts: &Placement2d) -> Result<(Self, &'a str), ModelError> {
         let (pair, x) = ConvPair::take(cursor, input, channels, opts)?;
         let (se, x) = SqueezeExcite::take(cursor, x, channels[2], opts)?;
         Ok((Self(pair, se), x))
@@ -80,7 +80,7 @@ pub(super) struct UNet1 {
 
 impl UNet1 {
     /// Returns the net and its output blob.
-    pub(super) fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    pub(super) fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, opts: &Placement2d) -> Result<(Self, &'a str), ModelError> {
         let (top, x1) = ConvPair::take(cursor, input, [3, 32, 64], opts)?;
         let (down, x) = Conv::take(cursor, x1, DOWN_2X2, (64, 64), opts)?;
         let (inner, x2) = SeConvPair::take(cursor, x, [64, 128, 64], opts)?;
@@ -124,7 +124,7 @@ pub(super) struct UNet2 {
 
 impl UNet2 {
     /// Returns the net and its output blob (the sum with the residual).
-    pub(super) fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, channels: i64, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    pub(super) fn take<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, channels: i64, opts: &Placement2d) -> Result<(Self, &'a str), ModelError> {
         let (top, x1) = ConvPair::take(cursor, input, [channels, 32, 64], opts)?;
         let (down1, x) = Conv::take(cursor, x1, DOWN_2X2, (64, 64), opts)?;
         let (middle_in, x2) = SeConvPair::take(cursor, x, [64, 64, 128], opts)?;

@@ -3,7 +3,7 @@ use tch::Tensor;
 
 use crate::models::formats::ncnn::{GraphCursor, LayerWeights, NcnnLayer};
 use crate::models::ModelError;
-use super::LoadOptions;
+use crate::models::nn::placement::Placement2d;
 
 pub(super) enum Activation {
     Identity,
@@ -29,7 +29,7 @@ pub(super) struct Conv2d {
 }
 
 impl Conv2d {
-    pub(super) fn new(cursor: &GraphCursor, layer: &NcnnLayer, spec: ConvSpec, opts: &LoadOptions) -> Result<Self, ModelError> {
+    pub(super) fn new(cursor: &GraphCursor, layer: &NcnnLayer, spec: ConvSpec, opts: &Placement2d) -> Result<Self, ModelError> {
         let LayerWeights::Convolution { weight, bias } = &layer.weights else {
             return Err(cursor.error(layer, "no convolution weights were read"));
         };
@@ -101,7 +101,7 @@ pub(super) struct PRelu {
 }
 
 impl PRelu {
-    pub(super) fn new(cursor: &GraphCursor, layer: &NcnnLayer, channels: i64, opts: &LoadOptions) -> Result<Self, ModelError> {
+    pub(super) fn new(cursor: &GraphCursor, layer: &NcnnLayer, channels: i64, opts: &Placement2d) -> Result<Self, ModelError> {
         let LayerWeights::PRelu { slopes } = &layer.weights else {
             return Err(cursor.error(layer, "no PReLU slopes were read"));
         };

@@ -4,8 +4,9 @@
 //! that every layer reads the blobs the architecture implies, so a different graph is an error.
 use std::path::Path;
 
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
+use crate::models::nn::placement::Placement2d;
 use crate::models::family::upscaler::{ShippedUpscaler, Upscaler, UpscalerFamily, UpscalerLoadOptions};
 use crate::models::family::Family;
 use crate::models::formats::ncnn::{self, GraphCursor, NcnnLayer};
@@ -36,7 +37,7 @@ fn load_shipped(files: &[std::path::PathBuf], options: &UpscalerLoadOptions) -> 
         return Err(ModelError::Unsupported { model: "realesrgan".into(), what: format!("{} files (a .param and a .bin)", files.len()) });
     };
     // Channels-last pays for these 2-D convolutions on CPU and GPU alike (measured in `bench upscale`).
-    let options = LoadOptions { device: options.device, kind: options.kind, channels_last: true };
+    let options = Placement2d { device: options.device, kind: options.kind, channels_last: true };
     Ok(Box::new(RealEsrgan::load(param, bin, &options)?))
 }
 
@@ -60,33 +61,6 @@ use receptive::{path_receptive_radius, SpatialOp};
 use rrdb::RrdbNet;
 use srvgg::SrVggNetCompact;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoadOptions {
-    pub device: Device,
-    /// `Float` or `BFloat16` (`Half` too, for GPUs); weights and activations use it inside `forward`.
-    pub kind: Kind,
-    /// NHWC strides for weights and activations: oneDNN's fast path on CPU.
-    pub channels_last: bool,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self { device: Device::Cpu, kind: Kind::Float, channels_last: false }
-    }
-}
-
-impl LoadOptions {
-    fn place(&self, tensor: &Tensor) -> Tensor {
-        let placed = tensor.to_device(self.device).to_kind(self.kind);
-        if self.channels_last && placed.dim() == 4 {
-            // tch has no memory-format API; an NHWC-contiguous tensor viewed as NCHW is exactly
-            // what `torch.channels_last` is, and libtorch picks the format up from the strides.
-            placed.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2])
-        } else {
-            placed
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RealEsrganArch {
@@ -103,13 +77,13 @@ pub struct RealEsrgan {
     network: Network,
     /// The UP2X/UP3X files end in a bicubic Interp that shrinks the x4 output.
     output_resize: Option<BicubicResize>,
-    options: LoadOptions,
+    options: Placement2d,
     native_scale: i64,
     receptive_radius: i64,
 }
 
 impl RealEsrgan {
-    pub fn load(param: &Path, bin: &Path, opts: &LoadOptions) -> Result<Self, ModelError> {
+    pub fn load(param: &Path, bin: &Path, opts: &Placement2d) -> Result<Self, ModelError> {
         if !matches!(opts.kind, Kind::Float | Kind::BFloat16 | Kind::Half) {
             return Err(ModelError::Unsupported {
                 model: model_name(param),
@@ -120,7 +94,7 @@ impl RealEsrgan {
         tch::no_grad(|| Self::from_layers(param, &layers, opts))
     }
 
-    fn from_layers(param: &Path, layers: &[NcnnLayer], opts: &LoadOptions) -> Result<Self, ModelError> {
+    fn from_layers(param: &Path, layers: &[NcnnLayer], opts: &Placement2d) -> Result<Self, ModelError> {
         let mut cursor = GraphCursor::new(param, layers)?;
         let input_layer = cursor.take("Input")?;
         let input = cursor.output(input_layer)?;
@@ -180,7 +154,7 @@ impl RealEsrgan {
         self.receptive_radius
     }
 
-    pub fn options(&self) -> &LoadOptions {
+    pub fn options(&self) -> &Placement2d {
         &self.options
     }
 

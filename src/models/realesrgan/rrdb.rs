@@ -5,7 +5,7 @@ use crate::models::formats::ncnn::GraphCursor;
 use crate::models::ModelError;
 use super::layers::*;
 use super::receptive::SpatialOp;
-use super::LoadOptions;
+use crate::models::nn::placement::Placement2d;
 
 /// Five densely connected convs; `x + residual_scale · conv5(...)` (ncnn: Eltwise sum with coefficients).
 pub struct ResidualDenseBlock {
@@ -21,7 +21,7 @@ impl ResidualDenseBlock {
         cursor: &mut GraphCursor<'a>,
         input: &'a str,
         num_feat: i64,
-        opts: &LoadOptions,
+        opts: &Placement2d,
     ) -> Result<(Self, &'a str), ModelError> {
         let mut features = vec![input];
         let mut convs: Vec<Conv2d> = Vec::with_capacity(DENSE_CONVS);
@@ -88,7 +88,7 @@ pub struct Rrdb {
 }
 
 impl Rrdb {
-    pub(super) fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, num_feat: i64, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    pub(super) fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, num_feat: i64, opts: &Placement2d) -> Result<(Self, &'a str), ModelError> {
         let mut blocks = Vec::with_capacity(RDBS_PER_RRDB);
         let mut feature = input;
         for _ in 0..RDBS_PER_RRDB {
@@ -117,7 +117,7 @@ pub struct RrdbNet {
 }
 
 impl RrdbNet {
-    pub(super) fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    pub(super) fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, opts: &Placement2d) -> Result<(Self, &'a str), ModelError> {
         let first = cursor.take("Convolution")?;
         cursor.check_inputs(first, &[input])?;
         let conv_first = Conv2d::new(cursor, first, ConvSpec { in_channels: 3, out_channels: None }, opts)?;

@@ -5,7 +5,7 @@ use crate::models::formats::ncnn::GraphCursor;
 use crate::models::ModelError;
 use super::layers::*;
 use super::receptive::SpatialOp;
-use super::LoadOptions;
+use crate::models::nn::placement::Placement2d;
 
 pub struct SrVggNetCompact {
     conv_first: Conv2d,
@@ -18,7 +18,7 @@ pub struct SrVggNetCompact {
 impl SrVggNetCompact {
     /// Layers: conv+PReLU, N × (conv+PReLU), conv to 3·s² channels, PixelShuffle(s),
     /// nearest Interp(s) of the input, Add. Returns the net and its output blob.
-    pub(super) fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, opts: &LoadOptions) -> Result<(Self, &'a str), ModelError> {
+    pub(super) fn new<'a>(cursor: &mut GraphCursor<'a>, input: &'a str, opts: &Placement2d) -> Result<(Self, &'a str), ModelError> {
         let first = cursor.take("Convolution")?;
         cursor.check_inputs(first, &[input])?;
         let conv_first = Conv2d::new(cursor, first, ConvSpec { in_channels: 3, out_channels: None }, opts)?;
@@ -63,7 +63,7 @@ impl SrVggNetCompact {
     /// `x` is the Float input; the body runs in `opts.kind`, but the skip is added in Float:
     /// in bf16 the upsampled image itself would be rounded by up to 2^-9, ten times the
     /// rounding of the small residual the body predicts.
-    pub(super) fn forward(&self, x: &Tensor, opts: &LoadOptions) -> Tensor {
+    pub(super) fn forward(&self, x: &Tensor, opts: &Placement2d) -> Tensor {
         let mut h = self.act_first.forward(&self.conv_first.forward(&opts.place(x)));
         for (conv, act) in &self.body {
             h = act.forward(&conv.forward(&h));
