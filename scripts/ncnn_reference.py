@@ -20,8 +20,9 @@ import numpy as np
 from PIL import Image
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def common_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments every ncnn reference script takes: the model files, the input, where the output goes."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--param", required=True)
     p.add_argument("--bin", required=True)
     source = p.add_mutually_exclusive_group(required=True)
@@ -29,12 +30,12 @@ def parse_args():
     source.add_argument("--input-raw", help="raw float32 CHW input (needs --shape C,H,W)")
     p.add_argument("--crop", help="X,Y,W,H crop of --image (default: whole image)")
     p.add_argument("--shape", help="C,H,W of --input-raw")
-    p.add_argument("--input-out", help="write the exact float32 CHW input fed to the engine here")
-    p.add_argument("--output-out", required=True, help="raw float32 CHW output of the engine")
+    p.add_argument("--input-out", help="write the exact float32 CHW frame read (before any padding) here")
+    p.add_argument("--output-out", required=True, help="raw float32 CHW output")
     p.add_argument("--repeat", type=int, default=1, help="run the forward pass N times; report median and minimum")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--packing", action="store_true", help="allow fp32 pack4/pack8 layouts (faster)")
-    return p.parse_args()
+    return p
 
 
 def read_input(args) -> np.ndarray:
@@ -83,11 +84,8 @@ def make_net(args) -> ncnn.Net:
     return net
 
 
-def main():
-    args = parse_args()
-    chw = read_input(args)
-    if args.input_out:
-        chw.astype("<f4").tofile(args.input_out)
+def run_timed(args, engine_input: np.ndarray, finish=lambda output: output):
+    """The engine's output for `engine_input` (passed through `finish`), `args.repeat` times: (output, seconds)."""
     net = make_net(args)
     input_blob, output_blob = blob_names(args.param)
     seconds = []
@@ -95,15 +93,21 @@ def main():
     for _ in range(max(1, args.repeat)):
         start = time.perf_counter()
         with net.create_extractor() as ex:
-            ex.input(input_blob, ncnn.Mat(chw).clone())
+            ex.input(input_blob, ncnn.Mat(engine_input).clone())
             ret, out = ex.extract(output_blob)
             if ret != 0:
                 sys.exit(f"ncnn extract of {output_blob} failed with {ret}")
-            output = np.array(out, dtype=np.float32)
+            output = finish(np.array(out, dtype=np.float32))
         seconds.append(time.perf_counter() - start)
-    output.astype("<f4").tofile(args.output_out)
+    return output, seconds
+
+
+def report(args, chw: np.ndarray, output: np.ndarray, seconds: list, **extra):
+    """Writes the output and prints the run as one JSON line."""
+    np.ascontiguousarray(output).astype("<f4").tofile(args.output_out)
     print(json.dumps({
         "input_shape": list(chw.shape),
+        **extra,
         "output_shape": list(output.shape),
         "median_seconds": statistics.median(seconds),
         # The minimum is the least disturbed by other processes on a shared machine.
@@ -111,6 +115,15 @@ def main():
         "repeat": len(seconds),
         "ncnn_version": ncnn.__version__,
     }))
+
+
+def main():
+    args = common_parser(__doc__).parse_args()
+    chw = read_input(args)
+    if args.input_out:
+        chw.astype("<f4").tofile(args.input_out)
+    output, seconds = run_timed(args, chw)
+    report(args, chw, output, seconds)
 
 
 if __name__ == "__main__":

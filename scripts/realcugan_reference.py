@@ -15,16 +15,12 @@ ncnn_reference.py: fp32 on the CPU, raw little-endian float32 CHW, unclamped, an
     realcugan_reference.py --param M.param --bin M.bin --scale 2 --image astronaut.png --crop X,Y,W,H \
         --input-out in.f32 --output-out out.f32 [--repeat N] [--threads 2]
 """
-import argparse
-import json
-import statistics
-import sys
-import time
 
-import ncnn
+import sys
+
 import numpy as np
 
-from ncnn_reference import blob_names, make_net, read_input
+from ncnn_reference import common_parser, read_input, report, run_timed
 
 # realcugan-ncnn-vulkan's main.cpp: `prepadding` by scale, and realcugan.cpp: the multiple each padded side
 # is rounded up to (`prepadding_bottom`, `prepadding_right`).
@@ -33,20 +29,8 @@ SIDE_MULTIPLE = {2: 2, 3: 4, 4: 2}
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--param", required=True)
-    p.add_argument("--bin", required=True)
+    p = common_parser(__doc__)
     p.add_argument("--scale", type=int, required=True, choices=sorted(PREPADDING))
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--image", help="PNG/JPEG read with PIL and converted to RGB")
-    source.add_argument("--input-raw", help="raw float32 CHW input (needs --shape C,H,W)")
-    p.add_argument("--crop", help="X,Y,W,H crop of --image (default: whole image)")
-    p.add_argument("--shape", help="C,H,W of --input-raw")
-    p.add_argument("--input-out", help="write the exact float32 CHW frame (before padding) here")
-    p.add_argument("--output-out", required=True, help="raw float32 CHW output, cropped to scale×(H, W)")
-    p.add_argument("--repeat", type=int, default=1, help="run the forward pass N times; report median and minimum")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--packing", action="store_true", help="allow fp32 pack4/pack8 layouts (faster)")
     return p.parse_args()
 
 
@@ -74,32 +58,15 @@ def main():
     if args.input_out:
         chw.astype("<f4").tofile(args.input_out)
     padded = pad_frame(chw, args.scale)
-    net = make_net(args)
-    input_blob, output_blob = blob_names(args.param)
     _, height, width = chw.shape
-    seconds = []
-    output = None
-    for _ in range(max(1, args.repeat)):
-        start = time.perf_counter()
-        with net.create_extractor() as ex:
-            ex.input(input_blob, ncnn.Mat(padded).clone())
-            ret, out = ex.extract(output_blob)
-            if ret != 0:
-                sys.exit(f"ncnn extract of {output_blob} failed with {ret}")
-            output = np.array(out, dtype=np.float32)[:, : height * args.scale, : width * args.scale]
-            if args.scale == 4:
-                output = output + chw.repeat(4, axis=1).repeat(4, axis=2)
-        seconds.append(time.perf_counter() - start)
-    np.ascontiguousarray(output).astype("<f4").tofile(args.output_out)
-    print(json.dumps({
-        "input_shape": list(chw.shape),
-        "padded_shape": list(padded.shape),
-        "output_shape": list(output.shape),
-        "median_seconds": statistics.median(seconds),
-        "min_seconds": min(seconds),
-        "repeat": len(seconds),
-        "ncnn_version": ncnn.__version__,
-    }))
+
+    def finish(output):
+        # The tool's crop to scale × the frame, and the 4x model's nearest-neighbour input added back.
+        output = output[:, : height * args.scale, : width * args.scale]
+        return output + chw.repeat(4, axis=1).repeat(4, axis=2) if args.scale == 4 else output
+
+    output, seconds = run_timed(args, padded, finish)
+    report(args, chw, output, seconds, padded_shape=list(padded.shape))
 
 
 if __name__ == "__main__":

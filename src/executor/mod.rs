@@ -101,9 +101,6 @@ impl JobHooks {
 struct RunCommand {
     job: JobSpec,
     hooks: JobHooks,
-    /// The caller's span (the job's, with its id), entered on the executor thread so that what the models
-    /// log there is tied to the job.
-    span: tracing::Span,
     reply: oneshot::Sender<(Result<JobOutcome, ExecError>, Timings)>,
 }
 
@@ -155,7 +152,7 @@ impl ExecutorHandle {
     pub async fn run(&self, job: JobSpec, hooks: JobHooks) -> (Result<JobOutcome, ExecError>, Timings) {
         let fallback = job.timings.clone();
         let (reply, answer) = oneshot::channel();
-        if self.commands.send(RunCommand { job, hooks, span: tracing::Span::current(), reply }).is_err() {
+        if self.commands.send(RunCommand { job, hooks, reply }).is_err() {
             return (Err(ExecError::ExecutorGone), fallback);
         }
         answer.await.unwrap_or((Err(ExecError::ExecutorGone), fallback))
@@ -182,7 +179,6 @@ fn serve(mut executor: Executor, mut inbox: mpsc::Receiver<RunCommand>, mut firs
         };
         let mut timings = command.job.timings.clone();
         // tch turns libtorch exceptions into panics; one bad job must not take the device's owner down.
-        let _entered = command.span.clone().entered();
         let result = attempt::attempt(|| executor.run(&command.job, &command.hooks, &mut timings));
         let _ = command.reply.send((result, timings));
     }

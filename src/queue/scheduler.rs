@@ -247,9 +247,7 @@ impl Scheduler {
                     output_path: output_path_for(&job),
                     timings,
                 };
-                let span = tracing::info_span!("job", %id, op = job.op.as_str());
-                let run = self.executor.run(spec, JobHooks { progress: progress_tx, cancel: cancel.clone() });
-                let (result, timings) = tracing::Instrument::instrument(run, span).await;
+                let (result, timings) = self.executor.run(spec, JobHooks { progress: progress_tx, cancel: cancel.clone() }).await;
                 (self.share_result(id, result, &patience).await, timings)
             }
         };
