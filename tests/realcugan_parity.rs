@@ -308,19 +308,6 @@ fn mismatched_and_miswired_files_are_rejected() {
 // ---------------------------------------------------------------------------------------------
 // Speed (run with `--ignored --nocapture --test-threads=1` on a quiet machine).
 
-/// (median, minimum) seconds per call after one warm-up call.
-fn seconds_per_call(repeat: usize, mut run: impl FnMut()) -> (f64, f64) {
-    run();
-    let mut times: Vec<f64> = (0..repeat)
-        .map(|_| {
-            let start = std::time::Instant::now();
-            run();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    (times[repeat / 2], times[0])
-}
 
 #[test]
 #[ignore = "timing; run on a quiet machine"]

@@ -1,9 +1,11 @@
 //! Real-ESRGAN loaded from the shipped ncnn files, checked against the real ncnn engine
 //! (scripts/ncnn_reference.py, PyPI `ncnn`, fp32 on the CPU) on crops of a real photo.
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
+use common::seconds_per_call;
 use tch::{Device, Kind, Tensor};
 use vaebox::models::nn::placement::Placement2d;
 use vaebox::models::realesrgan::{RealEsrgan, RealEsrganArch};
@@ -289,19 +291,6 @@ fn miswired_graph_is_rejected() {
 // ---------------------------------------------------------------------------------------------
 // Speed (run with `--ignored --nocapture --test-threads=1` on a quiet machine).
 
-/// (median, minimum) seconds per call after one warm-up call.
-fn seconds_per_call(repeat: usize, mut run: impl FnMut()) -> (f64, f64) {
-    run();
-    let mut times: Vec<f64> = (0..repeat)
-        .map(|_| {
-            let start = Instant::now();
-            run();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    (times[repeat / 2], times[0])
-}
 
 #[test]
 #[ignore = "timing; run on a quiet machine"]
