@@ -1,0 +1,170 @@
+//! `vaebox run`'s flags: one job's fields, read into the options a client would submit.
+use std::path::PathBuf;
+
+use vaebox::device::DtypeChoice;
+use vaebox::jobs::{OutputFormat, RestoreParams};
+use vaebox::models::Op;
+use vaebox::queue::{JobOptions, OpParameter};
+
+/// `vaebox run`: the job's fields as flags; the output's folder is checked before any work starts.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// What to do: `upscale` a video, `vae_encode` a video to a latent file, `vae_decode` a latent file
+    /// to a video, `vae_reconstruct` a video (encode, then decode), or `restore` a video with SeedVR2.
+    #[arg(long, default_value = "upscale", value_parser = op_parser())]
+    pub op: Op,
+    /// The model: an upscaler (realesrgan-animevideov3, realesrgan-x4plus) for `upscale`, for the VAE
+    /// ops a checkpoint's file stem in the models folder's `vae/`, for `restore` a SeedVR2 DiT's file stem
+    /// in `dit/` (`GET /v1/models` lists what is there) [default: realesrgan-animevideov3 for `upscale`;
+    /// for the other ops the one model in the models folder that can do the op].
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The input file: a video, or for `vae_decode` a latent (`.safetensors`, or a ComfyUI `.latent`).
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Where the result is written (in `--output-format`; for `vae_encode` a latent `.safetensors`), with
+    /// the format's extension. Its folder must exist and be writable.
+    #[arg(long)]
+    pub output: PathBuf,
+    /// Replace the output file if it exists (without it, an existing file is refused).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Print the finished job as JSON (output, timings, plan, metrics) instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// The result's format [default: the config's `output_format`, built in h264]; safetensors is for
+    /// `vae_decode` only.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(OutputFormat::ALL.map(OutputFormat::as_str)))]
+    pub output_format: Option<String>,
+    /// Leave the input's audio, subtitles and chapters out of the result.
+    #[arg(long)]
+    pub no_audio: bool,
+    /// `upscale` only: report PSNR/SSIM of the output scaled back down to the input's size.
+    #[arg(long)]
+    pub metrics: bool,
+    /// `upscale`: the factor, 2 or 4 [default: 4]. `restore`: 1 to 4, the output's area is the input's
+    /// times scale² [default: 2].
+    #[arg(long)]
+    pub scale: Option<i64>,
+    /// The precision the model runs in; `auto` follows the config's `dtype`, itself `auto` unless set: bf16
+    /// on CUDA and on CPUs with native bf16, else f32.
+    #[arg(long, default_value = "auto", value_parser = dtype_parser())]
+    pub dtype: String,
+    /// `upscale` only: the side of each input tile in pixels, 0 (whole frames) or 16 to 8192
+    /// [default: `upscale_tile` from the config, built in 512].
+    #[arg(long)]
+    pub tile: Option<i64>,
+    /// `vae_encode` only: save the latents normalised with the VAE's published mean/std (SeedVR2: its
+    /// scaling factor); refused for a VAE whose latent size has none.
+    #[arg(long)]
+    pub normalize: bool,
+    /// `restore` only: the SeedVR2 VAE's file stem in `vae/` [default: the first SeedVR2 VAE there].
+    #[arg(long)]
+    pub vae: Option<String>,
+    /// `restore` only: target height; with `--width`, the output's area (the aspect ratio follows the
+    /// input, sides cropped to multiples of 16), instead of `--scale`.
+    #[arg(long, requires = "width")]
+    pub height: Option<u32>,
+    /// `restore` only: target width (see `--height`).
+    #[arg(long, requires = "height")]
+    pub width: Option<u32>,
+    /// `restore` only: the noise seed [default: 666, the original's].
+    #[arg(long)]
+    pub seed: Option<i64>,
+    /// `restore` only: how the restored frames get the input's colours [default: wavelet, the original's].
+    #[arg(long, value_parser = ["wavelet", "adain", "none"])]
+    pub color_fix: Option<String>,
+    /// `restore` only: frames per DiT call, 4n + 1 [default: 21].
+    #[arg(long)]
+    pub batch_frames: Option<i64>,
+    /// `restore` only: frames shared and cross-faded by consecutive batches [default: 4 when batch_frames > 8, else 0].
+    #[arg(long)]
+    pub batch_overlap: Option<i64>,
+}
+
+impl RunArgs {
+    /// The op's own flags that were given (each named once, so a new flag does not compile until it is
+    /// placed); the queue's table says which op takes which.
+    pub fn given_parameters(&self) -> Vec<OpParameter> {
+        let RunArgs {
+            op: _,
+            model: _,
+            input: _,
+            output: _,
+            overwrite: _,
+            json: _,
+            dtype: _,
+            output_format,
+            no_audio,
+            metrics,
+            scale,
+            tile,
+            normalize,
+            vae,
+            height,
+            width,
+            seed,
+            color_fix,
+            batch_frames,
+            batch_overlap,
+        } = self;
+        let given = [
+            (OpParameter::OutputFormat, output_format.is_some()),
+            (OpParameter::KeepAudio, *no_audio),
+            (OpParameter::Metrics, *metrics),
+            (OpParameter::Scale, scale.is_some()),
+            (OpParameter::Tile, tile.is_some()),
+            (OpParameter::Normalize, *normalize),
+            (OpParameter::Vae, vae.is_some()),
+            (OpParameter::Height, height.is_some()),
+            (OpParameter::Width, width.is_some()),
+            (OpParameter::Seed, seed.is_some()),
+            (OpParameter::ColorFix, color_fix.is_some()),
+            (OpParameter::BatchFrames, batch_frames.is_some()),
+            (OpParameter::BatchOverlap, batch_overlap.is_some()),
+        ];
+        given.into_iter().filter(|(_, given)| *given).map(|(parameter, _)| parameter).collect()
+    }
+
+    /// The flags as the options a client would submit; the queue's checks then apply to them alike.
+    pub fn options(&self, dtype: DtypeChoice) -> JobOptions {
+        let restore = (self.op == Op::Restore).then(|| RestoreParams {
+            vae: self.vae.clone(),
+            height: self.height,
+            width: self.width,
+            seed: self.seed,
+            color_fix: self.color_fix.as_deref().and_then(vaebox::models::restore::colorfix::ColorFix::parse),
+            batch_frames: self.batch_frames,
+            batch_overlap: self.batch_overlap,
+        });
+        JobOptions {
+            model: self.model.clone(),
+            scale: self.scale,
+            dtype,
+            tile: self.tile,
+            normalize: Some(self.normalize),
+            output_format: self.output_format.as_deref().and_then(OutputFormat::parse),
+            keep_audio: Some(!self.no_audio),
+            metrics: self.metrics.then_some(true),
+            restore,
+            ..JobOptions::new(self.op)
+        }
+    }
+}
+
+/// The ops by name: listed in `--help`, and a misspelt one is refused by clap with the list.
+fn op_parser() -> impl clap::builder::TypedValueParser<Value = Op> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Op::ALL.map(Op::as_str)).map(|name| Op::parse(&name).expect("one of Op::ALL"))
+}
+
+/// The four precisions; the other spellings `DtypeChoice::parse` knows are accepted, not listed.
+fn dtype_parser() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue;
+    clap::builder::PossibleValuesParser::new([
+        PossibleValue::new("auto"),
+        PossibleValue::new("f32").aliases(["fp32", "float32"]),
+        PossibleValue::new("bf16").alias("bfloat16"),
+        PossibleValue::new("f16").aliases(["fp16", "float16", "half"]),
+    ])
+}
