@@ -1,6 +1,7 @@
 //! Start-up: open the store, recover interrupted jobs, start the executor and scheduler, serve HTTP;
 //! and the stop on SIGTERM or Ctrl-C (see `stop`).
 mod listen;
+mod secured_io;
 pub mod runtime;
 
 use std::sync::Arc;

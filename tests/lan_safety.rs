@@ -379,6 +379,22 @@ async fn requests_for_names_the_box_does_not_have_are_refused() {
         assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("\"duplicate-header\""), "{twice}:\n{answer}");
         assert!(answer.to_ascii_lowercase().contains("x-content-type-options: nosniff"), "{answer}");
     }
+    // Requests the HTTP layer cannot read are answered by it (400, 431), with the security headers too.
+    for (unreadable, status) in [("GET a b c d\r\n\r\n".to_string(), "400"), (format!("GET / HTTP/1.1\r\nHost: {address}\r\nX-Big: {}\r\n\r\n", "a".repeat(2 << 20)), "431")] {
+        let mut socket = TcpStream::connect(&address).await.unwrap();
+        let (mut reader, mut writer) = socket.split();
+        // Read while sending: the server answers a head over its limit before the head has all arrived.
+        let (_, answer) = tokio::join!(async { writer.write_all(unreadable.as_bytes()).await }, async {
+            let mut received = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(10), reader.read_to_end(&mut received)).await;
+            String::from_utf8_lossy(&received).into_owned()
+        });
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status}")), "{answer}");
+        let lower = answer.to_ascii_lowercase();
+        for header in ["x-content-type-options: nosniff", "x-frame-options: deny", "referrer-policy: no-referrer", "content-security-policy: default-src 'self'"] {
+            assert!(lower.contains(header), "{header} missing from:\n{answer}");
+        }
+    }
     // A name with a port or a scheme in the list stops start-up, naming the key.
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
         .arg("serve")

@@ -107,16 +107,24 @@ const DOCS_CSP: &str = "default-src 'self'; script-src 'self' 'sha256-mFVH9lXAn0
     style-src 'self' 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; \
     frame-ancestors 'none'";
 
+/// The headers every answer carries, `/docs` with its own CSP. Also written into the HTTP layer's own bare
+/// error answers (`server::secured_io`), which never reach the middleware below.
+pub const SECURITY_HEADERS: [(HeaderName, &str); 4] = [
+    (header::CONTENT_SECURITY_POLICY, PAGE_CSP),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (header::REFERRER_POLICY, "no-referrer"),
+    (header::X_FRAME_OPTIONS, "DENY"),
+];
+
 /// Adds the security headers to every answer (harmless on JSON and files, needed on the pages).
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let docs = request.uri().path() == "/docs" || request.uri().path().starts_with("/docs/");
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
-    let csp = if docs { DOCS_CSP } else { PAGE_CSP };
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    for (name, value) in SECURITY_HEADERS {
+        let value = if docs && name == header::CONTENT_SECURITY_POLICY { DOCS_CSP } else { value };
+        headers.insert(name, HeaderValue::from_static(value));
+    }
     response
 }
 

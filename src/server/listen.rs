@@ -80,7 +80,7 @@ async fn serve_one(
         request.extensions_mut().insert(client);
         request
     });
-    let connection = builder.serve_connection(TokioIo::new(socket), TowerToHyperService::new(service));
+    let connection = builder.serve_connection(TokioIo::new(super::secured_io::SecuredIo::new(socket)), TowerToHyperService::new(service));
     let mut connection = std::pin::pin!(connection);
     let result = tokio::select! {
         result = connection.as_mut() => result,
