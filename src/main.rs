@@ -331,7 +331,7 @@ fn summary(outcome: &JobOutcome) -> String {
 fn check_output_extension(output: &Path, op: Op, format: Option<OutputFormat>) -> anyhow::Result<()> {
     let expected = match op {
         Op::VaeEncode => "safetensors",
-        Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore => format.unwrap_or(OutputFormat::H264).extension(),
+        Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => format.unwrap_or(OutputFormat::H264).extension(),
     };
     let actual = output.extension().and_then(|e| e.to_str()).unwrap_or("");
     if !actual.eq_ignore_ascii_case(expected) {

@@ -2,7 +2,7 @@
 use std::path::PathBuf;
 
 use vaebox::device::DtypeChoice;
-use vaebox::jobs::{OutputFormat, RestoreParams};
+use vaebox::jobs::{InterpolateParams, OutputFormat, RestoreParams};
 use vaebox::models::Op;
 use vaebox::queue::{JobOptions, OpParameter};
 
@@ -80,6 +80,16 @@ pub struct RunArgs {
     /// `restore` only: frames shared and cross-faded by consecutive batches [default: 4 when batch_frames > 8, else 0].
     #[arg(long)]
     pub batch_overlap: Option<i64>,
+    /// `interpolate` only: output frames per input frame, 2 to 4 [default: 2 unless `--fps`].
+    #[arg(long)]
+    pub factor: Option<i64>,
+    /// `interpolate` only: the output's frame rate instead of a factor (60, 59.94, 60000/1001).
+    #[arg(long)]
+    pub fps: Option<String>,
+    /// `interpolate` only: the mean luma change (0–1) taken for a scene cut, with no blended frames
+    /// across it; 0 turns the detection off [default: 0.1].
+    #[arg(long)]
+    pub scene_threshold: Option<f64>,
 }
 
 impl RunArgs {
@@ -107,6 +117,9 @@ impl RunArgs {
             color_fix,
             batch_frames,
             batch_overlap,
+            factor,
+            fps,
+            scene_threshold,
         } = self;
         let given = [
             (OpParameter::OutputFormat, output_format.is_some()),
@@ -122,6 +135,9 @@ impl RunArgs {
             (OpParameter::ColorFix, color_fix.is_some()),
             (OpParameter::BatchFrames, batch_frames.is_some()),
             (OpParameter::BatchOverlap, batch_overlap.is_some()),
+            (OpParameter::Factor, factor.is_some()),
+            (OpParameter::Fps, fps.is_some()),
+            (OpParameter::SceneThreshold, scene_threshold.is_some()),
         ];
         given.into_iter().filter(|(_, given)| *given).map(|(parameter, _)| parameter).collect()
     }
@@ -137,6 +153,11 @@ impl RunArgs {
             batch_frames: self.batch_frames,
             batch_overlap: self.batch_overlap,
         });
+        let interpolate = (self.op == Op::Interpolate).then(|| InterpolateParams {
+            factor: self.factor,
+            fps: self.fps.clone(),
+            scene_threshold: self.scene_threshold,
+        });
         JobOptions {
             model: self.model.clone(),
             scale: self.scale,
@@ -147,6 +168,7 @@ impl RunArgs {
             keep_audio: Some(!self.no_audio),
             metrics: self.metrics.then_some(true),
             restore,
+            interpolate,
             ..JobOptions::new(self.op)
         }
     }

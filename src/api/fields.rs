@@ -7,7 +7,7 @@ use super::params::JobFields;
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
 use crate::config::Config;
-use crate::jobs::{OutputFormat, RestoreParams};
+use crate::jobs::{InterpolateParams, OutputFormat, RestoreParams};
 use crate::models::Op;
 use crate::models::restore::colorfix::ColorFix;
 use crate::queue::{self, JobOptions, JobRequest, OpParameter};
@@ -33,7 +33,7 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
     let scale = match (op, &fields.scale) {
         (Op::Upscale | Op::Restore, Some(raw)) => Some(raw.trim().parse::<i64>().map_err(|_| queue::bad_scale(raw, &entry.scales))?),
         // Not given, or given to an op without a scale (refused above as not for the op).
-        (Op::Upscale | Op::Restore, None) | (Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct, _) => None,
+        (Op::Upscale | Op::Restore, None) | (Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate, _) => None,
     };
     let priority = match &fields.priority {
         None => 0,
@@ -58,7 +58,22 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
     let memory_budget_mib =
         fields.memory_budget_mib.as_deref().map(|raw| raw.trim().parse::<u64>().map_err(|_| queue::bad_memory_budget(raw))).transpose()?;
     let restore = if op == Op::Restore { Some(restore_params(fields)?) } else { None };
-    Ok(JobOptions { op, model: Some(model), scale, priority, dtype, tile, normalize, memory_budget_mib, output_format, keep_audio, metrics, restore })
+    let interpolate = if op == Op::Interpolate { Some(interpolate_params(fields)?) } else { None };
+    Ok(JobOptions {
+        op,
+        model: Some(model),
+        scale,
+        priority,
+        dtype,
+        tile,
+        normalize,
+        memory_budget_mib,
+        output_format,
+        keep_audio,
+        metrics,
+        restore,
+        interpolate,
+    })
 }
 
 /// A field given that the op does not read is refused (400 `parameter-not-for-op`, by the queue's table).
@@ -84,6 +99,9 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         color_fix,
         batch_frames,
         batch_overlap,
+        factor,
+        fps,
+        scene_threshold,
     } = fields;
     let given = [
         (OpParameter::Scale, scale),
@@ -100,6 +118,9 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         (OpParameter::ColorFix, color_fix),
         (OpParameter::BatchFrames, batch_frames),
         (OpParameter::BatchOverlap, batch_overlap),
+        (OpParameter::Factor, factor),
+        (OpParameter::Fps, fps),
+        (OpParameter::SceneThreshold, scene_threshold),
     ];
     Ok(queue::refuse_parameters_not_for(op, given.into_iter().filter(|(_, value)| value.is_some()).map(|(parameter, _)| parameter))?)
 }
@@ -114,16 +135,27 @@ fn boolean(name: &str, raw: &Option<String>, code: &'static str) -> Result<Optio
     }
 }
 
+/// A number field, refused with the op's parameter code when it is not one.
+fn number_field<T: std::str::FromStr>(name: &str, raw: &Option<String>, code: &'static str) -> Result<Option<T>, ApiError> {
+    raw.as_deref()
+        .map(|raw| raw.trim().parse::<T>().map_err(|_| ApiError::bad_request(code, format!("{name} `{raw}` is not a number"))))
+        .transpose()
+}
+
+/// `interpolate`'s own fields; the queue checks them together (`InterpolateSettings::resolve`).
+fn interpolate_params(fields: &JobFields) -> Result<InterpolateParams, ApiError> {
+    let code = codes::INVALID_INTERPOLATE_PARAMETER;
+    Ok(InterpolateParams {
+        factor: number_field("factor", &fields.factor, code)?,
+        fps: fields.fps.as_ref().map(|fps| fps.trim().to_string()),
+        scene_threshold: number_field("scene_threshold", &fields.scene_threshold, code)?,
+    })
+}
+
 /// `restore`'s own fields; the queue checks them together (`RestoreSettings::resolve`).
 fn restore_params(fields: &JobFields) -> Result<RestoreParams, ApiError> {
     fn number<T: std::str::FromStr>(name: &str, raw: &Option<String>) -> Result<Option<T>, ApiError> {
-        raw.as_deref()
-            .map(|raw| {
-                raw.trim()
-                    .parse::<T>()
-                    .map_err(|_| ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("{name} `{raw}` is not a number")))
-            })
-            .transpose()
+        number_field(name, raw, codes::INVALID_RESTORE_PARAMETER)
     }
     let color_fix = match fields.color_fix.as_deref() {
         None => None,

@@ -88,6 +88,17 @@ pub struct JobFields {
     /// else 0).
     #[param(value_type = i64, required = false)]
     pub batch_overlap: Option<String>,
+    /// interpolate: output frames per input frame, 2 to 4 (default 2 unless fps is given).
+    #[param(value_type = i64, required = false, minimum = 2, maximum = 4)]
+    pub factor: Option<String>,
+    /// interpolate: the output's frame rate instead of a factor (60, 59.94 or 60000/1001): above the
+    /// input's and at most 8 times it.
+    #[param(value_type = String, required = false)]
+    pub fps: Option<String>,
+    /// interpolate: the mean luma change (0 to 1) between two frames taken for a scene cut, which gets
+    /// no blended frames (the earlier frame is held); 0 turns the detection off (default 0.1).
+    #[param(value_type = f64, required = false, minimum = 0, maximum = 1)]
+    pub scene_threshold: Option<String>,
     /// Raw uploads only: the file's name (a multipart `file` part carries its own).
     #[param(value_type = String, required = false)]
     pub filename: Option<String>,

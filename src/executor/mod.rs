@@ -17,6 +17,7 @@ mod resilient;
 mod stage_clock;
 pub mod restore;
 pub mod tiled;
+pub mod interpolate;
 mod upscale;
 mod vae;
 
@@ -236,6 +237,7 @@ impl Executor {
             Op::Upscale => upscale::run(self, job, hooks, timings),
             Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => vae::run(self, job, hooks, timings),
             Op::Restore => restore::run(self, job, hooks, timings),
+            Op::Interpolate => interpolate::run(self, job, hooks, timings),
         };
         timings.total = Some(started.elapsed().as_secs_f64());
         timings.peak_host_bytes = crate::device::peak_host_bytes();

@@ -3,6 +3,7 @@ use std::rc::Rc;
 
 use tch::{Device, Kind};
 
+use crate::models::family::interpolator::{Interpolator, InterpolatorLoadOptions};
 use crate::models::family::upscaler::{Upscaler, UpscalerLoadOptions};
 use crate::models::registry::{self, ModelEntry};
 use crate::models::restore::restorer::{Restorer, RestorerFiles, RestorerOptions};
@@ -21,6 +22,7 @@ enum Resident {
     Upscaler(Rc<dyn Upscaler>),
     Vae(Rc<VideoVae>),
     Restorer(Rc<Restorer>),
+    Interpolator(Rc<dyn Interpolator>),
 }
 
 impl LoadedModels {
@@ -52,6 +54,19 @@ impl LoadedModels {
         let model: Rc<dyn Upscaler> = Rc::from((family.load)(&entry.files, &UpscalerLoadOptions { device, kind })?);
         self.resident = Some((entry.name.clone(), kind, Resident::Upscaler(model.clone())));
         Ok((model, true))
+    }
+
+    pub fn interpolator(&mut self, entry: &ModelEntry, device: Device, kind: Kind) -> Result<Rc<dyn Interpolator>, ModelError> {
+        if let Some(Resident::Interpolator(model)) = self.cached(&entry.name, kind) {
+            return Ok(model);
+        }
+        let family = registry::interpolator_family(entry.family);
+        Self::check(entry, family.is_some(), "interpolate")?;
+        let (Some(family), Some(file)) = (family, entry.files.first()) else { unreachable!("checked above: a shipped model has its file") };
+        self.resident = None;
+        let model: Rc<dyn Interpolator> = Rc::from((family.load)(file, &InterpolatorLoadOptions { device, kind })?);
+        self.resident = Some((entry.name.clone(), kind, Resident::Interpolator(model.clone())));
+        Ok(model)
     }
 
     pub fn vae(&mut self, entry: &ModelEntry, device: Device, kind: Kind) -> Result<(Rc<VideoVae>, bool), ModelError> {

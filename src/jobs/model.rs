@@ -74,6 +74,24 @@ pub struct JobParams {
     /// `restore`: how the DiT's output is run, beside `scale` (or `height` × `width`) and `dtype`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreParams>,
+    /// `interpolate`: the output's rate and the scene-cut threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpolate: Option<InterpolateParams>,
+}
+
+/// `interpolate` jobs only; filled in at submission (`factor` 2 when neither it nor `fps` is given).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct InterpolateParams {
+    /// Output frames per input frame, 2 to 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<i64>,
+    /// The output's frame rate instead of a factor, as `N/D` (`60/1`, `60000/1001`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fps: Option<String>,
+    /// Mean luma change (0–1) between two frames above which they are taken for a scene cut and get no
+    /// blended frames between them; 0 turns the detection off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scene_threshold: Option<f64>,
 }
 
 /// `restore` jobs only; every field has a default.
@@ -115,6 +133,7 @@ impl JobParams {
             metrics: None,
             memory_budget_mib: None,
             restore: None,
+            interpolate: None,
         }
     }
 }

@@ -19,6 +19,7 @@ pub enum JobPlan {
     Upscale(UpscalePlan),
     Vae(VaePlan),
     Restore(RestorePlan),
+    Interpolate(InterpolatePlan),
     /// A plan stored by an earlier version that the types above do not reproduce (see `from_value`).
     Other(Value),
 }
@@ -46,6 +47,26 @@ pub struct UpscalePlan {
     pub fallbacks: Vec<String>,
     /// Worker threads each chunk's frames were split between (`cpu_frame_workers`; 1 on CUDA).
     pub frame_workers: usize,
+}
+
+/// `interpolate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct InterpolatePlan {
+    /// The input's frame rate and the output's, as `N/D`.
+    pub input_fps: String,
+    pub output_fps: String,
+    /// Frames read and written.
+    pub input_frames: u64,
+    pub frames: u64,
+    /// Written frames the model made (the others are input frames, at their own time or held).
+    pub interpolated: u64,
+    /// The input frames that start a new scene: no blended frame is made between one and the frame before.
+    pub scene_cuts: Vec<u64>,
+    pub scene_threshold: f64,
+    /// The resolution the motion is estimated at, relative to the frame's (RIFE's `--scale`).
+    pub flow_scale: f64,
+    /// Frame pairs per model call.
+    pub pairs_per_call: usize,
 }
 
 /// `vae_encode`, `vae_decode`, `vae_reconstruct`: what the planner chose, and the op's own part.
@@ -204,7 +225,7 @@ impl JobPlan {
         fn typed<T: for<'de> Deserialize<'de>>(value: &Value, wrap: fn(T) -> JobPlan) -> Option<JobPlan> {
             T::deserialize(value).ok().map(wrap)
         }
-        [typed(&value, JobPlan::Upscale), typed(&value, JobPlan::Vae), typed(&value, JobPlan::Restore)]
+        [typed(&value, JobPlan::Upscale), typed(&value, JobPlan::Vae), typed(&value, JobPlan::Restore), typed(&value, JobPlan::Interpolate)]
             .into_iter()
             .flatten()
             .find(|plan| serde_json::to_value(plan).is_ok_and(|again| again == value))
@@ -221,6 +242,7 @@ impl JobPlan {
                 VaeOpPlan::Encode(_) => None,
             },
             JobPlan::Restore(plan) => Some(plan.frames),
+            JobPlan::Interpolate(plan) => Some(plan.frames),
             JobPlan::Other(value) => value["frames"].as_u64(),
         }
     }
@@ -236,6 +258,7 @@ impl PartialSchema for JobPlan {
             .item(Ref::from_schema_name(UpscalePlan::name()))
             .item(Ref::from_schema_name(VaePlan::name()))
             .item(Ref::from_schema_name(RestorePlan::name()))
+            .item(Ref::from_schema_name(InterpolatePlan::name()))
             .item(earlier)
             .into()
     }
@@ -247,10 +270,12 @@ impl ToSchema for JobPlan {
             (UpscalePlan::name().into_owned(), UpscalePlan::schema()),
             (VaePlan::name().into_owned(), VaePlan::schema()),
             (RestorePlan::name().into_owned(), RestorePlan::schema()),
+            (InterpolatePlan::name().into_owned(), InterpolatePlan::schema()),
         ]);
         UpscalePlan::schemas(schemas);
         VaePlan::schemas(schemas);
         RestorePlan::schemas(schemas);
+        InterpolatePlan::schemas(schemas);
     }
 }
 

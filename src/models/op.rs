@@ -11,10 +11,12 @@ pub enum Op {
     VaeReconstruct,
     /// SeedVR2 one-step restoration: video → VAE encode → DiT → VAE decode → colour fix → video.
     Restore,
+    /// Frame interpolation (RIFE): the frames between the input's, at `factor` times its rate or at `fps`.
+    Interpolate,
 }
 
 impl Op {
-    pub const ALL: [Op; 5] = [Op::Upscale, Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct, Op::Restore];
+    pub const ALL: [Op; 6] = [Op::Upscale, Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct, Op::Restore, Op::Interpolate];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -23,6 +25,7 @@ impl Op {
             Op::VaeDecode => "vae_decode",
             Op::VaeReconstruct => "vae_reconstruct",
             Op::Restore => "restore",
+            Op::Interpolate => "interpolate",
         }
     }
 
@@ -32,7 +35,7 @@ impl Op {
         match self {
             Op::Upscale => Some(4),
             Op::Restore => Some(2),
-            Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => None,
+            Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
         }
     }
 

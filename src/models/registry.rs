@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::error_codes as codes;
+use super::family::interpolator::InterpolatorFamily;
 use super::family::upscaler::UpscalerFamily;
 use super::family::Family;
 use super::op::Op;
@@ -43,6 +44,14 @@ pub const TEXT_EMBEDDING_FILES: [&str; 3] = ["text_embeds.safetensors", "pos_emb
 /// Every upscaler family: one line each.
 const UPSCALER_FAMILIES: &[&UpscalerFamily] = &[&crate::models::realesrgan::FAMILY, &crate::models::realcugan::FAMILY];
 
+/// Every frame-interpolator family: one line each.
+const INTERPOLATOR_FAMILIES: &[&InterpolatorFamily] = &[&crate::models::rife::FAMILY];
+
+/// The family that loads `family`'s interpolators; `None` for a family that is no interpolator.
+pub fn interpolator_family(family: Family) -> Option<&'static InterpolatorFamily> {
+    INTERPOLATOR_FAMILIES.iter().copied().find(|f| f.family == family)
+}
+
 /// The family that loads `family`'s upscalers; `None` for a family that is no upscaler.
 pub fn upscaler_family(family: Family) -> Option<&'static UpscalerFamily> {
     UPSCALER_FAMILIES.iter().copied().find(|f| f.family == family)
@@ -75,6 +84,19 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
             pairs_with: None,
         })
         .collect();
+    entries.extend(INTERPOLATOR_FAMILIES.iter().flat_map(|family| family.models.iter().map(move |model| (family.family, model))).map(|(family, model)| {
+        ModelEntry {
+            name: model.name.into(),
+            family,
+            ops: vec![Op::Interpolate],
+            scales: vec![],
+            files: vec![models_dir.join(model.file)],
+            description: model.description.into(),
+            latent_channels: None,
+            variant: None,
+            pairs_with: None,
+        }
+    }));
     for path in checkpoints(&models_dir.join(VAE_DIR), headers) {
         let Some(name) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
         if let Some(Detected { family, latent_channels, .. }) = headers.detect(&path).filter(|d| d.family.is_vae()) {

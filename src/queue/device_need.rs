@@ -24,7 +24,7 @@ pub fn device_bytes_needed(job: NeedOf<'_>) -> u64 {
     let resident = match op {
         Op::Restore if block_swap == BlockSwap::Never => files_bytes(entry) + paired_vae_bytes(models_dir, entry, params),
         Op::Restore => paired_vae_bytes(models_dir, entry, params),
-        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => files_bytes(entry),
+        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => files_bytes(entry),
     };
     resident + params.memory_budget_mib.unwrap_or(0).saturating_mul(1 << 20)
 }

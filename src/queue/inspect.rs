@@ -55,7 +55,7 @@ pub async fn inspect_input(config: &Config, request: &JobRequest, path: &Path, k
         }
         probed => probed?,
     };
-    check_output_size(request, &InputSize::Video { width: info.width, height: info.height, frames: info.frames }, &limits)?;
+    check_output_size(request, &InputSize::Video { width: info.width, height: info.height, frames: info.frames, fps_rational: info.fps_rational.clone() }, &limits)?;
     Ok(Probed { media: Some(info), seconds: Some(started.elapsed().as_secs_f64()) })
 }
 

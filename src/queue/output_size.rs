@@ -1,6 +1,8 @@
 //! What a job will write, checked against the box's limits before it is queued: the limits on inputs
 //! alone let a small latent decode to an 8192×8192 video or a restore scale past them.
 use super::{JobRequest, QueueError};
+use crate::executor::interpolate::schedule::{FrameRate, Retiming};
+use crate::executor::interpolate::settings::InterpolateSettings;
 use crate::executor::restore::RestoreSettings;
 use crate::models::Op;
 use crate::media::MediaLimits;
@@ -9,7 +11,7 @@ use crate::models::restore::prepare::target_size;
 
 /// What the checks before queueing know of the input.
 pub enum InputSize {
-    Video { width: u32, height: u32, frames: u64 },
+    Video { width: u32, height: u32, frames: u64, fps_rational: String },
     /// `[1, C, t, h, w]`, already checked positive and not overflowing.
     Latent([i64; 5]),
 }
@@ -19,8 +21,15 @@ pub enum InputSize {
 pub fn output_size(request: &JobRequest, input: &InputSize) -> Result<Option<(u64, u64, u64)>, QueueError> {
     let scale = request.params.scale.unwrap_or(1).max(1) as u64;
     Ok(match (request.op, input) {
-        (Op::Upscale, InputSize::Video { width, height, frames }) => Some((u64::from(*width) * scale, u64::from(*height) * scale, *frames)),
-        (Op::Restore, InputSize::Video { width, height, frames }) => {
+        (Op::Upscale, InputSize::Video { width, height, frames, .. }) => Some((u64::from(*width) * scale, u64::from(*height) * scale, *frames)),
+        (Op::Interpolate, InputSize::Video { width, height, frames, fps_rational }) => {
+            let refused = |why: String| QueueError::refused(crate::error_codes::INVALID_INTERPOLATE_PARAMETER, why);
+            let settings = InterpolateSettings::resolve(request.params.interpolate.as_ref()).map_err(refused)?;
+            let input = FrameRate::parse(fps_rational).ok_or_else(|| refused(format!("the input's frame rate {fps_rational} cannot be read")))?;
+            let output = settings.output_rate(input).map_err(refused)?;
+            Some((u64::from(*width), u64::from(*height), Retiming::new(input, output, *frames).output_frames()))
+        }
+        (Op::Restore, InputSize::Video { width, height, frames, .. }) => {
             let settings = RestoreSettings::resolve(request.params.scale, request.params.restore.as_ref())
                 .map_err(|why| QueueError::refused(crate::error_codes::INVALID_RESTORE_PARAMETER, why))?;
             let g = target_size(i64::from(*height), i64::from(*width), settings.target);
@@ -34,7 +43,7 @@ pub fn output_size(request: &JobRequest, input: &InputSize) -> Result<Option<(u6
         }
         // Encode and reconstruct write no more than they read; a video sent to vae_decode or a latent to
         // another op is refused by its own checks before this.
-        (Op::VaeEncode | Op::VaeReconstruct, _) | (Op::Upscale | Op::Restore, InputSize::Latent(_)) | (Op::VaeDecode, InputSize::Video { .. }) => None,
+        (Op::VaeEncode | Op::VaeReconstruct, _) | (Op::Upscale | Op::Restore | Op::Interpolate, InputSize::Latent(_)) | (Op::VaeDecode, InputSize::Video { .. }) => None,
     })
 }
 

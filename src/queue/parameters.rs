@@ -22,10 +22,13 @@ pub enum OpParameter {
     ColorFix,
     BatchFrames,
     BatchOverlap,
+    Factor,
+    Fps,
+    SceneThreshold,
 }
 
 impl OpParameter {
-    pub const ALL: [OpParameter; 14] = [
+    pub const ALL: [OpParameter; 17] = [
         OpParameter::Scale,
         OpParameter::Tile,
         OpParameter::Normalize,
@@ -40,6 +43,9 @@ impl OpParameter {
         OpParameter::ColorFix,
         OpParameter::BatchFrames,
         OpParameter::BatchOverlap,
+        OpParameter::Factor,
+        OpParameter::Fps,
+        OpParameter::SceneThreshold,
     ];
 
     pub fn parse(name: &str) -> Option<OpParameter> {
@@ -68,6 +74,9 @@ impl OpParameter {
             OpParameter::ColorFix => "color_fix",
             OpParameter::BatchFrames => "batch_frames",
             OpParameter::BatchOverlap => "batch_overlap",
+            OpParameter::Factor => "factor",
+            OpParameter::Fps => "fps",
+            OpParameter::SceneThreshold => "scene_threshold",
         }
     }
 
@@ -81,6 +90,7 @@ impl OpParameter {
             Op::VaeDecode => &[MemoryBudgetMib, OutputFormat],
             Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio],
             Op::Restore => &[Scale, MemoryBudgetMib, OutputFormat, KeepAudio, Vae, Height, Width, Seed, ColorFix, BatchFrames, BatchOverlap],
+            Op::Interpolate => &[Factor, Fps, SceneThreshold, OutputFormat, KeepAudio],
         }
     }
 

@@ -8,7 +8,8 @@ use crate::config::{Config, MAX_MEMORY_BUDGET_MIB};
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
 use crate::executor::restore::{self, RestoreSettings};
-use crate::jobs::{JobParams, OutputFormat, RestoreParams};
+use crate::executor::interpolate::settings::InterpolateSettings;
+use crate::jobs::{InterpolateParams, JobParams, OutputFormat, RestoreParams};
 use crate::models::Op;
 use crate::models::registry;
 
@@ -32,6 +33,8 @@ pub struct JobOptions {
     pub metrics: Option<bool>,
     /// restore only (ignored for the others); `None` is every default.
     pub restore: Option<RestoreParams>,
+    /// interpolate only; `None` is every default.
+    pub interpolate: Option<InterpolateParams>,
 }
 
 impl JobOptions {
@@ -49,6 +52,7 @@ impl JobOptions {
             keep_audio: None,
             metrics: None,
             restore: None,
+            interpolate: None,
         }
     }
 }
@@ -138,7 +142,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
             }
             Some(scale)
         }
-        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => None,
+        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
     };
     if options.priority.abs() > 1000 {
         return Err(bad_priority(&options.priority.to_string()));
@@ -154,7 +158,15 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     }
     let restore = match op {
         Op::Restore => Some(check_restore(options.restore.clone().unwrap_or_default(), scale, &entry.name, models_dir)?),
-        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => None,
+        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
+    };
+    let interpolate = match op {
+        Op::Interpolate => Some(
+            InterpolateSettings::resolve(options.interpolate.as_ref())
+                .map_err(|why| QueueError::refused(codes::INVALID_INTERPOLATE_PARAMETER, why))?
+                .params(),
+        ),
+        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore => None,
     };
     let output_format = check_output_format(op, options.output_format, config)?;
     if options.metrics == Some(true) && op != Op::Upscale {
@@ -167,6 +179,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         normalize: options.normalize,
         memory_budget_mib: options.memory_budget_mib,
         restore,
+        interpolate,
         output_format,
         keep_audio: options.keep_audio,
         metrics: options.metrics,

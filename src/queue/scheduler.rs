@@ -350,6 +350,11 @@ pub fn output_path_for(job: &Job) -> PathBuf {
         Op::VaeDecode => format!("{stem}_decoded.{extension}"),
         Op::VaeReconstruct => format!("{stem}_reconstructed.{extension}"),
         Op::Restore => format!("{stem}_restored.{extension}"),
+        Op::Interpolate => match job.params.interpolate.as_ref().and_then(|p| p.fps.as_deref()) {
+            // `60000/1001` → `in_60000-1001fps.mp4`; a factor: `in_x2fps.mp4`.
+            Some(fps) => format!("{stem}_{}fps.{extension}", fps.strip_suffix("/1").unwrap_or(fps).replace('/', "-")),
+            None => format!("{stem}_x{}fps.{extension}", job.params.interpolate.as_ref().and_then(|p| p.factor).unwrap_or(2)),
+        },
     };
     input.parent().map(|dir| dir.join(&name)).unwrap_or_else(|| PathBuf::from(name))
 }

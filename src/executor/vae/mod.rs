@@ -79,7 +79,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
                 Op::VaeEncode => encode::run(&ctx, timings),
                 Op::VaeDecode => decode::run(&ctx, timings),
                 Op::VaeReconstruct => reconstruct::run(&ctx, timings),
-                Op::Upscale | Op::Restore => Err(ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str()))),
+                Op::Upscale | Op::Restore | Op::Interpolate => Err(ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str()))),
             })
         });
         match result {
@@ -138,7 +138,7 @@ fn job_planning(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timi
         Op::VaeEncode => TiledOp::Encode,
         Op::VaeDecode => TiledOp::Decode,
         Op::VaeReconstruct => TiledOp::Reconstruct,
-        Op::Upscale | Op::Restore => return Err(ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str()))),
+        Op::Upscale | Op::Restore | Op::Interpolate => return Err(ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str()))),
     };
     let limits = PlanLimits { budget_mib, max_latent_frames };
     Ok(JobPlanning::for_vae(vae, op, latent, limits, Some(memory)))
@@ -203,7 +203,7 @@ impl VaeJob<'_> {
             Op::VaeEncode => "encode",
             Op::VaeDecode => "decode",
             Op::VaeReconstruct => "reconstruct",
-            Op::Upscale | Op::Restore => unreachable!("not a VAE op"),
+            Op::Upscale | Op::Restore | Op::Interpolate => unreachable!("not a VAE op"),
         };
         self.hooks.progress.send_replace(Progress::frames(done, total.max(done), since.elapsed().as_secs_f64()).at(stage));
     }

@@ -35,3 +35,17 @@ pub trait Interpolator {
     /// the nearest time its method reaches for one that does not (RIFE HDv3 bisects: 0.5, 0.25, 0.75, ...).
     fn time_reached(&self, t: f64) -> f64;
 }
+
+/// A model the family ships, with its file relative to the models folder.
+pub struct ShippedInterpolator {
+    pub name: &'static str,
+    pub file: &'static str,
+    pub description: &'static str,
+}
+
+/// One interpolator family: its models and how to load one of them from its file.
+pub struct InterpolatorFamily {
+    pub family: super::Family,
+    pub models: &'static [ShippedInterpolator],
+    pub load: fn(file: &std::path::Path, options: &InterpolatorLoadOptions) -> Result<Box<dyn Interpolator>, ModelError>,
+}

