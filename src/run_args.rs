@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use vaebox::device::DtypeChoice;
 use vaebox::jobs::{OutputFormat, RestoreParams};
+use vaebox::models::restore::colorfix::ColorFix;
 use vaebox::models::Op;
 use vaebox::queue::{JobOptions, OpParameter};
 
@@ -71,8 +72,9 @@ pub struct RunArgs {
     /// `restore` only: the noise seed [default: 666, the original's].
     #[arg(long)]
     pub seed: Option<i64>,
-    /// `restore` only: how the restored frames get the input's colours [default: wavelet, the original's].
-    #[arg(long, value_parser = ["wavelet", "adain", "none"])]
+    /// `restore` only: how the restored frames get the input's colours [default: wavelet, the original's;
+    /// lab, hsv and wavelet_adaptive are the ComfyUI front-end's].
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(ColorFix::ALL.map(ColorFix::as_str)))]
     pub color_fix: Option<String>,
     /// `restore` only: frames per DiT call, 4n + 1 [default: 21].
     #[arg(long)]
@@ -133,7 +135,7 @@ impl RunArgs {
             height: self.height,
             width: self.width,
             seed: self.seed,
-            color_fix: self.color_fix.as_deref().and_then(vaebox::models::restore::colorfix::ColorFix::parse),
+            color_fix: self.color_fix.as_deref().and_then(ColorFix::parse),
             batch_frames: self.batch_frames,
             batch_overlap: self.batch_overlap,
         });
