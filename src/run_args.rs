@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use vaebox::device::DtypeChoice;
 use vaebox::jobs::{InterpolateParams, OutputFormat, RestoreParams};
+use vaebox::models::restore::colorfix::ColorFix;
 use vaebox::models::Op;
 use vaebox::queue::{JobOptions, OpParameter};
 
@@ -10,12 +11,14 @@ use vaebox::queue::{JobOptions, OpParameter};
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// What to do: `upscale` a video, `vae_encode` a video to a latent file, `vae_decode` a latent file
-    /// to a video, `vae_reconstruct` a video (encode, then decode), or `restore` a video with SeedVR2.
+    /// to a video, `vae_reconstruct` a video (encode, then decode), `restore` a video with SeedVR2, or
+    /// `interpolate` a video to a higher frame rate with RIFE.
     #[arg(long, default_value = "upscale", value_parser = op_parser())]
     pub op: Op,
-    /// The model: an upscaler (realesrgan-animevideov3, realesrgan-x4plus) for `upscale`, for the VAE
-    /// ops a checkpoint's file stem in the models folder's `vae/`, for `restore` a SeedVR2 DiT's file stem
-    /// in `dit/` (`GET /v1/models` lists what is there) [default: realesrgan-animevideov3 for `upscale`;
+    /// The model: an upscaler (realesrgan-animevideov3, realesrgan-x4plus, realcugan-…) for `upscale`, for
+    /// the VAE ops a checkpoint's file stem in the models folder's `vae/`, for `restore` a SeedVR2 DiT's file
+    /// stem in `dit/`, rife-hdv3 for `interpolate` (`GET /v1/models` lists what is there) [default:
+    /// realesrgan-animevideov3 for `upscale`;
     /// for the other ops the one model in the models folder that can do the op].
     #[arg(long)]
     pub model: Option<String>,
@@ -71,8 +74,9 @@ pub struct RunArgs {
     /// `restore` only: the noise seed [default: 666, the original's].
     #[arg(long)]
     pub seed: Option<i64>,
-    /// `restore` only: how the restored frames get the input's colours [default: wavelet, the original's].
-    #[arg(long, value_parser = ["wavelet", "adain", "none"])]
+    /// `restore` only: how the restored frames get the input's colours [default: wavelet, the original's;
+    /// lab, hsv and wavelet_adaptive are the ComfyUI front-end's].
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(ColorFix::ALL.map(ColorFix::as_str)))]
     pub color_fix: Option<String>,
     /// `restore` only: frames per DiT call, 4n + 1 [default: 21].
     #[arg(long)]
@@ -149,7 +153,7 @@ impl RunArgs {
             height: self.height,
             width: self.width,
             seed: self.seed,
-            color_fix: self.color_fix.as_deref().and_then(vaebox::models::restore::colorfix::ColorFix::parse),
+            color_fix: self.color_fix.as_deref().and_then(ColorFix::parse),
             batch_frames: self.batch_frames,
             batch_overlap: self.batch_overlap,
         });

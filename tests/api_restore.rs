@@ -134,7 +134,7 @@ async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
         ("op=restore&model=seedvr2-3b-small&batch_frames=4", 400, "invalid-restore-parameter", "4n + 1"),
         ("op=restore&model=seedvr2-3b-small&batch_frames=5&batch_overlap=5", 400, "invalid-restore-parameter", "batch_overlap"),
         ("op=restore&model=seedvr2-3b-small&height=64", 400, "invalid-restore-parameter", "height and width"),
-        ("op=restore&model=seedvr2-3b-small&color_fix=lab", 400, "invalid-restore-parameter", "color_fix"),
+        ("op=restore&model=seedvr2-3b-small&color_fix=sepia", 400, "invalid-restore-parameter", "is not one of wavelet, adain, lab, hsv, wavelet_adaptive, none"),
         ("op=restore&model=seedvr2-3b-small&scale=5", 400, "invalid-scale", "scale"),
         ("op=restore&model=seedvr2-3b-small&vae=nope", 400, "unknown-model", "nope"),
         ("op=restore&model=seedvr2-3b-small&vae=wan21-small", 400, "unsupported-op", "is a wan21 VAE; restore needs a SeedVR2 VAE: seedvr2-vae-small"),

@@ -188,7 +188,7 @@ fn run_help_documents_every_flag_with_its_values() {
     assert!(text_of("--model").contains("[default: realesrgan-animevideov3 for `upscale`"), "{}", text_of("--model"));
     assert!(text_of("--scale").contains("2 or 4") && text_of("--scale").contains("[default: 4]"), "{}", text_of("--scale"));
     assert!(text_of("--tile").contains("[default:"), "{}", text_of("--tile"));
-    assert!(text_of("--color-fix").contains("[possible values: wavelet, adain, none]"), "{}", text_of("--color-fix"));
+    assert!(text_of("--color-fix").contains("[possible values: wavelet, adain, lab, hsv, wavelet_adaptive, none]"), "{}", text_of("--color-fix"));
     assert!(text_of("--batch-frames").contains("4n + 1"), "{}", text_of("--batch-frames"));
 }
 

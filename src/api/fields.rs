@@ -160,7 +160,7 @@ fn restore_params(fields: &JobFields) -> Result<RestoreParams, ApiError> {
     let color_fix = match fields.color_fix.as_deref() {
         None => None,
         Some(raw) => Some(ColorFix::parse(raw.trim()).ok_or_else(|| {
-            ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("color_fix `{raw}` is not one of wavelet, adain, none"))
+            ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("color_fix `{raw}` is not one of {}", ColorFix::ALL.map(ColorFix::as_str).join(", ")))
         })?),
     };
     Ok(RestoreParams {

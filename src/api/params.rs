@@ -78,7 +78,8 @@ pub struct JobFields {
     /// Noise seed (default 666, the original's); batch i uses seed + i.
     #[param(value_type = i64, required = false)]
     pub seed: Option<String>,
-    /// The colour fix (default wavelet, the original's).
+    /// The colour fix (default wavelet, the original's; lab, hsv and wavelet_adaptive are the ComfyUI
+    /// front-end's).
     #[param(value_type = ColorFix, inline, required = false)]
     pub color_fix: Option<String>,
     /// Frames per DiT call, 4n + 1 (default 21).
