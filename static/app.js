@@ -15,6 +15,7 @@
     vae_decode: "VAE decode (latent → video)",
     vae_reconstruct: "VAE reconstruct (video → video)",
     restore: "Restore (SeedVR2, video → video)",
+    interpolate: "Interpolate (RIFE, more frames per second)",
   };
   const TIMING_KEYS = ["queued", "probe", "load_model", "read", "compute", "write", "total", "fps",
     "peak_host_bytes", "peak_device_bytes", "device", "dtype"];
@@ -371,6 +372,7 @@
     const bySize = !$("scale-field").hidden && $("scale").value === "size";
     $("size-field").hidden = !bySize;
     $("size-help").hidden = !bySize;
+    $("fps-field").hidden = $("rate-field").hidden || $("rate").value !== "fps";
   }
 
   // The SeedVR2 VAEs, the DiT's own first (the server's default when no `vae` is sent).
@@ -470,6 +472,7 @@
     try {
       if (op === "upscale") opFields = [["scale", $("scale").value]];
       else if (op === "restore") opFields = restoreFields();
+      else if (op === "interpolate") opFields = interpolateFields();
     } catch (e) {
       showError($("form-error"), e);
       if (e.field && $("restore-advanced").contains(e.field)) $("restore-advanced").open = true;
@@ -577,8 +580,27 @@
     return fields.map(([k, v]) => [k, String(v)]);
   }
 
-  function fieldError(id, message) {
-    const e = new ApiError(0, "invalid-restore-parameter", message);
+  // The rate (a factor, or a frame rate typed in) and the scene-cut threshold when one is given.
+  function interpolateFields() {
+    const fields = [];
+    if ($("rate").value === "fps") {
+      const fps = $("fps").value.trim();
+      if (!/^\d+(\.\d+)?(\/\d+)?$/.test(fps)) throw fieldError("fps", "Give the frame rate as 60, 59.94 or 60000/1001.", "invalid-interpolate-parameter");
+      fields.push(["fps", fps]);
+    } else {
+      fields.push(["factor", $("rate").value]);
+    }
+    const threshold = $("scene-threshold").value.trim();
+    if (threshold !== "") {
+      const value = Number(threshold);
+      if (!(value >= 0 && value <= 1)) throw fieldError("scene-threshold", "Scene cuts: a number from 0 (off) to 1.", "invalid-interpolate-parameter");
+      fields.push(["scene_threshold", threshold]);
+    }
+    return fields;
+  }
+
+  function fieldError(id, message, code = "invalid-restore-parameter") {
+    const e = new ApiError(0, code, message);
     e.field = $(id);
     return e;
   }
@@ -1257,10 +1279,20 @@
     tile: "Tile", overlap: "Overlap", chunk_frames: "Chunk frames", notes: "Notes",
     batches: "Batches", output: "Output", resize: "Resized to", frames: "Frames", seed: "Seed", color_fix: "Colour fix",
     dit: "DiT", latent_grid: "Latent grid", spatial_tiles: "Spatial tiles",
+    input_fps: "Input rate", output_fps: "Output rate", input_frames: "Input frames", interpolated: "Made by the model",
+    scene_cuts: "Scene cuts at input frames", scene_threshold: "Scene-cut threshold", flow_scale: "Motion estimated at",
+    pairs_per_call: "Frame pairs per call",
   };
   // Restore plans say how the frames were batched and sized; their batch_frames/overlap go in the Batches row.
   const PLAN_ORDER = ["tile", "overlap", "chunk_frames", "batches", "output", "resize", "frames", "seed", "color_fix", "dit", "notes"];
   const PLAN_FOLDED = ["fallbacks", "row_split", "batch_frames", "batch_overlap"];
+
+  // `60000/1001` → `59.94 fps`.
+  function fpsText(rational) {
+    const [num, den] = String(rational).split("/").map(Number);
+    const fps = num / (den || 1);
+    return Number.isFinite(fps) ? `${Number(fps.toFixed(2))} fps` : String(rational);
+  }
 
   const hwText = (hw) => (Array.isArray(hw) && hw.length === 2 ? `${hw[1]}×${hw[0]}` : null);
 
@@ -1277,6 +1309,10 @@
       return `${v}${of}${isNum(pl.batch_overlap) ? `, ${pl.batch_overlap} shared between batches` : ""}`;
     }
     if ((k === "output" || k === "resize") && hwText(v)) return `${hwText(v)} px`;
+    if (k === "input_fps" || k === "output_fps") return fpsText(v);
+    if (k === "scene_cuts" && Array.isArray(v)) return v.length ? v.join(", ") : "none";
+    if (k === "scene_threshold" && v === 0) return "0 (detection off)";
+    if (k === "flow_scale" && isNum(v)) return v === 1 ? "full resolution" : `${v}× resolution`;
     if (k === "latent_grid" && Array.isArray(v)) return v.join(" × ");
     if (k === "spatial_tiles") return tilesText(v);
     if (k === "dit" && typeof v === "object") {
@@ -1322,6 +1358,7 @@
     const pl = job.plan;
     if (!pl || typeof pl !== "object") return null;
     const restore = "batches" in pl;
+    const interpolation = "interpolated" in pl;
     // Out-of-memory retries change how the job ran, so they come first and are counted in the summary;
     // when there were none they are left out rather than shown as an empty list.
     const fallbacks = Array.isArray(pl.fallbacks) ? pl.fallbacks : [];
@@ -1343,10 +1380,13 @@
       isNum(pl.tile) ? `${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : null,
       restore && isNum(pl.batches) ? `${pl.batches} batch${pl.batches === 1 ? "" : "es"}` : null,
       restore && hwText(pl.output) ? `${hwText(pl.output)} out` : null,
+      interpolation ? `${fpsText(pl.input_fps)} → ${fpsText(pl.output_fps)}` : null,
+      interpolation && isNum(pl.interpolated) ? `${pl.interpolated} frame${pl.interpolated === 1 ? "" : "s"} made` : null,
+      interpolation && Array.isArray(pl.scene_cuts) ? `${pl.scene_cuts.length} scene cut${pl.scene_cuts.length === 1 ? "" : "s"}` : null,
       fallbacks.length ? `${fallbacks.length} out-of-memory fallback${fallbacks.length === 1 ? "" : "s"}` : null,
       rowSplit ? "row-split convolutions" : null,
     ].filter(Boolean);
-    const title = restore ? "Restore plan" : "Tile plan";
+    const title = restore ? "Restore plan" : interpolation ? "Interpolation plan" : "Tile plan";
     const table = restore ? h("div", { class: "plan-tables" }, kvTable(title, rows), restoreStagesTable(pl)) : kvTable(title, rows);
     return { key: "plan", summary: `${title}${bits.length ? ` — ${bits.join(" · ")}` : ""}`, table };
   }
@@ -1469,6 +1509,7 @@
     $("op").addEventListener("change", () => { onOpChange(); savePrefs(); });
     $("model").addEventListener("change", () => { onModelChange(); savePrefs(); });
     $("scale").addEventListener("change", onScaleChange);
+    $("rate").addEventListener("change", onScaleChange);
     $("vae").addEventListener("change", updateSubmit);
     // The server's default overlap depends on the batch size (4 above 8 frames, else none).
     $("batch-frames").addEventListener("input", (e) => {

@@ -82,6 +82,29 @@ fn run_upscales_a_clip_without_a_server() {
     assert_eq!(report["plan"]["scale"], 2, "{report}");
 }
 
+/// `run --op interpolate` doubles the frame rate with the one interpolator (no `--model` needed).
+#[test]
+fn run_interpolates_a_clip_without_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("in.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let output = dir.path().join("out.mp4");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
+        .args(["run", "--op", "interpolate", "--factor", "2", "--input"])
+        .arg(&clip)
+        .arg("--output")
+        .arg(&output)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let probed = ffprobe(&output);
+    assert_eq!((probed.width, probed.height, probed.frames, probed.fps.as_str()), (176, 144, 6, "60000/1001"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with(&format!("wrote {}: 176×144, 6 frames, ", output.display())), "{stdout}");
+}
+
 /// The output's name must carry its format's extension: a latent is not written into `.mp4`, nor
 /// ProRes into `.mp4`; and an op other than upscale without `--model` takes the one model that can do it.
 #[test]
@@ -108,6 +131,7 @@ fn run_checks_the_output_extension_and_defaults_the_model_by_op() {
         // A flag the op does not use is refused, as the API refuses the field (it once ran without the seed).
         (&["--op", "upscale", "--seed", "3"][..], "up.mp4", "upscale does not take `seed` (only restore)"),
         (&["--op", "vae_encode", "--color-fix", "adain"][..], "lat2.safetensors", "vae_encode does not take `color_fix`"),
+        (&["--op", "upscale", "--factor", "2"][..], "up2.mp4", "upscale does not take `factor` (only interpolate)"),
     ] {
         let out = run(args, output);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -171,7 +195,7 @@ fn run_help_documents_every_flag_with_its_values() {
     let names: Vec<&str> = flags.iter().map(|(name, _)| name.as_str()).collect();
     for expected in [
         "--op", "--model", "--input", "--output", "--scale", "--dtype", "--tile", "--normalize", "--config", "--help", "--vae", "--height",
-        "--width", "--seed", "--color-fix", "--batch-frames", "--batch-overlap",
+        "--width", "--seed", "--color-fix", "--batch-frames", "--batch-overlap", "--factor", "--fps", "--scene-threshold",
     ] {
         assert!(names.contains(&expected), "{expected} is not in the help:\n{help}");
     }
@@ -182,7 +206,7 @@ fn run_help_documents_every_flag_with_its_values() {
         assert!(words >= 2, "{name} is not described: `{text}`");
     }
     let text_of = |name: &str| flags.iter().find(|(n, _)| n == name).unwrap().1.clone();
-    assert!(text_of("--op").contains("[possible values: upscale, vae_encode, vae_decode, vae_reconstruct, restore]"), "{}", text_of("--op"));
+    assert!(text_of("--op").contains("[possible values: upscale, vae_encode, vae_decode, vae_reconstruct, restore, interpolate]"), "{}", text_of("--op"));
     assert!(text_of("--op").contains("[default: upscale]"), "{}", text_of("--op"));
     assert!(text_of("--dtype").contains("[possible values: auto, f32, bf16, f16]"), "{}", text_of("--dtype"));
     assert!(text_of("--model").contains("[default: realesrgan-animevideov3 for `upscale`"), "{}", text_of("--model"));

@@ -163,6 +163,61 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
     assert!(!shown.contains('{') && !shown.contains("&quot;"), "the plan shows raw JSON: {shown}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_offers_interpolate_by_factor_or_rate_and_shows_its_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let (status, listing) = get_json(&client, &server.url("/v1/models")).await;
+    assert_eq!(status, 200, "{listing}");
+
+    // The user picks interpolate, a frame rate instead of a factor, and a scene-cut threshold.
+    let driver = r#"
+const $ = (id) => document.getElementById(id);
+const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event("change")); };
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  set("op", "interpolate");
+  if ($("rate-field").hidden || !$("fps-field").hidden) throw new Error("the rate shows as a factor first");
+  set("rate", "fps");
+  if ($("fps-field").hidden) throw new Error("no frame-rate input after choosing one");
+  $("fps").value = "62.5"; $("scene-threshold").value = "0.2";
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "interpolate-check.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  $("submit").click();
+})();"#;
+    let harness = dir.path().to_path_buf();
+    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &listing, driver)).await.unwrap();
+    let expected = [
+        ("op", "interpolate"),
+        ("model", "rife-hdv3"),
+        ("fps", "62.5"),
+        ("scene_threshold", "0.2"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("file", "file:interpolate-check.mp4"),
+    ];
+    assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
+
+    // What the form sends is what the server runs; the card shows the plan in words.
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("bikes.mp4"), 3, false, &clip);
+    let query: Vec<String> = sent.iter().filter(|(k, _)| k != "file").map(|(k, v)| format!("{k}={v}")).collect();
+    let job = run_job(&client, &server, &format!("{}&filename=interpolate-check.mp4", query.join("&")), std::fs::read(&clip).unwrap()).await;
+    let made = job["plan"]["interpolated"].as_u64().unwrap();
+    let url = server.url("/?op=interpolate");
+    let profile = dir.path().join("chromium-profile");
+    let dom = tokio::task::spawn_blocking(move || rendered_dom(&url, &profile)).await.unwrap();
+    assert!(dom.contains("<option value=\"interpolate\">Interpolate"), "interpolate is not offered:\n{dom}");
+    let summary = format!("Interpolation plan — 25 fps → 62.5 fps · {made} frames made · 0 scene cuts");
+    assert!(dom.contains(&summary), "no {summary:?}:\n{dom}");
+    let shown = dom.split("Interpolation plan — ").nth(1).unwrap();
+    let shown = &shown[..shown.find("</details>").unwrap()];
+    assert!(shown.contains("<td>none</td>") && !shown.contains('[') && !shown.contains("&quot;"), "the plan shows raw JSON: {shown}");
+}
+
 // ---------- in a window, over DevTools ----------
 
 /// Opens the page and waits until its script filled the form from /v1/models.
