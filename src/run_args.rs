@@ -94,6 +94,10 @@ pub struct RunArgs {
     /// across it; 0 turns the detection off [default: 0.1].
     #[arg(long)]
     pub scene_threshold: Option<f64>,
+    /// `upscale` only: also interpolate to this many times the frame rate (2 to 4), with RIFE before the
+    /// upscaler, in one pass.
+    #[arg(long)]
+    pub interpolate: Option<i64>,
 }
 
 impl RunArgs {
@@ -124,6 +128,7 @@ impl RunArgs {
             factor,
             fps,
             scene_threshold,
+            interpolate,
         } = self;
         let given = [
             (OpParameter::OutputFormat, output_format.is_some()),
@@ -142,6 +147,7 @@ impl RunArgs {
             (OpParameter::Factor, factor.is_some()),
             (OpParameter::Fps, fps.is_some()),
             (OpParameter::SceneThreshold, scene_threshold.is_some()),
+            (OpParameter::Interpolate, interpolate.is_some()),
         ];
         given.into_iter().filter(|(_, given)| *given).map(|(parameter, _)| parameter).collect()
     }
@@ -157,11 +163,11 @@ impl RunArgs {
             batch_frames: self.batch_frames,
             batch_overlap: self.batch_overlap,
         });
-        let interpolate = (self.op == Op::Interpolate).then(|| InterpolateParams {
-            factor: self.factor,
-            fps: self.fps.clone(),
-            scene_threshold: self.scene_threshold,
-        });
+        let interpolate = match self.op {
+            Op::Interpolate => Some(InterpolateParams { factor: self.factor, fps: self.fps.clone(), scene_threshold: self.scene_threshold }),
+            Op::Upscale => self.interpolate.map(|factor| InterpolateParams { factor: Some(factor), ..InterpolateParams::default() }),
+            Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore => None,
+        };
         JobOptions {
             model: self.model.clone(),
             scale: self.scale,

@@ -210,3 +210,36 @@ async fn parameters_that_cannot_run_are_refused_before_queueing() {
     let job = run_job(&client, &server, "op=interpolate", std::fs::read(&clip).unwrap()).await;
     assert_eq!(job["params"]["interpolate"], serde_json::json!({"factor": 2, "scene_threshold": scene::DEFAULT_THRESHOLD}), "{job}");
 }
+
+/// `op=upscale&interpolate=2`: one job, one decode and one encode. Its frames at the input's times are the
+/// plain upscale's frames exactly, the ones between are new pictures, and it plays at twice the rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upscale_interpolates_in_the_same_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("bikes.mp4");
+    small_clip("bikes.mp4", 256, 24, 3, &clip);
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=2&output_format=ffv1&dtype=f32&filename=bikes.mp4";
+    let plain = run_job(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    let both = run_job(&client, &server, &format!("{query}&interpolate=2"), std::fs::read(&clip).unwrap()).await;
+    let interpolation = &both["plan"]["interpolation"];
+    assert_eq!((interpolation["output_fps"].as_str(), interpolation["interpolated"].as_u64(), both["plan"]["frames"].as_u64()), (Some("50/1"), Some(2), Some(6)), "{}", both["plan"]);
+    assert!(plain["plan"].get("interpolation").is_none(), "{}", plain["plan"]);
+    assert_eq!(both["output"]["file_name"], "bikes_x2_x2fps.mkv", "{}", both["output"]);
+    let (plain_file, both_file) = (dir.path().join("plain.mkv"), dir.path().join("both.mkv"));
+    std::fs::write(&plain_file, fetch(&client, &server, &plain).await).unwrap();
+    std::fs::write(&both_file, fetch(&client, &server, &both).await).unwrap();
+    let probed = ffprobe(&both_file);
+    assert_eq!((probed.width, probed.height, probed.frames, probed.fps.as_str(), probed.has_audio), (256, 192, 6, "50/1", true), "{probed:?}");
+    let (plain, both) = (frames_16bit(&plain_file, 256, 192), frames_16bit(&both_file, 256, 192));
+    for k in 0..3 {
+        assert_eq!(max_abs(&both.get(2 * k), &plain.get(k)), 0.0, "frame {} is the upscale of input frame {k}", 2 * k);
+    }
+    for k in 0..2 {
+        let (before, between, after) = (both.get(2 * k), both.get(2 * k + 1), both.get(2 * k + 2));
+        assert!(max_abs(&between, &before) > 0.05 && max_abs(&between, &after) > 0.05, "frame {} is a new picture", 2 * k + 1);
+    }
+    let (status, body) = submit(&client, &server, "op=upscale&interpolate=5", &clip).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-interpolate-parameter")), "{body}");
+}

@@ -58,7 +58,13 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
     let memory_budget_mib =
         fields.memory_budget_mib.as_deref().map(|raw| raw.trim().parse::<u64>().map_err(|_| queue::bad_memory_budget(raw))).transpose()?;
     let restore = if op == Op::Restore { Some(restore_params(fields)?) } else { None };
-    let interpolate = if op == Op::Interpolate { Some(interpolate_params(fields)?) } else { None };
+    let interpolate = match op {
+        Op::Interpolate => Some(interpolate_params(fields)?),
+        // `interpolate=N` on an upscale: that factor, the other settings their defaults.
+        Op::Upscale => number_field("interpolate", &fields.interpolate, codes::INVALID_INTERPOLATE_PARAMETER)?
+            .map(|factor| InterpolateParams { factor: Some(factor), ..InterpolateParams::default() }),
+        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore => None,
+    };
     Ok(JobOptions {
         op,
         model: Some(model),
@@ -102,6 +108,7 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         factor,
         fps,
         scene_threshold,
+        interpolate,
     } = fields;
     let given = [
         (OpParameter::Scale, scale),
@@ -121,6 +128,7 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         (OpParameter::Factor, factor),
         (OpParameter::Fps, fps),
         (OpParameter::SceneThreshold, scene_threshold),
+        (OpParameter::Interpolate, interpolate),
     ];
     Ok(queue::refuse_parameters_not_for(op, given.into_iter().filter(|(_, value)| value.is_some()).map(|(parameter, _)| parameter))?)
 }

@@ -89,6 +89,10 @@ pub struct JobFields {
     /// else 0).
     #[param(value_type = i64, required = false)]
     pub batch_overlap: Option<String>,
+    /// upscale: also interpolate, to this many times the frame rate (2 to 4), with RIFE before the
+    /// upscaler: one decode, one encode.
+    #[param(value_type = i64, required = false, minimum = 2, maximum = 4)]
+    pub interpolate: Option<String>,
     /// interpolate: output frames per input frame, 2 to 4 (default 2 unless fps is given).
     #[param(value_type = i64, required = false, minimum = 2, maximum = 4)]
     pub factor: Option<String>,

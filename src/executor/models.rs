@@ -15,6 +15,9 @@ use crate::models::ModelError;
 #[derive(Default)]
 pub struct LoadedModels {
     resident: Option<(String, Kind, Resident)>,
+    /// The frame interpolator, kept beside the resident model: an upscale with `interpolate=N` needs both,
+    /// and RIFE's weights are 11 MB.
+    interpolator: Option<(String, Kind, Rc<dyn Interpolator>)>,
 }
 
 #[derive(Clone)]
@@ -22,7 +25,6 @@ enum Resident {
     Upscaler(Rc<dyn Upscaler>),
     Vae(Rc<VideoVae>),
     Restorer(Rc<Restorer>),
-    Interpolator(Rc<dyn Interpolator>),
 }
 
 impl LoadedModels {
@@ -57,15 +59,15 @@ impl LoadedModels {
     }
 
     pub fn interpolator(&mut self, entry: &ModelEntry, device: Device, kind: Kind) -> Result<Rc<dyn Interpolator>, ModelError> {
-        if let Some(Resident::Interpolator(model)) = self.cached(&entry.name, kind) {
-            return Ok(model);
+        if let Some((_, _, model)) = self.interpolator.as_ref().filter(|(name, k, _)| *name == entry.name && *k == kind) {
+            return Ok(model.clone());
         }
         let family = registry::interpolator_family(entry.family);
         Self::check(entry, family.is_some(), "interpolate")?;
         let (Some(family), Some(file)) = (family, entry.files.first()) else { unreachable!("checked above: a shipped model has its file") };
-        self.resident = None;
+        self.interpolator = None;
         let model: Rc<dyn Interpolator> = Rc::from((family.load)(file, &InterpolatorLoadOptions { device, kind })?);
-        self.resident = Some((entry.name.clone(), kind, Resident::Interpolator(model.clone())));
+        self.interpolator = Some((entry.name.clone(), kind, model.clone()));
         Ok(model)
     }
 

@@ -1,4 +1,5 @@
-//! The upscale pipeline: ffmpeg decode → chunks of frames → tiled Real-ESRGAN → ffmpeg encode.
+//! The upscale pipeline: ffmpeg decode → chunks of frames (re-timed by RIFE with `interpolate=N`) → tiled
+//! upscaler → ffmpeg encode.
 //! Decode and encode run in their own processes and threads, so they overlap the compute; the
 //! timings record only the time this thread waited for them.
 use std::time::Instant;
@@ -15,7 +16,8 @@ use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media;
 use crate::models::Op;
-use crate::media::{RgbFrames, SampleDepth};
+use crate::media::{FrameReader, RgbFrames, SampleDepth};
+use super::interpolate::{self, retimer::{self, Retimer}, schedule::Retiming, settings::InterpolateSettings, window::FrameWindow};
 use crate::models::family::upscaler::Upscaler;
 use crate::models::registry;
 use crate::tiling::spatial::SpatialTiling;
@@ -33,9 +35,18 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     }
     let info = input_media(exec, job, timings)?;
     let kind = exec.resolve_kind(job, timings);
+    let interpolation = job.params.interpolate.as_ref().map(|params| InterpolateSettings::resolve(Some(params))).transpose().map_err(ExecError::Invalid)?;
 
     let load_started = Instant::now();
     let (model, _loaded_now) = exec.models.upscaler(&entry, exec.device, kind)?;
+    let interpolator = match interpolation {
+        Some(_) => {
+            let entry = registry::scan(&exec.config.models_dir).into_iter().find(|e| e.ops.contains(&Op::Interpolate) && e.present());
+            let entry = entry.ok_or_else(|| ExecError::Invalid("interpolate: no frame interpolator in the models folder".into()))?;
+            Some(exec.models.interpolator(&entry, exec.device, kind)?)
+        }
+        None => None,
+    };
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
 
     let mut fallbacks = Vec::new();
@@ -49,8 +60,19 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let (out_width, out_height) = (width * scale as u32, height * scale as u32);
     let chunk_frames = exec.config.chunk_frames;
 
-    let mut reader = read_frames(exec, job, &info, chunk_frames)?;
-    let mut writer = write_frames(exec, job, OutputVideo::like(&info, out_width, out_height))?;
+    let reader = read_frames(exec, job, &info, chunk_frames)?;
+    let rates = interpolation.as_ref().map(|settings| interpolate::rates(&info, settings)).transpose()?;
+    let fps_rational = rates.map_or_else(|| info.fps_rational.clone(), |(_, output)| output.as_text());
+    let mut writer = write_frames(exec, job, OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) })?;
+    let mut source = match (&interpolator, &interpolation, rates) {
+        (Some(interpolator), Some(settings), Some((input, output))) => {
+            let window = FrameWindow::new(reader, exec.device);
+            let flow_scale = retimer::flow_scale(width, height);
+            FrameSource::Retimed(Retimer::new(&**interpolator, Retiming::new(input, output, info.frames), window, flow_scale, settings.scene_threshold))
+        }
+        _ => FrameSource::Read(reader),
+    };
+    let total = source.total(info.frames);
     let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
     let mut tiling = SpatialTiling {
         tile: job.params.tile.unwrap_or(exec.config.upscale_tile),
@@ -72,14 +94,14 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let mut clock = StageClock::default();
     let mut done = 0u64;
     let frames_started = Instant::now();
-    hooks.progress.send_replace(Progress::frames(0, info.frames, 0.0).at("upscale"));
+    hooks.progress.send_replace(Progress::frames(0, total, 0.0).at("upscale"));
     // Each chunk allocates and frees the same activations; under the bounded allocator they would be fresh
     // mappings faulted in page by page every time (2.1× the compute at bf16, docs/benchmarks.md).
     let heap_reuse = crate::device::HeapReuse::for_call();
     loop {
         hooks.check_cancelled()?;
-        let Some(chunk) = StageClock::time(&mut clock.read, || reader.next_chunk())? else { break };
-        let frames_in = frames::to_tensor(&chunk, exec.device);
+        let Some(frames_in) = source.next_chunk(chunk_frames, exec.device, &mut clock)? else { break };
+        let count = frames_in.size()[0] as u64;
         // Consecutive runs of the chunk's frames, converted as the model made them; never joined into one
         // tensor, which would need the whole chunk's output twice at once.
         let outputs = StageClock::time(&mut clock.compute, || tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks)))?;
@@ -93,9 +115,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             }
         }
 
-        done += chunk.count as u64;
+        done += count;
         StageClock::time(&mut clock.write, || outputs.into_iter().try_for_each(|output| writer.write(output)))?;
-        hooks.progress.send_replace(Progress::frames(done, info.frames.max(done), frames_started.elapsed().as_secs_f64()).at("upscale"));
+        hooks.progress.send_replace(Progress::frames(done, total.max(done), frames_started.elapsed().as_secs_f64()).at("upscale"));
     }
     drop(heap_reuse);
     hooks.check_cancelled()?;
@@ -125,9 +147,39 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             frames: done,
             fallbacks,
             frame_workers: workers,
+            interpolation: match (&source, &interpolation, rates) {
+                (FrameSource::Retimed(retimer), Some(settings), Some((input, output))) => Some(interpolate::plan(retimer, settings, input, output, done)),
+                _ => None,
+            },
         })),
         metrics: quality.map(|meter| meter.metrics()),
     })
+}
+
+/// Where the upscaler's frames come from: the decoder, or the decoder through RIFE.
+enum FrameSource<'m> {
+    Read(FrameReader),
+    Retimed(Retimer<'m>),
+}
+
+impl FrameSource<'_> {
+    fn total(&self, input_frames: u64) -> u64 {
+        match self {
+            FrameSource::Read(_) => input_frames,
+            FrameSource::Retimed(retimer) => retimer.output_frames(),
+        }
+    }
+
+    /// The next chunk, `[n, 3, H, W]` Float in [0, 1] on `device`.
+    fn next_chunk(&mut self, chunk_frames: usize, device: tch::Device, clock: &mut StageClock) -> Result<Option<Tensor>, ExecError> {
+        match self {
+            FrameSource::Read(reader) => {
+                let chunk = StageClock::time(&mut clock.read, || reader.next_chunk())?;
+                Ok(chunk.map(|chunk| frames::to_tensor(&chunk, device)))
+            }
+            FrameSource::Retimed(retimer) => retimer.next_chunk(chunk_frames, clock),
+        }
+    }
 }
 
 /// One chunk's model call and conversion to the output's samples, as the job makes them.

@@ -47,6 +47,9 @@ pub struct UpscalePlan {
     pub fallbacks: Vec<String>,
     /// Worker threads each chunk's frames were split between (`cpu_frame_workers`; 1 on CUDA).
     pub frame_workers: usize,
+    /// With `interpolate=N`: the re-timing done before the upscaler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpolation: Option<InterpolatePlan>,
 }
 
 /// `interpolate`.

@@ -21,13 +21,15 @@ pub enum InputSize {
 pub fn output_size(request: &JobRequest, input: &InputSize) -> Result<Option<(u64, u64, u64)>, QueueError> {
     let scale = request.params.scale.unwrap_or(1).max(1) as u64;
     Ok(match (request.op, input) {
-        (Op::Upscale, InputSize::Video { width, height, frames, .. }) => Some((u64::from(*width) * scale, u64::from(*height) * scale, *frames)),
+        (Op::Upscale, InputSize::Video { width, height, frames, fps_rational }) => {
+            let frames = match request.params.interpolate {
+                Some(_) => retimed_frames(request, fps_rational, *frames)?,
+                None => *frames,
+            };
+            Some((u64::from(*width) * scale, u64::from(*height) * scale, frames))
+        }
         (Op::Interpolate, InputSize::Video { width, height, frames, fps_rational }) => {
-            let refused = |why: String| QueueError::refused(crate::error_codes::INVALID_INTERPOLATE_PARAMETER, why);
-            let settings = InterpolateSettings::resolve(request.params.interpolate.as_ref()).map_err(refused)?;
-            let input = FrameRate::parse(fps_rational).ok_or_else(|| refused(format!("the input's frame rate {fps_rational} cannot be read")))?;
-            let output = settings.output_rate(input).map_err(refused)?;
-            Some((u64::from(*width), u64::from(*height), Retiming::new(input, output, *frames).output_frames()))
+            Some((u64::from(*width), u64::from(*height), retimed_frames(request, fps_rational, *frames)?))
         }
         (Op::Restore, InputSize::Video { width, height, frames, .. }) => {
             let settings = RestoreSettings::resolve(request.params.scale, request.params.restore.as_ref())
@@ -45,6 +47,15 @@ pub fn output_size(request: &JobRequest, input: &InputSize) -> Result<Option<(u6
         // another op is refused by its own checks before this.
         (Op::VaeEncode | Op::VaeReconstruct, _) | (Op::Upscale | Op::Restore | Op::Interpolate, InputSize::Latent(_)) | (Op::VaeDecode, InputSize::Video { .. }) => None,
     })
+}
+
+/// The frames an interpolation writes from `frames` at `fps_rational`, or why it cannot reach its rate.
+fn retimed_frames(request: &JobRequest, fps_rational: &str, frames: u64) -> Result<u64, QueueError> {
+    let refused = |why: String| QueueError::refused(crate::error_codes::INVALID_INTERPOLATE_PARAMETER, why);
+    let settings = InterpolateSettings::resolve(request.params.interpolate.as_ref()).map_err(refused)?;
+    let input = FrameRate::parse(fps_rational).ok_or_else(|| refused(format!("the input's frame rate {fps_rational} cannot be read")))?;
+    let output = settings.output_rate(input).map_err(refused)?;
+    Ok(Retiming::new(input, output, frames).output_frames())
 }
 
 /// Refuses (422 `output-too-large`) a job whose output would exceed `max_width`/`max_height`/`max_frames`.

@@ -25,10 +25,11 @@ pub enum OpParameter {
     Factor,
     Fps,
     SceneThreshold,
+    Interpolate,
 }
 
 impl OpParameter {
-    pub const ALL: [OpParameter; 17] = [
+    pub const ALL: [OpParameter; 18] = [
         OpParameter::Scale,
         OpParameter::Tile,
         OpParameter::Normalize,
@@ -46,6 +47,7 @@ impl OpParameter {
         OpParameter::Factor,
         OpParameter::Fps,
         OpParameter::SceneThreshold,
+        OpParameter::Interpolate,
     ];
 
     pub fn parse(name: &str) -> Option<OpParameter> {
@@ -77,6 +79,7 @@ impl OpParameter {
             OpParameter::Factor => "factor",
             OpParameter::Fps => "fps",
             OpParameter::SceneThreshold => "scene_threshold",
+            OpParameter::Interpolate => "interpolate",
         }
     }
 
@@ -85,7 +88,7 @@ impl OpParameter {
         use OpParameter::*;
         match op {
             // The budget of an upscale is what a worker must have free to claim it (several boxes).
-            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib],
+            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib, Interpolate],
             Op::VaeEncode => &[Normalize, MemoryBudgetMib],
             Op::VaeDecode => &[MemoryBudgetMib, OutputFormat],
             Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio],

@@ -160,13 +160,17 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         Op::Restore => Some(check_restore(options.restore.clone().unwrap_or_default(), scale, &entry.name, models_dir)?),
         Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
     };
-    let interpolate = match op {
-        Op::Interpolate => Some(
-            InterpolateSettings::resolve(options.interpolate.as_ref())
-                .map_err(|why| QueueError::refused(codes::INVALID_INTERPOLATE_PARAMETER, why))?
-                .params(),
-        ),
-        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore => None,
+    let resolve_interpolation = |params: Option<&InterpolateParams>| {
+        InterpolateSettings::resolve(params).map_err(|why| QueueError::refused(codes::INVALID_INTERPOLATE_PARAMETER, why)).map(|s| s.params())
+    };
+    let interpolate = match (op, options.interpolate.as_ref()) {
+        (Op::Interpolate, given) => Some(resolve_interpolation(given)?),
+        // An upscale that interpolates as well needs an interpolator on this box.
+        (Op::Upscale, Some(given)) => {
+            default_model(models_dir, Op::Interpolate)?;
+            Some(resolve_interpolation(Some(given))?)
+        }
+        (Op::Upscale, None) | (Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore, _) => None,
     };
     let output_format = check_output_format(op, options.output_format, config)?;
     if options.metrics == Some(true) && op != Op::Upscale {

@@ -345,7 +345,10 @@ pub fn output_path_for(job: &Job) -> PathBuf {
         .unwrap_or_else(|| "video".into());
     let extension = job.params.output_format.unwrap_or(OutputFormat::H264).extension();
     let name = match job.op {
-        Op::Upscale => format!("{stem}_x{}.{extension}", Op::Upscale.scale_or_default(job.params.scale)),
+        Op::Upscale => {
+            let interpolated = job.params.interpolate.as_ref().and_then(|p| p.factor).map(|factor| format!("_x{factor}fps")).unwrap_or_default();
+            format!("{stem}_x{}{interpolated}.{extension}", Op::Upscale.scale_or_default(job.params.scale))
+        }
         Op::VaeEncode => format!("{stem}.latent.safetensors"),
         Op::VaeDecode => format!("{stem}_decoded.{extension}"),
         Op::VaeReconstruct => format!("{stem}_reconstructed.{extension}"),
