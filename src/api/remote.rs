@@ -19,7 +19,7 @@ use super::AppState;
 use crate::error_codes as codes;
 use crate::jobs::{Job, JobError, JobStatus};
 use crate::models::Op;
-use crate::queue::{InputKind, Submission, WaitedJobs};
+use crate::queue::{InputKind, JobResult, Submission, WaitedJobs};
 
 const REMOTE_REFUSALS: &str = "unknown-parameter, missing-model, invalid-shape, invalid-dtype, invalid-query, \
     invalid-boolean, invalid-normalize, parameter-not-for-op (a decode-only parameter on /v1/encode), unsupported-option, \
@@ -115,10 +115,14 @@ async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<
     }
     // Queued: waiting for the jobs is not an upload.
     drop(slot);
-    let mut results = Vec::with_capacity(waited.ids().len());
+    let mut results: Vec<(Job, JobResult)> = Vec::with_capacity(waited.ids().len());
     for id in waited.ids().to_vec() {
         let job = app.queue.wait(id, &mut changes).await?;
         if job.status != JobStatus::Succeeded {
+            // The items already decoded are answered to no one.
+            for (done, _) in &results {
+                app.queue.discard_files(done.id).await;
+            }
             return Ok(refusal(&job));
         }
         let result = app.queue.local_result(&job, &job.id.to_string()).await?;
