@@ -11,6 +11,8 @@ pub mod openapi;
 pub mod params;
 mod preview;
 pub mod remote;
+mod remote_call;
+mod remote_tensor;
 mod stored;
 pub mod system;
 pub mod upload;
@@ -65,6 +67,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::delete))
         .route("/v1/decode", post(remote::decode).layer(DefaultBodyLimit::disable()))
         .route("/v1/encode", post(remote::encode).layer(DefaultBodyLimit::disable()))
+        // Hugging Face endpoint URLs end in a slash (`https://….cloud/`), so clients append `?model=` to one.
+        .route("/v1/decode/", post(remote::decode).layer(DefaultBodyLimit::disable()))
+        .route("/v1/encode/", post(remote::encode).layer(DefaultBodyLimit::disable()))
         .route("/v1/jobs/{id}/events", get(jobs::events))
         .route("/v1/jobs/{id}/result", get(jobs::result))
         .route("/v1/jobs/{id}/thumbnail", get(preview::thumbnail))

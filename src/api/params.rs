@@ -171,9 +171,8 @@ pub fn flag(name: &str, value: Option<&str>) -> Result<bool, ApiError> {
 }
 
 /// The query of `POST /v1/decode` and `/v1/encode`: the endpoint's own (`model` and the job fields
-/// that apply), and everything diffusers' `remote_decode` / `remote_encode` send. `height` and `width`
-/// only come with packed latents, `image_format` only matters for PIL output, `do_scaling` is
-/// diffusers' deprecated spelling of "the latent is scaled": accepted, so those clients keep working.
+/// that apply), and everything diffusers' `remote_decode` / `remote_encode` send. Each is applied or
+/// refused (src/api/remote_call.rs); the decode-only ones are refused by name on `/v1/encode`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -186,12 +185,15 @@ pub struct RemoteQuery {
     /// (`/v1/decode?model=m&dtype=f32`), before the one diffusers appends.
     #[param(value_type = TensorDtype, inline, required = false, default = "float32")]
     pub dtype: Option<String>,
-    /// decode: [1, C, t, h, w]; encode: [1, 3, T, H, W] or [1, 3, H, W] with values in [-1, 1].
-    /// `requests` sends a list as repeated keys; a JSON list in one value is accepted too.
+    /// decode: [B, C, t, h, w], or [B, C, h, w] as one frame each; encode: [B, 3, T, H, W] or [B, 3, H, W]
+    /// with values in [-1, 1]. Each of the B items is a job of its own, the answer has them all. Packed
+    /// latents ([B, sequence, C]) are refused (invalid-shape). `requests` sends a list as repeated keys; a
+    /// JSON list in one value is accepted too.
     #[serde(default)]
     #[param(value_type = Vec<i64>, required = true, style = Form, explode)]
     pub shape: Vec<String>,
-    /// decode: the answer as a tensor (pt) or an MP4 (mp4).
+    /// decode: the answer as a tensor (pt) or an MP4 (mp4, one latent: a batch is refused with
+    /// unsupported-option); pil is refused (unsupported-option). Not for encode (parameter-not-for-op).
     #[param(value_type = RemoteOutput, inline, required = false, default = "pt")]
     pub output_type: Option<String>,
     /// decode: z / scaling_factor + shift_factor; encode: (z - shift_factor) * scaling_factor.
@@ -200,28 +202,34 @@ pub struct RemoteQuery {
     /// See scaling_factor.
     #[param(value_type = f64, required = false)]
     pub shift_factor: Option<String>,
-    /// Sent by diffusers' remote_decode; accepted and ignored (scaling follows scaling_factor and shift_factor).
+    /// decode: sent by diffusers' remote_decode as true when it has no scaling_factor; the box has no default
+    /// factor, so true scales by scaling_factor/shift_factor when given and not at all otherwise; false with
+    /// either of them is refused (invalid-query).
     #[param(value_type = bool, required = false)]
     pub do_scaling: Option<String>,
-    /// Sent by diffusers' remote_decode; true is refused with 400 unsupported-option.
+    /// decode: sent by diffusers' remote_decode; true is refused with 400 unsupported-option.
     #[param(value_type = bool, required = false, default = false)]
     pub partial_postprocess: Option<String>,
-    /// Sent by diffusers' remote_decode; accepted and ignored (no image output).
+    /// decode: sent by diffusers' remote_decode for output_type=pil, which is refused; checked to be png or
+    /// jpg (invalid-query), it changes nothing else.
     #[param(value_type = ImageFormat, inline, required = false)]
     pub image_format: Option<String>,
-    /// Sent by diffusers with packed latents, which are refused (invalid-shape); accepted otherwise.
+    /// decode: the frames' height, at most the decoded one: the frames are cropped to it, as for a latent
+    /// file whose source was padded (invalid-query above it).
     #[param(value_type = i64, required = false)]
     pub height: Option<String>,
-    /// Sent by diffusers with packed latents, which are refused (invalid-shape); accepted otherwise.
+    /// decode: the frames' width; see height.
     #[param(value_type = i64, required = false)]
     pub width: Option<String>,
     /// As for POST /v1/jobs.
     #[param(value_type = i64, required = false, default = 0, minimum = -1000, maximum = 1000)]
     pub priority: Option<String>,
-    /// As for POST /v1/jobs.
+    /// As for POST /v1/jobs, where the VAE ops do not take it: refused (parameter-not-for-op).
     #[param(value_type = i64, required = false, minimum = 0, maximum = 8192)]
     pub tile: Option<String>,
-    /// encode: as for POST /v1/jobs (vae_encode).
+    /// encode: as for POST /v1/jobs (vae_encode). decode: the latent is normalized; the box undoes it with
+    /// the VAE's published statistics (after scaling_factor/shift_factor), 422 latent-normalize-unsupported
+    /// for a VAE without them.
     #[param(value_type = bool, required = false)]
     pub normalize: Option<String>,
     /// As for POST /v1/jobs.

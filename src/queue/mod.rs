@@ -14,6 +14,7 @@ mod request;
 pub mod scheduler;
 mod staged;
 mod submit;
+mod waited;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,12 +28,13 @@ pub use error::QueueError;
 pub use follow::{Changes, Followed};
 pub use inspect::{inspect_input, InputKind, Probed};
 pub use manage::JobResult;
-pub use output_size::{check_output_size, InputSize};
+pub use output_size::{check_output_size, output_size, InputSize};
 pub use parameters::{refuse_parameters_not_for, OpParameter};
 pub use preview::PreviewSide;
 pub use request::{bad_memory_budget, bad_priority, bad_scale, bad_tile, check, default_model, find_model, JobOptions, JobRequest};
 pub use staged::StagedFile;
 pub use submit::Submission;
+pub use waited::WaitedJobs;
 
 use crate::config::Config;
 use scheduler::{CancelFlags, JobEvents};

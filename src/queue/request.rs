@@ -57,7 +57,8 @@ impl JobOptions {
     }
 }
 
-/// A job request checked against what this box can do.
+/// A job request checked against what this box can do. Cloned for each item of a remote-VAE batch.
+#[derive(Clone)]
 pub struct JobRequest {
     pub op: Op,
     pub model: String,

@@ -65,9 +65,13 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let started = Instant::now();
     let file = StageClock::time(&mut clock.read, || read_latent(&ctx.job.input_path))?;
     check_latent_fits(ctx, &file.latent, &file.meta)?;
-    let mut latent = if file.meta.normalized { ctx.vae.denormalize(&file.latent)? } else { file.latent.shallow_clone() };
+    // The inverse of encode's order (normalise, then scale): scaling comes off first.
+    let mut latent = file.latent.shallow_clone();
     if let (Some(scaling), shift) = (ctx.job.params.latent_scaling, ctx.job.params.latent_shift.unwrap_or(0.0)) {
         latent = latent / scaling + shift;
+    }
+    if file.meta.normalized {
+        latent = ctx.vae.denormalize(&latent)?;
     }
     let (_, _, latent_frames, latent_h, latent_w) = latent.size5().expect("checked rank");
     let factor = ctx.vae.spatial_factor();
