@@ -396,6 +396,7 @@ mod tests {
             frames: 2,
             fallbacks: vec!["out of memory at tile 512: tile 256".into()],
             frame_workers: 2,
+            interpolation: None,
         };
         let encode = VaeEncodePlan { latent_shape: vec![1, 16, 3, 18, 22], padded_frames: 1, normalized: true, row_split: None };
         let decode = VaeDecodePlan { latent_shape: vec![1, 16, 3, 18, 22], latent_frames_per_push: 2, frames: 9, row_split: split };

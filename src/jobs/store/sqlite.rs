@@ -454,6 +454,7 @@ mod tests {
             frames: 2,
             fallbacks: vec![],
             frame_workers: 1,
+            interpolation: None,
         };
         let current = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
         // An upscale plan as versions before the out-of-memory fallbacks, blending and frame workers wrote it.
