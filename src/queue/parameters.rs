@@ -25,10 +25,16 @@ pub enum OpParameter {
     Factor,
     Fps,
     SceneThreshold,
+    Resolution,
+    MaxResolution,
+    Fit,
+    InputNoiseScale,
+    LatentNoiseScale,
+    PrependFrames,
 }
 
 impl OpParameter {
-    pub const ALL: [OpParameter; 17] = [
+    pub const ALL: [OpParameter; 23] = [
         OpParameter::Scale,
         OpParameter::Tile,
         OpParameter::Normalize,
@@ -46,6 +52,12 @@ impl OpParameter {
         OpParameter::Factor,
         OpParameter::Fps,
         OpParameter::SceneThreshold,
+        OpParameter::Resolution,
+        OpParameter::MaxResolution,
+        OpParameter::Fit,
+        OpParameter::InputNoiseScale,
+        OpParameter::LatentNoiseScale,
+        OpParameter::PrependFrames,
     ];
 
     pub fn parse(name: &str) -> Option<OpParameter> {
@@ -77,6 +89,12 @@ impl OpParameter {
             OpParameter::Factor => "factor",
             OpParameter::Fps => "fps",
             OpParameter::SceneThreshold => "scene_threshold",
+            OpParameter::Resolution => "resolution",
+            OpParameter::MaxResolution => "max_resolution",
+            OpParameter::Fit => "fit",
+            OpParameter::InputNoiseScale => "input_noise_scale",
+            OpParameter::LatentNoiseScale => "latent_noise_scale",
+            OpParameter::PrependFrames => "prepend_frames",
         }
     }
 
@@ -89,7 +107,25 @@ impl OpParameter {
             Op::VaeEncode => &[Normalize, MemoryBudgetMib],
             Op::VaeDecode => &[MemoryBudgetMib, OutputFormat],
             Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio],
-            Op::Restore => &[Scale, MemoryBudgetMib, OutputFormat, KeepAudio, Vae, Height, Width, Seed, ColorFix, BatchFrames, BatchOverlap],
+            Op::Restore => &[
+                Scale,
+                MemoryBudgetMib,
+                OutputFormat,
+                KeepAudio,
+                Vae,
+                Height,
+                Width,
+                Resolution,
+                MaxResolution,
+                Fit,
+                Seed,
+                ColorFix,
+                BatchFrames,
+                BatchOverlap,
+                InputNoiseScale,
+                LatentNoiseScale,
+                PrependFrames,
+            ],
             Op::Interpolate => &[Factor, Fps, SceneThreshold, OutputFormat, KeepAudio],
         }
     }
