@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use vaebox::device::DtypeChoice;
 use vaebox::jobs::{InterpolateParams, OutputFormat, RestoreParams};
 use vaebox::models::restore::colorfix::ColorFix;
+use vaebox::models::restore::prepare::Fit;
 use vaebox::models::Op;
 use vaebox::queue::{JobOptions, OpParameter};
 
@@ -71,6 +72,19 @@ pub struct RunArgs {
     /// `restore` only: target width (see `--height`).
     #[arg(long, requires = "height")]
     pub width: Option<u32>,
+    /// `restore` only: the output's short side in pixels, the long side following the aspect ratio (the
+    /// ComfyUI front-end's), instead of `--scale` or `--height`/`--width`.
+    #[arg(long)]
+    pub resolution: Option<u32>,
+    /// `restore` only, with `--resolution`: the most the long side may be; a longer one is brought down
+    /// to it, the short side following [default: 0, no cap].
+    #[arg(long, requires = "resolution")]
+    pub max_resolution: Option<u32>,
+    /// `restore` only: sides that are not multiples of 16 are cropped to them (`crop`, the original's) or
+    /// padded up to them, the padding cut off the output after (`pad`: exactly the resized size)
+    /// [default: crop].
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Fit::ALL.map(Fit::as_str)))]
+    pub fit: Option<String>,
     /// `restore` only: the noise seed [default: 666, the original's].
     #[arg(long)]
     pub seed: Option<i64>,
@@ -84,6 +98,18 @@ pub struct RunArgs {
     /// `restore` only: frames shared and cross-faded by consecutive batches [default: 4 when batch_frames > 8, else 0].
     #[arg(long)]
     pub batch_overlap: Option<i64>,
+    /// `restore` only: 0 to 1, Gaussian noise added to the input frames before the VAE encode (the
+    /// front-end's), from the seed [default: 0].
+    #[arg(long)]
+    pub input_noise_scale: Option<f64>,
+    /// `restore` only: 0 to 1, noise mixed into the DiT's condition latent (the front-end's), from the
+    /// seed [default: 0].
+    #[arg(long)]
+    pub latent_noise_scale: Option<f64>,
+    /// `restore` only: 0 to 32 mirrored frames (N..1) put before the clip and dropped from the output, so
+    /// the first frames are not restored by a batch with no past [default: 0].
+    #[arg(long)]
+    pub prepend_frames: Option<i64>,
     /// `interpolate` only: output frames per input frame, 2 to 4 [default: 2 unless `--fps`].
     #[arg(long)]
     pub factor: Option<i64>,
@@ -121,10 +147,16 @@ impl RunArgs {
             vae,
             height,
             width,
+            resolution,
+            max_resolution,
+            fit,
             seed,
             color_fix,
             batch_frames,
             batch_overlap,
+            input_noise_scale,
+            latent_noise_scale,
+            prepend_frames,
             factor,
             fps,
             scene_threshold,
@@ -144,6 +176,12 @@ impl RunArgs {
             (OpParameter::ColorFix, color_fix.is_some()),
             (OpParameter::BatchFrames, batch_frames.is_some()),
             (OpParameter::BatchOverlap, batch_overlap.is_some()),
+            (OpParameter::Resolution, resolution.is_some()),
+            (OpParameter::MaxResolution, max_resolution.is_some()),
+            (OpParameter::Fit, fit.is_some()),
+            (OpParameter::InputNoiseScale, input_noise_scale.is_some()),
+            (OpParameter::LatentNoiseScale, latent_noise_scale.is_some()),
+            (OpParameter::PrependFrames, prepend_frames.is_some()),
             (OpParameter::Factor, factor.is_some()),
             (OpParameter::Fps, fps.is_some()),
             (OpParameter::SceneThreshold, scene_threshold.is_some()),
@@ -158,10 +196,16 @@ impl RunArgs {
             vae: self.vae.clone(),
             height: self.height,
             width: self.width,
+            resolution: self.resolution,
+            max_resolution: self.max_resolution,
+            fit: self.fit.as_deref().and_then(Fit::parse),
             seed: self.seed,
             color_fix: self.color_fix.as_deref().and_then(ColorFix::parse),
             batch_frames: self.batch_frames,
             batch_overlap: self.batch_overlap,
+            input_noise_scale: self.input_noise_scale,
+            latent_noise_scale: self.latent_noise_scale,
+            prepend_frames: self.prepend_frames,
         });
         let interpolate = match self.op {
             Op::Interpolate => Some(InterpolateParams { factor: self.factor, fps: self.fps.clone(), scene_threshold: self.scene_threshold }),

@@ -141,6 +141,21 @@ async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
         ("op=restore&model=seedvr2-vae-small", 400, "unsupported-op", "restore"),
         ("op=upscale&model=seedvr2-3b-small", 400, "unsupported-op", "upscale"),
         ("op=restore&model=seedvr2-3b-small&sead=1", 400, "unknown-parameter", "seed"),
+        ("op=restore&model=seedvr2-3b-small&resolution=720&scale=2", 400, "invalid-restore-parameter", "give one of scale, height and width, or resolution"),
+        ("op=restore&model=seedvr2-3b-small&height=96&width=112&scale=2", 400, "invalid-restore-parameter", "scale 2 and height and width"),
+        ("op=restore&model=seedvr2-3b-small&resolution=720&height=96&width=112", 400, "invalid-restore-parameter", "give one"),
+        ("op=restore&model=seedvr2-3b-small&max_resolution=1280", 400, "invalid-restore-parameter", "give it with resolution"),
+        ("op=restore&model=seedvr2-3b-small&resolution=720&max_resolution=640", 400, "invalid-restore-parameter", "below resolution"),
+        ("op=restore&model=seedvr2-3b-small&resolution=8", 400, "invalid-restore-parameter", "at least 16"),
+        ("op=restore&model=seedvr2-3b-small&resolution=-5", 400, "invalid-restore-parameter", "resolution"),
+        ("op=restore&model=seedvr2-3b-small&fit=stretch", 400, "invalid-restore-parameter", "fit `stretch` is not one of crop, pad"),
+        ("op=restore&model=seedvr2-3b-small&input_noise_scale=1.5", 400, "invalid-restore-parameter", "input_noise_scale must be 0 to 1"),
+        ("op=restore&model=seedvr2-3b-small&latent_noise_scale=-0.1", 400, "invalid-restore-parameter", "latent_noise_scale must be 0 to 1"),
+        ("op=restore&model=seedvr2-3b-small&latent_noise_scale=lots", 400, "invalid-restore-parameter", "latent_noise_scale"),
+        ("op=restore&model=seedvr2-3b-small&prepend_frames=33", 400, "invalid-restore-parameter", "prepend_frames must be 0 to 32"),
+        ("op=upscale&resolution=720", 400, "parameter-not-for-op", "`resolution` (only restore)"),
+        ("op=interpolate&fit=pad&prepend_frames=2", 400, "parameter-not-for-op", "`prepend_frames` (only restore)"),
+        ("op=vae_encode&input_noise_scale=0.5", 400, "parameter-not-for-op", "`input_noise_scale` (only restore)"),
     ];
     for (query, status, code, says) in refused {
         let (got, body) = upload_raw(&client, &server, query, body.clone()).await;
@@ -158,6 +173,81 @@ async fn restore_jobs_that_cannot_run_are_refused_at_submission() {
     assert_eq!(dit["present"], false, "{dit}");
     let (got, refusal) = upload_raw(&client, &server, "op=restore&model=seedvr2-7b-small", body).await;
     assert_eq!((got, refusal["error"]["code"].as_str()), (400, Some("model-weights-missing")), "{refusal}");
+}
+
+/// The ComfyUI front-end's options over HTTP: `resolution` with `fit=pad` gives exactly the asked size (not
+/// a multiple of 16), `prepend_frames` leaves the frame count alone, and the noise scales change the frames,
+/// the same way for the same seed, and not at all at 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_end_sizes_prepended_frames_and_noise_scales() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
+    let body = std::fs::read(&clip).unwrap();
+
+    // 176 × 144 to a short side of 100: 122 × 100 (176 · 100 / 144 = 122.2), neither side a multiple of
+    // 16; padded to 128 × 112 for the model and cut back. Two mirrored frames lead the 5: batches of 5
+    // over 7 frames, 5 written.
+    let query = "op=restore&model=seedvr2-3b-small&resolution=100&fit=pad&prepend_frames=2&batch_frames=5&batch_overlap=1&filename=clip.mp4";
+    let padded = run_job(&client, &server, query, body.clone()).await;
+    let plan = &padded["plan"];
+    assert_eq!((plan["output"][0].as_i64(), plan["output"][1].as_i64(), plan["fit"].as_str()), (Some(100), Some(122), Some("pad")), "{plan}");
+    assert_eq!((plan["padding"][0].as_i64(), plan["padding"][1].as_i64(), plan["latent_grid"][1].as_i64()), (Some(12), Some(6), Some(14)), "{plan}");
+    assert_eq!((plan["prepend_frames"].as_i64(), plan["frames"].as_u64(), plan["batches"].as_i64()), (Some(2), Some(5), Some(2)), "{plan}");
+    let params = &padded["params"]["restore"];
+    assert_eq!((params["resolution"].as_u64(), params["fit"].as_str(), params["prepend_frames"].as_i64()), (Some(100), Some("pad"), Some(2)), "{params}");
+    let (_, openapi) = get_json(&client, &server.url("/openapi.json")).await;
+    assert_eq!(undescribed_keys(&openapi, &padded), Vec::<String>::new(), "{plan}");
+    let out = dir.path().join("padded.mp4");
+    std::fs::write(&out, fetch(&client, &server, &padded).await).unwrap();
+    let probed = ffprobe(&out);
+    assert_eq!((probed.width, probed.height, probed.frames), (122, 100, 5), "{probed:?}");
+
+    // The long side capped: 1:1.22 at 100 would be 122 wide, 112 brings the short side to 92 (91.6).
+    let query = "op=restore&model=seedvr2-3b-small&resolution=100&max_resolution=112&fit=pad&batch_frames=5&filename=clip.mp4";
+    let capped = run_job(&client, &server, query, body.clone()).await;
+    assert_eq!((capped["plan"]["output"][0].as_i64(), capped["plan"]["output"][1].as_i64()), (Some(92), Some(112)), "{}", capped["plan"]);
+    // Cropped instead: the centred 96 × 112 of the same 100 × 122.
+    let query = "op=restore&model=seedvr2-3b-small&resolution=100&batch_frames=5&filename=clip.mp4";
+    let cropped = run_job(&client, &server, query, body.clone()).await;
+    let plan = &cropped["plan"];
+    assert_eq!((plan["output"][0].as_i64(), plan["output"][1].as_i64(), plan["fit"].as_str()), (Some(96), Some(112), Some("crop")), "{plan}");
+    assert_eq!((plan["padding"][0].as_i64(), plan["padding"][1].as_i64()), (Some(0), Some(0)), "{plan}");
+
+    // The noises, each job's frames as the decoded RGB of its result.
+    let frames_of = |extra: &'static str| {
+        let (client, server, body, dir) = (&client, &server, body.clone(), dir.path().to_path_buf());
+        async move {
+            let query = format!("op=restore&model=seedvr2-3b-small&resolution=64&batch_frames=5{extra}&filename=clip.mp4");
+            let job = run_job(client, server, &query, body).await;
+            (rgb_frames(&fetch(client, server, &job).await, &dir.join("noise.mp4")), job["plan"].clone())
+        }
+    };
+    let (plain, _) = frames_of("").await;
+    let (zero, zero_plan) = frames_of("&input_noise_scale=0&latent_noise_scale=0").await;
+    assert_eq!((zero_plan["input_noise_scale"].as_f64(), zero_plan["latent_noise_scale"].as_f64()), (Some(0.0), Some(0.0)), "{zero_plan}");
+    assert!(plain == zero, "a scale of 0 is no noise");
+    let (input_noised, plan) = frames_of("&input_noise_scale=0.5").await;
+    assert_eq!(plan["input_noise_scale"].as_f64(), Some(0.5), "{plan}");
+    let (latent_noised, plan) = frames_of("&latent_noise_scale=0.5").await;
+    assert_eq!(plan["latent_noise_scale"].as_f64(), Some(0.5), "{plan}");
+    let (latent_again, _) = frames_of("&latent_noise_scale=0.5").await;
+    let (both, _) = frames_of("&input_noise_scale=0.5&latent_noise_scale=0.5").await;
+    let (both_again, _) = frames_of("&input_noise_scale=0.5&latent_noise_scale=0.5").await;
+    let (other_seed, _) = frames_of("&input_noise_scale=0.5&latent_noise_scale=0.5&seed=8").await;
+    let moved = |a: &[u8], b: &[u8]| a.iter().zip(b).filter(|(x, y)| x != y).count() as f64 / a.len() as f64;
+    println!(
+        "bytes changed: input noise {:.3}, latent noise {:.3}, both {:.3}",
+        moved(&plain, &input_noised),
+        moved(&plain, &latent_noised),
+        moved(&plain, &both)
+    );
+    assert!(moved(&plain, &input_noised) > 0.01 && moved(&plain, &latent_noised) > 0.01, "each noise changes the frames");
+    assert!(latent_noised == latent_again && both == both_again, "the same seed gives the same frames");
+    assert!(both != input_noised && both != latent_noised && both != other_seed, "the noises add up and follow the seed");
 }
 
 /// `vaebox run --op restore` with the 7B and the prompt as the original `pos_emb.pt`: the same pipeline

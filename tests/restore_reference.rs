@@ -17,7 +17,8 @@ use vaebox::executor::restore::vae::{StreamSettings, StreamedVae};
 use vaebox::models::restore::one_step::{restore, BatchVae, Noise, RestoreModels, RestoreStep, WholeBatches};
 use vaebox::models::vae::VideoVae;
 use vaebox::tiling::planner::Plan;
-use vaebox::models::restore::prepare::{first_frames_tchw, pad_frames_4n1, prepare_frames, target_size, TargetSize};
+use vaebox::models::restore::noise_augment::NoiseScales;
+use vaebox::models::restore::prepare::{first_frames_tchw, pad_frames_4n1, prepare_frames, target_size, Fit, TargetSize};
 use vaebox::models::restore::restorer::read_text_embedding;
 use vaebox::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 use vaebox::models::seedvr2_dit::{DitLoadOptions, SeedVr2Dit};
@@ -95,7 +96,7 @@ fn check_bytes(label: &str, actual: &Tensor, expected: &Tensor) {
 
 /// The recorded resize and crop calls of the original, when the config has them.
 fn check_recorded_geometry(config: &Value, in_hw: (i64, i64), target: TargetSize) {
-    let g = target_size(in_hw.0, in_hw.1, target);
+    let g = target_size(in_hw.0, in_hw.1, target, Fit::Crop);
     if let Some(call) = config["resize_calls"].as_array().and_then(|calls| calls.first()) {
         assert_eq!(call["size"], serde_json::json!([g.resize_h, g.resize_w]), "resize call");
     }
@@ -114,7 +115,7 @@ fn frames_in_match_the_original_vae_input() {
         let lr = tensor(&case, "lr_video_u8_tchw");
         let (frames, h, w) = (lr.size()[0], lr.size()[2], lr.size()[3]);
         check_recorded_geometry(&config, (h, w), target_of(&config));
-        let geometry = target_size(h, w, target_of(&config));
+        let geometry = target_size(h, w, target_of(&config), Fit::Crop);
         let prepared = prepare_frames(&lr, &geometry).unwrap();
         let (padded, original) = pad_frames_4n1(&prepared).unwrap();
         assert_eq!(original, frames);
@@ -187,10 +188,10 @@ where
         let (config, case) = (case_config(&dir, &path), read_tensor_map(&path));
         assert_eq!(max_abs_diff(&text, &tensor(&case, "dit_txt")), 0.0, "{name}: the prompt is pos_emb");
         let lr = tensor(&case, "lr_video_u8_tchw");
-        let geometry = target_size(lr.size()[2], lr.size()[3], target_of(&config));
+        let geometry = target_size(lr.size()[2], lr.size()[3], target_of(&config), Fit::Crop);
         let (padded, keep) = pad_frames_4n1(&prepare_frames(&lr, &geometry).unwrap()).unwrap();
         let noise = Noise::Given { posterior_eps: tensor(&case, "posterior_eps"), noise: tensor(&case, "noise") };
-        let step = RestoreStep { input: &padded, keep, color_fix: ColorFix::Wavelet, noise };
+        let step = RestoreStep { input: &padded, keep, keep_size: None, color_fix: ColorFix::Wavelet, noise, noise_scales: NoiseScales::default() };
         let out = restore(vae, &RestoreModels { dit: &dit, text: &text }, step).expect("restore");
         let check_pipeline = |label: &str, actual: &Tensor, expected: &Tensor| {
             let error = max_abs_diff(actual, expected);

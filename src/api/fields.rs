@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::jobs::{InterpolateParams, OutputFormat, RestoreParams};
 use crate::models::Op;
 use crate::models::restore::colorfix::ColorFix;
+use crate::models::restore::prepare::Fit;
 use crate::queue::{self, JobOptions, JobRequest, OpParameter};
 
 /// Reads and checks the fields: the request the queue will take.
@@ -101,10 +102,16 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         vae,
         height,
         width,
+        resolution,
+        max_resolution,
+        fit,
         seed,
         color_fix,
         batch_frames,
         batch_overlap,
+        input_noise_scale,
+        latent_noise_scale,
+        prepend_frames,
         factor,
         fps,
         scene_threshold,
@@ -125,6 +132,12 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         (OpParameter::ColorFix, color_fix),
         (OpParameter::BatchFrames, batch_frames),
         (OpParameter::BatchOverlap, batch_overlap),
+        (OpParameter::Resolution, resolution),
+        (OpParameter::MaxResolution, max_resolution),
+        (OpParameter::Fit, fit),
+        (OpParameter::InputNoiseScale, input_noise_scale),
+        (OpParameter::LatentNoiseScale, latent_noise_scale),
+        (OpParameter::PrependFrames, prepend_frames),
         (OpParameter::Factor, factor),
         (OpParameter::Fps, fps),
         (OpParameter::SceneThreshold, scene_threshold),
@@ -171,13 +184,25 @@ fn restore_params(fields: &JobFields) -> Result<RestoreParams, ApiError> {
             ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("color_fix `{raw}` is not one of {}", ColorFix::ALL.map(ColorFix::as_str).join(", ")))
         })?),
     };
+    let fit = match fields.fit.as_deref() {
+        None => None,
+        Some(raw) => Some(Fit::parse(raw.trim()).ok_or_else(|| {
+            ApiError::bad_request(codes::INVALID_RESTORE_PARAMETER, format!("fit `{raw}` is not one of {}", Fit::ALL.map(Fit::as_str).join(", ")))
+        })?),
+    };
     Ok(RestoreParams {
         vae: fields.vae.clone(),
         height: number("height", &fields.height)?,
         width: number("width", &fields.width)?,
+        resolution: number("resolution", &fields.resolution)?,
+        max_resolution: number("max_resolution", &fields.max_resolution)?,
+        fit,
         seed: number("seed", &fields.seed)?,
         color_fix,
         batch_frames: number("batch_frames", &fields.batch_frames)?,
         batch_overlap: number("batch_overlap", &fields.batch_overlap)?,
+        input_noise_scale: number("input_noise_scale", &fields.input_noise_scale)?,
+        latent_noise_scale: number("latent_noise_scale", &fields.latent_noise_scale)?,
+        prepend_frames: number("prepend_frames", &fields.prepend_frames)?,
     })
 }

@@ -16,6 +16,7 @@ use crate::error_codes as codes;
 use crate::jobs::{JobStatus, OutputFormat};
 use crate::models::Op;
 use crate::models::restore::colorfix::ColorFix;
+use crate::models::restore::prepare::Fit;
 use crate::queue::PreviewSide;
 
 /// The fields of `POST /v1/jobs`: query parameters of a raw upload, form fields, or keys of a
@@ -75,6 +76,19 @@ pub struct JobFields {
     /// Target width (see height).
     #[param(value_type = u32, required = false)]
     pub width: Option<String>,
+    /// The output's short side in pixels (at least 16), the long side following the aspect ratio: the
+    /// ComfyUI front-end's way to the size, instead of scale or height and width.
+    #[param(value_type = u32, required = false, minimum = 16)]
+    pub resolution: Option<String>,
+    /// With resolution: the most the long side may be; a longer one is brought down to it, the short
+    /// side following (0 = no cap, the default).
+    #[param(value_type = u32, required = false, default = 0)]
+    pub max_resolution: Option<String>,
+    /// Sides that are not multiples of 16: crop keeps the centred multiples of 16 (the original's);
+    /// pad pads the resized frames up to them (copies of the edge) and cuts the padding off the
+    /// output, which then has exactly the resized size.
+    #[param(value_type = Fit, inline, required = false, default = "crop")]
+    pub fit: Option<String>,
     /// Noise seed (default 666, the original's); batch i uses seed + i.
     #[param(value_type = i64, required = false)]
     pub seed: Option<String>,
@@ -93,6 +107,18 @@ pub struct JobFields {
     /// upscaler: one decode, one encode.
     #[param(value_type = i64, required = false, minimum = 2, maximum = 4)]
     pub interpolate: Option<String>,
+    /// 0 to 1: Gaussian noise added to the input frames before the VAE encode, 0.025 × the value in
+    /// standard deviation (the front-end's; against artefacts on some inputs). From the seed. Default 0.
+    #[param(value_type = f64, required = false, default = 0, minimum = 0, maximum = 1)]
+    pub input_noise_scale: Option<String>,
+    /// 0 to 1: how far the DiT's condition latent is moved towards noise, at the front-end's
+    /// resolution-shifted timestep of 1000 × the value. From the seed. Default 0.
+    #[param(value_type = f64, required = false, default = 0, minimum = 0, maximum = 1)]
+    pub latent_noise_scale: Option<String>,
+    /// 0 to 32: frames N..1 are put mirrored before the clip and dropped from the output, so its first
+    /// frames are not restored by a batch with no past. Default 0.
+    #[param(value_type = i64, required = false, default = 0, minimum = 0, maximum = 32)]
+    pub prepend_frames: Option<String>,
     /// interpolate: output frames per input frame, 2 to 4 (default 2 unless fps is given).
     #[param(value_type = i64, required = false, minimum = 2, maximum = 4)]
     pub factor: Option<String>,

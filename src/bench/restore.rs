@@ -22,6 +22,7 @@ pub use layout::{DitShape, TXT_IN_DIM};
 use super::peak::matmul_gflops;
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, HostAllocator};
 use crate::models::restore::colorfix::ColorFix;
+use crate::models::restore::noise_augment::NoiseScales;
 use crate::models::restore::one_step::{restore, Noise, RestoreModels, RestoreStep, StageSeconds, WholeBatches};
 use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
 use crate::models::seedvr2_dit::config::PATCH;
@@ -275,7 +276,14 @@ fn bench_dtype(args: &RestoreBenchArgs, plan: &Plan, dtype: BenchDtype, device: 
     let models = RestoreModels { dit: &dit, text: &text };
     let work = DitWork::of(dit.config(), plan.latent_grid, args.text_len);
     let run = || {
-        let step = RestoreStep { input: &clip, keep: args.frames, color_fix: ColorFix::Wavelet, noise: Noise::Seeded(args.seed as i64 + 2) };
+        let step = RestoreStep {
+            input: &clip,
+            keep: args.frames,
+            keep_size: None,
+            color_fix: ColorFix::Wavelet,
+            noise: Noise::Seeded(args.seed as i64 + 2),
+            noise_scales: NoiseScales::default(),
+        };
         restore(&mut WholeBatches(&vae), &models, step)
     };
     eprintln!("{}: warm-up", dtype.name());

@@ -105,6 +105,16 @@ pub struct RestoreParams {
     pub height: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub width: Option<u32>,
+    /// The output's short side (the ComfyUI front-end's), instead of `scale` or `height` × `width`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<u32>,
+    /// With `resolution`: the most the long side may be (0: no cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_resolution: Option<u32>,
+    /// Sides not multiples of 16: `crop` them to the multiples (default) or `pad` up to them and cut the
+    /// padding off after, so the output is exactly the resized size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<crate::models::restore::prepare::Fit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,6 +125,15 @@ pub struct RestoreParams {
     /// Frames shared (and cross-faded) by consecutive batches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_overlap: Option<i64>,
+    /// 0–1: Gaussian noise added to the input frames before the VAE encode (the front-end's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_noise_scale: Option<f64>,
+    /// 0–1: noise mixed into the DiT's condition latent (the front-end's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent_noise_scale: Option<f64>,
+    /// Frames N..1 put before the clip and dropped from the output, so the first batch starts warm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepend_frames: Option<i64>,
 }
 
 pub use crate::media::OutputFormat;

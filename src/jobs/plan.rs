@@ -8,6 +8,7 @@ use utoipa::{PartialSchema, ToSchema};
 
 use crate::models::nn::causal_cache::RowSplit;
 use crate::models::restore::colorfix::ColorFix;
+use crate::models::restore::prepare::Fit;
 use crate::tiling::dit_memory::BatchMemory;
 use crate::tiling::grid::SpatialTiles;
 use crate::tiling::planner::Plan as TilePlan;
@@ -173,13 +174,25 @@ pub struct RestorePlan {
     pub batches: i64,
     /// `[height, width]` the input was resized to.
     pub resize: [i64; 2],
-    /// `[height, width]` of the output (the resized frames cropped to multiples of 16).
+    /// `[height, width]` of the output: the resized frames cropped to multiples of 16 (`fit` crop), or
+    /// the resized frames whole (`fit` pad).
     pub output: [i64; 2],
+    /// How sides that were not multiples of 16 were handled.
+    pub fit: Fit,
+    /// `[rows, columns]` of edge copies added below and to the right of the output's frames for the model
+    /// (`fit` pad; 0 with crop), and cut off its output.
+    pub padding: [i64; 2],
     /// `[t, h, w]` of one batch's latent.
     pub latent_grid: [i64; 3],
     /// The noise seed of the first batch.
     pub seed: i64,
     pub color_fix: ColorFix,
+    /// Mirrored frames run before the clip and dropped from the output.
+    pub prepend_frames: i64,
+    /// The noise added to the input frames before the encode (0: none).
+    pub input_noise_scale: f64,
+    /// The noise mixed into the DiT's condition latent (0: none).
+    pub latent_noise_scale: f64,
     pub dit: DitPlan,
     /// The plans the VAE's last batch ran with.
     pub vae: VaeStagePlans,
@@ -347,9 +360,14 @@ mod tests {
             batches: 2,
             resize: [94, 115],
             output: [80, 112],
+            fit: Fit::Pad,
+            padding: [0, 0],
             latent_grid: [2, 10, 14],
             seed: 7,
             color_fix: ColorFix::Adain,
+            prepend_frames: 2,
+            input_noise_scale: 0.25,
+            latent_noise_scale: 0.0,
             dit: DitPlan { variant: "3b".into(), blocks: 32, dim: 2560, block_placement: "swapped".into(), host_block_bytes: 123 },
             vae: VaeStagePlans { encode: Some(tile_plan(false)), decode: Some(tile_plan(true)) },
             spatial_tiles: Some(tiles),
@@ -370,7 +388,8 @@ mod tests {
         };
         json!({
             "frames": 7, "batch_frames": 5, "batch_overlap": 2, "batches": 2, "resize": [94, 115], "output": [80, 112],
-            "latent_grid": [2, 10, 14], "seed": 7, "color_fix": "adain",
+            "fit": "pad", "padding": [0, 0], "latent_grid": [2, 10, 14], "seed": 7, "color_fix": "adain",
+            "prepend_frames": 2, "input_noise_scale": 0.25, "latent_noise_scale": 0.0,
             "dit": {"variant": "3b", "blocks": 32, "dim": 2560, "block_placement": "swapped", "host_block_bytes": 123},
             "vae": {"encode": tile_plan(false), "decode": tile_plan(true)},
             "spatial_tiles": tiles,

@@ -34,7 +34,7 @@ pub fn output_size(request: &JobRequest, input: &InputSize) -> Result<Option<(u6
         (Op::Restore, InputSize::Video { width, height, frames, .. }) => {
             let settings = RestoreSettings::resolve(request.params.scale, request.params.restore.as_ref())
                 .map_err(|why| QueueError::refused(crate::error_codes::INVALID_RESTORE_PARAMETER, why))?;
-            let g = target_size(i64::from(*height), i64::from(*width), settings.target);
+            let g = target_size(i64::from(*height), i64::from(*width), settings.target, settings.fit);
             Some((g.crop_w.max(0) as u64, g.crop_h.max(0) as u64, *frames))
         }
         (Op::VaeDecode, InputSize::Latent([_, _, t, h, w])) => {

@@ -26,10 +26,16 @@ pub enum OpParameter {
     Fps,
     SceneThreshold,
     Interpolate,
+    Resolution,
+    MaxResolution,
+    Fit,
+    InputNoiseScale,
+    LatentNoiseScale,
+    PrependFrames,
 }
 
 impl OpParameter {
-    pub const ALL: [OpParameter; 18] = [
+    pub const ALL: [OpParameter; 24] = [
         OpParameter::Scale,
         OpParameter::Tile,
         OpParameter::Normalize,
@@ -48,6 +54,12 @@ impl OpParameter {
         OpParameter::Fps,
         OpParameter::SceneThreshold,
         OpParameter::Interpolate,
+        OpParameter::Resolution,
+        OpParameter::MaxResolution,
+        OpParameter::Fit,
+        OpParameter::InputNoiseScale,
+        OpParameter::LatentNoiseScale,
+        OpParameter::PrependFrames,
     ];
 
     pub fn parse(name: &str) -> Option<OpParameter> {
@@ -80,6 +92,12 @@ impl OpParameter {
             OpParameter::Fps => "fps",
             OpParameter::SceneThreshold => "scene_threshold",
             OpParameter::Interpolate => "interpolate",
+            OpParameter::Resolution => "resolution",
+            OpParameter::MaxResolution => "max_resolution",
+            OpParameter::Fit => "fit",
+            OpParameter::InputNoiseScale => "input_noise_scale",
+            OpParameter::LatentNoiseScale => "latent_noise_scale",
+            OpParameter::PrependFrames => "prepend_frames",
         }
     }
 
@@ -92,7 +110,25 @@ impl OpParameter {
             Op::VaeEncode => &[Normalize, MemoryBudgetMib],
             Op::VaeDecode => &[MemoryBudgetMib, OutputFormat],
             Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio],
-            Op::Restore => &[Scale, MemoryBudgetMib, OutputFormat, KeepAudio, Vae, Height, Width, Seed, ColorFix, BatchFrames, BatchOverlap],
+            Op::Restore => &[
+                Scale,
+                MemoryBudgetMib,
+                OutputFormat,
+                KeepAudio,
+                Vae,
+                Height,
+                Width,
+                Resolution,
+                MaxResolution,
+                Fit,
+                Seed,
+                ColorFix,
+                BatchFrames,
+                BatchOverlap,
+                InputNoiseScale,
+                LatentNoiseScale,
+                PrependFrames,
+            ],
             Op::Interpolate => &[Factor, Fps, SceneThreshold, OutputFormat, KeepAudio],
         }
     }

@@ -158,7 +158,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         return Err(bad_memory_budget(&mib.to_string()));
     }
     let restore = match op {
-        Op::Restore => Some(check_restore(options.restore.clone().unwrap_or_default(), scale, &entry.name, models_dir)?),
+        Op::Restore => Some(check_restore(options.restore.clone().unwrap_or_default(), options.scale, scale, &entry.name, models_dir)?),
         Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
     };
     let resolve_interpolation = |params: Option<&InterpolateParams>| {
@@ -228,9 +228,11 @@ fn check_output_format(op: Op, asked: Option<OutputFormat>, config: &Config) -> 
 }
 
 /// `restore`'s own fields, checked as the executor will use them (the same `RestoreSettings::resolve`),
-/// and its VAE and text embeddings looked up.
-fn check_restore(params: RestoreParams, scale: Option<i64>, model: &str, models_dir: &Path) -> Result<RestoreParams, QueueError> {
-    RestoreSettings::resolve(scale, Some(&params)).map_err(|why| QueueError::refused(codes::INVALID_RESTORE_PARAMETER, why))?;
+/// and its VAE and text embeddings looked up. `scale_given` is the client's, `scale` with the default.
+fn check_restore(params: RestoreParams, scale_given: Option<i64>, scale: Option<i64>, model: &str, models_dir: &Path) -> Result<RestoreParams, QueueError> {
+    let refused = |why| QueueError::refused(codes::INVALID_RESTORE_PARAMETER, why);
+    RestoreSettings::refuse_scale_beside_size(scale_given, Some(&params)).map_err(refused)?;
+    RestoreSettings::resolve(scale, Some(&params)).map_err(refused)?;
     restore::restore_files(models_dir, model, params.vae.as_deref()).map_err(|missing| QueueError::refused(missing.code(), missing.to_string()))?;
     Ok(params)
 }

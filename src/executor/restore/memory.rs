@@ -45,11 +45,11 @@ pub fn memory_plan(inputs: &MemoryInputs) -> MemoryPlan {
     // The VAE stages stream and tile to their budget, so what they need is what their plan estimates.
     let factor = restorer.vae.spatial_factor();
     let vae_bytes = |frames: i64| {
-        let latent = [(frames - 1) / restorer.vae.temporal_factor() + 1, geometry.crop_h / factor, geometry.crop_w / factor];
+        let latent = [(frames - 1) / restorer.vae.temporal_factor() + 1, geometry.model_h() / factor, geometry.model_w() / factor];
         let planned = |op| vae.plan_for(op, latent).0.estimated_peak_bytes as f64;
         VaeStageBytes { encode: planned(TiledOp::Encode), decode: planned(TiledOp::Decode) }
     };
-    let estimate = |frames| batch_memory(vae_bytes(frames), &shape, frames, geometry.crop_h, geometry.crop_w);
+    let estimate = |frames| batch_memory(vae_bytes(frames), &shape, frames, geometry.model_h(), geometry.model_w());
     let dit_weight_bytes = restorer.dit.weight_bytes();
     if budget_mib == 0 {
         return MemoryPlan { batch: settings.batch, budget_bytes: None, estimate: estimate(settings.batch.frames), fits: None, dit_weight_bytes };

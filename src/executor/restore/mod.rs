@@ -1,9 +1,10 @@
-//! `restore`: SeedVR2's one-step video restoration. Frames stream from ffmpeg, are resized and cropped to
-//! the target, gathered into overlapping temporal batches of `4n + 1` frames, each batch restored in one
-//! DiT step between a VAE encode and decode and colour-fixed, the overlaps cross-faded, and the frames
-//! stream on to the encoder. Memory follows the batch, not the clip.
+//! `restore`: SeedVR2's one-step video restoration. Frames stream from ffmpeg, are resized and cropped (or
+//! padded) to the target, led by mirrored frames if asked, gathered into overlapping temporal batches of
+//! `4n + 1` frames, each batch restored in one DiT step between a VAE encode and decode and colour-fixed,
+//! the overlaps cross-faded, and the frames stream on to the encoder. Memory follows the batch, not the clip.
 mod batches;
 mod memory;
+mod prepend;
 mod settings;
 pub mod vae;
 
@@ -22,6 +23,7 @@ use crate::models::restore::prepare::{self, FrameGeometry};
 use crate::models::restore::restorer::{Restorer, RestorerOptions};
 use batches::{BatchBuffer, BatchShape, TemporalBlender};
 use memory::{memory_plan, MemoryInputs, MemoryPlan};
+use prepend::PrependMirror;
 use settings::halved_batch;
 use vae::{StreamSettings, StreamedVae};
 pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT_BATCH_OVERLAP, DEFAULT_SEED};
@@ -31,7 +33,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let settings = RestoreSettings::resolve(job.params.scale, job.params.restore.as_ref()).map_err(ExecError::Invalid)?;
     let (_, files) = restore_files(&exec.config.models_dir, &job.model, job.params.restore.as_ref().and_then(|p| p.vae.as_deref()))?;
     let info = input_media(exec, job, timings)?;
-    let geometry = prepare::target_size(info.height as i64, info.width as i64, settings.target);
+    let geometry = prepare::target_size(info.height as i64, info.width as i64, settings.target, settings.fit);
     let kind = exec.resolve_kind(job, timings);
     let load_started = Instant::now();
     let placement = memory::block_placement(exec, &job.model, &files, kind);
@@ -72,6 +74,8 @@ struct Clock {
     fallbacks: Vec<String>,
     /// Frames written so far.
     done: u64,
+    /// Of the `prepend_frames` at the output's start, those dropped so far.
+    dropped: i64,
 }
 
 /// Shares of a batch's time per stage before any batch has been timed (the 3B at 720p on an H100:
@@ -93,6 +97,7 @@ impl Pipeline<'_> {
         let mut writer = write_frames(exec, self.job, OutputVideo::like(info, self.geometry.crop_w as u32, self.geometry.crop_h as u32))?;
         let (mut buffer, mut blender) = (BatchBuffer::new(self.settings.batch), TemporalBlender::new(self.settings.batch));
         let (mut clock, mut batch_index) = (Clock::default(), 0i64);
+        let mut mirror = PrependMirror::new(self.settings.prepend_frames);
         let started = Instant::now();
         let mut input_ended = false;
         while !input_ended {
@@ -104,10 +109,13 @@ impl Pipeline<'_> {
                 Some(chunk) => {
                     let prepared = prepare::prepare_frames(&frames::to_tensor(&chunk, exec.device), &self.geometry)?;
                     for i in 0..prepared.size()[1] {
-                        buffer.push(prepared.select(1, i));
+                        mirror.push(prepared.select(1, i)).into_iter().for_each(|frame| buffer.push(frame));
                     }
                 }
-                None => input_ended = true,
+                None => {
+                    mirror.finish().into_iter().for_each(|frame| buffer.push(frame));
+                    input_ended = true;
+                }
             }
             loop {
                 let overlap = buffer.overlap_with_previous();
@@ -174,8 +182,11 @@ impl Pipeline<'_> {
     fn restore_batch(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, clock: &mut Clock, started: Instant) -> Result<Tensor, ExecError> {
         let (padded, keep) = prepare::pad_frames_4n1(batch)?;
         let noise = Noise::Seeded(self.settings.seed.wrapping_add(index));
-        let step = RestoreStep { input: &padded, keep, color_fix: self.settings.color_fix, noise };
-        let batches = self.settings.batch.batches(self.info.frames as i64).max(index + 1);
+        let g = &self.geometry;
+        let keep_size = (g.pad_bottom > 0 || g.pad_right > 0).then_some([g.crop_h, g.crop_w]);
+        let (color_fix, noise_scales) = (self.settings.color_fix, self.settings.noise);
+        let step = RestoreStep { input: &padded, keep, keep_size, color_fix, noise, noise_scales };
+        let batches = self.settings.batch.batches(self.info.frames as i64 + self.settings.prepend_frames).max(index + 1);
         let progress = self.progress(clock, started);
         let timed = clock.stages;
         let mut starting = |stage: Stage| {
@@ -195,6 +206,10 @@ impl Pipeline<'_> {
     }
 
     fn write(&self, writer: &mut FrameWriter, frames_11: &Tensor, clock: &mut Clock) -> Result<u64, ExecError> {
+        // The mirrored lead (`prepend_frames`) was only there for the batches: it is not the clip's.
+        let skip = (self.settings.prepend_frames - clock.dropped).clamp(0, frames_11.size()[0]);
+        clock.dropped += skip;
+        let frames_11 = frames_11.narrow(0, skip, frames_11.size()[0] - skip);
         let count = frames_11.size()[0];
         if count == 0 {
             return Ok(0);
@@ -228,9 +243,14 @@ impl Pipeline<'_> {
             batches,
             resize: [g.resize_h, g.resize_w],
             output: [g.crop_h, g.crop_w],
-            latent_grid: [prepare::padded_frame_count(self.settings.batch.frames) / 4 + 1, g.crop_h / 8, g.crop_w / 8],
+            fit: self.settings.fit,
+            padding: [g.pad_bottom, g.pad_right],
+            latent_grid: [prepare::padded_frame_count(self.settings.batch.frames) / 4 + 1, g.model_h() / 8, g.model_w() / 8],
             seed: self.settings.seed,
             color_fix: self.settings.color_fix,
+            prepend_frames: self.settings.prepend_frames,
+            input_noise_scale: self.settings.noise.input,
+            latent_noise_scale: self.settings.noise.latent,
             dit: DitPlan {
                 variant: dit.variant.as_str().into(),
                 blocks: dit.num_blocks,

@@ -1,6 +1,8 @@
 //! SeedVR2's one-step restoration around the DiT: frames in (`prepare`), the step itself (`one_step`),
-//! the colour fix (`colorfix`), and what a job keeps loaded (`restorer`).
+//! the colour fix (`colorfix`), the front-end's noise augmentations (`noise_augment`), and what a job
+//! keeps loaded (`restorer`).
 pub mod colorfix;
+pub mod noise_augment;
 pub mod one_step;
 pub mod prepare;
 pub mod restorer;

@@ -6,6 +6,7 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 use super::colorfix::ColorFix;
+use super::noise_augment::{noised_condition, noised_input, NoiseScales};
 use crate::models::nn::posterior::Posterior;
 use crate::models::seedvr2::{SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
 use crate::models::seedvr2_dit::{DitInput, SeedVr2Dit};
@@ -61,21 +62,28 @@ pub struct RestoreStep<'a> {
     pub input: &'a Tensor,
     /// The first `keep` frames are the real ones (the rest repeat the last) and are what comes out.
     pub keep: i64,
+    /// `[rows, columns]` of the real picture at the frames' top left (`Fit::Pad`): the rest is padding,
+    /// cut off before the colour fix so that it sees the picture only. `None`: all of it.
+    pub keep_size: Option<[i64; 2]>,
     pub color_fix: ColorFix,
     pub noise: Noise,
+    /// The front-end's input and latent noise (0 and 0: none, the original's).
+    pub noise_scales: NoiseScales,
 }
 
 /// Where the two random draws come from: the seeded generator, or tensors given by a test.
 pub enum Noise {
-    /// `torch.manual_seed(seed)`, then the posterior's ε, then the DiT noise, the original's order.
+    /// `torch.manual_seed(seed)`, then the input noise (when its scale is not 0), the posterior's ε, the
+    /// DiT noise (the original's order), and the latent noise (when its scale is not 0).
     Seeded(i64),
+    /// The noise augmentations, when asked for, then draw from the generator as it stands.
     Given { posterior_eps: Tensor, noise: Tensor },
 }
 
 pub struct OneStepOutput {
     /// The decoder's output `[3, T_padded, H, W]`, not clamped.
     pub decoded: Tensor,
-    /// `keep` frames after the colour fix, `[T, 3, H, W]`, not clamped.
+    /// `keep` frames after the colour fix, `[T, 3, H, W]` (`keep_size` when given), not clamped.
     pub frames: Tensor,
     pub seconds: StageSeconds,
 }
@@ -151,15 +159,21 @@ pub fn restore<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreSt
 /// [`restore`], telling `starting` as each stage begins (for progress).
 pub fn restore_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreStep, starting: &mut dyn FnMut(Stage)) -> Result<OneStepOutput, V::Error> {
     let _guard = tch::no_grad_guard();
-    let RestoreStep { input, keep, color_fix, noise } = step;
+    let RestoreStep { input, keep, keep_size, color_fix, noise, noise_scales } = step;
     let mut seconds = StageSeconds::default();
     let (vae_kind, device) = (vae.kind(), vae.device());
+    if let Noise::Seeded(seed) = noise {
+        // The encoder draws nothing, so seeding before it leaves ε and the noise as the original's.
+        tch::manual_seed(seed);
+    }
     starting(Stage::Encode);
-    let posterior = timed(device, &mut seconds.encode, || vae.encode(&input.to_device(device).to_kind(vae_kind).unsqueeze(0)))?;
+    let posterior = timed(device, &mut seconds.encode, || {
+        let encoder_input = noised_input(&input.to_device(device).to_kind(Kind::Float), noise_scales.input);
+        vae.encode(&encoder_input.to_kind(vae_kind).unsqueeze(0))
+    })?;
     let (mean, logvar) = (posterior.mean.to_kind(Kind::Float), posterior.logvar.to_kind(Kind::Float));
     let (eps, noise_cthw) = match noise {
-        Noise::Seeded(seed) => {
-            tch::manual_seed(seed);
+        Noise::Seeded(_) => {
             let eps = mean.randn_like();
             (eps, mean.squeeze_dim(0).randn_like())
         }
@@ -169,6 +183,7 @@ pub fn restore_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step:
     // [1, C, t, h, w] → [t, h, w, C], scaled as the pipeline's condition.
     let condition = sample.squeeze_dim(0).permute([1, 2, 3, 0]) * SEEDVR2_SCALING_FACTOR;
     let noise_thwc = noise_cthw.to_kind(Kind::Float).permute([1, 2, 3, 0]);
+    let condition = noised_condition(&condition, &noise_thwc, noise_scales.latent);
     let [t, h, w, c] = <[i64; 4]>::try_from(condition.size()).expect("4-D condition");
     let mask = Tensor::ones([t, h, w, 1], (Kind::Float, condition.device()));
     let vid = Tensor::cat(&[&noise_thwc, &condition, &mask], -1).reshape([t * h * w, -1]);
@@ -185,8 +200,13 @@ pub fn restore_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step:
     let decoded = timed(device, &mut seconds.decode, || vae.decode(&latent.to_kind(vae_kind)))?.squeeze_dim(0).to_kind(Kind::Float);
     starting(Stage::ColorFix);
     let frames = timed(device, &mut seconds.color_fix, || {
-        let sample = decoded.narrow(1, 0, keep).transpose(0, 1);
-        let reference = input.to_device(sample.device()).to_kind(Kind::Float).narrow(1, 0, keep).transpose(0, 1);
+        let picture = |frames: &Tensor| match keep_size {
+            Some([rows, columns]) => frames.narrow(2, 0, rows).narrow(3, 0, columns),
+            None => frames.shallow_clone(),
+        };
+        let sample = picture(&decoded.narrow(1, 0, keep)).transpose(0, 1);
+        // The clean input: the input noise is not the colour the frames should get.
+        let reference = picture(&input.to_device(sample.device()).to_kind(Kind::Float).narrow(1, 0, keep)).transpose(0, 1);
         color_fix.apply(&sample, &reference)
     })?;
     Ok(OneStepOutput { decoded, frames, seconds })

@@ -1,5 +1,6 @@
-//! Frames in: the original pipeline's resize to a target AREA (aspect kept), clamp, centre crop to
-//! multiples of 16, normalise to [-1,1], and the frame padding to 4k+1 that the causal VAE needs.
+//! Frames in: the original pipeline's resize to a target AREA (aspect kept), or the ComfyUI front-end's to
+//! a short side; clamp; centre crop to multiples of 16, or padding up to them (the front-end's `pad`);
+//! normalise to [-1,1]; and the frame padding to 4k+1 that the causal VAE needs.
 use tch::{Kind, Tensor};
 
 use crate::models::ModelError;
@@ -17,21 +18,54 @@ pub enum TargetSize {
     Size { height: u32, width: u32 },
     /// Each side times `scale`, i.e. the area `(H*scale) * (W*scale)`.
     Scale(u32),
+    /// The ComfyUI front-end's `resolution`: the short side, the long side following the aspect ratio
+    /// and, with `max_long` (its `max_resolution`), capped, the short side then shrinking with it.
+    ShortSide { resolution: u32, max_long: Option<u32> },
 }
 
 impl TargetSize {
-    /// The target area in pixels for an `in_h x in_w` input.
-    pub fn area(self, in_h: i64, in_w: i64) -> u64 {
+    /// `(height, width)` an `in_h x in_w` frame is resized to.
+    pub fn resized(self, in_h: i64, in_w: i64) -> (i64, i64) {
+        let area = |area: u64| area_resize(in_h, in_w, area);
         match self {
-            TargetSize::Area(area) => area,
-            TargetSize::Size { height, width } => u64::from(height) * u64::from(width),
-            TargetSize::Scale(scale) => (in_h as u64 * u64::from(scale)) * (in_w as u64 * u64::from(scale)),
+            TargetSize::Area(pixels) => area(pixels),
+            TargetSize::Size { height, width } => area(u64::from(height) * u64::from(width)),
+            TargetSize::Scale(scale) => area((in_h as u64 * u64::from(scale)) * (in_w as u64 * u64::from(scale))),
+            TargetSize::ShortSide { resolution, max_long } => short_side_resize(in_h, in_w, resolution, max_long),
+        }
+    }
+}
+
+/// What happens to sides that are not multiples of [`CROP_MULTIPLE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Fit {
+    /// The original's: the centred window of the largest multiples of 16 is kept, the rest cut off.
+    #[default]
+    Crop,
+    /// The front-end's: the frames are padded up to the next multiples of 16 for the model, and the
+    /// padding is cut off its output, so the output is exactly the resized size.
+    Pad,
+}
+
+impl Fit {
+    pub const ALL: [Fit; 2] = [Fit::Crop, Fit::Pad];
+
+    pub fn parse(s: &str) -> Option<Fit> {
+        Fit::ALL.into_iter().find(|fit| fit.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fit::Crop => "crop",
+            Fit::Pad => "pad",
         }
     }
 }
 
 /// Where a frame goes: resized to `resize_h x resize_w`, then the window `crop_h x crop_w` at
-/// (`crop_top`, `crop_left`) is kept.
+/// (`crop_top`, `crop_left`) is kept: that is the output. The model sees the window with `pad_bottom`
+/// rows and `pad_right` columns more (with `Fit::Pad`; 0 with `Fit::Crop`), cut off its output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameGeometry {
     pub resize_h: i64,
@@ -40,6 +74,20 @@ pub struct FrameGeometry {
     pub crop_left: i64,
     pub crop_h: i64,
     pub crop_w: i64,
+    pub pad_bottom: i64,
+    pub pad_right: i64,
+}
+
+impl FrameGeometry {
+    /// The rows of the frames the VAE and the DiT see (a multiple of 16).
+    pub fn model_h(&self) -> i64 {
+        self.crop_h + self.pad_bottom
+    }
+
+    /// The columns of the frames the VAE and the DiT see (a multiple of 16).
+    pub fn model_w(&self) -> i64 {
+        self.crop_w + self.pad_right
+    }
 }
 
 /// Python's `round`, which the original uses for the resized size and torchvision for the crop offset:
@@ -49,12 +97,49 @@ pub fn round_half_even(x: f64) -> i64 {
     x.round_ties_even() as i64
 }
 
-/// The resize and crop of an `in_h x in_w` frame for `target`.
-pub fn target_size(in_h: i64, in_w: i64, target: TargetSize) -> FrameGeometry {
-    let (resize_h, resize_w) = area_resize(in_h, in_w, target.area(in_h, in_w));
-    let (crop_top, crop_h) = centre_crop(resize_h);
-    let (crop_left, crop_w) = centre_crop(resize_w);
-    FrameGeometry { resize_h, resize_w, crop_top, crop_left, crop_h, crop_w }
+/// The resize and the crop or padding of an `in_h x in_w` frame for `target`.
+pub fn target_size(in_h: i64, in_w: i64, target: TargetSize, fit: Fit) -> FrameGeometry {
+    let (resize_h, resize_w) = target.resized(in_h, in_w);
+    match fit {
+        Fit::Crop => {
+            let (crop_top, crop_h) = centre_crop(resize_h);
+            let (crop_left, crop_w) = centre_crop(resize_w);
+            FrameGeometry { resize_h, resize_w, crop_top, crop_left, crop_h, crop_w, pad_bottom: 0, pad_right: 0 }
+        }
+        Fit::Pad => FrameGeometry {
+            resize_h,
+            resize_w,
+            crop_top: 0,
+            crop_left: 0,
+            crop_h: resize_h,
+            crop_w: resize_w,
+            pad_bottom: padding_to_multiple(resize_h),
+            pad_right: padding_to_multiple(resize_w),
+        },
+    }
+}
+
+/// The front-end's side resize: the short side becomes `resolution`, the long one follows the aspect
+/// ratio; a long side past `max_long` is brought down to it and the short side follows. Halves round to
+/// even, as the area resize's do.
+fn short_side_resize(in_h: i64, in_w: i64, resolution: u32, max_long: Option<u32>) -> (i64, i64) {
+    let (in_short, in_long) = (in_h.min(in_w) as f64, in_h.max(in_w) as f64);
+    let mut short = i64::from(resolution);
+    let mut long = round_half_even(in_long * f64::from(resolution) / in_short);
+    if let Some(max_long) = max_long.map(i64::from).filter(|max| long > *max) {
+        short = round_half_even(in_short * max_long as f64 / in_long);
+        long = max_long;
+    }
+    if in_h <= in_w {
+        (short, long)
+    } else {
+        (long, short)
+    }
+}
+
+/// Rows (or columns) that bring `extent` up to the next multiple of [`CROP_MULTIPLE`].
+fn padding_to_multiple(extent: i64) -> i64 {
+    (CROP_MULTIPLE - extent % CROP_MULTIPLE) % CROP_MULTIPLE
 }
 
 /// The original hands its resizer the RESOLUTION sqrt(area), which squares it again; the round trip is
@@ -82,8 +167,9 @@ pub fn prepare_frames(frames: &Tensor, geometry: &FrameGeometry) -> Result<Tenso
     };
     let resized = resize_bicubic(&unit, geometry)?.f_clamp(0.0, 1.0)?;
     let cropped = resized.f_narrow(2, geometry.crop_top, geometry.crop_h)?.f_narrow(3, geometry.crop_left, geometry.crop_w)?;
+    let padded = pad_edges(&cropped, geometry)?;
     // torchvision's Normalize(0.5, 0.5): (x - 0.5) / 0.5.
-    let normalised = cropped.f_sub_scalar(0.5)?.f_div_scalar(0.5)?;
+    let normalised = padded.f_sub_scalar(0.5)?.f_div_scalar(0.5)?;
     Ok(normalised.f_permute([1, 0, 2, 3])?.f_contiguous()?)
 }
 
@@ -97,12 +183,22 @@ fn resize_bicubic(unit: &Tensor, geometry: &FrameGeometry) -> Result<Tensor, Mod
     Ok(unit.f_internal_upsample_bicubic2d_aa([geometry.resize_h, geometry.resize_w], false, None::<f64>, None::<f64>)?)
 }
 
+/// `Fit::Pad`'s rows and columns, at the bottom and the right, as copies of the last row and column. The
+/// reference notes do not say how the front-end fills them; edge copies continue the picture without the
+/// hard border zeros would make, and what the model makes of them is cut off again.
+fn pad_edges(frames: &Tensor, geometry: &FrameGeometry) -> Result<Tensor, ModelError> {
+    if geometry.pad_bottom == 0 && geometry.pad_right == 0 {
+        return Ok(frames.shallow_clone());
+    }
+    Ok(frames.f_replication_pad2d([0, geometry.pad_right, 0, geometry.pad_bottom])?)
+}
+
 fn check_frames(frames: &Tensor, geometry: &FrameGeometry) -> Result<(), ModelError> {
     let size = frames.size();
     if size.len() != 4 || size[1] != 3 || size[0] == 0 {
         return Err(unsupported(format!("frames of shape {size:?} (expected [T>0,3,H,W])")));
     }
-    if geometry.crop_h == 0 || geometry.crop_w == 0 {
+    if geometry.model_h() == 0 || geometry.model_w() == 0 {
         let (h, w) = (geometry.resize_h, geometry.resize_w);
         return Err(unsupported(format!("a target of {h}x{w}: both sides must be at least {CROP_MULTIPLE} pixels")));
     }
@@ -168,23 +264,74 @@ mod tests {
     #[test]
     fn area_target_keeps_the_aspect_ratio() {
         // The recorded call of the reference pipeline: 36x52 with res_h=72, res_w=100 went to 71x102, crop (4,3) 64x96.
-        let g = target_size(36, 52, TargetSize::Size { height: 72, width: 100 });
-        assert_eq!(g, FrameGeometry { resize_h: 71, resize_w: 102, crop_top: 4, crop_left: 3, crop_h: 64, crop_w: 96 });
-        assert_eq!(target_size(36, 52, TargetSize::Area(7200)), g);
+        let g = target_size(36, 52, TargetSize::Size { height: 72, width: 100 }, Fit::Crop);
+        assert_eq!(g, FrameGeometry { resize_h: 71, resize_w: 102, crop_top: 4, crop_left: 3, crop_h: 64, crop_w: 96, pad_bottom: 0, pad_right: 0 });
+        assert_eq!(target_size(36, 52, TargetSize::Area(7200), Fit::Crop), g);
         // 1080p to the default 720x1280 area is exactly 720p; portrait keeps its orientation.
-        let g = target_size(1080, 1920, TargetSize::Size { height: 720, width: 1280 });
+        let g = target_size(1080, 1920, TargetSize::Size { height: 720, width: 1280 }, Fit::Crop);
         assert_eq!((g.resize_h, g.resize_w, g.crop_h, g.crop_w), (720, 1280, 720, 1280));
-        let g = target_size(1920, 1080, TargetSize::Size { height: 720, width: 1280 });
+        let g = target_size(1920, 1080, TargetSize::Size { height: 720, width: 1280 }, Fit::Crop);
         assert_eq!((g.resize_h, g.resize_w), (1280, 720));
     }
 
     #[test]
     fn scale_target_multiplies_each_side() {
-        let g = target_size(36, 52, TargetSize::Scale(2));
-        assert_eq!(g, FrameGeometry { resize_h: 72, resize_w: 104, crop_top: 4, crop_left: 4, crop_h: 64, crop_w: 96 });
+        let g = target_size(36, 52, TargetSize::Scale(2), Fit::Crop);
+        assert_eq!(g, FrameGeometry { resize_h: 72, resize_w: 104, crop_top: 4, crop_left: 4, crop_h: 64, crop_w: 96, pad_bottom: 0, pad_right: 0 });
         for scale in 1..=4u32 {
-            let g = target_size(270, 481, TargetSize::Scale(scale));
+            let g = target_size(270, 481, TargetSize::Scale(scale), Fit::Crop);
             assert_eq!((g.resize_h, g.resize_w), (270 * i64::from(scale), 481 * i64::from(scale)), "scale {scale}");
+        }
+    }
+
+    #[test]
+    fn short_side_target_follows_the_aspect_ratio_under_the_long_side_cap() {
+        let resized = |h, w, resolution, max_long| TargetSize::ShortSide { resolution, max_long }.resized(h, w);
+        // 1080p to a 720 short side is 720p; portrait keeps its orientation; a square stays square.
+        assert_eq!(resized(1080, 1920, 720, None), (720, 1280));
+        assert_eq!(resized(1920, 1080, 720, None), (1280, 720));
+        assert_eq!(resized(500, 500, 64, None), (64, 64));
+        // 144 × 176 to 100: 176 · 100 / 144 = 122.2 → 122. Halves go to even: 4.5 → 4, 7.5 → 8.
+        assert_eq!(resized(144, 176, 100, None), (100, 122));
+        assert_eq!((resized(4, 6, 3, None), resized(4, 10, 3, None)), ((3, 4), (3, 8)));
+        // 1:3 at 720 would be 2160 long: capped at 1280, the short side is 1280/3 = 426.7 → 427.
+        assert_eq!(resized(100, 300, 720, Some(1280)), (427, 1280));
+        assert_eq!(resized(300, 100, 720, Some(1280)), (1280, 427));
+        // A cap the long side does not reach changes nothing; at exactly the cap neither.
+        assert_eq!(resized(1080, 1920, 720, Some(1280)), (720, 1280));
+        assert_eq!(resized(1080, 1920, 720, Some(4000)), (720, 1280));
+    }
+
+    #[test]
+    fn pad_keeps_the_whole_resized_frame_and_pads_to_multiples_of_16() {
+        let target = TargetSize::ShortSide { resolution: 100, max_long: None };
+        let g = target_size(144, 176, target, Fit::Pad);
+        assert_eq!(g, FrameGeometry { resize_h: 100, resize_w: 122, crop_top: 0, crop_left: 0, crop_h: 100, crop_w: 122, pad_bottom: 12, pad_right: 6 });
+        assert_eq!((g.model_h(), g.model_w()), (112, 128));
+        // The same target cropped: the centred 96 × 112.
+        let g = target_size(144, 176, target, Fit::Crop);
+        assert_eq!((g.crop_top, g.crop_left, g.crop_h, g.crop_w, g.model_h(), g.model_w()), (2, 5, 96, 112, 96, 112));
+        // Sides already multiples of 16 get no padding; any target can be padded.
+        let g = target_size(36, 52, TargetSize::Scale(2), Fit::Pad);
+        assert_eq!((g.crop_h, g.crop_w, g.pad_bottom, g.pad_right), (72, 104, 8, 8));
+        let g = target_size(1080, 1920, TargetSize::Size { height: 720, width: 1280 }, Fit::Pad);
+        assert_eq!((g.pad_bottom, g.pad_right), (0, 0));
+        assert_eq!(padding_to_multiple(1), 15);
+    }
+
+    #[test]
+    fn padded_frames_repeat_the_last_row_and_column() {
+        let frames = Tensor::arange(2 * 3 * 10 * 13, (Kind::Float, tch::Device::Cpu)).view([2, 3, 10, 13]) / 780.0;
+        let g = target_size(10, 13, TargetSize::Scale(1), Fit::Pad);
+        let prepared = prepare_frames(&frames, &g).unwrap();
+        assert_eq!(prepared.size(), vec![3, 2, 16, 16]);
+        let expected = frames.permute([1, 0, 2, 3]) * 2.0 - 1.0;
+        assert!(prepared.narrow(2, 0, 10).narrow(3, 0, 13).allclose(&expected, 1e-6, 1e-6, false));
+        for row in 10..16 {
+            assert_eq!(prepared.narrow(2, row, 1), prepared.narrow(2, 9, 1), "row {row}");
+        }
+        for column in 13..16 {
+            assert_eq!(prepared.narrow(3, column, 1), prepared.narrow(3, 12, 1), "column {column}");
         }
     }
 
@@ -213,7 +360,7 @@ mod tests {
     #[test]
     fn too_small_a_target_is_refused() {
         let frames = Tensor::zeros([1, 3, 8, 8], (Kind::Uint8, tch::Device::Cpu));
-        let g = target_size(8, 8, TargetSize::Area(100));
+        let g = target_size(8, 8, TargetSize::Area(100), Fit::Crop);
         assert!(matches!(prepare_frames(&frames, &g), Err(ModelError::Unsupported { .. })));
     }
 }
