@@ -577,6 +577,28 @@
       throw fieldError("batch-overlap", `Overlap must be at most ${maxOverlap} (batch frames − 1).`);
     }
     if (overlap !== null) fields.push(["batch_overlap", overlap]);
+    const resolution = wholeNumber("resolution", "Short side", 16);
+    if (resolution !== null) {
+      if (fields.some(([k]) => k === "height")) throw fieldError("resolution", "Give a short side or a height × width, not both.");
+      const at = fields.findIndex(([k]) => k === "scale");
+      if (at >= 0) fields.splice(at, 1); // the short side replaces the scale
+      fields.push(["resolution", resolution]);
+    }
+    const maxResolution = wholeNumber("max-resolution", "Long side at most", 16);
+    if (maxResolution !== null) {
+      if (resolution === null) throw fieldError("max-resolution", "A cap on the long side goes with a short side.");
+      fields.push(["max_resolution", maxResolution]);
+    }
+    if ($("fit").value) fields.push(["fit", $("fit").value]);
+    for (const [id, name, label] of [["input-noise-scale", "input_noise_scale", "Input noise"], ["latent-noise-scale", "latent_noise_scale", "Latent noise"]]) {
+      const raw = $(id).value.trim();
+      if (raw === "") continue;
+      const value = Number(raw);
+      if (!(value >= 0 && value <= 1)) throw fieldError(id, `${label}: a number from 0 to 1.`);
+      fields.push([name, raw]);
+    }
+    const prepend = wholeNumber("prepend-frames", "Prepend frames", 0);
+    if (prepend !== null) fields.push(["prepend_frames", prepend]);
     return fields.map(([k, v]) => [k, String(v)]);
   }
 

@@ -101,8 +101,8 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
   $("file").dispatchEvent(new Event("change"));
   $("submit").click();
 })();"#;
-    let harness = dir.path().to_path_buf();
-    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &listing, driver)).await.unwrap();
+    let (harness, models) = (dir.path().to_path_buf(), listing.clone());
+    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver)).await.unwrap();
     let expected = [
         ("op", "restore"),
         ("model", "seedvr2-3b-small"),
@@ -114,6 +114,36 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
         ("file", "file:restore-check.mp4"),
     ];
     assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
+
+    // The front-end's options: a short side instead of the scale, padding, latent noise, mirrored frames.
+    let driver_options = r#"
+const $ = (id) => document.getElementById(id);
+const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event("change")); };
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  set("op", "restore");
+  $("resolution").value = "100"; set("fit", "pad"); $("latent-noise-scale").value = "0.1"; $("prepend-frames").value = "2";
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "options.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  $("submit").click();
+})();"#;
+    let (harness, models) = (dir.path().join("options"), listing.clone());
+    std::fs::create_dir_all(&harness).unwrap();
+    let sent_options = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_options)).await.unwrap();
+    let expected_options = [
+        ("op", "restore"),
+        ("model", "seedvr2-3b-small"),
+        ("resolution", "100"),
+        ("fit", "pad"),
+        ("latent_noise_scale", "0.1"),
+        ("prepend_frames", "2"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("file", "file:options.mp4"),
+    ];
+    assert_eq!(sent_options, expected_options.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
 
     // What the form sends is what the server runs: the same fields, the clip as the body.
     let clip = dir.path().join("clip.mp4");
