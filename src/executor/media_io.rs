@@ -1,7 +1,7 @@
 //! Where every op opens its frames: the reader at the input's colour, the writer in the job's
 //! format with that colour and, unless `keep_audio=false`, the input's audio, subtitles and chapters.
 use super::{ExecError, Executor, JobSpec};
-use crate::jobs::{OutputFormat, Timings};
+use crate::jobs::{JobOutcome, JobPlan, OutputFormat, QualityMetrics, Timings};
 use crate::media::{Colour, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
 
 /// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
@@ -76,4 +76,23 @@ pub fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Res
     let info = crate::media::probe(&exec.config.tools, &job.input_path, &exec.config.limits)?;
     timings.probe = Some(timings.probe.unwrap_or(0.0) + started.elapsed().as_secs_f64());
     Ok(info)
+}
+
+/// Waits for the encoder to finish the job's video, and probes what it wrote (for the job's `output.media`).
+pub fn finish_video(exec: &Executor, job: &JobSpec, writer: FrameWriter) -> Result<Option<MediaInfo>, ExecError> {
+    writer.finish()?;
+    Ok(crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok())
+}
+
+/// The outcome of a job that wrote its video to `job.output_path`.
+pub fn video_outcome(job: &JobSpec, output_media: Option<MediaInfo>, timings: &Timings, plan: JobPlan, metrics: Option<QualityMetrics>) -> JobOutcome {
+    JobOutcome {
+        output_name: job.output_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        output_path: job.output_path.clone(),
+        output_bytes: std::fs::metadata(&job.output_path).map(|m| m.len()).unwrap_or(0),
+        output_media,
+        timings: timings.clone(),
+        plan: Some(plan),
+        metrics,
+    }
 }

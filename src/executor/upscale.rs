@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tch::Tensor;
 
-use super::media_io::{input_media, read_frames, write_frames, OutputVideo};
+use super::media_io::{finish_video, input_media, read_frames, video_outcome, write_frames, OutputVideo};
 use super::frame_workers::FrameWorkers;
 use super::stage_clock::StageClock;
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
@@ -14,7 +14,6 @@ use crate::executor::quality::QualityMeter;
 use crate::executor::tiled::upscale::upscale_tiled;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
-use crate::media;
 use crate::models::Op;
 use crate::media::{FrameReader, RgbFrames, SampleDepth};
 use super::interpolate::{self, retimer::{self, Retimer}, schedule::Retiming, settings::InterpolateSettings, window::FrameWindow};
@@ -122,38 +121,27 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     drop(heap_reuse);
     hooks.check_cancelled()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
-    let output_media = StageClock::time(&mut clock.write, || -> Result<_, ExecError> {
-        writer.finish()?;
-        Ok(media::probe(&exec.config.tools, &job.output_path, &media::MediaLimits::unlimited()).ok())
-    })?;
+    let output_media = StageClock::time(&mut clock.write, || finish_video(exec, job, writer))?;
     clock.record(timings, done, frames_started);
-    let output_bytes = std::fs::metadata(&job.output_path).map(|m| m.len()).unwrap_or(0);
     let tiles = crate::tiling::spatial::plan_tiles(height as i64, width as i64, &tiling).len();
-    Ok(JobOutcome {
-        output_name: job.output_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        output_path: job.output_path.clone(),
-        output_bytes,
-        output_media,
-        timings: timings.clone(),
-        plan: Some(JobPlan::Upscale(UpscalePlan {
-            chunk_frames,
-            tile: tiling.tile,
-            overlap: tiling.overlap,
-            receptive_radius: model.receptive_radius(),
-            exact: tiling.is_exact(model.receptive_radius()),
-            blend: tiling.blends(model.receptive_radius()),
-            tiles_per_frame: tiles,
-            scale,
-            frames: done,
-            fallbacks,
-            frame_workers: workers,
-            interpolation: match (&source, &interpolation, rates) {
-                (FrameSource::Retimed(retimer), Some(settings), Some((input, output))) => Some(interpolate::plan(retimer, settings, input, output, done)),
-                _ => None,
-            },
-        })),
-        metrics: quality.map(|meter| meter.metrics()),
-    })
+    let plan = JobPlan::Upscale(UpscalePlan {
+        chunk_frames,
+        tile: tiling.tile,
+        overlap: tiling.overlap,
+        receptive_radius: model.receptive_radius(),
+        exact: tiling.is_exact(model.receptive_radius()),
+        blend: tiling.blends(model.receptive_radius()),
+        tiles_per_frame: tiles,
+        scale,
+        frames: done,
+        fallbacks,
+        frame_workers: workers,
+        interpolation: match (&source, &interpolation, rates) {
+            (FrameSource::Retimed(retimer), Some(settings), Some((input, output))) => Some(interpolate::plan(retimer, settings, input, output, done)),
+            _ => None,
+        },
+    });
+    Ok(video_outcome(job, output_media, timings, plan, quality.map(|meter| meter.metrics())))
 }
 
 /// Where the upscaler's frames come from: the decoder, or the decoder through RIFE.

@@ -10,12 +10,11 @@ pub mod window;
 
 use std::time::Instant;
 
-use super::media_io::{input_media, read_frames, write_frames, OutputVideo};
+use super::media_io::{finish_video, input_media, read_frames, video_outcome, write_frames, OutputVideo};
 use super::stage_clock::StageClock;
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{InterpolatePlan, JobPlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
-use crate::media;
 use crate::models::registry;
 use crate::media::MediaInfo;
 use retimer::Retimer;
@@ -57,20 +56,10 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     }
     hooks.check_cancelled()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
-    let output_media = StageClock::time(&mut clock.write, || -> Result<_, ExecError> {
-        writer.finish()?;
-        Ok(media::probe(&exec.config.tools, &job.output_path, &media::MediaLimits::unlimited()).ok())
-    })?;
+    let output_media = StageClock::time(&mut clock.write, || finish_video(exec, job, writer))?;
     clock.record(timings, written, started);
-    Ok(JobOutcome {
-        output_name: job.output_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        output_path: job.output_path.clone(),
-        output_bytes: std::fs::metadata(&job.output_path).map(|m| m.len()).unwrap_or(0),
-        output_media,
-        timings: timings.clone(),
-        plan: Some(JobPlan::Interpolate(plan(&retimer, &settings, input_rate, output_rate, written))),
-        metrics: None,
-    })
+    let plan = JobPlan::Interpolate(plan(&retimer, &settings, input_rate, output_rate, written));
+    Ok(video_outcome(job, output_media, timings, plan, None))
 }
 
 /// The input's rate and the one the job writes at.

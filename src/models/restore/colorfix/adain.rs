@@ -29,18 +29,8 @@ fn channel_mean_std(x: &Tensor) -> Result<(Tensor, Tensor), ModelError> {
 
 #[cfg(test)]
 mod tests {
-    use tch::Device;
-
+    use crate::models::restore::colorfix::test_frames::{max_abs, random_frames};
     use super::*;
-
-    fn random_frames(seed: i64) -> Tensor {
-        tch::manual_seed(seed);
-        Tensor::randn([2, 3, 40, 56], (Kind::Float, Device::Cpu))
-    }
-
-    fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
-        (a - b).abs().max().double_value(&[])
-    }
 
     #[test]
     fn adain_moves_mean_and_std_to_the_reference() {

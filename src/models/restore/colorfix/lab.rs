@@ -83,13 +83,10 @@ fn mix(x: &Tensor, matrix: &[[f64; 3]; 3]) -> Result<Tensor, ModelError> {
 
 #[cfg(test)]
 mod tests {
+    use crate::models::restore::colorfix::test_frames::max_abs;
     use tch::{Device, Kind};
 
     use super::*;
-
-    fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
-        (a - b).abs().max().double_value(&[])
-    }
 
     #[test]
     fn white_black_and_red_have_their_textbook_lab() {

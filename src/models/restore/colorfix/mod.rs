@@ -89,16 +89,26 @@ fn signed_range(unit: &Tensor) -> Result<Tensor, ModelError> {
     Ok(unit.f_clamp(0.0, 1.0)?.f_mul_scalar(2.0)?.f_sub_scalar(1.0)?)
 }
 
+/// What the modes' unit tests share.
 #[cfg(test)]
-mod tests {
-    use tch::Device;
+pub(super) mod test_frames {
+    use tch::{Device, Kind, Tensor};
 
-    use super::*;
-
-    fn random_frames(seed: i64) -> Tensor {
+    /// Two random `[3, 40, 56]` frames, from `seed`.
+    pub fn random_frames(seed: i64) -> Tensor {
         tch::manual_seed(seed);
         Tensor::randn([2, 3, 40, 56], (Kind::Float, Device::Cpu))
     }
+
+    pub fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
+        (a - b).abs().max().double_value(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_frames::random_frames;
+    use super::*;
 
     #[test]
     fn names_round_trip() {

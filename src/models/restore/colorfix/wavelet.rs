@@ -108,16 +108,8 @@ fn dilated_blur(x: &Tensor, kernel: &Tensor, radius: i64) -> Result<Tensor, Mode
 
 #[cfg(test)]
 mod tests {
+    use crate::models::restore::colorfix::test_frames::{max_abs, random_frames};
     use super::*;
-
-    fn random_frames(seed: i64) -> Tensor {
-        tch::manual_seed(seed);
-        Tensor::randn([2, 3, 40, 56], (Kind::Float, Device::Cpu))
-    }
-
-    fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
-        (a - b).abs().max().double_value(&[])
-    }
 
     #[test]
     fn wavelet_bands_add_up_to_the_input() {
