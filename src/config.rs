@@ -132,6 +132,9 @@ pub struct Config {
     /// them. Workers share no barrier, so ffmpeg taking a core stalls one frame, not every operator of
     /// the call.
     pub cpu_frame_workers: usize,
+    /// Named job settings (`[presets.NAME]` tables of job fields: `op = "upscale"`, `scale = 2`, …), used by
+    /// `preset=NAME` on a submission; fields given with the job override the preset's. Listed at `/v1/presets`.
+    pub presets: std::collections::BTreeMap<String, toml::Table>,
     /// Origins (`scheme://host:port`) of other pages allowed to call the API from a browser (CORS); empty = none.
     pub cors_origins: Vec<String>,
     /// Host names the box answers to besides its IP addresses, `localhost` and its own host name; `*`: any.
@@ -201,6 +204,7 @@ impl Default for Config {
             output_preset: "veryfast".into(),
             media_priority: ProcessPriority::Normal,
             cpu_frame_workers: 0,
+            presets: Default::default(),
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             header_timeout_s: 30,
@@ -313,6 +317,15 @@ impl Config {
         let host_name = |name: &String| name == "*" || (!name.is_empty() && !name.contains([':', '/', ' ', '@']));
         if !self.allowed_hosts.iter().all(host_name) {
             return invalid("allowed_hosts", "host names only (no scheme, port or path), or \"*\"");
+        }
+        for (name, fields) in &self.presets {
+            let plain = |v: &toml::Value| matches!(v, toml::Value::String(_) | toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_));
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return invalid("presets", "a preset's name is letters, digits, `-` and `_`");
+            }
+            if let Some((key, _)) = fields.iter().find(|(_, value)| !plain(value)) {
+                return Err(ConfigError::Invalid { key: "presets", message: format!("presets.{name}.{key}: a job field's value is text, a number or true/false") });
+            }
         }
         if self.chunk_frames == 0 || self.chunk_frames > 256 {
             return invalid("chunk_frames", "must be between 1 and 256");

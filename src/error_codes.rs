@@ -66,6 +66,8 @@ codes! {
     INVALID_RESTORE_PARAMETER = "invalid-restore-parameter";
     /// An `interpolate` parameter (factor, fps, scene_threshold) that cannot run, or an fps not above the input's.
     INVALID_INTERPOLATE_PARAMETER = "invalid-interpolate-parameter";
+    /// `preset` names no preset of this box.
+    UNKNOWN_PRESET = "unknown-preset";
     /// `priority` is not an integer in -1000..=1000.
     INVALID_PRIORITY = "invalid-priority";
     /// `dtype` is not a precision (or, for `/v1/decode` and `/v1/encode`, a tensor dtype) this box takes.

@@ -29,6 +29,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let role = config.role;
     preflight::check_writable(&config.data_dir, "data_dir")?;
     preflight::check_default_output_format(&config)?;
+    crate::api::presets::check(&config.presets).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
     let database = config.database_target();
     if let DatabaseTarget::Sqlite(path) = &database {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

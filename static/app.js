@@ -285,6 +285,36 @@
     if (pick) select.value = String(pick.value);
   }
 
+  // The box's presets (config.toml's [presets.NAME]): the select shows only when there are some.
+  async function loadPresets() {
+    try {
+      const data = await api("GET", "/v1/presets");
+      state.presets = data && typeof data.presets === "object" && data.presets ? data.presets : {};
+    } catch (e) {
+      state.presets = {};
+    }
+    const names = Object.keys(state.presets);
+    setOptions($("preset"), [{ value: "", label: "none" }, ...names.map((n) => ({ value: n, label: n }))], "");
+    $("preset-field").hidden = names.length === 0;
+    $("preset-help").hidden = names.length === 0;
+  }
+
+  // Puts a preset's fields into the form: the op and model first (they decide which fields show), then the rest
+  // by their field names; a rate goes to the Frames select (`factor`) or its typed rate (`fps`).
+  function applyPreset(name) {
+    const fields = (state.presets || {})[name];
+    if (!fields) return;
+    if (fields.op && [...$("op").options].some((o) => o.value === fields.op)) $("op").value = fields.op;
+    onOpChange({ op: $("op").value, model: fields.model });
+    for (const [key, value] of Object.entries(fields)) {
+      if (key === "op" || key === "model") continue;
+      if (key === "fps") { $("rate").value = "fps"; $("fps").value = value; continue; }
+      const el = key === "factor" ? $("rate") : $("job-form").querySelector(`[name="${key}"]`);
+      if (el) el.value = value;
+    }
+    onScaleChange();
+  }
+
   async function loadModels() {
     const formErr = $("form-error");
     try {
@@ -1529,6 +1559,7 @@
     $("job-form").addEventListener("submit", submitJob);
     $("abort").addEventListener("click", () => { if (state.xhr) state.xhr.abort(); });
     $("op").addEventListener("change", () => { onOpChange(); savePrefs(); });
+    $("preset").addEventListener("change", (e) => applyPreset(e.target.value));
     $("model").addEventListener("change", () => { onModelChange(); savePrefs(); });
     $("scale").addEventListener("change", onScaleChange);
     $("rate").addEventListener("change", onScaleChange);
@@ -1556,6 +1587,7 @@
     compareFromHash();
     updateSubmit();
     loadModels();
+    loadPresets();
     refreshHealth();
     setInterval(refreshHealth, HEALTH_MS);
     setInterval(tick, 1000);

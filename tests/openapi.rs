@@ -20,6 +20,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/openapi.json", &["get"]),
     ("/docs", &["get"]),
     ("/v1/models", &["get"]),
+    ("/v1/presets", &["get"]),
     ("/v1/jobs", &["get", "post"]),
     ("/v1/jobs/{id}", &["delete", "get"]),
     ("/v1/decode", &["post"]),

@@ -46,6 +46,7 @@ fn fields_the_form_sends(dir: &Path, models: &Value, driver: &str) -> Vec<(Strin
         r#"<script>
 const MODELS = {models};
 window.fetch = async (url) => new Response(JSON.stringify(String(url).startsWith("/v1/models") ? MODELS
+  : String(url).startsWith("/v1/presets") ? (window.PRESETS || {{ presets: {{}} }})
   : String(url).startsWith("/v1/jobs") ? {{ jobs: [], next_offset: null }} : {{ status: "ok", device: "cpu" }}),
   {{ status: 200, headers: {{ "Content-Type": "application/json" }} }});
 XMLHttpRequest.prototype.open = function () {{}};
@@ -218,8 +219,8 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
   $("file").dispatchEvent(new Event("change"));
   $("submit").click();
 })();"#;
-    let harness = dir.path().to_path_buf();
-    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &listing, driver)).await.unwrap();
+    let (harness, models) = (dir.path().to_path_buf(), listing.clone());
+    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver)).await.unwrap();
     let expected = [
         ("op", "interpolate"),
         ("model", "rife-hdv3"),
@@ -230,6 +231,34 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
         ("file", "file:interpolate-check.mp4"),
     ];
     assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
+
+    // A preset fills the form: the op, the model, its rate and threshold; the user only adds the file.
+    let driver_preset = r#"
+window.PRESETS = { presets: { smooth: { op: "interpolate", factor: "3", scene_threshold: "0.2" } } };
+const $ = (id) => document.getElementById(id);
+(function drive() {
+  if ($("op").disabled || $("preset").options.length < 2) return setTimeout(drive, 50);
+  if ($("preset-field").hidden) throw new Error("the preset select is hidden");
+  $("preset").value = "smooth"; $("preset").dispatchEvent(new Event("change"));
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "preset.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  $("submit").click();
+})();"#;
+    let (harness, models) = (dir.path().join("preset"), listing.clone());
+    std::fs::create_dir_all(&harness).unwrap();
+    let sent_preset = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_preset)).await.unwrap();
+    let expected_preset = [
+        ("op", "interpolate"),
+        ("model", "rife-hdv3"),
+        ("factor", "3"),
+        ("scene_threshold", "0.2"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("file", "file:preset.mp4"),
+    ];
+    assert_eq!(sent_preset, expected_preset.map(|(k, v)| (k.to_string(), v.to_string())), "the preset did not fill the form");
 
     // What the form sends is what the server runs; the card shows the plan in words.
     let clip = dir.path().join("clip.mp4");

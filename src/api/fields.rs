@@ -15,7 +15,8 @@ use crate::queue::{self, JobOptions, JobRequest, OpParameter};
 
 /// Reads and checks the fields: the request the queue will take.
 pub fn job_request(fields: &JobFields, config: &Config) -> Result<JobRequest, ApiError> {
-    Ok(queue::check(&job_options(fields, &config.models_dir)?, config)?)
+    let fields = super::presets::apply(fields, &config.presets)?;
+    Ok(queue::check(&job_options(&fields, &config.models_dir)?, config)?)
 }
 
 pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, ApiError> {
@@ -87,6 +88,7 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
 fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
     // Every field by name, so that a new one does not compile until it is placed here.
     let JobFields {
+        preset: _,
         op: _,
         model: _,
         priority: _,

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
+pub mod presets;
 mod preview;
 pub mod remote;
 mod remote_call;
@@ -62,6 +63,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(system::metrics))
         .route("/openapi.json", get(openapi::document))
         .route("/v1/models", get(system::models))
+        .route("/v1/presets", get(presets::list))
         // The upload size limit is enforced while streaming to disk (upload.rs), not by buffering.
         .route("/v1/jobs", post(jobs::create).get(jobs::list).layer(DefaultBodyLimit::disable()))
         .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::delete))

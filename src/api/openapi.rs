@@ -36,6 +36,7 @@ use super::{jobs, preview, remote, system};
         remote::decode,
         remote::encode,
         system::models,
+        super::presets::list,
         system::healthz,
         system::metrics,
         document,

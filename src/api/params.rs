@@ -21,10 +21,14 @@ use crate::queue::PreviewSide;
 
 /// The fields of `POST /v1/jobs`: query parameters of a raw upload, form fields, or keys of a
 /// `params` JSON part. Values stay text here; each is checked where its meaning is, with its own code.
-#[derive(Debug, Default, Clone, Deserialize, IntoParams)]
+#[derive(Debug, Default, Clone, Deserialize, serde::Serialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct JobFields {
+    /// A preset from /v1/presets (the box's `[presets.NAME]`): its fields fill in those this
+    /// submission does not give.
+    #[param(value_type = String, required = false)]
+    pub preset: Option<String>,
     /// What to do with the upload.
     #[param(value_type = Op, inline, required = false, default = "upscale")]
     pub op: Option<String>,
