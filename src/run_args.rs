@@ -209,7 +209,7 @@ impl RunArgs {
         });
         let interpolate = match self.op {
             Op::Interpolate => Some(InterpolateParams { factor: self.factor, fps: self.fps.clone(), scene_threshold: self.scene_threshold }),
-            Op::Upscale => self.interpolate.map(|factor| InterpolateParams { factor: Some(factor), ..InterpolateParams::default() }),
+            Op::Upscale => self.interpolate.map(InterpolateParams::upscale_factor),
             Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore => None,
         };
         JobOptions {

@@ -64,7 +64,7 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
         Op::Interpolate => Some(interpolate_params(fields)?),
         // `interpolate=N` on an upscale: that factor, the other settings their defaults.
         Op::Upscale => number_field("interpolate", &fields.interpolate, codes::INVALID_INTERPOLATE_PARAMETER)?
-            .map(|factor| InterpolateParams { factor: Some(factor), ..InterpolateParams::default() }),
+            .map(InterpolateParams::upscale_factor),
         Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore => None,
     };
     Ok(JobOptions {

@@ -16,7 +16,7 @@ use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::models::Op;
 use crate::media::{FrameReader, RgbFrames, SampleDepth};
-use super::interpolate::{self, retimer::{self, Retimer}, schedule::Retiming, settings::InterpolateSettings, window::FrameWindow};
+use super::interpolate::{retimer::Retimer, settings::InterpolateSettings, window::FrameWindow};
 use crate::models::family::upscaler::Upscaler;
 use crate::models::registry;
 use crate::tiling::spatial::SpatialTiling;
@@ -34,15 +34,16 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     }
     let info = input_media(exec, job, timings)?;
     let kind = exec.resolve_kind(job, timings);
-    let interpolation = job.params.interpolate.as_ref().map(|params| InterpolateSettings::resolve(Some(params))).transpose().map_err(ExecError::Invalid)?;
 
     let load_started = Instant::now();
     let (model, _loaded_now) = exec.models.upscaler(&entry, exec.device, kind)?;
-    let interpolator = match interpolation {
-        Some(_) => {
+    // `interpolate=N`: the settings and the box's interpolator, together.
+    let interpolation = match job.params.interpolate.as_ref() {
+        Some(params) => {
+            let settings = InterpolateSettings::resolve(Some(params)).map_err(ExecError::Invalid)?;
             let entry = registry::scan(&exec.config.models_dir).into_iter().find(|e| e.ops.contains(&Op::Interpolate) && e.present());
             let entry = entry.ok_or_else(|| ExecError::Invalid("interpolate: no frame interpolator in the models folder".into()))?;
-            Some(exec.models.interpolator(&entry, exec.device, kind)?)
+            Some((settings, exec.models.interpolator(&entry, exec.device, kind)?))
         }
         None => None,
     };
@@ -60,17 +61,15 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let chunk_frames = exec.config.chunk_frames;
 
     let reader = read_frames(exec, job, &info, chunk_frames)?;
-    let rates = interpolation.as_ref().map(|settings| interpolate::rates(&info, settings)).transpose()?;
-    let fps_rational = rates.map_or_else(|| info.fps_rational.clone(), |(_, output)| output.as_text());
-    let mut writer = write_frames(exec, job, OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) })?;
-    let mut source = match (&interpolator, &interpolation, rates) {
-        (Some(interpolator), Some(settings), Some((input, output))) => {
-            let window = FrameWindow::new(reader, exec.device);
-            let flow_scale = retimer::flow_scale(width, height);
-            FrameSource::Retimed(Retimer::new(&**interpolator, Retiming::new(input, output, info.frames), window, flow_scale, settings.scene_threshold))
-        }
-        _ => FrameSource::Read(reader),
+    let mut source = match &interpolation {
+        Some((settings, interpolator)) => FrameSource::Retimed(Retimer::for_input(&**interpolator, &info, settings, FrameWindow::new(reader, exec.device))?),
+        None => FrameSource::Read(reader),
     };
+    let fps_rational = match &source {
+        FrameSource::Retimed(retimer) => retimer.output_rate().as_text(),
+        FrameSource::Read(_) => info.fps_rational.clone(),
+    };
+    let mut writer = write_frames(exec, job, OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) })?;
     let total = source.total(info.frames);
     let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
     let mut tiling = SpatialTiling {
@@ -136,9 +135,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         frames: done,
         fallbacks,
         frame_workers: workers,
-        interpolation: match (&source, &interpolation, rates) {
-            (FrameSource::Retimed(retimer), Some(settings), Some((input, output))) => Some(interpolate::plan(retimer, settings, input, output, done)),
-            _ => None,
+        interpolation: match &source {
+            FrameSource::Retimed(retimer) => Some(retimer.plan(done)),
+            FrameSource::Read(_) => None,
         },
     });
     Ok(video_outcome(job, output_media, timings, plan, quality.map(|meter| meter.metrics())))

@@ -136,6 +136,13 @@ pub struct RestoreParams {
     pub prepend_frames: Option<i64>,
 }
 
+impl InterpolateParams {
+    /// An upscale's `interpolate=N`: that factor, every other setting its default.
+    pub fn upscale_factor(factor: i64) -> InterpolateParams {
+        InterpolateParams { factor: Some(factor), ..InterpolateParams::default() }
+    }
+}
+
 pub use crate::media::OutputFormat;
 
 impl JobParams {

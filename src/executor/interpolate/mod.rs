@@ -13,12 +13,10 @@ use std::time::Instant;
 use super::media_io::{finish_video, input_media, read_frames, video_outcome, write_frames, OutputVideo};
 use super::stage_clock::StageClock;
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
-use crate::jobs::plan::{InterpolatePlan, JobPlan};
+use crate::jobs::plan::JobPlan;
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::models::registry;
-use crate::media::MediaInfo;
 use retimer::Retimer;
-use schedule::{FrameRate, Retiming};
 use settings::InterpolateSettings;
 use window::FrameWindow;
 
@@ -28,7 +26,6 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let entry = registry::find(&exec.config.models_dir, &job.model).ok_or_else(|| ExecError::Invalid(format!("unknown model {}", job.model)))?;
     let settings = InterpolateSettings::resolve(job.params.interpolate.as_ref()).map_err(ExecError::Invalid)?;
     let info = input_media(exec, job, timings)?;
-    let (input_rate, output_rate) = rates(&info, &settings)?;
     let kind = exec.resolve_kind(job, timings);
 
     let load_started = Instant::now();
@@ -37,10 +34,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 
     let chunk_frames = exec.config.chunk_frames;
     let window = FrameWindow::new(read_frames(exec, job, &info, chunk_frames)?, exec.device);
-    let mut writer = write_frames(exec, job, OutputVideo { fps_rational: output_rate.as_text(), ..OutputVideo::like(&info, info.width, info.height) })?;
+    let mut retimer = Retimer::for_input(&*model, &info, &settings, window)?;
+    let mut writer = write_frames(exec, job, OutputVideo { fps_rational: retimer.output_rate().as_text(), ..OutputVideo::like(&info, info.width, info.height) })?;
     let depth = writer.depth();
-    let retiming = Retiming::new(input_rate, output_rate, info.frames);
-    let mut retimer = Retimer::new(&*model, retiming, window, retimer::flow_scale(info.width, info.height), settings.scene_threshold);
 
     let total = retimer.output_frames();
     let mut clock = StageClock::default();
@@ -58,27 +54,5 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
     let output_media = StageClock::time(&mut clock.write, || finish_video(exec, job, writer))?;
     clock.record(timings, written, started);
-    let plan = JobPlan::Interpolate(plan(&retimer, &settings, input_rate, output_rate, written));
-    Ok(video_outcome(job, output_media, timings, plan, None))
-}
-
-/// The input's rate and the one the job writes at.
-pub(super) fn rates(info: &MediaInfo, settings: &InterpolateSettings) -> Result<(FrameRate, FrameRate), ExecError> {
-    let input = FrameRate::parse(&info.fps_rational).ok_or_else(|| ExecError::Invalid(format!("the input's frame rate {} cannot be read", info.fps_rational)))?;
-    Ok((input, settings.output_rate(input).map_err(ExecError::Invalid)?))
-}
-
-/// What a finished re-timing did, for the job's plan.
-pub(super) fn plan(retimer: &Retimer, settings: &InterpolateSettings, input: FrameRate, output: FrameRate, written: u64) -> InterpolatePlan {
-    InterpolatePlan {
-        input_fps: input.as_text(),
-        output_fps: output.as_text(),
-        input_frames: retimer.frames_read(),
-        frames: written,
-        interpolated: retimer.interpolated,
-        scene_cuts: retimer.scene_cuts.clone(),
-        scene_threshold: settings.scene_threshold,
-        flow_scale: retimer.flow_scale(),
-        pairs_per_call: 1,
-    }
+    Ok(video_outcome(job, output_media, timings, JobPlan::Interpolate(retimer.plan(written)), None))
 }

@@ -3,10 +3,13 @@
 use tch::Tensor;
 
 use super::scene;
-use super::schedule::{Retiming, Source};
+use super::schedule::{FrameRate, Retiming, Source};
+use super::settings::InterpolateSettings;
 use super::window::FrameWindow;
 use crate::executor::stage_clock::StageClock;
 use crate::executor::ExecError;
+use crate::jobs::plan::InterpolatePlan;
+use crate::media::MediaInfo;
 use crate::models::family::interpolator::Interpolator;
 
 /// Above this many pixels the motion is estimated at half resolution (RIFE's advice: `--scale 0.5` for 4K,
@@ -14,7 +17,7 @@ use crate::models::family::interpolator::Interpolator;
 const FULL_SCALE_FLOW_MAX_PIXELS: u64 = 2560 * 1440;
 
 /// The motion's resolution relative to the frame's, for frames of this size.
-pub fn flow_scale(width: u32, height: u32) -> f64 {
+fn flow_scale(width: u32, height: u32) -> f64 {
     if u64::from(width) * u64::from(height) > FULL_SCALE_FLOW_MAX_PIXELS {
         0.5
     } else {
@@ -25,34 +28,65 @@ pub fn flow_scale(width: u32, height: u32) -> f64 {
 pub struct Retimer<'m> {
     model: &'m dyn Interpolator,
     retiming: Retiming,
+    input_rate: FrameRate,
+    output_rate: FrameRate,
     window: FrameWindow,
     flow_scale: f64,
     scene_threshold: f64,
     /// The next output frame.
     next: u64,
     /// Output frames the model made.
-    pub interpolated: u64,
+    interpolated: u64,
     /// Input frames that start a new scene.
-    pub scene_cuts: Vec<u64>,
+    scene_cuts: Vec<u64>,
     /// The last pair measured, and whether it was a cut (each pair is measured once).
     last_pair: Option<(u64, bool)>,
 }
 
 impl<'m> Retimer<'m> {
-    pub fn new(model: &'m dyn Interpolator, retiming: Retiming, window: FrameWindow, flow_scale: f64, scene_threshold: f64) -> Self {
-        Retimer { model, retiming, window, flow_scale, scene_threshold, next: 0, interpolated: 0, scene_cuts: Vec::new(), last_pair: None }
+    /// `info`'s frames, read through `window`, re-timed as `settings` say; refused for an input whose rate
+    /// cannot be read or brought to the one asked for.
+    pub fn for_input(model: &'m dyn Interpolator, info: &MediaInfo, settings: &InterpolateSettings, window: FrameWindow) -> Result<Self, ExecError> {
+        let input_rate = FrameRate::parse(&info.fps_rational)
+            .ok_or_else(|| ExecError::Invalid(format!("the input's frame rate {} cannot be read", info.fps_rational)))?;
+        let output_rate = settings.output_rate(input_rate).map_err(ExecError::Invalid)?;
+        Ok(Retimer {
+            model,
+            retiming: Retiming::new(input_rate, output_rate, info.frames),
+            input_rate,
+            output_rate,
+            window,
+            flow_scale: flow_scale(info.width, info.height),
+            scene_threshold: settings.scene_threshold,
+            next: 0,
+            interpolated: 0,
+            scene_cuts: Vec::new(),
+            last_pair: None,
+        })
+    }
+
+    /// The rate the re-timed frames play at.
+    pub fn output_rate(&self) -> FrameRate {
+        self.output_rate
+    }
+
+    /// What the re-timing did once `written` frames are out, for the job's plan.
+    pub fn plan(&self, written: u64) -> InterpolatePlan {
+        InterpolatePlan {
+            input_fps: self.input_rate.as_text(),
+            output_fps: self.output_rate.as_text(),
+            input_frames: self.window.frames_read(),
+            frames: written,
+            interpolated: self.interpolated,
+            scene_cuts: self.scene_cuts.clone(),
+            scene_threshold: self.scene_threshold,
+            flow_scale: self.flow_scale,
+            pairs_per_call: 1,
+        }
     }
 
     pub fn output_frames(&self) -> u64 {
         self.retiming.output_frames()
-    }
-
-    pub fn frames_read(&self) -> u64 {
-        self.window.frames_read()
-    }
-
-    pub fn flow_scale(&self) -> f64 {
-        self.flow_scale
     }
 
     /// The next output frames, `[m, 3, H, W]` Float in [0, 1] with m ≥ `at_least` unless the clip ends (a
