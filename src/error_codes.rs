@@ -66,6 +66,10 @@ codes! {
     INVALID_RESTORE_PARAMETER = "invalid-restore-parameter";
     /// An `interpolate` parameter (factor, fps, scene_threshold) that cannot run, or an fps not above the input's.
     INVALID_INTERPOLATE_PARAMETER = "invalid-interpolate-parameter";
+    /// `start`, `start_frame`, `frames`, `duration`: given twice, or not a time or a count.
+    INVALID_RANGE = "invalid-range";
+    /// The range starts past the input's end (or holds no frame).
+    RANGE_OUTSIDE_INPUT = "range-outside-input";
     /// `preset` names no preset of this box.
     UNKNOWN_PRESET = "unknown-preset";
     /// `priority` is not an integer in -1000..=1000.

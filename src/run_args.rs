@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use vaebox::device::DtypeChoice;
 use vaebox::jobs::{InterpolateParams, OutputFormat, RestoreParams};
+use vaebox::media::InputRange;
 use vaebox::models::restore::colorfix::ColorFix;
 use vaebox::models::restore::prepare::Fit;
 use vaebox::models::Op;
@@ -124,6 +125,19 @@ pub struct RunArgs {
     /// upscaler, in one pass.
     #[arg(long)]
     pub interpolate: Option<i64>,
+    /// Every op but `vae_decode`: start this many seconds into the input (the first frame at or after it).
+    #[arg(long, conflicts_with = "start_frame")]
+    pub start: Option<f64>,
+    /// Every op but `vae_decode`: the index of the first frame to take (0 is the first).
+    #[arg(long)]
+    pub start_frame: Option<u64>,
+    /// Every op but `vae_decode`: take at most this many frames.
+    #[arg(long, conflicts_with = "duration")]
+    pub frames: Option<u64>,
+    /// Every op but `vae_decode`: take the frames that start within this many seconds (`--duration 5`:
+    /// try the first five seconds).
+    #[arg(long)]
+    pub duration: Option<f64>,
 }
 
 impl RunArgs {
@@ -161,6 +175,10 @@ impl RunArgs {
             fps,
             scene_threshold,
             interpolate,
+            start,
+            start_frame,
+            frames,
+            duration,
         } = self;
         let given = [
             (OpParameter::OutputFormat, output_format.is_some()),
@@ -186,6 +204,10 @@ impl RunArgs {
             (OpParameter::Fps, fps.is_some()),
             (OpParameter::SceneThreshold, scene_threshold.is_some()),
             (OpParameter::Interpolate, interpolate.is_some()),
+            (OpParameter::Start, start.is_some()),
+            (OpParameter::StartFrame, start_frame.is_some()),
+            (OpParameter::Frames, frames.is_some()),
+            (OpParameter::Duration, duration.is_some()),
         ];
         given.into_iter().filter(|(_, given)| *given).map(|(parameter, _)| parameter).collect()
     }
@@ -223,6 +245,7 @@ impl RunArgs {
             metrics: self.metrics.then_some(true),
             restore,
             interpolate,
+            range: Some(InputRange { start: self.start, start_frame: self.start_frame, frames: self.frames, duration: self.duration }),
             ..JobOptions::new(self.op)
         }
     }

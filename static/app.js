@@ -49,6 +49,7 @@
     pollTimer: null,
     places: new Map(),    // id of a queued job -> { position, waitS } (see queuePlaces)
     workerCount: 0,       // workers /healthz names: they share the queue's work (none: no wait is guessed)
+    tries: new Map(),     // id of a "try first" job -> { entries, file }: what "Run the whole clip" sends
   };
 
   // ---------- helpers ----------
@@ -440,6 +441,8 @@
     const busy = !!state.xhr;
     const noVae = $("op").value === "restore" && !$("vae").value;
     $("submit").disabled = busy || !state.file || !m || m.present === false || noVae;
+    // A latent is decoded whole: there is no first few seconds of it to try.
+    $("try-first").disabled = $("submit").disabled || $("op").value === "vae_decode";
     $("abort").hidden = !busy;
   }
 
@@ -491,11 +494,39 @@
   function submitJob(ev) {
     ev.preventDefault();
     if (state.xhr || !state.file) return;
+    const entries = formEntries();
+    if (entries) upload(entries, state.file);
+  }
+
+  // "Try first N s": the same settings over the clip's first seconds. The page keeps the file and the
+  // settings, so the whole clip can be sent from the short job's card once its result looks right.
+  function tryFirst() {
+    if (state.xhr || !state.file) return;
+    const seconds = Number($("try-seconds").value);
+    if (!(seconds > 0)) {
+      showError($("form-error"), new ApiError(0, "invalid-range", "Give the seconds to try, more than 0."));
+      $("try-seconds").focus();
+      return;
+    }
+    const entries = formEntries();
+    if (!entries) return;
+    const file = state.file;
+    upload([...entries, ["duration", String(seconds)]], file, (job) => state.tries.set(job.id, { entries, file }));
+  }
+
+  function runWhole(job) {
+    const tried = state.tries.get(job.id);
+    if (!tried || state.xhr) return;
+    upload(tried.entries, tried.file);
+  }
+
+  // The form's fields as [name, value] pairs, checked as far as the page can; null after showing why not.
+  function formEntries() {
     const prio = $("priority").value.trim() === "" ? 0 : Number($("priority").value);
     if (!Number.isInteger(prio)) {
       showError($("form-error"), new ApiError(0, "invalid-priority", "Priority must be an integer."));
       $("priority").focus();
-      return;
+      return null;
     }
     const op = $("op").value;
     let opFields = [];
@@ -507,24 +538,26 @@
       showError($("form-error"), e);
       if (e.field && $("restore-advanced").contains(e.field)) $("restore-advanced").open = true;
       if (e.field) e.field.focus();
-      return;
+      return null;
     }
     savePrefs();
+    const entries = [["op", op], ["model", $("model").value], ...opFields, ["priority", String(prio)], ["dtype", $("dtype").value]];
+    if (op !== "vae_encode" && $("output-format").value) entries.push(["output_format", $("output-format").value]);
+    return entries;
+  }
+
+  // Sends the fields and the file as a job; `onQueued(job)` when the box took it.
+  function upload(entries, file, onQueued) {
     const fd = new FormData();
     // Text fields first so a streaming server can validate before reading the file.
-    fd.append("op", op);
-    fd.append("model", $("model").value);
-    for (const [k, v] of opFields) fd.append(k, v);
-    fd.append("priority", String(prio));
-    fd.append("dtype", $("dtype").value);
-    if (op !== "vae_encode" && $("output-format").value) fd.append("output_format", $("output-format").value);
-    fd.append("file", state.file, state.file.name);
+    for (const [k, v] of entries) fd.append(k, v);
+    fd.append("file", file, file.name);
 
     const xhr = new XMLHttpRequest();
     state.xhr = xhr;
     const bar = $("upload-progress");
     const txt = $("upload-text");
-    const total = state.file.size;
+    const total = file.size;
     const started = performance.now();
     bar.value = 0;
     $("upload").hidden = false;
@@ -554,6 +587,7 @@
         $("file").value = "";
         setFile(null);
         if (job && job.id) {
+          if (onQueued) onQueued(job);
           job._localAt = Date.now();
           upsertJob(job, true);
           render();
@@ -963,6 +997,14 @@
     return params.scale ? `×${params.scale}` : null;
   }
 
+  // A job over part of its input: "first 5 s", "from 12.5 s, 48 frames".
+  function rangeText(range) {
+    if (!range) return null;
+    const from = isNum(range.start) ? `from ${range.start} s` : isNum(range.start_frame) ? `from frame ${range.start_frame}` : "";
+    const length = isNum(range.duration) ? `${range.duration} s` : isNum(range.frames) ? `${range.frames} frames` : "to the end";
+    return from ? `${from}, ${length}` : `first ${length}`;
+  }
+
   function buildTop(job) {
     const st = job.status || "unknown";
     const params = job.params || {};
@@ -974,6 +1016,7 @@
       h("span", { class: "job-meta muted" },
         [job.op, job.model,
           sizeText(params),
+          rangeText(params.range),
           params.dtype ? params.dtype : null,
           job.priority ? `prio ${job.priority}` : null].filter(Boolean).join(" · ")));
 
@@ -983,6 +1026,9 @@
         class: "button primary", href: withToken(job.output.url), download: job.output.file_name || "",
         "aria-label": `Download ${job.output.file_name || "result"}`,
       }, "Download"));
+    }
+    if (st === "succeeded" && state.tries.has(job.id)) {
+      actions.append(h("button", { type: "button", onclick: () => runWhole(job), "aria-label": `Run the whole clip of ${title} with the same settings` }, "Run the whole clip"));
     }
     if (canCompare(job)) {
       actions.append(h("button", { type: "button", onclick: () => openCompare(job.id), "aria-label": `Compare ${title} before and after` }, "Compare"));
@@ -1557,6 +1603,7 @@
   function init() {
     setupDrop();
     $("job-form").addEventListener("submit", submitJob);
+    $("try-first").addEventListener("click", tryFirst);
     $("abort").addEventListener("click", () => { if (state.xhr) state.xhr.abort(); });
     $("op").addEventListener("change", () => { onOpChange(); savePrefs(); });
     $("preset").addEventListener("change", (e) => applyPreset(e.target.value));

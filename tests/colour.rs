@@ -75,7 +75,7 @@ fn yuv_means(path: &Path) -> [f64; 3] {
 /// Decodes with our reader (the input's colour) and encodes back with our writer (the same colour).
 fn round_trip(input: &Path, output: &Path) -> (Colour, [f64; 3]) {
     let info = probe(&tools(), input, &MediaLimits::unlimited()).unwrap();
-    let read = ReadConfig { input: input.to_path_buf(), width: WIDTH, height: HEIGHT, chunk_frames: 4, queue_chunks: 2, colour: info.colour.clone(), priority: ProcessPriority::Normal };
+    let read = ReadConfig { input: input.to_path_buf(), width: WIDTH, height: HEIGHT, chunk_frames: 4, queue_chunks: 2, colour: info.colour.clone(), priority: ProcessPriority::Normal, span: None };
     let mut reader = FrameReader::spawn(&tools(), read).unwrap();
     let write = WriteConfig {
         output: output.to_path_buf(),
@@ -83,6 +83,7 @@ fn round_trip(input: &Path, output: &Path) -> (Colour, [f64; 3]) {
         height: HEIGHT,
         fps_rational: info.fps_rational.clone(),
         streams_from: None,
+        streams_span: None,
         format: OutputFormat::H264,
         colour: info.colour.clone(),
         crf: 0,

@@ -58,7 +58,7 @@ fn ffprobe_audio_codec(path: &Path) -> String {
 }
 
 fn read_all(path: &Path, width: u32, height: u32, chunk_frames: usize) -> Vec<RgbFrames> {
-    let config = ReadConfig { input: path.to_path_buf(), width, height, chunk_frames, queue_chunks: 2, colour: probe_ok(path).colour, priority: ProcessPriority::Normal };
+    let config = ReadConfig { input: path.to_path_buf(), width, height, chunk_frames, queue_chunks: 2, colour: probe_ok(path).colour, priority: ProcessPriority::Normal, span: None };
     let mut reader = FrameReader::spawn(&tools(), config).unwrap();
     let mut chunks = Vec::new();
     while let Some(chunk) = reader.next_chunk().unwrap() {
@@ -75,6 +75,7 @@ fn write_config(output: &Path, width: u32, height: u32) -> WriteConfig {
         height,
         fps_rational: "30000/1001".into(),
         streams_from: None,
+        streams_span: None,
         format: OutputFormat::H264,
         colour: Colour::default_for_height(height),
         crf: 12,
@@ -121,7 +122,7 @@ fn decoding_in_chunks_yields_every_frame_once_and_matches_the_ffmpeg_cli() {
 fn reencoding_the_first_frames_keeps_size_count_rate_and_pixels() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out.mp4");
-    let config = ReadConfig { input: clip(), width: CLIP_WIDTH, height: CLIP_HEIGHT, chunk_frames: 7, queue_chunks: 2, colour: Colour::default_for_height(CLIP_HEIGHT), priority: ProcessPriority::Normal };
+    let config = ReadConfig { input: clip(), width: CLIP_WIDTH, height: CLIP_HEIGHT, chunk_frames: 7, queue_chunks: 2, colour: Colour::default_for_height(CLIP_HEIGHT), priority: ProcessPriority::Normal, span: None };
     let mut reader = FrameReader::spawn(&tools(), config).unwrap();
     let mut writer = FrameWriter::spawn(&tools(), write_config(&output, CLIP_WIDTH, CLIP_HEIGHT)).unwrap();
     let mut originals = Vec::new();
@@ -329,7 +330,7 @@ fn a_failing_encoder_reports_ffmpegs_stderr_and_publishes_nothing() {
 #[test]
 fn the_stream_timeout_kills_a_stalled_decode() {
     let tools = MediaTools { stream_timeout: Duration::from_millis(500), ..tools() };
-    let config = ReadConfig { input: clip(), width: CLIP_WIDTH, height: CLIP_HEIGHT, chunk_frames: 1, queue_chunks: 1, colour: Colour::default_for_height(CLIP_HEIGHT), priority: ProcessPriority::Normal };
+    let config = ReadConfig { input: clip(), width: CLIP_WIDTH, height: CLIP_HEIGHT, chunk_frames: 1, queue_chunks: 1, colour: Colour::default_for_height(CLIP_HEIGHT), priority: ProcessPriority::Normal, span: None };
     let mut reader = FrameReader::spawn(&tools, config).unwrap();
     let started = Instant::now();
     let first = reader.next_chunk().unwrap().unwrap();

@@ -8,6 +8,7 @@ use crate::device::DtypeChoice;
 use crate::error_codes as codes;
 use crate::config::Config;
 use crate::jobs::{InterpolateParams, OutputFormat, RestoreParams};
+use crate::media::InputRange;
 use crate::models::Op;
 use crate::models::restore::colorfix::ColorFix;
 use crate::models::restore::prepare::Fit;
@@ -81,7 +82,20 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
         metrics,
         restore,
         interpolate,
+        range: input_range(fields)?,
     })
+}
+
+/// `start`/`start_frame` and `frames`/`duration`; the queue checks them together (`InputRange::check`).
+fn input_range(fields: &JobFields) -> Result<Option<InputRange>, ApiError> {
+    let code = codes::INVALID_RANGE;
+    let range = InputRange {
+        start: number_field("start", &fields.start, code)?,
+        start_frame: number_field("start_frame", &fields.start_frame, code)?,
+        frames: number_field("frames", &fields.frames, code)?,
+        duration: number_field("duration", &fields.duration, code)?,
+    };
+    Ok((!range.is_empty()).then_some(range))
 }
 
 /// A field given that the op does not read is refused (400 `parameter-not-for-op`, by the queue's table).
@@ -118,6 +132,10 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         fps,
         scene_threshold,
         interpolate,
+        start,
+        start_frame,
+        frames,
+        duration,
     } = fields;
     let given = [
         (OpParameter::Scale, scale),
@@ -144,6 +162,10 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         (OpParameter::Fps, fps),
         (OpParameter::SceneThreshold, scene_threshold),
         (OpParameter::Interpolate, interpolate),
+        (OpParameter::Start, start),
+        (OpParameter::StartFrame, start_frame),
+        (OpParameter::Frames, frames),
+        (OpParameter::Duration, duration),
     ];
     Ok(queue::refuse_parameters_not_for(op, given.into_iter().filter(|(_, value)| value.is_some()).map(|(parameter, _)| parameter))?)
 }

@@ -134,6 +134,20 @@ pub struct JobFields {
     /// no blended frames (the earlier frame is held); 0 turns the detection off (default 0.1).
     #[param(value_type = f64, required = false, minimum = 0, maximum = 1)]
     pub scene_threshold: Option<String>,
+    /// Every op but vae_decode: start this many seconds into the input (at the first frame at or after
+    /// that time) instead of at its first frame. Audio and subtitles are cut alike.
+    #[param(value_type = f64, required = false, minimum = 0)]
+    pub start: Option<String>,
+    /// Every op but vae_decode: the index of the first frame to take (0 is the first), instead of start.
+    #[param(value_type = i64, required = false, minimum = 0)]
+    pub start_frame: Option<String>,
+    /// Every op but vae_decode: take at most this many frames from the start.
+    #[param(value_type = i64, required = false, minimum = 1)]
+    pub frames: Option<String>,
+    /// Every op but vae_decode: take the frames that start within this many seconds, instead of frames
+    /// ("try the first 5 seconds": duration=5).
+    #[param(value_type = f64, required = false)]
+    pub duration: Option<String>,
     /// Raw uploads only: the file's name (a multipart `file` part carries its own).
     #[param(value_type = String, required = false)]
     pub filename: Option<String>,

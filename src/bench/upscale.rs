@@ -54,7 +54,7 @@ impl StepTimes {
 
 fn read_chunks(request: &StepRequest) -> anyhow::Result<Vec<RgbFrames>> {
     let info = media::probe(&request.config.tools, request.input, &media::MediaLimits::unlimited())?;
-    let read = ReadConfig { input: request.input.to_path_buf(), width: info.width, height: info.height, chunk_frames: request.chunk_frames, queue_chunks: 2, colour: info.colour.clone(), priority: Default::default() };
+    let read = ReadConfig { input: request.input.to_path_buf(), width: info.width, height: info.height, chunk_frames: request.chunk_frames, queue_chunks: 2, colour: info.colour.clone(), priority: Default::default(), span: None };
     let mut reader = FrameReader::spawn(&request.config.tools, read)?;
     let mut chunks = Vec::new();
     while chunks.len() * request.chunk_frames < SAMPLE_FRAMES {

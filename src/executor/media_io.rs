@@ -2,7 +2,7 @@
 //! format with that colour and, unless `keep_audio=false`, the input's audio, subtitles and chapters.
 use super::{ExecError, Executor, JobSpec};
 use crate::jobs::{JobOutcome, JobPlan, OutputFormat, QualityMetrics, Timings};
-use crate::media::{Colour, FrameReader, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
+use crate::media::{Colour, FrameReader, FrameSpan, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
 
 /// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
 const QUEUE_CHUNKS: usize = 2;
@@ -18,6 +18,8 @@ pub struct OutputVideo {
     /// Non-square pixels keep their shape: every op scales both sides alike (upscale) or resizes by one
     /// factor and crops (restore).
     pub sample_aspect_ratio: Option<String>,
+    /// A job over part of the input keeps the audio and subtitles of that part's time only.
+    pub span: Option<FrameSpan>,
 }
 
 impl OutputVideo {
@@ -30,6 +32,7 @@ impl OutputVideo {
             colour: info.colour.clone(),
             from_input_video: true,
             sample_aspect_ratio: info.sample_aspect_ratio.clone(),
+            span: info.span,
         }
     }
 }
@@ -43,6 +46,7 @@ pub fn read_frames(exec: &Executor, job: &JobSpec, info: &MediaInfo, chunk_frame
         queue_chunks: QUEUE_CHUNKS,
         colour: info.colour.clone(),
         priority: exec.config.media_priority,
+        span: info.span,
     };
     Ok(FrameReader::spawn(&exec.config.tools, config)?)
 }
@@ -55,6 +59,7 @@ pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Resul
         height: video.height,
         fps_rational: video.fps_rational,
         streams_from: keep_streams.then(|| job.input_path.clone()),
+        streams_span: video.span,
         format: job.params.output_format.unwrap_or(OutputFormat::H264),
         colour: video.colour,
         crf: exec.config.output_crf,
@@ -67,13 +72,14 @@ pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Resul
 }
 
 /// The job's input as probed: what the upload's checks found, or a probe now (a job made by `vaebox run`,
-/// or one whose input came from the shared storage), whose time is added to the upload's `probe`.
+/// or one whose input came from the shared storage), whose time is added to the upload's `probe`. A job
+/// over part of the input (`start`, `frames`, …) sees that part (`MediaInfo::span`).
 pub fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
     if let Some(info) = &job.input_media {
         return Ok(info.clone());
     }
     let started = std::time::Instant::now();
-    let info = crate::media::probe(&exec.config.tools, &job.input_path, &exec.config.limits)?;
+    let info = crate::media::probe_part(&exec.config.tools, &job.input_path, &exec.config.limits, job.params.range.as_ref())?;
     timings.probe = Some(timings.probe.unwrap_or(0.0) + started.elapsed().as_secs_f64());
     Ok(info)
 }

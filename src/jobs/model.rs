@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::plan::JobPlan;
 use crate::device::DtypeChoice;
-use crate::media::MediaInfo;
+use crate::media::{InputRange, MediaInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -77,6 +77,9 @@ pub struct JobParams {
     /// `interpolate`: the output's rate and the scene-cut threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpolate: Option<InterpolateParams>,
+    /// Part of the input instead of all of it (every op that reads a video).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<InputRange>,
 }
 
 /// `interpolate` jobs only; filled in at submission (`factor` 2 when neither it nor `fps` is given).
@@ -160,6 +163,7 @@ impl JobParams {
             memory_budget_mib: None,
             restore: None,
             interpolate: None,
+            range: None,
         }
     }
 }

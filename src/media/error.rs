@@ -32,6 +32,10 @@ pub enum MediaError {
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
 
+    /// A range (`start`, `frames`, …) that names no frame of the input.
+    #[error("range outside the input: {reason}")]
+    OutsideInput { reason: String },
+
     /// A caller handed the media layer something inconsistent (zero sizes, a chunk of the wrong size).
     #[error("invalid media request: {0}")]
     InvalidRequest(String),
@@ -48,6 +52,7 @@ impl MediaError {
             MediaError::FfmpegFailed { .. } => codes::FFMPEG_FAILED,
             MediaError::Missing { .. } => codes::FFMPEG_MISSING,
             MediaError::Io { .. } => codes::MEDIA_IO,
+            MediaError::OutsideInput { .. } => codes::RANGE_OUTSIDE_INPUT,
             MediaError::InvalidRequest(_) => codes::MEDIA_INVALID_REQUEST,
         }
     }
@@ -61,6 +66,7 @@ impl MediaError {
                 | MediaError::NotAVideo { .. }
                 | MediaError::Truncated { .. }
                 | MediaError::TooLarge { .. }
+                | MediaError::OutsideInput { .. }
         )
     }
 

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use super::colour::Colour;
 use super::format::SampleDepth;
 use super::probe::file_url;
+use super::range::FrameSpan;
 use super::process::{set_thread_priority, BoundedChild, ChildKiller, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaTools};
 
@@ -83,6 +84,8 @@ pub struct ReadConfig {
     pub colour: Colour,
     /// The decoder's CPU priority against the model.
     pub priority: ProcessPriority,
+    /// Only these frames (`MediaInfo::span`); `None` reads them all.
+    pub span: Option<FrameSpan>,
 }
 
 /// `Ok(None)` marks a clean end, so a vanished thread is never mistaken for one.
@@ -110,7 +113,11 @@ impl FrameReader {
         let mut args: Vec<OsString> =
             ["-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i"].iter().map(OsString::from).collect();
         args.push(file_url(&config.input));
-        let to_rgb = format!("{},format=rgb24", config.colour.to_rgb_filter());
+        // `trim` counts the decoded frames themselves, so a span is exact whatever the timestamps.
+        let take_span = config.span.map(|span| {
+            format!("trim=start_frame={}:end_frame={},setpts=PTS-STARTPTS,", span.start_frame, span.start_frame + span.frames)
+        });
+        let to_rgb = format!("{}{},format=rgb24", take_span.unwrap_or_default(), config.colour.to_rgb_filter());
         args.extend(
             ["-map", "0:v:0", "-vf", &to_rgb, "-f", "rawvideo", "-pix_fmt", "rgb24", "-fps_mode", "passthrough", "pipe:1"]
                 .iter()

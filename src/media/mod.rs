@@ -10,6 +10,7 @@ pub mod preview;
 pub mod safetensors;
 mod probe;
 mod process;
+mod range;
 mod settings;
 mod writer;
 
@@ -18,6 +19,7 @@ pub use error::MediaError;
 pub use format::{available_formats, OutputFormat, SampleDepth};
 pub use frames::{FrameReader, ReadConfig, RgbFrames};
 pub use process::ProcessPriority;
+pub use range::{probe_part, FrameSpan, InputRange};
 pub use probe::{probe, MediaInfo};
 pub use settings::{MediaLimits, MediaTools};
 pub use writer::{FrameWriter, WriteConfig};

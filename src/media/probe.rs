@@ -36,6 +36,10 @@ pub struct MediaInfo {
     /// written into every output and preview so the picture keeps its shape. Null for square pixels.
     #[serde(default)]
     pub sample_aspect_ratio: Option<String>,
+    /// For a job over part of the input (`start`, `frames`, …): which frames, of how many. `frames` and
+    /// `duration_s` above are then the part's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<super::range::FrameSpan>,
 }
 
 fn unprobed_colour() -> Colour {
@@ -291,6 +295,7 @@ fn media_info_from(report: &ProbeReport, bytes: u64) -> Result<MediaInfo, MediaE
         bytes,
         colour: Colour::from_probe(&video.colour, height),
         sample_aspect_ratio,
+        span: None,
     })
 }
 
@@ -306,7 +311,7 @@ fn non_square(sar: &str, quarter_turned: bool) -> Option<String> {
     Some(format!("{num}:{den}"))
 }
 
-fn check_limits(info: &MediaInfo, limits: &MediaLimits) -> Result<(), MediaError> {
+pub(super) fn check_limits(info: &MediaInfo, limits: &MediaLimits) -> Result<(), MediaError> {
     if info.width > limits.max_width {
         return Err(MediaError::too_large("width", info.width, limits.max_width));
     }

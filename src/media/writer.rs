@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use super::colour::Colour;
 use super::format::{OutputFormat, SampleDepth};
 use super::frames::frame_bytes;
+use super::range::FrameSpan;
 use super::probe::{file_url, parse_rate, source_streams, SourceStreams};
 use super::process::{set_thread_priority, BoundedChild, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaTools, RgbFrames};
@@ -30,6 +31,9 @@ pub struct WriteConfig {
     /// Copy the audio (first stream), subtitles and chapters of this file (the job's input) where
     /// the output's container takes them; `None` keeps none.
     pub streams_from: Option<PathBuf>,
+    /// A job over part of the input: the time of `streams_from` kept (its audio and subtitles from the
+    /// span's start, for its length), so they stay in step with the frames.
+    pub streams_span: Option<FrameSpan>,
     /// Any but `safetensors`.
     pub format: OutputFormat,
     /// Written into the output, and the matrix and range its YUV is made with.
@@ -253,6 +257,10 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
     let input_pix_fmt = format.depth().rgb_pix_fmt();
     push_all(&mut args, &["-f", "rawvideo", "-pix_fmt", input_pix_fmt, "-s", &size, "-framerate", fps_rational, "-i", "pipe:0"]);
     if let Some((path, _)) = sources {
+        if let Some(span) = &config.streams_span {
+            // Input options: ffmpeg seeks this input (exactly, as it decodes) and reads no further.
+            push_all(&mut args, &["-ss", &format!("{:.6}", span.start_s), "-t", &format!("{:.6}", span.duration_s)]);
+        }
         push_all(&mut args, &["-protocol_whitelist", "file", "-i"]);
         args.push(file_url(path));
     }
@@ -281,7 +289,7 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
     push_all(&mut args, &["-pix_fmt", output_pix_fmt(format)]);
     args.extend(config.colour.output_flags(format.is_rgb()).into_iter().map(OsString::from));
     if let Some((_, streams)) = sources {
-        push_kept_streams(&mut args, format, streams);
+        push_kept_streams(&mut args, format, streams, config.streams_span.is_some());
     }
     push_all(&mut args, &["-fps_mode", "passthrough"]);
     match format {
@@ -307,10 +315,18 @@ fn output_pix_fmt(format: OutputFormat) -> &'static str {
 /// Audio, subtitles and chapters of input 1, as the container takes them: Matroska copies them as they
 /// are; MP4 and MOV re-encode audio they cannot hold to AAC and text subtitles to `mov_text`, and leave
 /// out picture subtitles (said in the log).
-fn push_kept_streams(args: &mut Vec<OsString>, format: OutputFormat, streams: &SourceStreams) {
+/// Audio of part of the input (`cut`) is decoded and encoded again: a copy would start at the packet ffmpeg
+/// seeked to (the video's keyframe before the part), not at the part's start.
+fn push_kept_streams(args: &mut Vec<OsString>, format: OutputFormat, streams: &SourceStreams, cut: bool) {
     let matroska = format == OutputFormat::Ffv1;
     if let Some(codec) = &streams.audio {
-        let audio_codec = if matroska || MP4_AUDIO_CODECS.contains(&codec.as_str()) { "copy" } else { "aac" };
+        let audio_codec = match (cut, matroska) {
+            (true, true) => "flac",
+            (true, false) => "aac",
+            (false, true) => "copy",
+            (false, false) if MP4_AUDIO_CODECS.contains(&codec.as_str()) => "copy",
+            (false, false) => "aac",
+        };
         push_all(args, &["-map", "1:a:0?", "-c:a", audio_codec]);
     }
     let mut kept = 0;

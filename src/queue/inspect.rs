@@ -48,7 +48,8 @@ pub async fn inspect_input(config: &Config, request: &JobRequest, path: &Path, k
     let tools = config.media_tools();
     let video = path.to_path_buf();
     let probe_limits = limits.clone();
-    let info = match tokio::task::spawn_blocking(move || media::probe(&tools, &video, &probe_limits)).await? {
+    let range = request.params.range.clone();
+    let info = match tokio::task::spawn_blocking(move || media::probe_part(&tools, &video, &probe_limits, range.as_ref())).await? {
         Err(media::MediaError::NotAVideo { reason }) if looks_like_safetensors(path) => {
             let hint = "it is a safetensors file (a latent?): vae_decode takes latents";
             return Err(media::MediaError::NotAVideo { reason: format!("{reason}; {hint}") }.into());

@@ -32,10 +32,14 @@ pub enum OpParameter {
     InputNoiseScale,
     LatentNoiseScale,
     PrependFrames,
+    Start,
+    StartFrame,
+    Frames,
+    Duration,
 }
 
 impl OpParameter {
-    pub const ALL: [OpParameter; 24] = [
+    pub const ALL: [OpParameter; 28] = [
         OpParameter::Scale,
         OpParameter::Tile,
         OpParameter::Normalize,
@@ -60,6 +64,10 @@ impl OpParameter {
         OpParameter::InputNoiseScale,
         OpParameter::LatentNoiseScale,
         OpParameter::PrependFrames,
+        OpParameter::Start,
+        OpParameter::StartFrame,
+        OpParameter::Frames,
+        OpParameter::Duration,
     ];
 
     pub fn parse(name: &str) -> Option<OpParameter> {
@@ -98,6 +106,10 @@ impl OpParameter {
             OpParameter::InputNoiseScale => "input_noise_scale",
             OpParameter::LatentNoiseScale => "latent_noise_scale",
             OpParameter::PrependFrames => "prepend_frames",
+            OpParameter::Start => "start",
+            OpParameter::StartFrame => "start_frame",
+            OpParameter::Frames => "frames",
+            OpParameter::Duration => "duration",
         }
     }
 
@@ -106,10 +118,11 @@ impl OpParameter {
         use OpParameter::*;
         match op {
             // The budget of an upscale is what a worker must have free to claim it (several boxes).
-            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib, Interpolate],
-            Op::VaeEncode => &[Normalize, MemoryBudgetMib],
+            // A range (`start`…`duration`) is every op's that reads a video; a latent is decoded whole.
+            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib, Interpolate, Start, StartFrame, Frames, Duration],
+            Op::VaeEncode => &[Normalize, MemoryBudgetMib, Start, StartFrame, Frames, Duration],
             Op::VaeDecode => &[MemoryBudgetMib, OutputFormat],
-            Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio],
+            Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio, Start, StartFrame, Frames, Duration],
             Op::Restore => &[
                 Scale,
                 MemoryBudgetMib,
@@ -128,8 +141,12 @@ impl OpParameter {
                 InputNoiseScale,
                 LatentNoiseScale,
                 PrependFrames,
+                Start,
+                StartFrame,
+                Frames,
+                Duration,
             ],
-            Op::Interpolate => &[Factor, Fps, SceneThreshold, OutputFormat, KeepAudio],
+            Op::Interpolate => &[Factor, Fps, SceneThreshold, OutputFormat, KeepAudio, Start, StartFrame, Frames, Duration],
         }
     }
 

@@ -10,6 +10,7 @@ use crate::error_codes as codes;
 use crate::executor::restore::{self, RestoreSettings};
 use crate::executor::interpolate::settings::InterpolateSettings;
 use crate::jobs::{InterpolateParams, JobParams, OutputFormat, RestoreParams};
+use crate::media::InputRange;
 use crate::models::Op;
 use crate::models::registry;
 
@@ -35,6 +36,8 @@ pub struct JobOptions {
     pub restore: Option<RestoreParams>,
     /// interpolate only; `None` is every default.
     pub interpolate: Option<InterpolateParams>,
+    /// Part of the input (every op that reads a video); `None` is all of it.
+    pub range: Option<InputRange>,
 }
 
 impl JobOptions {
@@ -53,6 +56,7 @@ impl JobOptions {
             metrics: None,
             restore: None,
             interpolate: None,
+            range: None,
         }
     }
 }
@@ -173,6 +177,10 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         }
         (Op::Upscale, None) | (Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore, _) => None,
     };
+    let range = options.range.clone().filter(|range| !range.is_empty());
+    if let Some(range) = &range {
+        range.check().map_err(|why| QueueError::refused(codes::INVALID_RANGE, why))?;
+    }
     let output_format = check_output_format(op, options.output_format, config)?;
     if options.metrics == Some(true) && op != Op::Upscale {
         let why = format!("metrics=true is for upscale jobs; {} reports its own or none", op.as_str());
@@ -188,6 +196,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         output_format,
         keep_audio: options.keep_audio,
         metrics: options.metrics,
+        range,
         ..JobParams::new(options.dtype)
     };
     let need = NeedOf { models_dir, entry: &entry, op, params: &params, block_swap: config.dit_block_swap };

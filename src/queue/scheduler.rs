@@ -359,7 +359,30 @@ pub fn output_path_for(job: &Job) -> PathBuf {
             None => format!("{stem}_x{}fps.{extension}", job.params.interpolate.as_ref().and_then(|p| p.factor).unwrap_or(2)),
         },
     };
+    let name = match &job.params.range {
+        // `in_x4.mp4` over part of the input: `in_x4_12.5s+5s.mp4`, `in_x4_f120+48f.mp4`.
+        Some(range) => match name.split_once('.') {
+            Some((base, extensions)) => format!("{base}_{}.{extensions}", range_label(range)),
+            None => format!("{name}_{}", range_label(range)),
+        },
+        None => name,
+    };
     input.parent().map(|dir| dir.join(&name)).unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// `12.5s+5s`, `f120+48f`, `0s+end`: where a part of the input starts and how long it is, for a file name.
+fn range_label(range: &crate::media::InputRange) -> String {
+    let start = match (range.start, range.start_frame) {
+        (Some(seconds), _) => format!("{seconds}s"),
+        (None, Some(frame)) => format!("f{frame}"),
+        (None, None) => "0s".into(),
+    };
+    let length = match (range.frames, range.duration) {
+        (Some(frames), _) => format!("{frames}f"),
+        (None, Some(seconds)) => format!("{seconds}s"),
+        (None, None) => "end".into(),
+    };
+    format!("{start}+{length}")
 }
 
 async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Lease, mut rx: watch::Receiver<Progress>) {

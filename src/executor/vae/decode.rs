@@ -40,6 +40,7 @@ impl DecodeSink {
             colour: Colour::default_for_height(height as u32),
             from_input_video: false,
             sample_aspect_ratio: None,
+            span: None,
         };
         Ok(DecodeSink::Video(ctx.writer(video)?))
     }
