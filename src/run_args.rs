@@ -228,6 +228,7 @@ impl RunArgs {
             input_noise_scale: self.input_noise_scale,
             latent_noise_scale: self.latent_noise_scale,
             prepend_frames: self.prepend_frames,
+            scene_threshold: self.scene_threshold,
         });
         let interpolate = match self.op {
             Op::Interpolate => Some(InterpolateParams { factor: self.factor, fps: self.fps.clone(), scene_threshold: self.scene_threshold }),

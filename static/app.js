@@ -663,10 +663,20 @@
     }
     const prepend = wholeNumber("prepend-frames", "Prepend frames", 0);
     if (prepend !== null) fields.push(["prepend_frames", prepend]);
+    fields.push(...sceneThresholdField());
     return fields.map(([k, v]) => [k, String(v)]);
   }
 
   // The rate (a factor, or a frame rate typed in) and the scene-cut threshold when one is given.
+  // Scene cuts, for interpolate and restore alike; empty sends nothing (the box's default).
+  function sceneThresholdField(code) {
+    const threshold = $("scene-threshold").value.trim();
+    if (threshold === "") return [];
+    const value = Number(threshold);
+    if (!(value >= 0 && value <= 1)) throw fieldError("scene-threshold", "Scene cuts: a number from 0 (off) to 1.", code);
+    return [["scene_threshold", threshold]];
+  }
+
   function interpolateFields() {
     const fields = [];
     if ($("rate").value === "fps") {
@@ -676,12 +686,7 @@
     } else {
       fields.push(["factor", $("rate").value]);
     }
-    const threshold = $("scene-threshold").value.trim();
-    if (threshold !== "") {
-      const value = Number(threshold);
-      if (!(value >= 0 && value <= 1)) throw fieldError("scene-threshold", "Scene cuts: a number from 0 (off) to 1.", "invalid-interpolate-parameter");
-      fields.push(["scene_threshold", threshold]);
-    }
+    fields.push(...sceneThresholdField("invalid-interpolate-parameter"));
     return fields;
   }
 
@@ -1480,7 +1485,7 @@
       restore && hwText(pl.output) ? `${hwText(pl.output)} out` : null,
       interpolation ? `${fpsText(pl.input_fps)} → ${fpsText(pl.output_fps)}` : null,
       interpolation && isNum(pl.interpolated) ? `${pl.interpolated} frame${pl.interpolated === 1 ? "" : "s"} made` : null,
-      interpolation && Array.isArray(pl.scene_cuts) ? `${pl.scene_cuts.length} scene cut${pl.scene_cuts.length === 1 ? "" : "s"}` : null,
+      Array.isArray(pl.scene_cuts) ? `${pl.scene_cuts.length} scene cut${pl.scene_cuts.length === 1 ? "" : "s"}` : null,
       fallbacks.length ? `${fallbacks.length} out-of-memory fallback${fallbacks.length === 1 ? "" : "s"}` : null,
       rowSplit ? "row-split convolutions" : null,
     ].filter(Boolean);

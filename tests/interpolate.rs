@@ -9,7 +9,7 @@ use std::process::Command;
 use common::*;
 use serde_json::Value;
 use tch::{Kind, Tensor};
-use vaebox::executor::interpolate::scene;
+use vaebox::executor::scene;
 
 /// models::rife against the reference, channels-last, fp32 (tests/rife_parity.rs: measured ≤ 3.8e-6), plus
 /// half a 16-bit step for the lossless output's rounding.

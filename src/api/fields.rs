@@ -228,5 +228,6 @@ fn restore_params(fields: &JobFields) -> Result<RestoreParams, ApiError> {
         input_noise_scale: number("input_noise_scale", &fields.input_noise_scale)?,
         latent_noise_scale: number("latent_noise_scale", &fields.latent_noise_scale)?,
         prepend_frames: number("prepend_frames", &fields.prepend_frames)?,
+        scene_threshold: number("scene_threshold", &fields.scene_threshold)?,
     })
 }

@@ -16,6 +16,7 @@ mod replan;
 mod resilient;
 mod stage_clock;
 pub mod restore;
+pub mod scene;
 pub mod tiled;
 pub mod interpolate;
 mod upscale;

@@ -193,6 +193,9 @@ pub struct RestorePlan {
     pub input_noise_scale: f64,
     /// The noise mixed into the DiT's condition latent (0: none).
     pub latent_noise_scale: f64,
+    /// The input frames that start a new scene, and so a new batch: no batch or cross-fade spans a cut.
+    pub scene_cuts: Vec<u64>,
+    pub scene_threshold: f64,
     pub dit: DitPlan,
     /// The plans the VAE's last batch ran with.
     pub vae: VaeStagePlans,
@@ -368,6 +371,8 @@ mod tests {
             prepend_frames: 2,
             input_noise_scale: 0.25,
             latent_noise_scale: 0.0,
+            scene_cuts: vec![4],
+            scene_threshold: 0.1,
             dit: DitPlan { variant: "3b".into(), blocks: 32, dim: 2560, block_placement: "swapped".into(), host_block_bytes: 123 },
             vae: VaeStagePlans { encode: Some(tile_plan(false)), decode: Some(tile_plan(true)) },
             spatial_tiles: Some(tiles),
@@ -389,7 +394,7 @@ mod tests {
         json!({
             "frames": 7, "batch_frames": 5, "batch_overlap": 2, "batches": 2, "resize": [94, 115], "output": [80, 112],
             "fit": "pad", "padding": [0, 0], "latent_grid": [2, 10, 14], "seed": 7, "color_fix": "adain",
-            "prepend_frames": 2, "input_noise_scale": 0.25, "latent_noise_scale": 0.0,
+            "prepend_frames": 2, "input_noise_scale": 0.25, "latent_noise_scale": 0.0, "scene_cuts": [4], "scene_threshold": 0.1,
             "dit": {"variant": "3b", "blocks": 32, "dim": 2560, "block_placement": "swapped", "host_block_bytes": 123},
             "vae": {"encode": tile_plan(false), "decode": tile_plan(true)},
             "spatial_tiles": tiles,

@@ -141,6 +141,7 @@ impl OpParameter {
                 InputNoiseScale,
                 LatentNoiseScale,
                 PrependFrames,
+                SceneThreshold,
                 Start,
                 StartFrame,
                 Frames,

@@ -2,7 +2,6 @@
 //! Input frames at an output time are written as they are; the frames between come from the model, or,
 //! across a scene cut, are the earlier frame held. The output lasts as long as the input (its last frame
 //! held), so the audio and subtitles copied beside it stay in step.
-pub mod scene;
 pub mod schedule;
 pub mod settings;
 pub mod retimer;
@@ -20,7 +19,7 @@ use retimer::Retimer;
 use settings::InterpolateSettings;
 use window::FrameWindow;
 
-pub use scene::DEFAULT_THRESHOLD as DEFAULT_SCENE_THRESHOLD;
+pub use super::scene::DEFAULT_THRESHOLD as DEFAULT_SCENE_THRESHOLD;
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
     let entry = registry::find(&exec.config.models_dir, &job.model).ok_or_else(|| ExecError::Invalid(format!("unknown model {}", job.model)))?;

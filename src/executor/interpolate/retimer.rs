@@ -2,7 +2,7 @@
 //! upscale with `interpolate=N` upscales them (one decode, one encode for both).
 use tch::Tensor;
 
-use super::scene;
+use crate::executor::scene;
 use super::schedule::{FrameRate, Retiming, Source};
 use super::settings::InterpolateSettings;
 use super::window::FrameWindow;

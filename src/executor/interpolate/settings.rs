@@ -1,6 +1,6 @@
 //! An interpolation's parameters as the job runs them, resolved once for the checks before queueing and
 //! for the run: the output's rate (a factor or a target rate) and the scene-cut threshold.
-use super::scene;
+use crate::executor::scene;
 use super::schedule::FrameRate;
 use crate::jobs::InterpolateParams;
 

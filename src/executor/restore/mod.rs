@@ -2,6 +2,8 @@
 //! padded) to the target, led by mirrored frames if asked, gathered into overlapping temporal batches of
 //! `4n + 1` frames, each batch restored in one DiT step between a VAE encode and decode and colour-fixed,
 //! the overlaps cross-faded, and the frames stream on to the encoder. Memory follows the batch, not the clip.
+//! A scene cut ends the batches of one scene as the clip's end would: the next scene starts a batch of its
+//! own, and no batch or cross-fade holds frames of two scenes.
 mod batches;
 mod memory;
 mod prepend;
@@ -25,6 +27,7 @@ use batches::{BatchBuffer, BatchShape, TemporalBlender};
 use memory::{memory_plan, MemoryInputs, MemoryPlan};
 use prepend::PrependMirror;
 use settings::halved_batch;
+use super::scene::CutFinder;
 use vae::{StreamSettings, StreamedVae};
 pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT_BATCH_OVERLAP, DEFAULT_SEED};
 
@@ -76,6 +79,20 @@ struct Clock {
     done: u64,
     /// Of the `prepend_frames` at the output's start, those dropped so far.
     dropped: i64,
+    /// Batches restored so far (each draws its noise from the seed and its index).
+    batches: i64,
+}
+
+/// The batches of the scene being read, waiting frames and the frames held for the next cross-fade.
+struct SceneBatches {
+    buffer: BatchBuffer,
+    blender: TemporalBlender,
+}
+
+impl SceneBatches {
+    fn new(shape: BatchShape) -> SceneBatches {
+        SceneBatches { buffer: BatchBuffer::new(shape), blender: TemporalBlender::new(shape) }
+    }
 }
 
 /// Shares of a batch's time per stage before any batch has been timed (the 3B at 720p on an H100:
@@ -95,9 +112,10 @@ impl Pipeline<'_> {
         let (exec, info) = (self.exec, self.info);
         let mut reader = read_frames(exec, self.job, info, exec.config.chunk_frames)?;
         let mut writer = write_frames(exec, self.job, OutputVideo::like(info, self.geometry.crop_w as u32, self.geometry.crop_h as u32))?;
-        let (mut buffer, mut blender) = (BatchBuffer::new(self.settings.batch), TemporalBlender::new(self.settings.batch));
-        let (mut clock, mut batch_index) = (Clock::default(), 0i64);
+        let mut scene = SceneBatches::new(self.settings.batch);
+        let mut clock = Clock::default();
         let mut mirror = PrependMirror::new(self.settings.prepend_frames);
+        let mut cuts = CutFinder::new(self.settings.scene_threshold);
         let started = Instant::now();
         let mut input_ended = false;
         while !input_ended {
@@ -105,29 +123,25 @@ impl Pipeline<'_> {
             let waited = Instant::now();
             let chunk = reader.next_chunk()?;
             clock.io.read += waited.elapsed().as_secs_f64();
-            match chunk {
+            let ready: Vec<Tensor> = match chunk {
                 Some(chunk) => {
                     let prepared = prepare::prepare_frames(&frames::to_tensor(&chunk, exec.device), &self.geometry)?;
-                    for i in 0..prepared.size()[1] {
-                        mirror.push(prepared.select(1, i)).into_iter().for_each(|frame| buffer.push(frame));
-                    }
+                    (0..prepared.size()[1]).flat_map(|i| mirror.push(prepared.select(1, i))).collect()
                 }
                 None => {
-                    mirror.finish().into_iter().for_each(|frame| buffer.push(frame));
                     input_ended = true;
+                    mirror.finish()
                 }
+            };
+            for frame in ready {
+                // Prepared frames are in [-1, 1]; the measure takes [0, 1].
+                if cuts.starts_scene(&((&frame + 1.0) * 0.5).unsqueeze(0)) {
+                    self.restore_batches(vae, &mut scene, true, &mut writer, &mut clock, started)?;
+                    scene = SceneBatches::new(self.settings.batch);
+                }
+                scene.buffer.push(frame);
             }
-            loop {
-                let overlap = buffer.overlap_with_previous();
-                let Some(batch) = buffer.next_batch(input_ended) else { break };
-                self.hooks.check_cancelled()?;
-                let restored = self.restore_resilient(vae, &batch, batch_index, &mut clock, started)?;
-                batch_index += 1;
-                clock.done += self.write(&mut writer, &blender.push(&restored, overlap), &mut clock)?;
-            }
-        }
-        if let Some(rest) = blender.finish() {
-            clock.done += self.write(&mut writer, &rest, &mut clock)?;
+            self.restore_batches(vae, &mut scene, input_ended, &mut writer, &mut clock, started)?;
         }
         self.hooks.check_cancelled()?;
         let done = clock.done;
@@ -137,15 +151,37 @@ impl Pipeline<'_> {
         clock.io.write += flushed.elapsed().as_secs_f64();
         let output_media = media::probe(&exec.config.tools, &self.job.output_path, &media::MediaLimits::unlimited()).ok();
         self.record(timings, &clock, done, started);
+        // Cuts are counted in the frames the batches saw, which begin with the mirrored lead.
+        let lead = self.settings.prepend_frames as u64;
+        let scene_cuts = cuts.cuts.iter().filter(|cut| **cut > lead).map(|cut| cut - lead).collect();
         Ok(JobOutcome {
             output_name: self.job.output_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             output_path: self.job.output_path.clone(),
             output_bytes: std::fs::metadata(&self.job.output_path).map(|m| m.len()).unwrap_or(0),
             output_media,
             timings: timings.clone(),
-            plan: Some(JobPlan::Restore(self.plan(done, batch_index, vae, clock.fallbacks))),
+            plan: Some(JobPlan::Restore(self.plan(done, clock.batches, scene_cuts, vae, clock.fallbacks))),
             metrics: None,
         })
+    }
+
+    /// Restores the batches that are ready and writes what is final; at the end of the scene (the input's
+    /// end, or a cut) the rest as well, with the frames held for a cross-fade that will not come.
+    fn restore_batches(&self, vae: &mut StreamedVae, scene: &mut SceneBatches, scene_ended: bool, writer: &mut FrameWriter, clock: &mut Clock, started: Instant) -> Result<(), ExecError> {
+        loop {
+            let overlap = scene.buffer.overlap_with_previous();
+            let Some(batch) = scene.buffer.next_batch(scene_ended) else { break };
+            self.hooks.check_cancelled()?;
+            let restored = self.restore_resilient(vae, &batch, clock.batches, clock, started)?;
+            clock.batches += 1;
+            clock.done += self.write(writer, &scene.blender.push(&restored, overlap), clock)?;
+        }
+        if scene_ended {
+            if let Some(rest) = scene.blender.finish() {
+                clock.done += self.write(writer, &rest, clock)?;
+            }
+        }
+        Ok(())
     }
 
     /// Out of memory is not a failure: the batch is restored again as shorter overlapping batches
@@ -232,7 +268,7 @@ impl Pipeline<'_> {
         timings.fps = Some(frames as f64 / since.elapsed().as_secs_f64().max(1e-9));
     }
 
-    fn plan(&self, frames: u64, batches: i64, vae: &StreamedVae, fallbacks: Vec<String>) -> RestorePlan {
+    fn plan(&self, frames: u64, batches: i64, scene_cuts: Vec<u64>, vae: &StreamedVae, fallbacks: Vec<String>) -> RestorePlan {
         let g = &self.geometry;
         let dit = self.restorer.dit.config();
         let memory = &self.memory;
@@ -251,6 +287,8 @@ impl Pipeline<'_> {
             prepend_frames: self.settings.prepend_frames,
             input_noise_scale: self.settings.noise.input,
             latent_noise_scale: self.settings.noise.latent,
+            scene_cuts,
+            scene_threshold: self.settings.scene_threshold,
             dit: DitPlan {
                 variant: dit.variant.as_str().into(),
                 blocks: dit.num_blocks,

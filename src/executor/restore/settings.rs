@@ -34,6 +34,8 @@ pub struct RestoreSettings {
     pub noise: NoiseScales,
     /// Mirrored frames put before the clip (and dropped from the output).
     pub prepend_frames: i64,
+    /// A frame whose picture changes more than this from the one before starts a new batch (0: never).
+    pub scene_threshold: f64,
 }
 
 impl RestoreSettings {
@@ -57,8 +59,13 @@ impl RestoreSettings {
         if !(0..=MAX_PREPEND_FRAMES).contains(&prepend_frames) {
             return Err(format!("prepend_frames must be 0 to {MAX_PREPEND_FRAMES}, not {prepend_frames}"));
         }
+        let scene_threshold = params.scene_threshold.unwrap_or(crate::executor::scene::DEFAULT_THRESHOLD);
+        if !(0.0..=1.0).contains(&scene_threshold) {
+            return Err(format!("scene_threshold must be 0 to 1, not {scene_threshold}"));
+        }
         Ok(Self {
             target,
+            scene_threshold,
             seed: params.seed.unwrap_or(DEFAULT_SEED),
             color_fix: params.color_fix.unwrap_or_default(),
             batch: BatchShape { frames, overlap },

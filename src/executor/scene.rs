@@ -28,6 +28,41 @@ fn thumbnail_luma(frame: &Tensor) -> Tensor {
     luma.avg_pool2d([shrink, shrink], [shrink, shrink], [0, 0], true, true, None::<i64>)
 }
 
+/// Finds the cuts in a stream of frames, one frame at a time, keeping only the last frame's thumbnail.
+pub struct CutFinder {
+    threshold: f64,
+    previous: Option<Tensor>,
+    /// Frames seen so far.
+    seen: u64,
+    /// The indices (from 0, the first frame seen) of the frames that start a new scene.
+    pub cuts: Vec<u64>,
+}
+
+impl CutFinder {
+    /// `threshold` 0 finds no cut.
+    pub fn new(threshold: f64) -> CutFinder {
+        CutFinder { threshold, previous: None, seen: 0, cuts: Vec::new() }
+    }
+
+    /// Whether `frame` (`[1, 3, H, W]` Float in [0, 1]) starts a new scene: it changed more than the
+    /// threshold from the frame before.
+    pub fn starts_scene(&mut self, frame: &Tensor) -> bool {
+        let index = self.seen;
+        self.seen += 1;
+        if self.threshold <= 0.0 {
+            return false;
+        }
+        let luma = thumbnail_luma(frame);
+        let change = self.previous.as_ref().map(|previous| f64::try_from((previous - &luma).abs().mean(Kind::Float)).unwrap_or(0.0));
+        self.previous = Some(luma);
+        let cut = change.is_some_and(|change| change > self.threshold);
+        if cut {
+            self.cuts.push(index);
+        }
+        cut
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +76,16 @@ mod tests {
         // Grain averages out: ±0.1 noise on one of two equal pictures moves the measure far less than 0.1.
         let noisy = (&grey + (Tensor::rand_like(&grey) - 0.5) * 0.2).clamp(0.0, 1.0);
         assert!(change(&grey, &noisy) < 0.02, "{}", change(&grey, &noisy));
+    }
+
+    #[test]
+    fn a_cut_is_found_where_the_picture_changes_and_nowhere_with_threshold_zero() {
+        let grey = Tensor::full([1, 3, 90, 160], 0.5, (Kind::Float, tch::Device::Cpu));
+        let frames = [grey.zeros_like(), grey.zeros_like() + 0.02, grey.ones_like(), grey.ones_like()];
+        let mut finder = CutFinder::new(DEFAULT_THRESHOLD);
+        let starts: Vec<bool> = frames.iter().map(|frame| finder.starts_scene(frame)).collect();
+        assert_eq!((starts, finder.cuts), (vec![false, false, true, false], vec![2]));
+        let mut off = CutFinder::new(0.0);
+        assert!(frames.iter().all(|frame| !off.starts_scene(frame)));
     }
 }
