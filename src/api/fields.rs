@@ -81,6 +81,7 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
         metrics,
         restore,
         interpolate,
+        callback_url: fields.callback_url.clone(),
     })
 }
 
@@ -94,6 +95,8 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         priority: _,
         dtype: _,
         filename: _,
+        // Every op takes a webhook.
+        callback_url: _,
         scale,
         tile,
         normalize,

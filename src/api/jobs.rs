@@ -42,7 +42,8 @@ use crate::queue::{Followed, InputKind, QueueError, Submission};
             field the op does not use, named with the ops that take it; unknown-op, unknown-model, \
             unsupported-op, model-weights-missing, invalid-scale, invalid-restore-parameter, invalid-priority, invalid-dtype, \
             invalid-tile, invalid-normalize, invalid-memory-budget, normalize-unsupported, invalid-query, invalid-multipart, \
-            missing-file, too-many-files, invalid-params, upload-interrupted)"),
+            missing-file, too-many-files, invalid-params, upload-interrupted; callback_url: callback-not-configured, \
+            callback-host-not-allowed, callback-https-unsupported, invalid-callback-url)"),
         (status = 403, body = ErrorBody, description = "Sent by a page of another origin not in cors_origins (foreign-origin)"),
         (status = 408, body = ErrorBody, description = "The body stalled for body_idle_timeout_s (upload-stalled)"),
         (status = 413, body = ErrorBody, description = "Upload over the size limit (upload-too-large), or a form field other than \

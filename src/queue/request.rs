@@ -35,6 +35,8 @@ pub struct JobOptions {
     pub restore: Option<RestoreParams>,
     /// interpolate only; `None` is every default.
     pub interpolate: Option<InterpolateParams>,
+    /// Every op: the webhook told when the job ends (checked against `callback_secret` and `callback_hosts`).
+    pub callback_url: Option<String>,
 }
 
 impl JobOptions {
@@ -53,6 +55,7 @@ impl JobOptions {
             metrics: None,
             restore: None,
             interpolate: None,
+            callback_url: None,
         }
     }
 }
@@ -68,6 +71,8 @@ pub struct JobRequest {
     pub params: JobParams,
     /// The least device memory it can run in (see `device_need`).
     pub device_bytes_needed: u64,
+    /// The webhook, checked (`callbacks::check_url`).
+    pub callback_url: Option<String>,
 }
 
 /// The model by name, able to do `op`, with its weights on this box.
@@ -174,6 +179,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         (Op::Upscale, None) | (Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore, _) => None,
     };
     let output_format = check_output_format(op, options.output_format, config)?;
+    let callback_url = options.callback_url.as_deref().map(|raw| super::callbacks::check_url(raw, config)).transpose()?;
     if options.metrics == Some(true) && op != Op::Upscale {
         let why = format!("metrics=true is for upscale jobs; {} reports its own or none", op.as_str());
         return Err(QueueError::refused(codes::UNSUPPORTED_OPTION, why));
@@ -194,6 +200,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     let device_bytes_needed = device_bytes_needed(need);
     Ok(JobRequest {
         device_bytes_needed,
+        callback_url,
         op,
         latent_channels: entry.latent_channels,
         family: entry.family,
