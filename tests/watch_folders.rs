@@ -93,7 +93,8 @@ async fn a_clip_written_slowly_becomes_one_job_and_a_non_video_fails() {
 
     assert_eq!(names_in(&folders.input.join("failed")), ["notes.txt", "notes.txt.error.txt"]);
     let error = std::fs::read_to_string(folders.input.join("failed/notes.txt.error.txt")).unwrap();
-    assert!(error.starts_with("not-a-video\n"), "{error}");
+    assert!(error.starts_with("not-a-video\n") && error.contains("notes.txt"), "{error}");
+    assert!(!error.contains(&*dir.path().to_string_lossy()), "no path of the box: {error}");
 
     let jobs = jobs(&client, &server).await;
     assert_eq!(jobs.len(), 1, "exactly one job, for the clip: {jobs:?}");

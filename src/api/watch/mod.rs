@@ -141,6 +141,7 @@ impl Watcher {
     /// to `failed/`; a full queue or an unreachable store leaves it for the next look.
     async fn submit(&self, file: &WatchedFile) -> Result<(), ApiError> {
         let path = self.watch.folder.join(&file.file_name);
+        let staged = self.app.uploads_dir().join(format!("{}.part", uuid::Uuid::new_v4()));
         let submitted = async {
             let ticket = self.app.queue.admit(None).await?;
             let bytes = tokio::fs::metadata(&path).await?.len();
@@ -148,7 +149,7 @@ impl Watcher {
                 return Err(ApiError::UploadTooLarge { limit: self.app.config.max_upload_bytes });
             }
             let request = super::fields::job_request(&self.fields, &self.app.config)?;
-            let input = self.stage(&path, &file.file_name, bytes).await?;
+            let input = self.stage(&path, staged.clone(), &file.file_name, bytes).await?;
             let submission = Submission { request, input, kind: InputKind::File, owner: None, ticket };
             Ok(self.app.queue.submit_as(submission, file.job_id).await?)
         };
@@ -157,7 +158,9 @@ impl Watcher {
             Err(e) => {
                 let (status, code) = e.status_and_code();
                 if status.is_client_error() && status.as_u16() != 429 {
-                    self.fail(file, code, &e.to_string()).await
+                    // The message names the file as its owner knows it, and no path of the box.
+                    let message = e.to_string().replace(&*staged.to_string_lossy(), &file.file_name);
+                    self.fail(file, code, &crate::redact::client_message(&message)).await
                 } else {
                     Err(e)
                 }
@@ -166,10 +169,9 @@ impl Watcher {
     }
 
     /// A copy of the file in the uploads folder (the file stays in place until its job is done).
-    async fn stage(&self, path: &Path, name: &str, bytes: u64) -> Result<StagedFile, ApiError> {
-        let dir = self.app.uploads_dir();
-        tokio::fs::create_dir_all(&dir).await?;
-        let mut staged = StagedFile::new(dir.join(format!("{}.part", uuid::Uuid::new_v4())), super::upload::sanitize_file_name(name));
+    async fn stage(&self, path: &Path, to: std::path::PathBuf, name: &str, bytes: u64) -> Result<StagedFile, ApiError> {
+        tokio::fs::create_dir_all(self.app.uploads_dir()).await?;
+        let mut staged = StagedFile::new(to, super::upload::sanitize_file_name(name));
         tokio::fs::copy(path, &staged.path).await?;
         staged.bytes = bytes;
         Ok(staged)
