@@ -88,7 +88,8 @@ mod tests {
         let first = Duration::from_secs(10);
         let waits: Vec<u64> = (1..=4).map(|attempt| retry_wait(first, attempt).as_secs()).collect();
         assert_eq!(waits, [10, 20, 40, 80]);
-        assert_eq!(retry_wait(first, 9), MAX_RETRY_WAIT);
+        assert_eq!(retry_wait(first, 9).as_secs(), 2560);
+        assert_eq!(retry_wait(first, 10), MAX_RETRY_WAIT);
         assert_eq!(retry_wait(first, 400), MAX_RETRY_WAIT);
         assert_eq!(next_try(first, 1, Duration::ZERO), Some(first));
         assert_eq!(next_try(first, 30, GIVE_UP_AFTER - Duration::from_secs(60)), None);
