@@ -183,7 +183,12 @@ impl Watcher {
         let job = store.get(file.job_id).await?;
         match (file.state, job) {
             // Recorded, then the process stopped (or the queue was full) before the job existed.
-            (WatchState::Submitted, None) => self.submit(file).await,
+            (WatchState::Submitted, None) if self.watch.folder.join(&file.file_name).is_file() => self.submit(file).await,
+            // ... and the file was taken away meanwhile: nothing is left to do.
+            (WatchState::Submitted, None) => {
+                tracing::warn!(watch = self.index, file = %file.file_name, "watch folder: a file taken but not yet submitted is gone");
+                Ok(store.watch_set(file.job_id, WatchState::Failed, None).await?)
+            }
             (WatchState::Submitted, Some(job)) => match job.status {
                 JobStatus::Queued | JobStatus::Running => Ok(()),
                 JobStatus::Succeeded => {
