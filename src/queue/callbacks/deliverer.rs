@@ -120,6 +120,10 @@ impl Deliverer {
     /// cannot be pointed at this box or at link-local services.
     async fn address_of(&self, url: &url::Url) -> Result<SocketAddr, String> {
         let port = url.port_or_known_default().unwrap_or(80);
+        // Checked at submission; checked again, as the config may have changed since.
+        if !url.host().is_some_and(|host| self.hosts.allows_host(&host)) {
+            return Err(format!("host `{}` is not in callback_hosts (any more)", url.host_str().unwrap_or_default()));
+        }
         let name = match url.host() {
             Some(url::Host::Ipv4(ip)) => return Ok(SocketAddr::new(IpAddr::V4(ip), port)),
             Some(url::Host::Ipv6(ip)) => return Ok(SocketAddr::new(IpAddr::V6(ip), port)),
