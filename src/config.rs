@@ -248,11 +248,14 @@ pub struct AccessToken {
     pub secret: String,
     #[serde(default)]
     pub admin: bool,
+    /// The webhook of the jobs this token submits without a `callback_url` of their own (or their preset's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
 }
 
 impl std::fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccessToken").field("name", &self.name).field("secret", &"…").field("admin", &self.admin).finish()
+        f.debug_struct("AccessToken").field("name", &self.name).field("secret", &"…").field("admin", &self.admin).field("callback_url", &self.callback_url).finish()
     }
 }
 

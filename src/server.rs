@@ -30,6 +30,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     preflight::check_writable(&config.data_dir, "data_dir")?;
     preflight::check_default_output_format(&config)?;
     crate::api::presets::check(&config.presets).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
+    crate::queue::callbacks::check_token_urls(&config).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
     // Watch folders are an API's front door, like uploads: a worker-only process does not watch them.
     let watch_fields = match role.serves_http() {
         true => crate::api::watch::check(&config).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?,

@@ -264,3 +264,44 @@ async fn on_a_shared_queue_each_webhook_is_sent_once() {
     expected.sort();
     assert_eq!(delivered, expected, "one request per job");
 }
+
+/// A token's own `callback_url` (`[[tokens]]`) is the webhook of its jobs that give none; a job's own wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_can_bring_its_webhook() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(&[]).await;
+    let config = format!(
+        "callback_secret = {SECRET:?}\ncallback_hosts = [\"127.0.0.1\"]\n[[tokens]]\nname = \"alice\"\nsecret = \"alice-secret-0123\"\ncallback_url = {:?}\n[[tokens]]\nname = \"bob\"\nsecret = \"bob-secret-01234\"\n",
+        receiver.url("/alice")
+    );
+    std::fs::write(dir.path().join("config.toml"), config).unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let clip = tiny_clip(dir.path());
+    let submit = |secret: &'static str, query: String| {
+        let request = client.post(server.url(&format!("/v1/jobs?{query}"))).bearer_auth(secret).body(clip.clone());
+        send_json(request)
+    };
+    let (status, job) = submit("alice-secret-0123", "op=upscale&scale=2".into()).await;
+    assert_eq!((status, job["callback"]["url"].as_str()), (202, Some(receiver.url("/alice").as_str())), "{job}");
+    let own = receiver.url("/own");
+    let (status, job) = submit("alice-secret-0123", format!("op=upscale&scale=2&callback_url={}", encoded(&own))).await;
+    assert_eq!((status, job["callback"]["url"].as_str()), (202, Some(own.as_str())), "{job}");
+    let (status, job) = submit("bob-secret-01234", "op=upscale&scale=2".into()).await;
+    assert_eq!((status, &job["callback"]), (202, &Value::Null), "{job}");
+
+    // A token's URL the box may not call stops start-up, naming it.
+    let bad = tempfile::tempdir().unwrap();
+    let config = format!("callback_secret = {SECRET:?}\n[[tokens]]\nname = \"carol\"\nsecret = \"carol-secret-012\"\ncallback_url = \"http://10.9.9.9/\"\n");
+    std::fs::write(bad.path().join("config.toml"), config).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
+        .arg("serve")
+        .current_dir(bad.path())
+        .env("VAEBOX_LISTEN", "127.0.0.1:0")
+        .env("VAEBOX_DATA_DIR", bad.path().join("data"))
+        .env("VAEBOX_MODELS_DIR", std::path::Path::new(REPO).join("models"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("tokens.carol.callback_url"), "{stderr}");
+}

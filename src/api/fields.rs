@@ -13,9 +13,13 @@ use crate::models::restore::colorfix::ColorFix;
 use crate::models::restore::prepare::Fit;
 use crate::queue::{self, JobOptions, JobRequest, OpParameter};
 
-/// Reads and checks the fields: the request the queue will take.
-pub fn job_request(fields: &JobFields, config: &Config) -> Result<JobRequest, ApiError> {
-    let fields = super::presets::apply(fields, &config.presets)?;
+/// Reads and checks the fields: the request the queue will take. `owner`, the token that submits: its
+/// `callback_url` is the job's when neither the job nor its preset gives one.
+pub fn job_request(fields: &JobFields, config: &Config, owner: Option<&str>) -> Result<JobRequest, ApiError> {
+    let mut fields = super::presets::apply(fields, &config.presets)?;
+    if fields.callback_url.is_none() {
+        fields.callback_url = config.tokens.iter().find(|token| Some(token.name.as_str()) == owner).and_then(|token| token.callback_url.clone());
+    }
     Ok(queue::check(&job_options(&fields, &config.models_dir)?, config)?)
 }
 

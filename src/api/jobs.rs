@@ -69,12 +69,12 @@ pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Ca
     let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes, min_kib_s: app.config.min_upload_rate_kib_s };
     let (upload, job_request) = if upload::is_multipart(&request) {
         let upload = upload::receive_multipart(request, &limits).await?;
-        let job_request = fields::job_request(&upload.fields, &app.config)?;
+        let job_request = fields::job_request(&upload.fields, &app.config, caller.owner().as_deref())?;
         (upload, job_request)
     } else {
         // Query parameters are known before the body: refuse a bad request before receiving gigabytes.
         let checked = upload::query_fields(&request).and_then(|fields| {
-            let job_request = fields::job_request(&fields, &app.config)?;
+            let job_request = fields::job_request(&fields, &app.config, caller.owner().as_deref())?;
             Ok((fields, job_request))
         });
         let (fields, job_request) = match checked {

@@ -43,7 +43,7 @@ pub fn check(config: &Config) -> Result<Vec<JobFields>, String> {
                 return Err(format!("{} is not a job field (the fields of POST /v1/jobs, or {folder_keys})", at(key)));
             }
             let fields = job_fields(watch).map_err(|e| format!("watch[{index}]: {e}"))?;
-            super::fields::job_request(&fields, config).map_err(|e| format!("watch[{index}]: {e}"))?;
+            super::fields::job_request(&fields, config, None).map_err(|e| format!("watch[{index}]: {e}"))?;
             Ok(fields)
         })
         .collect()
@@ -148,7 +148,7 @@ impl Watcher {
             if bytes > self.app.config.max_upload_bytes {
                 return Err(ApiError::UploadTooLarge { limit: self.app.config.max_upload_bytes });
             }
-            let request = super::fields::job_request(&self.fields, &self.app.config)?;
+            let request = super::fields::job_request(&self.fields, &self.app.config, None)?;
             let input = self.stage(&path, staged.clone(), &file.file_name, bytes).await?;
             let submission = Submission { request, input, kind: InputKind::File, owner: None, ticket };
             Ok(self.app.queue.submit_as(submission, file.job_id).await?)

@@ -42,6 +42,16 @@ pub fn check_url(raw: &str, config: &Config) -> Result<String, QueueError> {
     Ok(url.to_string())
 }
 
+/// The tokens' own `callback_url`s, checked as a job's would be, or why start-up must stop.
+pub fn check_token_urls(config: &Config) -> Result<(), String> {
+    for token in &config.tokens {
+        if let Some(url) = &token.callback_url {
+            check_url(url, config).map_err(|e| format!("tokens.{}.callback_url: {e}", token.name))?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
