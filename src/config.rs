@@ -9,8 +9,12 @@ use serde::{Deserialize, Serialize};
 use crate::device::{DeviceChoice, DtypeChoice, HostAllocator};
 use crate::media::{MediaLimits, MediaTools, OutputFormat, ProcessPriority};
 
+mod callback_hosts;
 mod deployment;
 mod text_values;
+mod watch;
+pub use callback_hosts::CallbackHosts;
+pub use watch::WatchFolder;
 pub use deployment::{DatabaseTarget, DeviceEntry, Role};
 pub use text_values::TextValue;
 use text_values::as_text;
@@ -153,6 +157,20 @@ pub struct Config {
     pub min_upload_rate_kib_s: u64,
     /// On SIGTERM or Ctrl-C, a running job may finish for this many seconds; then it stops and is re-queued.
     pub shutdown_grace_s: u64,
+    /// The key webhook deliveries are signed with (`Vaebox-Signature`, HMAC-SHA256); empty: `callback_url`
+    /// is refused with 400 `callback-not-configured`.
+    pub callback_secret: String,
+    /// Hosts a `callback_url` may name: host names, IP addresses, CIDR blocks (`["hooks.lan", "10.0.0.0/24"]`);
+    /// empty: every `callback_url` is refused with 400 `callback-host-not-allowed`.
+    pub callback_hosts: Vec<String>,
+    /// Seconds before a failed delivery's first retry; each later wait doubles, up to an hour, for a day.
+    pub callback_retry_first_s: u64,
+    /// Seconds between two looks at the watch folders; a file is taken once its size and time stayed the
+    /// same over two looks.
+    pub watch_poll_s: f64,
+    /// Folders whose arriving files become jobs (`[[watch]]` tables: `folder`, `output`, optional `pattern`
+    /// and `extensions`, and job fields or a `preset`).
+    pub watch: Vec<WatchFolder>,
 }
 
 impl Default for Config {
@@ -213,6 +231,11 @@ impl Default for Config {
             max_uploads_per_client: 4,
             min_upload_rate_kib_s: 16,
             shutdown_grace_s: 30,
+            callback_secret: String::new(),
+            callback_hosts: Vec::new(),
+            callback_retry_first_s: 10,
+            watch_poll_s: 2.0,
+            watch: Vec::new(),
         }
     }
 }
@@ -225,11 +248,14 @@ pub struct AccessToken {
     pub secret: String,
     #[serde(default)]
     pub admin: bool,
+    /// The webhook of the jobs this token submits without a `callback_url` of their own (or their preset's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
 }
 
 impl std::fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccessToken").field("name", &self.name).field("secret", &"…").field("admin", &self.admin).finish()
+        f.debug_struct("AccessToken").field("name", &self.name).field("secret", &"…").field("admin", &self.admin).field("callback_url", &self.callback_url).finish()
     }
 }
 
@@ -372,6 +398,18 @@ impl Config {
         if self.max_queued_jobs == 0 {
             return invalid("max_queued_jobs", "must be positive");
         }
+        if let Err(why) = CallbackHosts::parse(&self.callback_hosts) {
+            return Err(ConfigError::Invalid { key: "callback_hosts", message: why });
+        }
+        if self.callback_retry_first_s == 0 || self.callback_retry_first_s > 3600 {
+            return invalid("callback_retry_first_s", "must be between 1 and 3600 seconds");
+        }
+        if !(self.watch_poll_s >= 0.1 && self.watch_poll_s <= 3600.0) {
+            return invalid("watch_poll_s", "must be between 0.1 and 3600 seconds");
+        }
+        if !self.callback_secret.is_empty() && self.callback_secret.chars().count() < MIN_SECRET_CHARS {
+            return invalid("callback_secret", "must be at least 12 characters (or empty: no webhooks)");
+        }
         Ok(())
     }
 
@@ -412,6 +450,11 @@ impl Config {
         } else {
             self.devices.iter().map(|entry| entry.0).collect()
         }
+    }
+
+    /// `callback_hosts`, read (checked by `validate`).
+    pub fn callback_hosts(&self) -> CallbackHosts {
+        CallbackHosts::parse(&self.callback_hosts).unwrap_or_default()
     }
 
     pub fn lease(&self) -> Duration {

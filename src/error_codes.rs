@@ -72,6 +72,14 @@ codes! {
     RANGE_OUTSIDE_INPUT = "range-outside-input";
     /// `preset` names no preset of this box.
     UNKNOWN_PRESET = "unknown-preset";
+    /// `callback_url` is not an absolute `http://host[:port]/path` URL (no user name or password).
+    INVALID_CALLBACK_URL = "invalid-callback-url";
+    /// `callback_url` while the box has no `callback_secret` to sign its deliveries with.
+    CALLBACK_NOT_CONFIGURED = "callback-not-configured";
+    /// `callback_url`'s host is not in the box's `callback_hosts` (empty: webhooks go nowhere).
+    CALLBACK_HOST_NOT_ALLOWED = "callback-host-not-allowed";
+    /// `callback_url` is `https://`: the box's HTTP client has no TLS.
+    CALLBACK_HTTPS_UNSUPPORTED = "callback-https-unsupported";
     /// `priority` is not an integer in -1000..=1000.
     INVALID_PRIORITY = "invalid-priority";
     /// `dtype` is not a precision (or, for `/v1/decode` and `/v1/encode`, a tensor dtype) this box takes.

@@ -30,6 +30,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     preflight::check_writable(&config.data_dir, "data_dir")?;
     preflight::check_default_output_format(&config)?;
     crate::api::presets::check(&config.presets).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
+    crate::queue::callbacks::check_token_urls(&config).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
+    // Watch folders are an API's front door, like uploads: a worker-only process does not watch them.
+    let watch_fields = match role.serves_http() {
+        true => crate::api::watch::check(&config).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?,
+        false => Vec::new(),
+    };
     let database = config.database_target();
     if let DatabaseTarget::Sqlite(path) = &database {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -93,6 +99,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         }
         .run(),
     );
+    if !config.callback_secret.is_empty() {
+        tokio::spawn(crate::queue::callbacks::Deliverer::new(&config, store.clone(), events.clone()).run());
+    }
     let cancels = CancelFlags::default();
     let metrics = Metrics::install()?;
     let shutdown = CancellationToken::new();
@@ -160,6 +169,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             uploads: crate::api::upload_places::UploadPlaces::new(config.max_concurrent_uploads, config.max_uploads_per_client),
             data_dir_bytes: Default::default(),
         };
+        for watcher in crate::api::watch::Watcher::all(&state, watch_fields) {
+            tokio::spawn(watcher.run());
+        }
         if config.retention_hours > 0.0 {
             let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
             tokio::spawn(Retention { store: store.clone(), files: files.clone(), keep }.run());

@@ -14,9 +14,13 @@ use crate::models::restore::colorfix::ColorFix;
 use crate::models::restore::prepare::Fit;
 use crate::queue::{self, JobOptions, JobRequest, OpParameter};
 
-/// Reads and checks the fields: the request the queue will take.
-pub fn job_request(fields: &JobFields, config: &Config) -> Result<JobRequest, ApiError> {
-    let fields = super::presets::apply(fields, &config.presets)?;
+/// Reads and checks the fields: the request the queue will take. `owner`, the token that submits: its
+/// `callback_url` is the job's when neither the job nor its preset gives one.
+pub fn job_request(fields: &JobFields, config: &Config, owner: Option<&str>) -> Result<JobRequest, ApiError> {
+    let mut fields = super::presets::apply(fields, &config.presets)?;
+    if fields.callback_url.is_none() {
+        fields.callback_url = config.tokens.iter().find(|token| Some(token.name.as_str()) == owner).and_then(|token| token.callback_url.clone());
+    }
     Ok(queue::check(&job_options(&fields, &config.models_dir)?, config)?)
 }
 
@@ -83,6 +87,7 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
         restore,
         interpolate,
         range: input_range(fields)?,
+        callback_url: fields.callback_url.clone(),
     })
 }
 
@@ -108,6 +113,8 @@ fn refuse_fields_not_for(op: Op, fields: &JobFields) -> Result<(), ApiError> {
         priority: _,
         dtype: _,
         filename: _,
+        // Every op takes a webhook.
+        callback_url: _,
         scale,
         tile,
         normalize,

@@ -42,7 +42,8 @@ use crate::queue::{Followed, InputKind, QueueError, Submission};
             field the op does not use, named with the ops that take it; unknown-op, unknown-model, \
             unsupported-op, model-weights-missing, invalid-scale, invalid-restore-parameter, invalid-priority, invalid-dtype, \
             invalid-tile, invalid-normalize, invalid-memory-budget, normalize-unsupported, invalid-query, invalid-multipart, \
-            missing-file, too-many-files, invalid-params, upload-interrupted)"),
+            missing-file, too-many-files, invalid-params, upload-interrupted; callback_url: callback-not-configured, \
+            callback-host-not-allowed, callback-https-unsupported, invalid-callback-url)"),
         (status = 403, body = ErrorBody, description = "Sent by a page of another origin not in cors_origins (foreign-origin)"),
         (status = 408, body = ErrorBody, description = "The body stalled for body_idle_timeout_s (upload-stalled)"),
         (status = 413, body = ErrorBody, description = "Upload over the size limit (upload-too-large), or a form field other than \
@@ -68,12 +69,12 @@ pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Ca
     let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes, min_kib_s: app.config.min_upload_rate_kib_s };
     let (upload, job_request) = if upload::is_multipart(&request) {
         let upload = upload::receive_multipart(request, &limits).await?;
-        let job_request = fields::job_request(&upload.fields, &app.config)?;
+        let job_request = fields::job_request(&upload.fields, &app.config, caller.owner().as_deref())?;
         (upload, job_request)
     } else {
         // Query parameters are known before the body: refuse a bad request before receiving gigabytes.
         let checked = upload::query_fields(&request).and_then(|fields| {
-            let job_request = fields::job_request(&fields, &app.config)?;
+            let job_request = fields::job_request(&fields, &app.config, caller.owner().as_deref())?;
             Ok((fields, job_request))
         });
         let (fields, job_request) = match checked {

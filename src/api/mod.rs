@@ -18,6 +18,7 @@ mod stored;
 pub mod system;
 pub mod upload;
 pub mod upload_places;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::sync::Arc;

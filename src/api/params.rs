@@ -148,6 +148,13 @@ pub struct JobFields {
     /// ("try the first 5 seconds": duration=5).
     #[param(value_type = f64, required = false)]
     pub duration: Option<String>,
+    /// Every op: an `http://` URL the box POSTs the finished job to (its JSON, as GET /v1/jobs/{id}),
+    /// signed with the box's callback_secret (header Vaebox-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of
+    /// "<t>.<body>">), retried with back-off for a day until a 2xx answers; the job's `callback` records each
+    /// try. 400 callback-not-configured without a callback_secret, callback-host-not-allowed for a host not in
+    /// callback_hosts, callback-https-unsupported for https, invalid-callback-url otherwise.
+    #[param(value_type = String, required = false)]
+    pub callback_url: Option<String>,
     /// Raw uploads only: the file's name (a multipart `file` part carries its own).
     #[param(value_type = String, required = false)]
     pub filename: Option<String>,

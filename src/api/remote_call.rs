@@ -222,7 +222,7 @@ pub fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCal
         memory_budget_mib: query.memory_budget_mib.clone(),
         ..JobFields::default()
     };
-    let mut job = fields::job_request(&fields, &app.config)?;
+    let mut job = fields::job_request(&fields, &app.config, None)?;
     job.params.latent_scaling = latent_scaling;
     job.params.latent_shift = latent_shift;
     let mut metadata = BTreeMap::new();

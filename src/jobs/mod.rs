@@ -2,6 +2,7 @@
 //! metrics (`telemetry`), the checks before the first (`preflight`), and the data dir's disk (`disk`). The
 //! scheduler that runs them is the queue's (`queue::scheduler`).
 pub mod blobs;
+pub mod callback;
 pub mod disk;
 pub mod files;
 pub mod model;
@@ -11,9 +12,10 @@ pub mod retention;
 pub mod store;
 pub mod telemetry;
 
+pub use callback::{CallbackInfo, CallbackNext, CallbackState, Delivery};
 pub use model::*;
 pub use plan::JobPlan;
 pub use store::{
     CancelOutcome, Claim, DatabaseTarget, DeleteOutcome, Expired, JobStore, Lease, LeaseState, ListFilter, NewJob, PgStore,
-    SqliteStore, StoreError, WorkerInfo,
+    SqliteStore, StoreError, WatchState, WatchedFile, WorkerInfo,
 };

@@ -339,6 +339,8 @@ pub struct Job {
     pub worker: Option<String>,
     /// The access token (by name) that made the job; null when the box has no tokens.
     pub owner: Option<String>,
+    /// The webhook (`callback_url`) and its deliveries; null when the job has none.
+    pub callback: Option<super::callback::CallbackInfo>,
     #[serde(skip)]
     pub input_path: String,
     #[serde(skip)]

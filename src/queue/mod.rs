@@ -1,6 +1,7 @@
 //! A job's life has one home: `Queue` submits (the checks and admission shared by HTTP, the remote-VAE
 //! endpoints and `vaebox run`), follows, waits for, cancels and deletes jobs, over the store and the scheduler.
 mod admission;
+pub mod callbacks;
 mod device_need;
 mod error;
 mod follow;

@@ -38,6 +38,8 @@ pub struct JobOptions {
     pub interpolate: Option<InterpolateParams>,
     /// Part of the input (every op that reads a video); `None` is all of it.
     pub range: Option<InputRange>,
+    /// Every op: the webhook told when the job ends (checked against `callback_secret` and `callback_hosts`).
+    pub callback_url: Option<String>,
 }
 
 impl JobOptions {
@@ -57,6 +59,7 @@ impl JobOptions {
             restore: None,
             interpolate: None,
             range: None,
+            callback_url: None,
         }
     }
 }
@@ -72,6 +75,8 @@ pub struct JobRequest {
     pub params: JobParams,
     /// The least device memory it can run in (see `device_need`).
     pub device_bytes_needed: u64,
+    /// The webhook, checked (`callbacks::check_url`).
+    pub callback_url: Option<String>,
 }
 
 /// The model by name, able to do `op`, with its weights on this box.
@@ -182,6 +187,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         range.check().map_err(|why| QueueError::refused(codes::INVALID_RANGE, why))?;
     }
     let output_format = check_output_format(op, options.output_format, config)?;
+    let callback_url = options.callback_url.as_deref().map(|raw| super::callbacks::check_url(raw, config)).transpose()?;
     if options.metrics == Some(true) && op != Op::Upscale {
         let why = format!("metrics=true is for upscale jobs; {} reports its own or none", op.as_str());
         return Err(QueueError::refused(codes::UNSUPPORTED_OPTION, why));
@@ -203,6 +209,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     let device_bytes_needed = device_bytes_needed(need);
     Ok(JobRequest {
         device_bytes_needed,
+        callback_url,
         op,
         latent_channels: entry.latent_channels,
         family: entry.family,

@@ -31,12 +31,18 @@ impl Queue {
 
     /// Checks the input, then queues the job; its place in the queue is given back once the row exists.
     pub async fn submit(&self, submission: Submission) -> Result<Job, QueueError> {
+        self.submit_as(submission, Uuid::new_v4()).await
+    }
+
+    /// As `submit`, under an id the caller chose and recorded first (a watch folder's file), so that after a
+    /// restart it can tell whether the job exists.
+    pub async fn submit_as(&self, submission: Submission, id: Uuid) -> Result<Job, QueueError> {
         let Submission { request, input, kind, owner, ticket } = submission;
         let probed = inspect_input(&self.config, &request, &input.path, kind).await?;
         self.refuse_if_no_worker_fits(&request).await?;
         // A synchronous call is answered on this box's connection, and nowhere else.
         let answered_by = (kind == InputKind::Tensor).then(|| self.config.worker_name());
-        let job = self.enqueue(input, request, probed, owner, answered_by).await?;
+        let job = self.enqueue(id, input, request, probed, owner, answered_by).await?;
         drop(ticket);
         Ok(job)
     }
@@ -59,8 +65,15 @@ impl Queue {
     }
 
     /// Moves a checked input into its job folder and queues the job; the folder goes if the row cannot be written.
-    async fn enqueue(&self, file: StagedFile, request: JobRequest, probed: Probed, owner: Option<String>, answered_by: Option<String>) -> Result<Job, QueueError> {
-        let id = Uuid::new_v4();
+    async fn enqueue(
+        &self,
+        id: Uuid,
+        file: StagedFile,
+        request: JobRequest,
+        probed: Probed,
+        owner: Option<String>,
+        answered_by: Option<String>,
+    ) -> Result<Job, QueueError> {
         let job_dir = self.job_dir(id);
         tokio::fs::create_dir_all(&job_dir).await?;
         let extension = std::path::Path::new(&file.file_name)
@@ -89,6 +102,7 @@ impl Queue {
             owner,
             device_bytes_needed: request.device_bytes_needed,
             answered_by,
+            callback_url: request.callback_url,
         };
         let job = match self.store.insert(new_job).await {
             Ok(job) => job,

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use tokio::sync::{broadcast, Notify};
 use uuid::Uuid;
 
+use super::callback::{CallbackNext, CallbackState, Delivery};
 use super::model::*;
 pub use crate::config::DatabaseTarget;
 use crate::media::MediaInfo;
@@ -62,6 +63,8 @@ pub struct NewJob {
     /// The box whose open connection waits for the result (a synchronous `/v1/decode` or `/v1/encode`);
     /// None for an ordinary job.
     pub answered_by: Option<String>,
+    /// The webhook to call when the job ends (checked against the config at submission).
+    pub callback_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -187,10 +190,83 @@ pub trait JobStore: Send + Sync + 'static {
     async fn worker_seen(&self, worker: &WorkerInfo) -> Result<(), StoreError>;
     /// Workers heard of within `within`.
     async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError>;
+    /// Takes the next webhook due (its job ended, its next try is due, nobody holds it) for `hold`, so that
+    /// one process sends it; the job as it stands.
+    async fn claim_callback(&self, worker: &str, hold: Duration) -> Result<Option<Job>, StoreError>;
+    /// Records a try of a webhook this process holds, with what follows it, and lets go of it.
+    async fn record_delivery(&self, id: Uuid, worker: &str, deliveries: &[Delivery], next: &CallbackNext) -> Result<(), StoreError>;
+    /// A file taken from a watch folder, recorded before its job is submitted (under `file.job_id`).
+    async fn watch_record(&self, file: &WatchedFile) -> Result<(), StoreError>;
+    /// The files of a watch folder not yet done or failed.
+    async fn watch_open(&self, folder: &str) -> Result<Vec<WatchedFile>, StoreError>;
+    /// A watched file's next state (and the name its result got in the output folder).
+    async fn watch_set(&self, job_id: Uuid, state: WatchState, output_name: Option<&str>) -> Result<(), StoreError>;
     /// Forwards the store's news from other processes: a job was queued (`wake`), a job changed
     /// (`changed`). One process (SQLite) has nothing to forward.
     async fn forward_news(&self, _wake: std::sync::Arc<Notify>, _changed: broadcast::Sender<Uuid>) -> Result<(), StoreError> {
         Ok(())
+    }
+}
+
+/// Where a file taken from a watch folder stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchState {
+    /// Its job is (to be) submitted; followed until it ends.
+    Submitted,
+    /// The result is in the output folder; the input is still to be moved to `done/`.
+    OutputWritten,
+    Done,
+    Failed,
+}
+
+impl WatchState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchState::Submitted => "submitted",
+            WatchState::OutputWritten => "output-written",
+            WatchState::Done => "done",
+            WatchState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<WatchState> {
+        [WatchState::Submitted, WatchState::OutputWritten, WatchState::Done, WatchState::Failed].into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// A file taken from a watch folder, and the job it became.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchedFile {
+    pub job_id: Uuid,
+    /// The watch folder, as its path reads.
+    pub folder: String,
+    pub file_name: String,
+    pub state: WatchState,
+    pub output_name: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct WatchedRow {
+    job_id: String,
+    folder: String,
+    file_name: String,
+    state: String,
+    output_name: Option<String>,
+}
+
+impl WatchedRow {
+    fn into_file(self) -> Result<WatchedFile, StoreError> {
+        let state = WatchState::parse(&self.state).ok_or_else(|| StoreError::Corrupt { id: self.job_id.clone(), reason: format!("watch state {}", self.state) })?;
+        Ok(WatchedFile { job_id: row::parse_id(self.job_id)?, folder: self.folder, file_name: self.file_name, state, output_name: self.output_name })
+    }
+}
+
+/// A try's outcome as the columns keep it: the state, and when the next try is due.
+fn next_columns(next: &CallbackNext) -> (&'static str, Option<&str>) {
+    match next {
+        CallbackNext::Delivered => (CallbackState::Delivered.as_str(), None),
+        CallbackNext::RetryAt(at) => (CallbackState::Pending.as_str(), Some(at.as_str())),
+        CallbackNext::GaveUp => (CallbackState::GaveUp.as_str(), None),
     }
 }
 

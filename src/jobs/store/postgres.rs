@@ -52,8 +52,9 @@ impl JobStore for PgStore {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
         let row: JobRow = sqlx::query_as(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
-                               input_media, timings, created_at, owner, device_bytes_needed, answered_by)
-             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                               input_media, timings, created_at, owner, device_bytes_needed, answered_by,
+                               callback_url, callback_state)
+             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
              RETURNING *",
         )
         .bind(job.id.to_string())
@@ -70,6 +71,8 @@ impl JobStore for PgStore {
         .bind(&job.owner)
         .bind(clamp_i64(job.device_bytes_needed))
         .bind(&job.answered_by)
+        .bind(&job.callback_url)
+        .bind(job.callback_url.as_ref().map(|_| CallbackState::Pending.as_str()))
         .fetch_one(&self.pool)
         .await?;
         row.into_job()
@@ -359,6 +362,75 @@ impl JobStore for PgStore {
         }
         tx.commit().await?;
         Ok(expired)
+    }
+
+    async fn claim_callback(&self, worker: &str, hold: Duration) -> Result<Option<Job>, StoreError> {
+        // SKIP LOCKED as `claim_next`: two workers polling at once take different webhooks, never the same.
+        let row: Option<JobRow> = sqlx::query_as(
+            "UPDATE jobs SET callback_claimed_by = $1, callback_claimed_until = $2
+             WHERE id = (SELECT id FROM jobs WHERE callback_state = 'pending' AND status IN ('succeeded', 'failed', 'cancelled')
+                           AND (callback_due IS NULL OR callback_due <= $3)
+                           AND (callback_claimed_until IS NULL OR callback_claimed_until <= $3)
+                         ORDER BY seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED)
+             RETURNING *",
+        )
+        .bind(worker)
+        .bind(rfc3339_in(hold, true))
+        .bind(now_rfc3339())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(JobRow::into_job).transpose()
+    }
+
+    async fn record_delivery(&self, id: Uuid, worker: &str, deliveries: &[Delivery], next: &CallbackNext) -> Result<(), StoreError> {
+        let (state, due) = next_columns(next);
+        sqlx::query(
+            "UPDATE jobs SET callback_deliveries = $1, callback_state = $2, callback_due = $3, callback_claimed_by = NULL,
+                             callback_claimed_until = NULL
+             WHERE id = $4 AND callback_claimed_by = $5",
+        )
+        .bind(to_json(&deliveries))
+        .bind(state)
+        .bind(due)
+        .bind(id.to_string())
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn watch_record(&self, file: &WatchedFile) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO watched_files (job_id, folder, file_name, state, output_name, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+            .bind(file.job_id.to_string())
+            .bind(&file.folder)
+            .bind(&file.file_name)
+            .bind(file.state.as_str())
+            .bind(&file.output_name)
+            .bind(now_rfc3339())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn watch_open(&self, folder: &str) -> Result<Vec<WatchedFile>, StoreError> {
+        let rows: Vec<WatchedRow> = sqlx::query_as(
+            "SELECT job_id, folder, file_name, state, output_name FROM watched_files
+             WHERE folder = $1 AND state NOT IN ('done', 'failed') ORDER BY created_at",
+        )
+        .bind(folder)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(WatchedRow::into_file).collect()
+    }
+
+    async fn watch_set(&self, job_id: Uuid, state: WatchState, output_name: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE watched_files SET state = $1, output_name = COALESCE($2, output_name) WHERE job_id = $3")
+            .bind(state.as_str())
+            .bind(output_name)
+            .bind(job_id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn worker_seen(&self, worker: &WorkerInfo) -> Result<(), StoreError> {

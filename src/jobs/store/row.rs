@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use super::{Expired, StoreError, WorkerInfo};
+use crate::jobs::callback::{CallbackInfo, CallbackState};
 use crate::jobs::model::*;
 
 /// The columns a `Job` is read from, by name; `SELECT *` in either database yields them.
@@ -37,6 +38,9 @@ pub(super) struct JobRow {
     finished_at: Option<String>,
     owner: Option<String>,
     worker: Option<String>,
+    callback_url: Option<String>,
+    callback_state: Option<String>,
+    callback_deliveries: Option<String>,
 }
 
 /// An RFC 3339 instant `offset` from now, in the form `now_rfc3339` writes (so text order is time order).
@@ -88,6 +92,14 @@ impl JobRow {
             }),
             _ => None,
         };
+        let callback = match (self.callback_url, self.callback_state) {
+            (Some(url), Some(state)) => Some(CallbackInfo {
+                url,
+                state: CallbackState::parse(&state).ok_or_else(|| corrupt(format!("callback_state {state}")))?,
+                deliveries: from_json(&id, "callback_deliveries", self.callback_deliveries)?.unwrap_or_default(),
+            }),
+            _ => None,
+        };
         Ok(Job {
             id: uuid,
             status: JobStatus::parse(&self.status).ok_or_else(|| corrupt(format!("status {}", self.status)))?,
@@ -112,6 +124,7 @@ impl JobRow {
             attempts: self.attempts,
             owner: self.owner,
             worker: self.worker,
+            callback,
             input_path: self.input_path,
             output_path: self.output_path,
         })

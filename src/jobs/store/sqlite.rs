@@ -47,8 +47,9 @@ impl JobStore for SqliteStore {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError> {
         sqlx::query(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
-                               input_media, timings, created_at, owner, device_bytes_needed, answered_by)
-             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               input_media, timings, created_at, owner, device_bytes_needed, answered_by,
+                               callback_url, callback_state)
+             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(job.id.to_string())
         .bind(job.op.as_str())
@@ -64,6 +65,8 @@ impl JobStore for SqliteStore {
         .bind(&job.owner)
         .bind(clamp_i64(job.device_bytes_needed))
         .bind(&job.answered_by)
+        .bind(&job.callback_url)
+        .bind(job.callback_url.as_ref().map(|_| CallbackState::Pending.as_str()))
         .execute(&self.pool)
         .await?;
         self.fetch_existing(job.id).await
@@ -368,6 +371,92 @@ impl JobStore for SqliteStore {
         Ok(expired)
     }
 
+    async fn claim_callback(&self, worker: &str, hold: Duration) -> Result<Option<Job>, StoreError> {
+        // A read first: the claim below is a write, which would take SQLite's one write lock every poll.
+        let due: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM jobs WHERE callback_state = 'pending' AND status IN ('succeeded', 'failed', 'cancelled')
+               AND (callback_due IS NULL OR callback_due <= ?1) AND (callback_claimed_until IS NULL OR callback_claimed_until <= ?1) LIMIT 1",
+        )
+        .bind(now_rfc3339())
+        .fetch_optional(&self.pool)
+        .await?;
+        if due.is_none() {
+            return Ok(None);
+        }
+        // As `claim_next`: the claim's commit is checked before the webhook is sent.
+        let mut tx = self.pool.begin().await?;
+        let claimed = sqlx::query(
+            "UPDATE jobs SET callback_claimed_by = ?1, callback_claimed_until = ?2
+             WHERE id = (SELECT id FROM jobs WHERE callback_state = 'pending' AND status IN ('succeeded', 'failed', 'cancelled')
+                           AND (callback_due IS NULL OR callback_due <= ?3)
+                           AND (callback_claimed_until IS NULL OR callback_claimed_until <= ?3)
+                         ORDER BY seq ASC LIMIT 1)
+               AND callback_state = 'pending' AND (callback_claimed_until IS NULL OR callback_claimed_until <= ?3)
+             RETURNING id",
+        )
+        .bind(worker)
+        .bind(rfc3339_in(hold, true))
+        .bind(now_rfc3339())
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        match claimed {
+            Some(row) => self.fetch(parse_id(row.try_get("id")?)?).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn record_delivery(&self, id: Uuid, worker: &str, deliveries: &[Delivery], next: &CallbackNext) -> Result<(), StoreError> {
+        let (state, due) = next_columns(next);
+        sqlx::query(
+            "UPDATE jobs SET callback_deliveries = ?, callback_state = ?, callback_due = ?, callback_claimed_by = NULL,
+                             callback_claimed_until = NULL
+             WHERE id = ? AND callback_claimed_by = ?",
+        )
+        .bind(to_json(&deliveries))
+        .bind(state)
+        .bind(due)
+        .bind(id.to_string())
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn watch_record(&self, file: &WatchedFile) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO watched_files (job_id, folder, file_name, state, output_name, created_at) VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(file.job_id.to_string())
+            .bind(&file.folder)
+            .bind(&file.file_name)
+            .bind(file.state.as_str())
+            .bind(&file.output_name)
+            .bind(now_rfc3339())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn watch_open(&self, folder: &str) -> Result<Vec<WatchedFile>, StoreError> {
+        let rows: Vec<WatchedRow> = sqlx::query_as(
+            "SELECT job_id, folder, file_name, state, output_name FROM watched_files
+             WHERE folder = ? AND state NOT IN ('done', 'failed') ORDER BY created_at",
+        )
+        .bind(folder)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(WatchedRow::into_file).collect()
+    }
+
+    async fn watch_set(&self, job_id: Uuid, state: WatchState, output_name: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE watched_files SET state = ?, output_name = COALESCE(?, output_name) WHERE job_id = ?")
+            .bind(state.as_str())
+            .bind(output_name)
+            .bind(job_id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn worker_seen(&self, worker: &WorkerInfo) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO workers (name, device, current_job, started_at, last_heartbeat, device_memory_bytes)
@@ -420,6 +509,7 @@ mod tests {
             owner: None,
             device_bytes_needed: 0,
             answered_by: None,
+            callback_url: None,
         };
         store.insert(new).await.unwrap();
         let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };

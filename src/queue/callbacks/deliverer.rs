@@ -1,0 +1,148 @@
+//! The webhook sender each process runs: it polls the store for a webhook whose job has ended and whose
+//! try is due, holds it (so one process of several sends it), tries once, records the try and the next.
+//! The store is the truth, so a try due while the box was down is made after start-up.
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use uuid::Uuid;
+
+use super::post::{self, Post};
+use super::signature;
+use crate::config::{CallbackHosts, Config};
+use crate::jobs::callback::next_try;
+use crate::jobs::{now_rfc3339, CallbackNext, Delivery, Job, JobStore};
+use crate::queue::scheduler::JobEvents;
+
+/// How often the store is asked for webhooks due: the delay between a job's end and its first try.
+const POLL: Duration = Duration::from_secs(1);
+/// A held webhook is another process's again after this (its holder died mid-try): past one try's timeout.
+const HOLD: Duration = Duration::from_secs(60);
+/// Looking the receiver's name up.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Deliverer {
+    pub store: Arc<dyn JobStore>,
+    /// Holds webhooks under this name.
+    pub holder: String,
+    pub secret: String,
+    pub hosts: CallbackHosts,
+    pub retry_first: Duration,
+    /// Followers of a job hear of its new try.
+    pub events: JobEvents,
+}
+
+impl Deliverer {
+    pub fn new(config: &Config, store: Arc<dyn JobStore>, events: JobEvents) -> Deliverer {
+        Deliverer {
+            store,
+            // One holder per process: a restarted process must not take over the holds of the one before.
+            holder: format!("{}/{}", config.worker_name(), Uuid::new_v4()),
+            secret: config.callback_secret.clone(),
+            hosts: config.callback_hosts(),
+            retry_first: Duration::from_secs(config.callback_retry_first_s),
+            events,
+        }
+    }
+
+    pub async fn run(self) {
+        loop {
+            match self.store.claim_callback(&self.holder, HOLD).await {
+                Ok(Some(job)) => self.deliver(job).await,
+                Ok(None) => tokio::time::sleep(POLL).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the webhooks due; trying again");
+                    tokio::time::sleep(POLL * 5).await;
+                }
+            }
+        }
+    }
+
+    async fn deliver(&self, job: Job) {
+        let Some(callback) = job.callback.clone() else { return };
+        let attempt = callback.deliveries.len() as u32 + 1;
+        let at = now_rfc3339();
+        let event = format!("job.{}", job.status.as_str());
+        let outcome = match serde_json::to_vec(&job) {
+            Ok(body) => self.try_once(&callback.url, &event, job.id, attempt, Bytes::from(body)).await,
+            Err(e) => Err(format!("cannot write the job's JSON: {e}")),
+        };
+        let (status, error) = match outcome {
+            Ok(status) if (200..300).contains(&status) => (Some(status), None),
+            Ok(status) => (Some(status), Some(format!("the receiver answered {status}"))),
+            Err(why) => (None, Some(why)),
+        };
+        let next = match &error {
+            None => CallbackNext::Delivered,
+            Some(_) => {
+                let first_at = callback.deliveries.first().map(|d| d.at.as_str()).unwrap_or(&at);
+                let since_first = crate::jobs::seconds_between(first_at, &at).unwrap_or(0.0).max(0.0);
+                match next_try(self.retry_first, attempt, Duration::from_secs_f64(since_first)) {
+                    Some(wait) => CallbackNext::RetryAt(in_rfc3339(wait)),
+                    None => CallbackNext::GaveUp,
+                }
+            }
+        };
+        tracing::info!(id = %job.id, url = %callback.url, attempt, ?status, error = error.as_deref().unwrap_or(""), ?next, "webhook try");
+        let mut deliveries = callback.deliveries;
+        deliveries.push(Delivery { at, status, error, attempt });
+        if let Err(e) = self.store.record_delivery(job.id, &self.holder, &deliveries, &next).await {
+            // The hold runs out and the try is made again: a receiver may see a delivery twice, never none.
+            tracing::warn!(id = %job.id, error = %e, "cannot record a webhook try");
+        }
+        let _ = self.events.send(job.id);
+    }
+
+    /// One POST of the job's JSON; the receiver's status, or why there was none.
+    async fn try_once(&self, url: &str, event: &str, id: Uuid, attempt: u32, body: Bytes) -> Result<u16, String> {
+        let url = url::Url::parse(url).map_err(|e| format!("the stored URL is unreadable: {e}"))?;
+        let address = self.address_of(&url).await?;
+        let host = match url.port() {
+            Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+            None => url.host_str().unwrap_or_default().to_string(),
+        };
+        let target = match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_string(),
+        };
+        let headers = vec![
+            ("vaebox-signature", signature::header(&self.secret, chrono::Utc::now().timestamp(), &body)),
+            ("vaebox-event", event.to_string()),
+            // The same for every try of one job's webhook, so a receiver can drop repeats.
+            ("vaebox-delivery", id.to_string()),
+            ("vaebox-attempt", attempt.to_string()),
+        ];
+        post::send(Post { address, host: &host, target: &target, headers, body }).await
+    }
+
+    /// The receiver's address: the URL's own, or its name looked up now and checked, so that a listed name
+    /// cannot be pointed at this box or at link-local services.
+    async fn address_of(&self, url: &url::Url) -> Result<SocketAddr, String> {
+        let port = url.port_or_known_default().unwrap_or(80);
+        // Checked at submission; checked again, as the config may have changed since.
+        if !url.host().is_some_and(|host| self.hosts.allows_host(&host)) {
+            return Err(format!("host `{}` is not in callback_hosts (any more)", url.host_str().unwrap_or_default()));
+        }
+        let name = match url.host() {
+            Some(url::Host::Ipv4(ip)) => return Ok(SocketAddr::new(IpAddr::V4(ip), port)),
+            Some(url::Host::Ipv6(ip)) => return Ok(SocketAddr::new(IpAddr::V6(ip), port)),
+            Some(url::Host::Domain(name)) => name.to_string(),
+            None => return Err("the URL names no host".into()),
+        };
+        let found: Vec<SocketAddr> = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((name.as_str(), port)))
+            .await
+            .map_err(|_| format!("looking `{name}` up took over {} s", RESOLVE_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("cannot look `{name}` up: {e}"))?
+            .collect();
+        if let Some(forbidden) = found.iter().find(|address| !self.hosts.allows_resolved(address.ip())) {
+            return Err(format!("`{name}` resolves to {}, which callback_hosts does not allow (this box, link-local)", forbidden.ip()));
+        }
+        found.first().copied().ok_or_else(|| format!("`{name}` has no address"))
+    }
+}
+
+fn in_rfc3339(wait: Duration) -> String {
+    let at = chrono::Utc::now() + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
