@@ -32,6 +32,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except BoxError as error:
         print(f"error: {error.code}: {error.message}", file=sys.stderr)
         return 1
+    except OSError as error:  # a file here: missing, unreadable, a folder that does not exist
+        print(f"error: local-file: {error}", file=sys.stderr)
+        return 1
     except ValueError as error:  # a URL that is not one
         print(f"error: invalid-url: {error}", file=sys.stderr)
         return 2

@@ -52,10 +52,7 @@ class Client:
         path = Path(path)
         query = job_query(op, params)
         query["filename"] = path.name
-        size = path.stat().st_size
-        headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
-        with path.open("rb") as body:
-            return self.transport.json("POST", "/v1/jobs", query, body, headers)
+        return self.transport.upload("/v1/jobs", query, path)
 
     def job(self, job_id: str) -> Job:
         return self.transport.json("GET", job_path(job_id))

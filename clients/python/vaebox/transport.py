@@ -1,10 +1,13 @@
 """HTTP to one box with urllib: the token, bounded answers, and the box's errors as BoxError."""
 from __future__ import annotations
 
+import http.client
 import json
+import select
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any, BinaryIO, Dict, Mapping, Optional
 
 from .errors import BoxError
@@ -13,6 +16,7 @@ from .errors import BoxError
 MAX_JSON_BYTES = 64 << 20
 # Error bodies are one short JSON object; a proxy's HTML page is cut here.
 MAX_ERROR_BYTES = 64 << 10
+UPLOAD_CHUNK_BYTES = 1 << 20
 
 
 class Transport:
@@ -52,6 +56,49 @@ class Transport:
         if len(data) > MAX_JSON_BYTES:
             raise BoxError("answer-too-large", f"{method} {path}: the answer is over {MAX_JSON_BYTES} bytes")
         return json.loads(data) if data else None
+
+
+    def upload(self, path: str, query: Mapping[str, str], file: Path) -> Any:
+        """POSTs the file as a raw body. The box checks the query before it reads the body and may answer a
+        refusal while the file is still going out (then closing the connection): the sending stops there and
+        that answer is read, rather than reported as a broken pipe."""
+        url = urllib.parse.urlsplit(self.url)
+        connection_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+        connection = connection_type(url.hostname, url.port, timeout=self.timeout_s)
+        target = url.path + path + "?" + urllib.parse.urlencode(query)
+        size = file.stat().st_size
+        try:
+            connection.putrequest("POST", target)
+            connection.putheader("Content-Type", "application/octet-stream")
+            connection.putheader("Content-Length", str(size))
+            if self.token:
+                connection.putheader("Authorization", f"Bearer {self.token}")
+            connection.endheaders()
+            cut_short = None
+            with file.open("rb") as body:
+                while True:
+                    if select.select([connection.sock], [], [], 0)[0]:
+                        break  # the box answered before the whole body arrived: a refusal
+                    chunk = body.read(UPLOAD_CHUNK_BYTES)
+                    if not chunk:
+                        break
+                    try:
+                        connection.send(chunk)
+                    except OSError as failure:  # closed under us; its answer may be waiting
+                        cut_short = failure
+                        break
+            try:
+                response = connection.getresponse()
+            except OSError as failure:
+                raise BoxError("unreachable", f"{self.url} did not answer the upload: {cut_short or failure}") from None
+            data = response.read(MAX_JSON_BYTES + 1 if response.status < 400 else MAX_ERROR_BYTES)
+            if response.status >= 400:
+                raise box_error(response.status, response.reason, data)
+            return json.loads(data)
+        except OSError as failure:
+            raise BoxError("unreachable", f"cannot reach {self.url}: {failure}") from None
+        finally:
+            connection.close()
 
 
 def box_error(status: int, reason: str, body: bytes) -> BoxError:
