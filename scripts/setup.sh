@@ -122,10 +122,10 @@ if [[ $WITH_TESTS == 1 ]]; then
     $PY -m pip install -q --disable-pip-version-check "moto[server]==5.*"
   fi
   # tests/python_client.rs builds `pip install ./clients/python` offline with the venv's setuptools, which
-  # must build wheels itself (70.1 and later; torch usually brings a recent one).
-  if ! $PY -c "import setuptools, sys; sys.exit(tuple(map(int, setuptools.__version__.split('.')[:2])) < (70, 1))" 2>/dev/null; then
-    say "installing setuptools>=70.1 into .venv (the Python client's offline build)"
-    $PY -m pip install -q --disable-pip-version-check "setuptools>=70.1"
+  # must read an SPDX `license` and build wheels itself (77 and later; torch usually brings a recent one).
+  if ! $PY -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null; then
+    say "installing setuptools>=77 into .venv (the Python client's offline build)"
+    $PY -m pip install -q --disable-pip-version-check "setuptools>=77"
   fi
   # Parity fixtures made by an implementation nobody here wrote (diffusers), with random weights.
   # The script writes its last case's meta.json last, so that file marks a complete set.

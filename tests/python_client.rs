@@ -99,7 +99,7 @@ async fn the_generated_module_is_the_box_document_and_pip_installs_the_client_of
         .arg(&source)
         .output()
         .unwrap();
-    assert!(install.status.success(), "pip install failed (scripts/setup.sh --test puts setuptools>=70.1 in .venv):\n{}", text(&install.stderr));
+    assert!(install.status.success(), "pip install failed (scripts/setup.sh --test puts setuptools>=77 in .venv):\n{}", text(&install.stderr));
     let installed = Command::new(venv.join("bin/vaebox")).args(["--url", &server.base, "models"]).current_dir(dir.path()).output().unwrap();
     let models = ok(&["models"], installed);
     assert!(models.lines().any(|l| l.starts_with("realesrgan-animevideov3\tupscaler\tupscale\tx2,x4\tpresent")), "{models}");
@@ -193,6 +193,23 @@ async fn the_command_submits_a_folder_downloads_resumes_lists_and_cancels() {
     assert!(said.contains(&format!("{} bytes, {} fetched, continued from byte {half}", bytes.len(), bytes.len() - half)), "{said}");
     assert!(std::fs::read(resumed.join("a_x2.mp4")).unwrap() == bytes, "the continued download differs from the whole one");
     assert!(!part.exists(), "the .part was left behind");
+    // On a terminal the line is redrawn in place: `\r`, no line per update.
+    let on_terminal = Command::new(python())
+        .args(["-c", "import os, pty, sys; sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))"])
+        .arg(python())
+        .args(["-m", "vaebox", "download", &ids[1], "whole"])
+        .current_dir(&work)
+        .env("PYTHONPATH", client_dir())
+        .env("VAEBOX_CLIENT_URL", &server.base)
+        .env("VAEBOX_CLIENT_TOKEN", SECRET)
+        .output()
+        .unwrap();
+    let drawn = text(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{drawn}");
+    let label = &ids[1][..8];
+    assert!(drawn.contains(&format!("\r{label}  [########################] 100%  download")), "{drawn:?}");
+    assert!(drawn.contains(&format!("\r{label}  saved whole/b_x2.mp4: ")), "{drawn:?}");
+    assert!(whole.join("b_x2.mp4").is_file());
     // An explicit file that exists is refused, not overwritten.
     let exists = vaebox(&server, &work, &["download", &ids[0], "resumed/a_x2.mp4"]);
     assert!(text(&exists.stderr).starts_with("error: file-exists: "), "{}", text(&exists.stderr));
