@@ -96,7 +96,7 @@ def job_fields(args) -> Dict[str, str]:
     for item in args.param:
         name, equals, value = item.partition("=")
         if not equals or not name:
-            raise BoxError("invalid-param", f"--param takes NAME=VALUE, not {item!r}")
+            raise BoxError("invalid-argument", f"--param takes NAME=VALUE, not {item!r}")
         fields[name.strip()] = value
     for name in ("model", "preset"):
         if getattr(args, name) is not None:

@@ -1,6 +1,7 @@
 """`vaebox.Client`: submit files as jobs, follow them, download their results (resumable)."""
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -146,7 +147,11 @@ class Client:
                 out.seek(start)
                 out.truncate()
                 while True:
-                    chunk = response.read(CHUNK_BYTES)
+                    try:
+                        chunk = response.read(CHUNK_BYTES)
+                    except (OSError, http.client.HTTPException) as failure:  # what arrived stays in the .part for the next try
+                        raise BoxError("download-incomplete", f"the connection broke at byte {start + received} of {total} ({failure}); "
+                                       "run the download again to continue") from None
                     if not chunk:
                         break
                     out.write(chunk)
