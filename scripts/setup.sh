@@ -121,6 +121,12 @@ if [[ $WITH_TESTS == 1 ]]; then
     say "installing moto[server] into .venv (an S3-compatible server for the tests)"
     $PY -m pip install -q --disable-pip-version-check "moto[server]==5.*"
   fi
+  # tests/python_client.rs builds `pip install ./clients/python` offline with the venv's setuptools, which
+  # must read an SPDX `license` and build wheels itself (77 and later; torch usually brings a recent one).
+  if ! $PY -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null; then
+    say "installing setuptools>=77 into .venv (the Python client's offline build)"
+    $PY -m pip install -q --disable-pip-version-check "setuptools>=77"
+  fi
   # Parity fixtures made by an implementation nobody here wrote (diffusers), with random weights.
   # The script writes its last case's meta.json last, so that file marks a complete set.
   if [[ ! -f .cache/fixtures/wan_cases/wan22_3lvl_t12_40x24/meta.json ]]; then

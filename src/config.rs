@@ -305,6 +305,10 @@ pub enum ConfigError {
 
 pub const ENV_PREFIX: &str = "VAEBOX_";
 
+/// The Python client's settings (`vaebox submit --url`, `--token`), which the server does not read but must
+/// not refuse as unknown keys: one shell often runs both.
+pub const CLIENT_VARIABLES: [&str; 2] = ["VAEBOX_CLIENT_URL", "VAEBOX_CLIENT_TOKEN"];
+
 /// 4 PiB: any real budget, and far from where `MiB << 20` in bytes would wrap (a budget of 2^44 MiB
 /// used to wrap to the same plan as 1 MiB).
 pub const MAX_MEMORY_BUDGET_MIB: u64 = 1 << 32;
@@ -492,6 +496,9 @@ fn apply_env_overrides(
         let Some(default) = Config::default_value(&key) else {
             if matches!(key.as_str(), "config" | "python" | "log") {
                 continue; // read elsewhere (CLI flag, tests, tracing filter)
+            }
+            if CLIENT_VARIABLES.contains(&var.as_str()) {
+                continue; // the Python client's (clients/python): a shell may hold them for both
             }
             return Err(ConfigError::Env { var, message: "no such config key".into() });
         };

@@ -162,5 +162,12 @@ async fn each_job_parameter_names_the_ops_that_take_it() {
         let ops: Vec<&str> = parameter.ops().into_iter().map(vaebox::models::Op::as_str).collect();
         let description = described["description"].as_str().unwrap_or("");
         assert!(description.starts_with(&format!("Ops: {}. ", ops.join(", "))), "{}: {description}", parameter.name());
+        assert_eq!(described["x-vaebox-ops"], json!(ops), "{}", parameter.name());
+    }
+    // The parameters every op takes say so too (generated clients read `x-vaebox-ops`, not the prose).
+    let every_op: Vec<&str> = vaebox::models::Op::ALL.into_iter().map(vaebox::models::Op::as_str).collect();
+    for name in ["op", "model", "preset", "priority", "dtype"] {
+        let described = parameters.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("{name} is not in the document"));
+        assert_eq!(described["x-vaebox-ops"], json!(every_op), "{name}");
     }
 }

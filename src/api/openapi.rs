@@ -76,17 +76,26 @@ impl Modify for EveryRouteCanRefuse {
 }
 
 /// Each job parameter of `POST /v1/jobs` says which ops take it, from the queue's table (the one the
-/// API and `vaebox run` refuse by), so the document cannot disagree with what is refused.
+/// API and `vaebox run` refuse by), so the document cannot disagree with what is refused: in its
+/// description for people, and as `x-vaebox-ops` for generated clients (clients/python/generate.py), on
+/// every parameter (those the table does not list, `op`, `model`, `preset`, ..., are every op's).
 struct OpsOfEachParameter;
+
+const OPS_EXTENSION: &str = "x-vaebox-ops";
 
 impl Modify for OpsOfEachParameter {
     fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
         let Some(create) = document.paths.paths.get_mut("/v1/jobs").and_then(|item| item.post.as_mut()) else { return };
         for parameter in create.parameters.iter_mut().flatten() {
-            let Some(job_parameter) = crate::queue::OpParameter::parse(&parameter.name) else { continue };
-            let ops: Vec<&str> = job_parameter.ops().into_iter().map(crate::models::Op::as_str).collect();
-            let described = parameter.description.take().unwrap_or_default();
-            parameter.description = Some(format!("Ops: {}. {described}", ops.join(", ")));
+            let job_parameter = crate::queue::OpParameter::parse(&parameter.name);
+            let ops = job_parameter.map(|p| p.ops()).unwrap_or_else(|| crate::models::Op::ALL.to_vec());
+            let ops: Vec<&str> = ops.into_iter().map(crate::models::Op::as_str).collect();
+            let extensions = parameter.extensions.get_or_insert_with(Default::default);
+            extensions.insert(OPS_EXTENSION.to_string(), serde_json::json!(ops));
+            if job_parameter.is_some() {
+                let described = parameter.description.take().unwrap_or_default();
+                parameter.description = Some(format!("Ops: {}. {described}", ops.join(", ")));
+            }
         }
     }
 }

@@ -1,0 +1,224 @@
+"""The `vaebox` command: submit files or folders, follow them, list, cancel and download jobs.
+
+The box's address comes from --url, else VAEBOX_CLIENT_URL, else http://127.0.0.1:8080; an access token
+from --token, else VAEBOX_CLIENT_TOKEN. (Not VAEBOX_URL: the server reads every VAEBOX_* variable as
+configuration and refuses names it does not know; it leaves these two alone.)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from .client import Client
+from .errors import BoxError
+from .files import files_to_submit
+from .progress import ProgressLine
+
+URL_VARIABLE = "VAEBOX_CLIENT_URL"
+TOKEN_VARIABLE = "VAEBOX_CLIENT_TOKEN"
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        url = getattr(args, "url", None) or os.environ.get(URL_VARIABLE) or DEFAULT_URL
+        client = Client(url, getattr(args, "token", None) or os.environ.get(TOKEN_VARIABLE) or None)
+        return args.command(client, args)
+    except BoxError as error:
+        print(f"error: {error.code}: {error.message}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a file here: missing, unreadable, a folder that does not exist
+        print(f"error: local-file: {error}", file=sys.stderr)
+        return 1
+    except ValueError as error:  # a URL that is not one
+        print(f"error: invalid-url: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted (jobs on the box go on; `vaebox download ID` continues a download)", file=sys.stderr)
+        return 130
+
+
+def parser() -> argparse.ArgumentParser:
+    # --url and --token are taken before or after the command. One set of actions serves both parsers, so
+    # their default stays SUPPRESS (a default set on one would let the command's parser reset the other's value).
+    connection = argparse.ArgumentParser(add_help=False)
+    connection.add_argument("--url", default=argparse.SUPPRESS, help=f"the box (default: ${URL_VARIABLE}, else {DEFAULT_URL})")
+    connection.add_argument("--token", default=argparse.SUPPRESS, help=f"an access token's secret (default: ${TOKEN_VARIABLE})")
+    main_parser = argparse.ArgumentParser(prog="vaebox", description=__doc__.split("\n\n")[0], parents=[connection])
+    commands = main_parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+
+    submit = commands.add_parser("submit", parents=[connection], help="upload a file, or each video file of a folder, as jobs")
+    submit.add_argument("path", type=Path, metavar="FILE_OR_FOLDER")
+    submit.add_argument("--op", help="upscale, vae_encode, vae_decode, vae_reconstruct, restore, interpolate (default: the preset's, else upscale)")
+    submit.add_argument("--model", help="a model from `vaebox models` (default: the box's for the op)")
+    submit.add_argument("--preset", help="a preset from `vaebox presets`: fills in the fields not given")
+    submit.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a job field (scale=2, dtype=bf16, ...); repeatable")
+    submit.add_argument("--wait", action="store_true", help="follow each job and download its result next to its input")
+    submit.set_defaults(command=submit_command)
+
+    listing = commands.add_parser("list", parents=[connection], help="jobs, newest first")
+    listing.add_argument("--status", help="queued, running, succeeded, failed or cancelled")
+    listing.add_argument("--limit", type=int)
+    listing.add_argument("--json", action="store_true", help="the jobs as the box sends them")
+    listing.set_defaults(command=list_command)
+
+    status = commands.add_parser("status", parents=[connection], help="one job")
+    status.add_argument("id")
+    status.add_argument("--json", action="store_true", help="the job as the box sends it")
+    status.set_defaults(command=status_command)
+
+    cancel = commands.add_parser("cancel", parents=[connection], help="cancel a queued or running job")
+    cancel.add_argument("id")
+    cancel.set_defaults(command=cancel_command)
+
+    download = commands.add_parser("download", parents=[connection], help="save a job's result (continues an interrupted download)")
+    download.add_argument("id")
+    download.add_argument("dest", nargs="?", type=Path, help="a file, or a folder for the box's file name (default: here)")
+    download.set_defaults(command=download_command)
+
+    models = commands.add_parser("models", parents=[connection], help="the box's models")
+    models.add_argument("--json", action="store_true")
+    models.set_defaults(command=models_command)
+
+    presets = commands.add_parser("presets", parents=[connection], help="the box's presets")
+    presets.add_argument("--json", action="store_true")
+    presets.set_defaults(command=presets_command)
+    return main_parser
+
+
+def job_fields(args) -> Dict[str, str]:
+    fields = {}
+    for item in args.param:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise BoxError("invalid-argument", f"--param takes NAME=VALUE, not {item!r}")
+        fields[name.strip()] = value
+    for name in ("model", "preset"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    return fields
+
+
+def submit_command(client: Client, args) -> int:
+    fields = job_fields(args)
+    if args.path.is_dir():
+        paths = files_to_submit(args.path, args.op)
+        if not paths:
+            raise BoxError("no-files", f"{args.path} holds no video files")
+    elif args.path.is_file():
+        paths = [args.path]
+    else:
+        raise BoxError("no-files", f"{args.path} does not exist")
+    failures, submitted = 0, []
+    for path in paths:
+        try:
+            job = client.submit(path, args.op, **fields)
+        except BoxError as error:
+            if error.status is None and error.code != "unreachable":
+                raise  # refused here: the same for every file
+            print(f"error: {error.code}: {path}: {error.message}", file=sys.stderr)
+            failures += 1
+            continue
+        print(f"{job['id']}\t{path}", flush=True)
+        submitted.append((path, job))
+    if args.wait:
+        for path, job in submitted:
+            failures += 0 if wait_and_download(client, path, job) else 1
+    return 1 if failures else 0
+
+
+def wait_and_download(client: Client, path: Path, job) -> bool:
+    line = ProgressLine(path.name)
+    final = client.follow(job["id"], line.job)
+    if final["status"] != "succeeded":
+        error = final.get("error") or {"code": final["status"], "message": "the job did not succeed"}
+        line.done(final["status"])
+        print(f"error: {error['code']}: {path}: {error['message']}", file=sys.stderr)
+        return False
+    saved = client.download(final["id"], path.parent, on_progress=line.download)
+    line.done(f"saved {saved.path}")
+    return True
+
+
+def list_command(client: Client, args) -> int:
+    jobs = client.jobs(status=args.status, limit=args.limit)
+    if args.json:
+        print(json.dumps(jobs, indent=2))
+        return 0
+    for job in jobs:
+        print("\t".join([job["id"], job["status"], job["op"], job["model"], percent(job), job["input"]["file_name"], job["created_at"]]))
+    return 0
+
+
+def percent(job) -> str:
+    if job["status"] == "succeeded":
+        return "100%"
+    fraction = (job.get("progress") or {}).get("fraction")
+    return f"{fraction * 100:.0f}%" if fraction is not None else "-"
+
+
+def status_command(client: Client, args) -> int:
+    job = client.job(args.id)
+    if args.json:
+        print(json.dumps(job, indent=2))
+        return 0
+    progress = job.get("progress") or {}
+    rows = [("id", job["id"]), ("status", job["status"]), ("op", job["op"]), ("model", job["model"])]
+    media = job["input"].get("media") or {}
+    size = f" ({media['width']}x{media['height']}, {media['frames']} frames)" if media.get("frames") else ""
+    rows.append(("input", job["input"]["file_name"] + size))
+    if job["status"] in ("queued", "running"):
+        stage = f" {progress['stage']}" if progress.get("stage") else ""
+        rows.append(("progress", f"{percent(job)}{stage}"))
+    if job.get("output"):
+        rows.append(("output", f"{job['output']['file_name']} ({job['output']['bytes']} bytes)"))
+    if job.get("error"):
+        rows.append(("error", f"{job['error']['code']}: {job['error']['message']}"))
+    for name, value in rows:
+        print(f"{name:<9} {value}")
+    return 0
+
+
+def cancel_command(client: Client, args) -> int:
+    job = client.cancel(args.id)
+    print(f"{job['id']}\t{job['status']}")
+    return 0
+
+
+def download_command(client: Client, args) -> int:
+    line = ProgressLine(args.id[:8])
+    saved = client.download(args.id, args.dest, on_progress=line.download)
+    resumed = f", continued from byte {saved.resumed_from}" if saved.resumed_from else ""
+    line.done(f"saved {saved.path}: {saved.bytes} bytes, {saved.received} fetched{resumed}")
+    print(saved.path)
+    return 0
+
+
+def models_command(client: Client, args) -> int:
+    models = client.models()
+    if args.json:
+        print(json.dumps(models, indent=2))
+        return 0
+    for model in models:
+        scales = ",".join(f"x{s}" for s in model["scales"]) or "-"
+        print("\t".join([model["name"], model["kind"], ",".join(model["ops"]), scales, "present" if model["present"] else "missing"]))
+    return 0
+
+
+def presets_command(client: Client, args) -> int:
+    presets = client.presets()
+    if args.json:
+        print(json.dumps(presets, indent=2))
+        return 0
+    for name, fields in presets.items():
+        print(name + "\t" + " ".join(f"{k}={v}" for k, v in fields.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
