@@ -8,8 +8,9 @@ import numpy as np
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 COLOR_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # grey, RGB, grey + alpha, RGBA
-# A frame's decompressed bytes are bounded by its header; this bounds the header.
+# A frame's decompressed bytes are bounded by its header; this bounds the header, and the next a frame's file.
 MAX_SIDE = 1 << 15
+MAX_FRAME_FILE_BYTES = 1 << 30
 
 
 def paeth(a, b, c):
@@ -87,7 +88,11 @@ def decode_png(data):
 def decode_zip(data):
     """The box's PNG zip (`frame_000000.png` onward) → float32 frames `[N, H, W, 3]` in 0..1, in name order."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        names = sorted(n for n in archive.namelist() if n.lower().endswith(".png"))
-        if not names:
+        entries = sorted((i for i in archive.infolist() if i.filename.lower().endswith(".png")), key=lambda i: i.filename)
+        if not entries:
             raise ValueError("the result zip holds no PNG frames")
+        too_big = [i.filename for i in entries if i.file_size > MAX_FRAME_FILE_BYTES]
+        if too_big:
+            raise ValueError(f"frames over {MAX_FRAME_FILE_BYTES} bytes in the result zip: {too_big[:3]}")
+        names = [i.filename for i in entries]
         return np.stack([decode_png(archive.read(name)) for name in names])
