@@ -41,6 +41,7 @@ fn max_abs(result: &Value, key: &str) -> f64 {
 async fn comfyui_nodes_hand_their_work_to_the_box() {
     let dir = tempfile::tempdir().unwrap();
     let models = models_with_small_wan21(dir.path());
+    models_with_small_seedvr2(dir.path());
     std::os::unix::fs::symlink(Path::new(REPO).join("models/realesrgan"), models.join("realesrgan")).unwrap();
     let tokens = format!("comfy:{TOKEN}");
     let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_TOKENS", &tokens)]);
@@ -83,7 +84,8 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     }
     // The model input: a text field when the box cannot be asked, its list of VAEs when it can.
     assert_eq!(result["decode_model_input_without_box"], "STRING");
-    assert_eq!(result["decode_model_input"], json!(["wan21-small"]));
+    assert_eq!(result["decode_model_input"], json!(["seedvr2-vae-small", "wan21-small"]));
+    assert_eq!(result["restore_model_input"], json!(["seedvr2-3b-small", "seedvr2-7b-small"]));
     assert_eq!(result["upscale_model_input_has_animevideov3"], true);
     assert!(result["no_token_error"].as_str().is_some_and(|e| e.contains("unauthorized") && e.contains("token")), "{result}");
 
@@ -114,10 +116,16 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     assert!(unknown.contains("unknown-model") && unknown.contains("no-such-model") && unknown.contains("/v1/models"), "{result}");
     assert!(result["unreachable_error"].as_str().is_some_and(|e| e.contains("unreachable")), "{result}");
 
-    // ComfyUI's Cancel: the job (queued behind a busy one) and the synchronous encode's job end cancelled.
+    // ComfyUI's Cancel: the jobs (queued behind a busy one) and the synchronous encode's job end cancelled; the
+    // restore's fields passed the box's checks at submission.
     assert_eq!(result["cancel_raised"], "comfy", "{result}");
     assert_eq!(result["cancelled_job_op"], "vae_decode", "{result}");
     assert_eq!(result["cancelled_job_status"], "cancelled", "{result}");
+    assert_eq!(result["restore_cancel_raised"], "comfy", "{result}");
+    assert_eq!(result["restore_job_op"], "restore", "{result}");
+    assert_eq!(result["restore_job_status"], "cancelled", "{result}");
+    let params = &result["restore_job_params"]["restore"];
+    assert_eq!((&params["resolution"], &params["seed"], &params["color_fix"]), (&json!(64), &json!(7), &json!("lab")), "{result}");
     assert_eq!(result["encode_cancel_raised"], "comfy", "{result}");
     assert_eq!(result["encode_cancelled_job_op"], "vae_encode", "{result}");
     assert_eq!(result["encode_cancelled_job_status"], "cancelled", "{result}");

@@ -74,6 +74,7 @@ os.environ["COMFY_VAEBOX_URL"] = base
 os.environ["COMFY_VAEBOX_TOKEN"] = token
 out["decode_model_input"] = nodes["VaeboxVAEDecode"].INPUT_TYPES()["required"]["model"][0]
 out["upscale_model_input_has_animevideov3"] = "realesrgan-animevideov3" in nodes["VaeboxUpscale"].INPUT_TYPES()["required"]["model"][0]
+out["restore_model_input"] = nodes["VaeboxRestore"].INPUT_TYPES()["required"]["model"][0]
 out["spec_problems_with_box"] = {name: spec_problems(cls) for name, cls in nodes.items()}
 
 os.environ.pop("COMFY_VAEBOX_TOKEN")
@@ -188,7 +189,8 @@ def newest_job():
 
 def blocker():
     """A decode that keeps the box busy for a few seconds, so the next job waits in the queue."""
-    latent = package.vaebox_nodes.tensor_file.write("latent", np.zeros((1, 16, 11, 40, 60), np.float32))
+    # Long, so it is still running at the end; it is cancelled then, which takes one chunk's time.
+    latent = package.vaebox_nodes.tensor_file.write("latent", np.zeros((1, 16, 41, 40, 60), np.float32))
     return box("POST", "/v1/jobs?op=vae_decode&model=wan21-small&output_format=safetensors&filename=busy.safetensors", latent)["id"]
 
 
@@ -212,6 +214,18 @@ except Interrupted:
 node_job = newest_job()
 out["cancelled_job_op"] = node_job["op"]
 out["cancelled_job_status"] = settle(node_job["id"])
+
+# Restore's inputs become fields the box takes (it checks them all before queueing; the small DiT is not run).
+cancel_requested[0] = True
+try:
+    nodes["VaeboxRestore"]().restore(vaebox, images, "seedvr2-3b-small", 2, 64, 7, "lab", 24.0)
+    out["restore_cancel_raised"] = None
+except Interrupted:
+    out["restore_cancel_raised"] = "comfy"
+node_job = newest_job()
+out["restore_job_op"] = node_job["op"]
+out["restore_job_params"] = node_job["params"]
+out["restore_job_status"] = settle(node_job["id"])
 
 # The same for an encode, a synchronous call: cancelling hangs up, and the box cancels its job.
 cancel_requested[0] = False
