@@ -1,0 +1,164 @@
+"""The ComfyUI nodes: a connection, VAE decode and encode, upscale and restore, each handing the work to a box."""
+import os
+
+import numpy as np
+
+from . import apng, frames, jobs, png_frames, remote_vae, tensor_file
+from .connection import DEFAULT_URL, Connection
+from .model_choices import TOKEN_VARIABLE, model_input
+
+CATEGORY = "vaebox"
+FPS_INPUT = ("FLOAT", {"default": 24.0, "min": 0.01, "max": 1000.0, "step": 0.001, "tooltip": "the frames' rate, sent with them"})
+NORMALIZED_INPUT = (
+    "BOOLEAN",
+    {
+        "default": False,
+        "tooltip": "the latent is normalized with the VAE's published per-channel mean/std (a diffusers Wan pipeline's "
+        "output_type='latent'); ComfyUI's own LATENTs are not: its samplers normalize inside and undo it on the way out",
+    },
+)
+PRECISION_INPUT = (["auto", "f32", "bf16", "f16"], {"default": "auto", "tooltip": "the VAE's precision on the box; auto: the box's dtype (bf16 on a GPU)"})
+COLOR_FIXES = ["wavelet", "adain", "lab", "hsv", "wavelet_adaptive", "none"]
+
+
+def box_dtype(precision):
+    """The job's `dtype` field: none for auto, so the box's own applies."""
+    return None if precision == "auto" else precision
+
+
+class VaeboxConnection:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {"url": ("STRING", {"default": DEFAULT_URL})},
+            "optional": {"token": ("STRING", {"default": "", "tooltip": f"the box's access token; empty: ${TOKEN_VARIABLE} or none"})},
+        }
+
+    RETURN_TYPES = ("VAEBOX",)
+    RETURN_NAMES = ("vaebox",)
+    FUNCTION = "connect"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "A vaebox on the LAN; checks the URL and token by listing its models."
+
+    def connect(self, url, token=""):
+        connection = Connection(url, token or os.environ.get(TOKEN_VARIABLE, ""))
+        connection.models()  # refuses a wrong URL or token here rather than in the first heavy node
+        return (connection,)
+
+
+class VaeboxVAEDecode:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {"vaebox": ("VAEBOX",), "samples": ("LATENT",), "model": model_input("vae_decode")},
+            "optional": {"normalized": NORMALIZED_INPUT, "precision": PRECISION_INPUT},
+        }
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "decode"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "Decodes a video LATENT on the box (a vae_decode job per batch item, float frames back)."
+
+    def decode(self, vaebox, samples, model, normalized=False, precision="auto"):
+        decoded = []
+        for item in frames.latent_items(samples):
+            # The job reads the latent's header: `normalized` makes the box undo the VAE's mean/std first.
+            latent = tensor_file.write("latent", item, {"normalized": "true" if normalized else "false"})
+            fields = {"op": "vae_decode", "model": model, "output_format": "safetensors", "dtype": box_dtype(precision)}
+            data, _ = jobs.run(vaebox, fields, latent, "latent.safetensors")
+            decoded.append(tensor_file.read(data, "sample"))
+        return (frames.pixels_to_image(np.concatenate(decoded, axis=0)),)
+
+
+class VaeboxVAEEncode:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {"vaebox": ("VAEBOX",), "pixels": ("IMAGE",), "model": model_input("vae_encode")},
+            "optional": {"normalized": NORMALIZED_INPUT, "precision": PRECISION_INPUT},
+        }
+
+    RETURN_TYPES = ("LATENT",)
+    FUNCTION = "encode"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "Encodes IMAGE frames (one clip) into a video LATENT on the box, through its remote-VAE /v1/encode."
+
+    def encode(self, vaebox, pixels, model, normalized=False, precision="auto"):
+        latent = remote_vae.encode(vaebox, frames.image_to_pixels(pixels), model, normalized, box_dtype(precision))
+        return (frames.to_latent([latent]),)
+
+
+def run_on_frames(connection, fields, images, fps):
+    """IMAGE frames through a video job: an 8-bit APNG in (what the box would read of any video), the
+    16-bit PNG frames out; IMAGE back."""
+    clip = apng.encode(frames.image_to_rgb8(images), fps)
+    data, _ = jobs.run(connection, dict(fields, output_format="png"), clip, "frames.apng")
+    import torch
+
+    return torch.from_numpy(png_frames.decode_zip(data))
+
+
+class VaeboxUpscale:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "vaebox": ("VAEBOX",),
+                "images": ("IMAGE",),
+                "model": model_input("upscale", "realesrgan-animevideov3"),
+                "scale": ("INT", {"default": 2, "min": 1, "max": 4, "tooltip": "one of the model's scales (GET /v1/models)"}),
+                "fps": FPS_INPUT,
+            }
+        }
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "upscale"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "Upscales IMAGE frames on the box (Real-ESRGAN, Real-CUGAN), as one clip."
+
+    def upscale(self, vaebox, images, model, scale, fps):
+        return (run_on_frames(vaebox, {"op": "upscale", "model": model, "scale": scale}, images, fps),)
+
+
+class VaeboxRestore:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "vaebox": ("VAEBOX",),
+                "images": ("IMAGE",),
+                "model": model_input("restore"),
+                "scale": ("INT", {"default": 2, "min": 1, "max": 4, "tooltip": "each side times this; unused when resolution is set"}),
+                "resolution": ("INT", {"default": 0, "min": 0, "max": 16384, "tooltip": "the output's short side; 0: use scale"}),
+                "seed": ("INT", {"default": 666, "min": 0, "max": 2**63 - 1}),
+                "color_fix": (COLOR_FIXES, {"default": "wavelet"}),
+                "fps": FPS_INPUT,
+            }
+        }
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "restore"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "Restores and upscales IMAGE frames on the box with SeedVR2 (one step), as one clip."
+
+    def restore(self, vaebox, images, model, scale, resolution, seed, color_fix, fps):
+        size = {"resolution": resolution} if resolution > 0 else {"scale": scale}
+        fields = dict(op="restore", model=model, seed=seed, color_fix=color_fix, **size)
+        return (run_on_frames(vaebox, fields, images, fps),)
+
+
+NODE_CLASS_MAPPINGS = {
+    "VaeboxConnection": VaeboxConnection,
+    "VaeboxVAEDecode": VaeboxVAEDecode,
+    "VaeboxVAEEncode": VaeboxVAEEncode,
+    "VaeboxUpscale": VaeboxUpscale,
+    "VaeboxRestore": VaeboxRestore,
+}
+
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "VaeboxConnection": "vaebox connection",
+    "VaeboxVAEDecode": "VAE Decode (vaebox)",
+    "VaeboxVAEEncode": "VAE Encode (vaebox)",
+    "VaeboxUpscale": "Upscale (vaebox)",
+    "VaeboxRestore": "Restore (vaebox)",
+}

@@ -1,0 +1,245 @@
+"""Loads clients/comfyui the way ComfyUI loads a custom node package and calls its nodes against a running box
+with tensors in ComfyUI's layouts. Prints one JSON object of measurements; tests/comfyui_nodes.rs asserts on it.
+
+usage: comfyui_nodes_check.py BASE_URL TOKEN PACKAGE_DIR CASE_FILE FRAMES_RGB24 WIDTH HEIGHT REFERENCE_ZIP
+  TOKEN          the box's access token
+  CASE_FILE      the Wan 2.1 reference case (sample, latent_mu, latent_mu_normalized, decoded)
+  FRAMES_RGB24   a few frames of a real clip, packed rgb24
+  REFERENCE_ZIP  the box's own upscale of those frames (realesrgan-animevideov3 x2, output_format=png)
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import urllib.request
+import zipfile
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+
+base, token, package_dir, case_file, frames_file, width, height, reference_zip = sys.argv[1:9]
+width, height = int(width), int(height)
+out = {}
+
+# The model lists are read from the box ComfyUI is told about; first from none (the text-field fallback).
+os.environ["COMFY_VAEBOX_URL"] = "http://127.0.0.1:9"
+
+
+def load_like_comfyui(path):
+    """ComfyUI's load_custom_node: the folder's __init__.py as a module named after the folder."""
+    name = os.path.basename(os.path.normpath(path))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(path, "__init__.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def spec_problems(cls):
+    """What ComfyUI would reject in a node class."""
+    problems = []
+    types_ = cls.INPUT_TYPES()
+    if not isinstance(types_, dict) or "required" not in types_ or set(types_) - {"required", "optional", "hidden"}:
+        return [f"INPUT_TYPES keys {list(types_)}"]
+    for section in types_.values():
+        for name, spec in section.items():
+            ok = isinstance(spec, tuple) and 1 <= len(spec) <= 2 and (isinstance(spec[0], str) or isinstance(spec[0], list))
+            ok = ok and (len(spec) == 1 or isinstance(spec[1], dict))
+            if ok and isinstance(spec[0], list) and len(spec) == 2 and "default" in spec[1]:
+                ok = spec[1]["default"] in spec[0]
+            if not ok:
+                problems.append(f"input {name}: {spec!r}")
+    if not (isinstance(cls.RETURN_TYPES, tuple) and all(isinstance(t, str) for t in cls.RETURN_TYPES)):
+        problems.append("RETURN_TYPES")
+    if not callable(getattr(cls, cls.FUNCTION, None)):
+        problems.append(f"FUNCTION {cls.FUNCTION}")
+    if cls.CATEGORY != "vaebox":
+        problems.append(f"CATEGORY {cls.CATEGORY}")
+    return problems
+
+
+package = load_like_comfyui(package_dir)
+nodes = package.NODE_CLASS_MAPPINGS
+out["nodes"] = sorted(nodes)
+out["display_names"] = sorted(package.NODE_DISPLAY_NAME_MAPPINGS.values())
+out["comfy_loaded"] = "comfy" in sys.modules
+out["spec_problems"] = {name: spec_problems(cls) for name, cls in nodes.items()}
+out["decode_model_input_without_box"] = nodes["VaeboxVAEDecode"].INPUT_TYPES()["required"]["model"][0]
+os.environ["COMFY_VAEBOX_URL"] = base
+os.environ["COMFY_VAEBOX_TOKEN"] = token
+out["decode_model_input"] = nodes["VaeboxVAEDecode"].INPUT_TYPES()["required"]["model"][0]
+out["upscale_model_input_has_animevideov3"] = "realesrgan-animevideov3" in nodes["VaeboxUpscale"].INPUT_TYPES()["required"]["model"][0]
+out["restore_model_input"] = nodes["VaeboxRestore"].INPUT_TYPES()["required"]["model"][0]
+out["spec_problems_with_box"] = {name: spec_problems(cls) for name, cls in nodes.items()}
+
+os.environ.pop("COMFY_VAEBOX_TOKEN")
+try:
+    nodes["VaeboxConnection"]().connect(base, "")
+    out["no_token_error"] = None
+except Exception as e:
+    out["no_token_error"] = str(e)
+(vaebox,) = nodes["VaeboxConnection"]().connect(base, token)
+
+# VAE decode and encode in f32 (the box's own dtype may be bf16), on the case's first 2 latent frames: the
+# reference's README shows decode(z[:, :, :k]) equal to the first 1 + 4(k - 1) frames of the whole decode and
+# encode(x[:, :, :1 + 4k]) to the latent's prefix, and half the clip halves the test's time.
+# ComfyUI's LATENT holds the VAE's raw latent (its samplers normalize inside and undo it on the way out), so the
+# node's default decodes latent_mu as it is; `normalized` takes latent_mu_normalized.
+case = load_file(case_file)
+LATENT_FRAMES, FRAMES = 2, 5
+expected_image = ((case["decoded"][:, :, :FRAMES].clamp(-1, 1) + 1) / 2)[0].permute(1, 2, 3, 0)  # [T, H, W, 3]
+decode = nodes["VaeboxVAEDecode"]()
+(image,) = decode.decode(vaebox, {"samples": case["latent_mu"][:, :, :LATENT_FRAMES]}, "wan21-small", precision="f32")
+out["decode_shape"] = list(image.shape)
+out["decode_dtype"] = str(image.dtype)
+out["decode_max_abs"] = (image - expected_image).abs().max().item()
+normalized = case["latent_mu_normalized"][:, :, :LATENT_FRAMES]
+(image,) = decode.decode(vaebox, {"samples": normalized}, "wan21-small", normalized=True, precision="f32")
+out["decode_normalized_max_abs"] = (image - expected_image).abs().max().item()
+
+# VAE encode: IMAGE frames of the reference sample.
+pixels = ((case["sample"][:, :, :FRAMES] + 1) / 2)[0].permute(1, 2, 3, 0).contiguous()
+encode = nodes["VaeboxVAEEncode"]()
+(latent,) = encode.encode(vaebox, pixels, "wan21-small", precision="f32")
+out["encode_shape"] = list(latent["samples"].shape)
+out["encode_max_abs"] = (latent["samples"] - case["latent_mu"][:, :, :LATENT_FRAMES]).abs().max().item()
+(latent,) = encode.encode(vaebox, pixels, "wan21-small", normalized=True, precision="f32")
+out["encode_normalized_max_abs"] = (latent["samples"] - normalized).abs().max().item()
+
+# ComfyUI present: a progress bar that records, a Cancel flag the test sets.
+updates, cancel_requested = [], [False]
+
+
+class Interrupted(Exception):
+    pass
+
+
+class ProgressBar:
+    def __init__(self, total):
+        self.total = total
+
+    def update_absolute(self, value, total=None, preview=None):
+        updates.append((value, total or self.total))
+
+
+def throw_exception_if_processing_interrupted():
+    if cancel_requested[0]:
+        cancel_requested[0] = False
+        raise Interrupted()
+
+
+comfy = types.ModuleType("comfy")
+comfy.utils = types.SimpleNamespace(ProgressBar=ProgressBar)
+comfy.model_management = types.SimpleNamespace(
+    processing_interrupted=lambda: cancel_requested[0],
+    throw_exception_if_processing_interrupted=throw_exception_if_processing_interrupted,
+)
+sys.modules.update({"comfy": comfy, "comfy.utils": comfy.utils, "comfy.model_management": comfy.model_management})
+
+# Upscale: real frames, against the box's own job on the same frames.
+frames = np.fromfile(frames_file, np.uint8).reshape(-1, height, width, 3)
+images = torch.from_numpy(frames.astype(np.float32) / 255.0)
+started = time.monotonic()
+(upscaled,) = nodes["VaeboxUpscale"]().upscale(vaebox, images, "realesrgan-animevideov3", 2, 24.0)
+out["upscale_seconds"] = time.monotonic() - started
+out["upscale_shape"] = list(upscaled.shape)
+out["upscale_dtype"] = str(upscaled.dtype)
+out["progress_last"] = list(updates[-1]) if updates else None
+with tempfile.TemporaryDirectory() as scratch:
+    with zipfile.ZipFile(reference_zip) as archive:
+        archive.extractall(scratch)
+    decoded = subprocess.run(
+        ["ffmpeg", "-nostdin", "-v", "error", "-i", os.path.join(scratch, "frame_%06d.png"), "-f", "rawvideo", "-pix_fmt", "rgb48le", "-"],
+        check=True, capture_output=True, timeout=60,
+    ).stdout
+reference = np.frombuffer(decoded, "<u2").astype(np.float32).reshape(-1, 2 * height, 2 * width, 3) / 65535.0
+out["reference_shape"] = list(reference.shape)
+if reference.shape == tuple(upscaled.shape):
+    out["upscale_max_abs"] = float(np.abs(upscaled.numpy() - reference).max())
+# The upscale changed the frames (not an echo of its input).
+out["upscale_vs_nearest_max_abs"] = float(np.abs(upscaled.numpy() - np.repeat(np.repeat(images.numpy(), 2, 1), 2, 2)).max())
+
+# An error code becomes a readable exception.
+try:
+    nodes["VaeboxUpscale"]().upscale(vaebox, images, "no-such-model", 2, 24.0)
+    out["unknown_model_error"] = None
+except Exception as e:
+    out["unknown_model_error"] = str(e)
+try:
+    nodes["VaeboxConnection"]().connect("http://127.0.0.1:9", "")
+    out["unreachable_error"] = None
+except Exception as e:
+    out["unreachable_error"] = str(e)
+
+
+def box(method, path, body=None):
+    request = urllib.request.Request(base + path, data=body, method=method, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def newest_job():
+    return box("GET", "/v1/jobs?limit=1")["jobs"][0]
+
+
+def blocker():
+    """A decode that keeps the box busy for a few seconds, so the next job waits in the queue."""
+    # Long, so it is still running at the end; it is cancelled then, which takes one chunk's time.
+    latent = package.vaebox_nodes.tensor_file.write("latent", np.zeros((1, 16, 41, 40, 60), np.float32))
+    return box("POST", "/v1/jobs?op=vae_decode&model=wan21-small&output_format=safetensors&filename=busy.safetensors", latent)["id"]
+
+
+def settle(job_id, within=10.0):
+    deadline = time.monotonic() + within
+    while True:
+        job = box("GET", f"/v1/jobs/{job_id}")
+        if job["status"] in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
+            return job["status"]
+        time.sleep(0.1)
+
+
+# Cancel in ComfyUI while the node's job waits: the job is cancelled on the box and the node raises.
+busy = blocker()
+cancel_requested[0] = True
+try:
+    decode.decode(vaebox, {"samples": case["latent_mu"]}, "wan21-small")
+    out["cancel_raised"] = None
+except Interrupted:
+    out["cancel_raised"] = "comfy"
+node_job = newest_job()
+out["cancelled_job_op"] = node_job["op"]
+out["cancelled_job_status"] = settle(node_job["id"])
+
+# Restore's inputs become fields the box takes (it checks them all before queueing; the small DiT is not run).
+cancel_requested[0] = True
+try:
+    nodes["VaeboxRestore"]().restore(vaebox, images, "seedvr2-3b-small", 2, 64, 7, "lab", 24.0)
+    out["restore_cancel_raised"] = None
+except Interrupted:
+    out["restore_cancel_raised"] = "comfy"
+node_job = newest_job()
+out["restore_job_op"] = node_job["op"]
+out["restore_job_params"] = node_job["params"]
+out["restore_job_status"] = settle(node_job["id"])
+
+# The same for an encode, a synchronous call: cancelling hangs up, and the box cancels its job.
+cancel_requested[0] = False
+timer = __import__("threading").Timer(1.0, lambda: cancel_requested.__setitem__(0, True))
+timer.start()
+try:
+    encode.encode(vaebox, pixels, "wan21-small")
+    out["encode_cancel_raised"] = None
+except Interrupted:
+    out["encode_cancel_raised"] = "comfy"
+node_job = newest_job()
+out["encode_cancelled_job_op"] = node_job["op"]
+out["encode_cancelled_job_status"] = settle(node_job["id"])
+box("POST", f"/v1/jobs/{busy}/cancel", b"")
+out["blocker_status"] = settle(busy, within=120.0)
+
+print(json.dumps(out))
