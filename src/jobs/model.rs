@@ -77,6 +77,9 @@ pub struct JobParams {
     /// `interpolate`: the output's rate and the scene-cut threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpolate: Option<InterpolateParams>,
+    /// `upscale`, `restore` of a zip of PNG frames: the sequence's frame rate as `N/D` (default 24/1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence_fps: Option<String>,
 }
 
 /// `interpolate` jobs only; filled in at submission (`factor` 2 when neither it nor `fps` is given).
@@ -160,6 +163,7 @@ impl JobParams {
             memory_budget_mib: None,
             restore: None,
             interpolate: None,
+            sequence_fps: None,
         }
     }
 }

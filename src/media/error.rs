@@ -32,6 +32,10 @@ pub enum MediaError {
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
 
+    /// A zip of frames that is not a sequence of same-sized PNGs; `code` says which rule it breaks.
+    #[error("not an image sequence: {reason}")]
+    BadSequence { code: &'static str, reason: String },
+
     /// A caller handed the media layer something inconsistent (zero sizes, a chunk of the wrong size).
     #[error("invalid media request: {0}")]
     InvalidRequest(String),
@@ -49,6 +53,7 @@ impl MediaError {
             MediaError::Missing { .. } => codes::FFMPEG_MISSING,
             MediaError::Io { .. } => codes::MEDIA_IO,
             MediaError::InvalidRequest(_) => codes::MEDIA_INVALID_REQUEST,
+            MediaError::BadSequence { code, .. } => *code,
         }
     }
 
@@ -61,6 +66,7 @@ impl MediaError {
                 | MediaError::NotAVideo { .. }
                 | MediaError::Truncated { .. }
                 | MediaError::TooLarge { .. }
+                | MediaError::BadSequence { .. }
         )
     }
 

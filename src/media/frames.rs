@@ -94,6 +94,8 @@ pub struct FrameReader {
     chunks: Option<Receiver<ChunkMessage>>,
     killer: ChildKiller,
     pump: Option<JoinHandle<()>>,
+    /// The thread writing a zip's frames into ffmpeg, whose failure would otherwise look like a short clip.
+    feeder: Option<JoinHandle<std::io::Result<()>>>,
     finished: bool,
     frames_read: u64,
 }
@@ -107,23 +109,33 @@ impl FrameReader {
         let chunk_bytes = frame_bytes
             .checked_mul(config.chunk_frames)
             .ok_or_else(|| MediaError::InvalidRequest("chunk size overflows".into()))?;
-        let mut args: Vec<OsString> =
-            ["-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i"].iter().map(OsString::from).collect();
-        args.push(file_url(&config.input));
+        // A zip of PNG frames reaches ffmpeg's PNG demuxer member by member on its stdin.
+        let sequence = super::sequence::is_zip(&config.input);
+        let mut args: Vec<OsString> = if sequence {
+            ["-v", "error", "-f", "png_pipe", "-i", "pipe:0"].iter().map(OsString::from).collect()
+        } else {
+            let mut args: Vec<OsString> = ["-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i"].iter().map(OsString::from).collect();
+            args.push(file_url(&config.input));
+            args
+        };
         let to_rgb = format!("{},format=rgb24", config.colour.to_rgb_filter());
         args.extend(
             ["-map", "0:v:0", "-vf", &to_rgb, "-f", "rawvideo", "-pix_fmt", "rgb24", "-fps_mode", "passthrough", "pipe:1"]
                 .iter()
                 .map(OsString::from),
         );
-        let child = BoundedChild::spawn(ProcessSpec {
+        let mut child = BoundedChild::spawn(ProcessSpec {
             program: &tools.ffmpeg,
             args,
             timeout: tools.stream_timeout,
-            pipe_stdin: false,
+            pipe_stdin: sequence,
             pipe_stdout: true,
             priority: config.priority,
         })?;
+        let feeder = match child.stdin.take() {
+            Some(stdin) => Some(super::sequence::feed_members(config.input.clone(), stdin).map_err(|e| MediaError::io("starting the zip reader", e))?),
+            None => None,
+        };
         let killer = child.killer();
         let priority = config.priority;
         let (sender, chunks) = sync_channel(config.queue_chunks);
@@ -135,7 +147,7 @@ impl FrameReader {
                 pump_frames(child, shape, sender)
             })
             .map_err(|e| MediaError::io("starting the decode thread", e))?;
-        Ok(FrameReader { chunks: Some(chunks), killer, pump: Some(pump), finished: false, frames_read: 0 })
+        Ok(FrameReader { chunks: Some(chunks), killer, pump: Some(pump), feeder, finished: false, frames_read: 0 })
     }
 
     /// The next chunk, `None` after the last one. An error ends the stream.
@@ -154,6 +166,10 @@ impl FrameReader {
             }
             Ok(None) => {
                 self.finished = true;
+                if let Some(feeder) = self.feeder.take() {
+                    let fed = feeder.join().unwrap_or_else(|_| Err(std::io::Error::other("the zip reader panicked")));
+                    fed.map_err(|e| MediaError::io("reading the frames from the zip", e))?;
+                }
                 Ok(None)
             }
             Err(e) => {
@@ -176,6 +192,10 @@ impl Drop for FrameReader {
         self.chunks.take();
         if let Some(pump) = self.pump.take() {
             let _ = pump.join();
+        }
+        // ffmpeg is gone, so its stdin is closed and the feeder's next write fails.
+        if let Some(feeder) = self.feeder.take() {
+            let _ = feeder.join();
         }
     }
 }

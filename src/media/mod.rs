@@ -1,6 +1,7 @@
 //! ffprobe/ffmpeg processes (bounded: timeouts, kill on drop) and raw RGB frame streams:
 //! `probe` validates an input, `FrameReader` decodes it in chunks, `FrameWriter` encodes the output format,
-//! `preview` makes stills and browser-playable proxies.
+//! `preview` makes stills and browser-playable proxies; `still` reads a picture's alpha and writes a still's PNG;
+//! `sequence` reads a zip of PNG frames as a clip.
 pub mod colour;
 mod error;
 pub mod format;
@@ -10,7 +11,9 @@ pub mod preview;
 pub mod safetensors;
 mod probe;
 mod process;
+pub mod sequence;
 mod settings;
+pub mod still;
 mod writer;
 
 pub use colour::Colour;
@@ -20,4 +23,5 @@ pub use frames::{FrameReader, ReadConfig, RgbFrames};
 pub use process::ProcessPriority;
 pub use probe::{probe, MediaInfo};
 pub use settings::{MediaLimits, MediaTools};
+pub use still::StillWriter;
 pub use writer::{FrameWriter, WriteConfig};

@@ -3,6 +3,7 @@
 mod admission;
 mod device_need;
 mod error;
+mod fit_input;
 mod follow;
 mod inspect;
 pub mod leases;

@@ -106,7 +106,8 @@ impl OpParameter {
         use OpParameter::*;
         match op {
             // The budget of an upscale is what a worker must have free to claim it (several boxes).
-            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib, Interpolate],
+            // `fps`: an image sequence's rate (a zip of PNG frames; refused for other inputs).
+            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib, Interpolate, Fps],
             Op::VaeEncode => &[Normalize, MemoryBudgetMib],
             Op::VaeDecode => &[MemoryBudgetMib, OutputFormat],
             Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio],
@@ -128,6 +129,7 @@ impl OpParameter {
                 InputNoiseScale,
                 LatentNoiseScale,
                 PrependFrames,
+                Fps,
             ],
             Op::Interpolate => &[Factor, Fps, SceneThreshold, OutputFormat, KeepAudio],
         }

@@ -31,8 +31,8 @@ impl Queue {
 
     /// Checks the input, then queues the job; its place in the queue is given back once the row exists.
     pub async fn submit(&self, submission: Submission) -> Result<Job, QueueError> {
-        let Submission { request, input, kind, owner, ticket } = submission;
-        let probed = inspect_input(&self.config, &request, &input.path, kind).await?;
+        let Submission { mut request, input, kind, owner, ticket } = submission;
+        let probed = inspect_input(&self.config, &mut request, &input.path, kind).await?;
         self.refuse_if_no_worker_fits(&request).await?;
         // A synchronous call is answered on this box's connection, and nowhere else.
         let answered_by = (kind == InputKind::Tensor).then(|| self.config.worker_name());
