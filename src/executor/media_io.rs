@@ -120,21 +120,30 @@ pub fn write_output(exec: &Executor, job: &JobSpec, info: &MediaInfo, video: Out
     Ok(FrameSink::Video(write_frames(exec, job, video)?))
 }
 
-/// Finishes what `write_output` opened, and probes the result (for the job's `output.media`).
+/// Finishes what `write_output` opened; the job's `output.media` as `finish_video` gives it (none for a PNG).
 pub fn finish_output(exec: &Executor, job: &JobSpec, sink: FrameSink) -> Result<Option<MediaInfo>, ExecError> {
     match sink {
         FrameSink::Video(writer) => finish_video(exec, job, writer),
         FrameSink::Still(writer) => {
             writer.finish()?;
-            Ok(crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok())
+            Ok(None)
         }
     }
 }
 
-/// Waits for the encoder to finish the job's video, and probes what it wrote (for the job's `output.media`).
+/// Waits for the encoder to finish the job's video, and probes what it wrote (`output_media`).
 pub fn finish_video(exec: &Executor, job: &JobSpec, writer: FrameWriter) -> Result<Option<MediaInfo>, ExecError> {
     writer.finish()?;
-    Ok(crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok())
+    Ok(output_media(exec, job))
+}
+
+/// The written video as probed, for the job's `output.media`: none for PNG frames, which are not a video a
+/// player takes (although the probe reads a zip of them as an image sequence).
+pub fn output_media(exec: &Executor, job: &JobSpec) -> Option<MediaInfo> {
+    if job.params.output_format.is_some_and(OutputFormat::is_png) {
+        return None;
+    }
+    crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok()
 }
 
 /// The outcome of a job that wrote its video to `job.output_path`.
