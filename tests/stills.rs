@@ -206,7 +206,8 @@ async fn alpha_is_upscaled_beside_the_colour() {
 async fn zips_of_png_frames_are_sequences() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let server = Server::start(d, &[("VAEBOX_MAX_FRAMES", "4"), ("VAEBOX_MAX_UPLOAD_BYTES", "1000000")]);
+    let limits = [("VAEBOX_MAX_FRAMES", "4"), ("VAEBOX_MAX_UPLOAD_BYTES", "1000000"), ("VAEBOX_MAX_WIDTH", "300")];
+    let server = Server::start(d, &limits);
     let client = client();
     // Three different parts of the photograph, stored out of name order: frames go in name order.
     let frames: Vec<Vec<u8>> = [(0, 0), (180, 60), (300, 300)]
@@ -217,8 +218,8 @@ async fn zips_of_png_frames_are_sequences() {
     let zip = zip_of(&[("frame_b.png", frames[1].clone()), ("frame_a.png", frames[0].clone()), ("frame_c.png", frames[2].clone())]);
 
     let job = run_job(&client, &server, "op=upscale&fps=12&filename=seq.zip", zip.clone()).await;
-    let media = &job["input"]["media"];
-    assert_eq!((media["container"].as_str(), media["frames"].as_u64(), media["fps_rational"].as_str()), (Some("zip"), Some(3), Some("12/1")), "{job}");
+    let input = &job["input"]["media"];
+    assert_eq!((input["container"].as_str(), input["frames"].as_u64(), input["fps_rational"].as_str()), (Some("zip"), Some(3), Some("12/1")), "{job}");
     assert_eq!(job["output"]["file_name"], "seq_x4.mp4", "{job}");
     let mp4 = d.join("seq.mp4");
     std::fs::write(&mp4, fetch(&client, &server, &job).await).unwrap();
@@ -259,6 +260,14 @@ async fn zips_of_png_frames_are_sequences() {
     for (body, status, code) in refused {
         let (got, answer) = upload_raw(&client, &server, "op=upscale&filename=bad.zip", body).await;
         assert_eq!((got, answer["error"]["code"].as_str()), (status, Some(code)), "{answer}");
+    }
+
+    // The size limits hold for stills as for videos: on the picture, and on what the upscale would write.
+    for (width, code) in [(320, "media-too-large"), (76, "output-too-large")] {
+        let wide = d.join(format!("wide{width}.png"));
+        ffmpeg(&["-i", media("astronaut.png").to_str().unwrap(), "-vf", &format!("crop={width}:{H}:0:0"), wide.to_str().unwrap()]);
+        let (got, answer) = upload_raw(&client, &server, "op=upscale&filename=wide.png", std::fs::read(&wide).unwrap()).await;
+        assert_eq!((got, answer["error"]["code"].as_str()), (422, Some(code)), "{width} px: {answer}");
     }
 }
 
