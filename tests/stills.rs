@@ -98,6 +98,10 @@ async fn stills_upscale_as_their_one_frame_video_does() {
         assert_eq!(job["output"]["content_type"], "image/png", "{job}");
         let bytes = std::fs::read(&out).unwrap();
         assert_eq!(png_header(&bytes), (4 * W as u32, 4 * H as u32, 8, 2), "{ext}");
+        // The page's thumbnail of a still job: the picture itself.
+        let thumbnail = client.get(server.url(&format!("/v1/jobs/{}/thumbnail", job["id"].as_str().unwrap()))).send().await.unwrap();
+        assert_eq!(thumbnail.status(), 200, "{ext}");
+        assert_eq!(png_header(&thumbnail.bytes().await.unwrap()).0, W as u32, "{ext}");
 
         // The same pixels as a one-frame video (the JPEG's own bitstream copied into Matroska; the others
         // as lossless FFV1, which keeps their samples and colour flags), upscaled by the box's video path
@@ -221,6 +225,9 @@ async fn zips_of_png_frames_are_sequences() {
     let input = &job["input"]["media"];
     assert_eq!((input["container"].as_str(), input["frames"].as_u64(), input["fps_rational"].as_str()), (Some("zip"), Some(3), Some("12/1")), "{job}");
     assert_eq!(job["output"]["file_name"], "seq_x4.mp4", "{job}");
+    // The page's thumbnail is of the output video; a zip input has none of its own (409, not a failed ffmpeg).
+    let thumbnail = |job: &Value| server.url(&format!("/v1/jobs/{}/thumbnail", job["id"].as_str().unwrap()));
+    assert_eq!(client.get(thumbnail(&job)).send().await.unwrap().status(), 200);
     let mp4 = d.join("seq.mp4");
     std::fs::write(&mp4, fetch(&client, &server, &job).await).unwrap();
     let probed = ffprobe(&mp4);
@@ -229,6 +236,8 @@ async fn zips_of_png_frames_are_sequences() {
     let job = run_job(&client, &server, "op=upscale&output_format=png&filename=seq.zip", zip).await;
     assert_eq!(job["output"]["file_name"], "seq_x4.zip", "{job}");
     assert_eq!(job["input"]["media"]["fps_rational"], "24/1", "the default rate: {job}");
+    let (status, answer) = get_json(&client, &thumbnail(&job)).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (409, Some("preview-unavailable")), "{answer}");
     let bytes = fetch(&client, &server, &job).await;
     let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
     assert_eq!(archive.len(), 3);
