@@ -98,10 +98,10 @@ async fn stills_upscale_as_their_one_frame_video_does() {
         assert_eq!(job["output"]["content_type"], "image/png", "{job}");
         let bytes = std::fs::read(&out).unwrap();
         assert_eq!(png_header(&bytes), (4 * W as u32, 4 * H as u32, 8, 2), "{ext}");
-        // The page's thumbnail of a still job: the picture itself.
+        // The page's thumbnail of a finished still job: the upscaled picture (under 320 px wide, as it is).
         let thumbnail = client.get(server.url(&format!("/v1/jobs/{}/thumbnail", job["id"].as_str().unwrap()))).send().await.unwrap();
         assert_eq!(thumbnail.status(), 200, "{ext}");
-        assert_eq!(png_header(&thumbnail.bytes().await.unwrap()).0, W as u32, "{ext}");
+        assert_eq!(png_header(&thumbnail.bytes().await.unwrap()).0, 4 * W as u32, "{ext}");
 
         // The same pixels as a one-frame video (the JPEG's own bitstream copied into Matroska; the others
         // as lossless FFV1, which keeps their samples and colour flags), upscaled by the box's video path

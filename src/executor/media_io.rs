@@ -120,13 +120,14 @@ pub fn write_output(exec: &Executor, job: &JobSpec, info: &MediaInfo, video: Out
     Ok(FrameSink::Video(write_frames(exec, job, video)?))
 }
 
-/// Finishes what `write_output` opened; the job's `output.media` as `finish_video` gives it (none for a PNG).
+/// Finishes what `write_output` opened, and probes the result for the job's `output.media` (a still's PNG
+/// is described as a one-frame picture, as its input was, so the page's thumbnail shows the result).
 pub fn finish_output(exec: &Executor, job: &JobSpec, sink: FrameSink) -> Result<Option<MediaInfo>, ExecError> {
     match sink {
         FrameSink::Video(writer) => finish_video(exec, job, writer),
         FrameSink::Still(writer) => {
             writer.finish()?;
-            Ok(None)
+            Ok(crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok())
         }
     }
 }
@@ -137,8 +138,8 @@ pub fn finish_video(exec: &Executor, job: &JobSpec, writer: FrameWriter) -> Resu
     Ok(output_media(exec, job))
 }
 
-/// The written video as probed, for the job's `output.media`: none for PNG frames, which are not a video a
-/// player takes (although the probe reads a zip of them as an image sequence).
+/// The written video as probed, for the job's `output.media`: none for a zip of PNG frames, which is not a
+/// video a player takes (although the probe reads it as an image sequence).
 pub fn output_media(exec: &Executor, job: &JobSpec) -> Option<MediaInfo> {
     if job.params.output_format.is_some_and(OutputFormat::is_png) {
         return None;
