@@ -16,6 +16,8 @@ pub const CONTAINER: &str = "zip";
 /// The sequence's rate when the job gives no `fps`.
 pub const DEFAULT_FPS: &str = "24/1";
 
+/// Folder entries a zip may hold beside its frames (only files count as frames, checked once listed).
+const MAX_FOLDERS: u64 = 1024;
 const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
 const PNG_SIGNATURE: &[u8; 8] = b"\x89PNG\r\n\x1a\n";
 
@@ -33,6 +35,13 @@ pub fn parse_fps(text: &str) -> Option<(String, f64)> {
 /// Checks the zip against `limits` and describes it: every member a PNG of one size, no more than
 /// `max_frames` of them, no more than `max_bytes` unpacked (the upload limit: a zip bomb stops here).
 pub fn probe_zip(path: &Path, bytes: u64, limits: &MediaLimits) -> Result<MediaInfo, MediaError> {
+    // The zip reader holds the whole central directory in memory: its entry count is checked first, from
+    // the end-of-directory record, so a directory of millions of tiny entries is refused unread.
+    if let Some(entries) = declared_entries(path).map_err(|e| MediaError::io(format!("reading {}", path.display()), e))? {
+        if entries > limits.max_frames.saturating_add(MAX_FOLDERS) {
+            return Err(MediaError::too_large("frames", entries, limits.max_frames));
+        }
+    }
     let mut archive = open(path)?;
     let names = member_names(&mut archive)?;
     if names.len() as u64 > limits.max_frames {
@@ -100,6 +109,34 @@ pub(crate) fn feed_members(path: PathBuf, mut sink: impl Write + Send + 'static)
     })
 }
 
+/// The entry count of the zip's end-of-central-directory record (its ZIP64 record's when the classic one
+/// says 0xFFFF); `None` when no record is found (the zip reader then refuses the file itself).
+fn declared_entries(path: &Path) -> std::io::Result<Option<u64>> {
+    use std::io::{Seek, SeekFrom};
+    const EOCD: &[u8; 4] = b"PK\x05\x06";
+    const ZIP64_LOCATOR: &[u8; 4] = b"PK\x06\x07";
+    const ZIP64_EOCD: &[u8; 4] = b"PK\x06\x06";
+    let mut file = File::open(path)?;
+    let length = file.metadata()?.len();
+    // The record is 22 bytes plus a comment of at most 64 KiB, at the very end.
+    let tail_length = length.min(22 + 0xFFFF + 20);
+    file.seek(SeekFrom::Start(length - tail_length))?;
+    let mut tail = vec![0u8; tail_length as usize];
+    file.read_exact(&mut tail)?;
+    let Some(at) = (0..tail.len().saturating_sub(21)).rev().find(|i| &tail[*i..*i + 4] == EOCD) else { return Ok(None) };
+    let entries = u16::from_le_bytes([tail[at + 10], tail[at + 11]]);
+    if entries != 0xFFFF {
+        return Ok(Some(u64::from(entries)));
+    }
+    // ZIP64: a 20-byte locator just before the record points at the ZIP64 record (count at byte 32).
+    let Some(locator) = at.checked_sub(20).filter(|l| &tail[*l..*l + 4] == ZIP64_LOCATOR) else { return Ok(None) };
+    let offset = u64::from_le_bytes(tail[locator + 8..locator + 16].try_into().expect("8 bytes"));
+    let mut record = [0u8; 40];
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(&mut record)?;
+    Ok((&record[..4] == ZIP64_EOCD).then(|| u64::from_le_bytes(record[32..40].try_into().expect("8 bytes"))))
+}
+
 fn open(path: &Path) -> Result<zip::ZipArchive<File>, MediaError> {
     let file = File::open(path).map_err(|e| MediaError::io(format!("reading {}", path.display()), e))?;
     zip::ZipArchive::new(file).map_err(|e| unreadable(&e))
@@ -152,6 +189,22 @@ mod tests {
         assert_eq!(png_size(&mut head.as_slice()), Some((64, 48)));
         assert_eq!(png_size(&mut &b"\xff\xd8\xff\xe0 a JPEG, not a PNG...."[..]), None);
         assert_eq!(png_size(&mut &head[..10]), None);
+    }
+
+    #[test]
+    fn the_directory_count_is_read_before_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("three.zip");
+        let mut zip = zip::ZipWriter::new(File::create(&path).unwrap());
+        for name in ["a", "b", "c"] {
+            zip.start_file(name, zip::write::FileOptions::default()).unwrap();
+            zip.write_all(b"x").unwrap();
+        }
+        zip.set_comment("a comment, which comes after the record's fixed part");
+        zip.finish().unwrap();
+        assert_eq!(declared_entries(&path).unwrap(), Some(3));
+        std::fs::write(&path, b"PK\x03\x04 not really a zip").unwrap();
+        assert_eq!(declared_entries(&path).unwrap(), None);
     }
 
     #[test]
