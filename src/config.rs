@@ -122,7 +122,8 @@ pub struct Config {
     /// SeedVR2 DiT blocks kept on the host and brought to the device one at a time: `auto` (on CUDA when
     /// the weights and a one-frame batch do not fit the free memory together), `always` or `never`.
     pub dit_block_swap: BlockSwap,
-    /// The results' format when a job names none: h264, h265, prores, ffv1 or png.
+    /// The results' format when a job names none: h264, h265, prores, ffv1, png or png16 (a still picture
+    /// on upscale or restore is written as PNG: png16 when this says so, else png).
     #[serde(with = "as_text")]
     pub output_format: OutputFormat,
     /// x264/x265 quality and speed for outputs.

@@ -90,9 +90,21 @@ codes! {
     INVALID_NORMALIZE = "invalid-normalize";
     /// `keep_audio` or `metrics` is not true or false.
     INVALID_BOOLEAN = "invalid-boolean";
-    /// `output_format` is not one of h264, h265, prores, ffv1, png, safetensors, or not one the op
+    /// `output_format` is not one of h264, h265, prores, ffv1, png, png16, safetensors, or not one the op
     /// writes (`safetensors` is for `vae_decode`; `vae_encode` writes a latent).
     INVALID_OUTPUT_FORMAT = "invalid-output-format";
+    /// A video `output_format` (h264, h265, prores, ffv1) for a still picture: upscale and restore write
+    /// a still as `png` or `png16`.
+    OUTPUT_FORMAT_NOT_FOR_STILL = "output-format-not-for-still";
+    /// A parameter this input cannot use: `keep_audio` or `interpolate` with a still picture, `fps` (an
+    /// image sequence's rate) with anything but a zip of PNG frames.
+    PARAMETER_NOT_FOR_INPUT = "parameter-not-for-input";
+    /// `fps` is not a positive frame rate up to 1000 (`24`, `30000/1001`).
+    INVALID_FPS = "invalid-fps";
+    /// A zip of frames with a member that is not a PNG picture.
+    SEQUENCE_NOT_PNG = "sequence-not-png";
+    /// A zip of PNG frames whose pictures are not all one size.
+    SEQUENCE_MIXED_SIZES = "sequence-mixed-sizes";
     /// This box's ffmpeg has no encoder for the `output_format` (see `output_formats` in `/healthz`).
     OUTPUT_FORMAT_UNAVAILABLE = "output-format-unavailable";
     /// `memory_budget_mib` is not a whole number.

@@ -173,8 +173,8 @@ async fn prepare(config: &Config, options: &JobOptions, input: &Path) -> anyhow:
     fn refusal(e: QueueError) -> anyhow::Error {
         anyhow::anyhow!("{e} ({})", e.code())
     }
-    let request = queue::check(options, config).map_err(refusal)?;
-    let probed = queue::inspect_input(config, &request, input, InputKind::File).await.map_err(refusal)?;
+    let mut request = queue::check(options, config).map_err(refusal)?;
+    let probed = queue::inspect_input(config, &mut request, input, InputKind::File).await.map_err(refusal)?;
     Ok((request, probed))
 }
 
@@ -285,7 +285,8 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32, bf16 or f16") };
     queue::refuse_parameters_not_for(args.op, args.given_parameters())?;
     let (request, probed) = prepare(config, &args.options(dtype), &args.input).await?;
-    check_output_extension(&args.output, request.op, request.params.output_format)?;
+    let still = probed.media.as_ref().is_some_and(|media| media.still);
+    check_output_extension(&args.output, request.op, request.params.output_format, still)?;
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
     let job = OneJob { request, probed, input: &args.input, output: &args.output, show_progress: true };
     let outcome = run_job(&executor, job).await?;
@@ -328,10 +329,10 @@ fn summary(outcome: &JobOutcome) -> String {
 }
 
 /// The output's extension is the format's: safetensors in a `.mp4` plays nowhere.
-fn check_output_extension(output: &Path, op: Op, format: Option<OutputFormat>) -> anyhow::Result<()> {
+fn check_output_extension(output: &Path, op: Op, format: Option<OutputFormat>, still: bool) -> anyhow::Result<()> {
     let expected = match op {
         Op::VaeEncode => "safetensors",
-        Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => format.unwrap_or(OutputFormat::H264).extension(),
+        Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => format.unwrap_or(OutputFormat::H264).extension_for(still),
     };
     let actual = output.extension().and_then(|e| e.to_str()).unwrap_or("");
     if !actual.eq_ignore_ascii_case(expected) {

@@ -114,7 +114,8 @@ pub struct RunArgs {
     /// `interpolate` only: output frames per input frame, 2 to 4 [default: 2 unless `--fps`].
     #[arg(long)]
     pub factor: Option<i64>,
-    /// `interpolate` only: the output's frame rate instead of a factor (60, 59.94, 60000/1001).
+    /// `interpolate`: the output's frame rate instead of a factor (60, 59.94, 60000/1001); `upscale` and
+    /// `restore` of a zip of PNG frames: the sequence's rate [default: 24].
     #[arg(long)]
     pub fps: Option<String>,
     /// `interpolate` only: the mean luma change (0–1) taken for a scene cut, with no blended frames
@@ -242,11 +243,16 @@ impl RunArgs {
             tile: self.tile,
             normalize: Some(self.normalize),
             output_format: self.output_format.as_deref().and_then(OutputFormat::parse),
-            keep_audio: Some(!self.no_audio),
+            // Only when given, as over HTTP: a still refuses it.
+            keep_audio: self.no_audio.then_some(false),
             metrics: self.metrics.then_some(true),
             restore,
             interpolate,
             range: Some(InputRange { start: self.start, start_frame: self.start_frame, frames: self.frames, duration: self.duration }),
+            sequence_fps: match self.op {
+                Op::Upscale | Op::Restore => self.fps.clone(),
+                Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
+            },
             ..JobOptions::new(self.op)
         }
     }

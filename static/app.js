@@ -446,6 +446,17 @@
     $("abort").hidden = !busy;
   }
 
+  // A still is written as PNG (png or png16): the video formats, which the box would refuse, are hidden.
+  const STILL_RE = /\.(png|jpe?g|webp)$/i;
+  function offerStillFormats(f) {
+    const still = !!f && (STILL_RE.test(f.name) || /^image\/(png|jpeg|webp)$/.test(f.type || ""));
+    const select = $("output-format");
+    for (const option of select.options) {
+      if (["h264", "h265", "prores", "ffv1"].includes(option.value)) option.hidden = still;
+    }
+    if (still && select.selectedOptions[0] && select.selectedOptions[0].hidden) select.value = "";
+  }
+
   function setFile(f) {
     state.file = f || null;
     const info = $("file-info");
@@ -467,6 +478,7 @@
       info.hidden = true;
       $("dropzone").classList.remove("has-file");
     }
+    offerStillFormats(f);
     showError($("form-error"), null);
     checkFileOp();
     updateSubmit();

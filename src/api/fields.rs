@@ -88,6 +88,11 @@ pub fn job_options(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, 
         interpolate,
         range: input_range(fields)?,
         callback_url: fields.callback_url.clone(),
+        // `interpolate`'s fps is its output rate (in `interpolate_params`); for these ops, a sequence's rate.
+        sequence_fps: match op {
+            Op::Upscale | Op::Restore => fields.fps.as_ref().map(|fps| fps.trim().to_string()),
+            Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
+        },
     })
 }
 

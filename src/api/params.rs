@@ -56,9 +56,11 @@ pub struct JobFields {
     /// Working memory for this job in MiB (0 = none); overrides the configured memory_budget_mib.
     #[param(value_type = u64, required = false, minimum = 0)]
     pub memory_budget_mib: Option<String>,
-    /// The result's format (default: the box's output_format, h264 unless configured): h264 (8-bit
-    /// MP4), h265 (10-bit MP4), prores (ProRes 422 HQ MOV), ffv1 (lossless 16-bit RGB MKV), png (a zip
-    /// of 16-bit PNG frames), safetensors (vae_decode only: the float frames). 400
+    /// The result's format (default: the box's output_format, h264 unless configured; png for a still
+    /// picture): h264 (8-bit MP4), h265 (10-bit MP4), prores (ProRes 422 HQ MOV), ffv1 (lossless 16-bit
+    /// RGB MKV), png (8-bit: one PNG for a still, else a zip of PNG frames; a video's png is png16), png16
+    /// (16-bit from the float output, likewise), safetensors (vae_decode only: the float frames). 400
+    /// output-format-not-for-still for a video format on a still (upscale, restore); 400
     /// output-format-unavailable when this box's ffmpeg lacks the encoder (output_formats in /healthz).
     #[param(value_type = OutputFormat, inline, required = false)]
     pub output_format: Option<String>,
@@ -127,7 +129,8 @@ pub struct JobFields {
     #[param(value_type = i64, required = false, minimum = 2, maximum = 4)]
     pub factor: Option<String>,
     /// interpolate: the output's frame rate instead of a factor (60, 59.94 or 60000/1001): above the
-    /// input's and at most 8 times it.
+    /// input's and at most 8 times it. upscale, restore: the rate of an image sequence (a zip of PNG
+    /// frames), `24` or `30000/1001` (default 24); 400 parameter-not-for-input with any other input.
     #[param(value_type = String, required = false)]
     pub fps: Option<String>,
     /// interpolate: the mean luma change (0 to 1) between two frames taken for a scene cut, which gets

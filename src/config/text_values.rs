@@ -54,7 +54,7 @@ impl TextValue for DeviceChoice {
 }
 
 impl TextValue for OutputFormat {
-    const EXPECTED: &'static str = "output_format: expected h264, h265, prores, ffv1 or png";
+    const EXPECTED: &'static str = "output_format: expected h264, h265, prores, ffv1, png or png16";
     fn parse_text(text: &str) -> Option<Self> {
         OutputFormat::parse(text)
     }

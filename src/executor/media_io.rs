@@ -2,7 +2,7 @@
 //! format with that colour and, unless `keep_audio=false`, the input's audio, subtitles and chapters.
 use super::{ExecError, Executor, JobSpec};
 use crate::jobs::{JobOutcome, JobPlan, OutputFormat, QualityMetrics, Timings};
-use crate::media::{Colour, FrameReader, FrameSpan, FrameWriter, MediaInfo, ReadConfig, WriteConfig};
+use crate::media::{Colour, FrameReader, FrameSpan, FrameWriter, MediaError, MediaInfo, ReadConfig, RgbFrames, SampleDepth, StillWriter, WriteConfig};
 
 /// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
 const QUEUE_CHUNKS: usize = 2;
@@ -30,7 +30,8 @@ impl OutputVideo {
             height,
             fps_rational: info.fps_rational.clone(),
             colour: info.colour.clone(),
-            from_input_video: true,
+            // A zip of frames has no other streams to keep (and ffprobe cannot read it).
+            from_input_video: info.container != crate::media::sequence::CONTAINER,
             sample_aspect_ratio: info.sample_aspect_ratio.clone(),
             span: info.span,
         }
@@ -84,10 +85,72 @@ pub fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Res
     Ok(info)
 }
 
-/// Waits for the encoder to finish the job's video, and probes what it wrote (for the job's `output.media`).
+/// Where upscale and restore put their frames: the video writer, or for a still written as PNG the
+/// still's writer (which also takes the alpha plane).
+pub enum FrameSink {
+    Video(FrameWriter),
+    Still(StillWriter),
+}
+
+impl FrameSink {
+    pub fn write(&mut self, frames: RgbFrames) -> Result<(), MediaError> {
+        match self {
+            FrameSink::Video(writer) => writer.write(frames),
+            FrameSink::Still(writer) => writer.write(frames),
+        }
+    }
+
+    pub fn depth(&self) -> SampleDepth {
+        match self {
+            FrameSink::Video(writer) => writer.depth(),
+            FrameSink::Still(writer) => writer.depth(),
+        }
+    }
+
+    /// The still's PNG to be written with alpha; `None` for a video, which has none.
+    pub fn still(&mut self) -> Option<&mut StillWriter> {
+        match self {
+            FrameSink::Video(_) => None,
+            FrameSink::Still(writer) => Some(writer),
+        }
+    }
+}
+
+/// A still input asked to be written as PNG gets one PNG file; anything else the job's video format.
+pub fn write_output(exec: &Executor, job: &JobSpec, info: &MediaInfo, video: OutputVideo) -> Result<FrameSink, ExecError> {
+    let format = job.params.output_format.unwrap_or(OutputFormat::H264);
+    if info.still && format.is_png() {
+        let writer = StillWriter::new(&exec.config.tools, job.output_path.clone(), video.width, video.height, format.depth())?;
+        return Ok(FrameSink::Still(writer));
+    }
+    Ok(FrameSink::Video(write_frames(exec, job, video)?))
+}
+
+/// Finishes what `write_output` opened, and probes the result for the job's `output.media` (a still's PNG
+/// is described as a one-frame picture, as its input was, so the page's thumbnail shows the result).
+pub fn finish_output(exec: &Executor, job: &JobSpec, sink: FrameSink) -> Result<Option<MediaInfo>, ExecError> {
+    match sink {
+        FrameSink::Video(writer) => finish_video(exec, job, writer),
+        FrameSink::Still(writer) => {
+            writer.finish()?;
+            Ok(crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok())
+        }
+    }
+}
+
+/// Waits for the encoder to finish the job's video, and probes what it wrote (`output_media`).
 pub fn finish_video(exec: &Executor, job: &JobSpec, writer: FrameWriter) -> Result<Option<MediaInfo>, ExecError> {
     writer.finish()?;
-    Ok(crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok())
+    Ok(output_media(exec, job))
+}
+
+/// The written video as probed, for the job's `output.media`: none for a zip of PNG frames, which is not a
+/// video a player takes (although the probe reads it as an image sequence).
+pub fn output_media(exec: &Executor, job: &JobSpec) -> Option<MediaInfo> {
+    if job.params.output_format.is_some_and(OutputFormat::is_png) {
+        return None;
+    }
+    crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok()
 }
 
 /// The outcome of a job that wrote its video to `job.output_path`.

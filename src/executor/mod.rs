@@ -3,6 +3,7 @@
 //! back on a `watch` channel and cancellation arrives as a flag checked between chunks. The jobs'
 //! ops are in `vae`, `upscale` and `restore`; running a model tile by tile on a planned layout is in
 //! `tiled`.
+mod alpha;
 mod attempt;
 mod error;
 pub mod frames;

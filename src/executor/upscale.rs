@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use tch::Tensor;
 
-use super::media_io::{finish_video, input_media, read_frames, video_outcome, write_frames, OutputVideo};
+use super::media_io::{finish_output, input_media, read_frames, video_outcome, write_output, OutputVideo};
 use super::frame_workers::FrameWorkers;
 use super::stage_clock::StageClock;
-use super::{frames, ExecError, Executor, JobHooks, JobSpec};
+use super::{alpha, frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::executor::quality::QualityMeter;
 use crate::executor::tiled::upscale::upscale_tiled;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
@@ -69,7 +69,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         FrameSource::Retimed(retimer) => retimer.output_rate().as_text(),
         FrameSource::Read(_) => info.fps_rational.clone(),
     };
-    let mut writer = write_frames(exec, job, OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) })?;
+    let mut writer = write_output(exec, job, &info, OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) })?;
     let total = source.total(info.frames);
     let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
     let mut tiling = SpatialTiling {
@@ -117,10 +117,19 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         StageClock::time(&mut clock.write, || outputs.into_iter().try_for_each(|output| writer.write(output)))?;
         hooks.progress.send_replace(Progress::frames(done, total.max(done), frames_started.elapsed().as_secs_f64()).at("upscale"));
     }
+    if let Some(still) = writer.still() {
+        // A still's alpha goes through the same model as a grey picture, as Real-ESRGAN's tools do.
+        if let Some(alpha) = StageClock::time(&mut clock.read, || alpha::read(exec, job, &info))? {
+            hooks.progress.send_modify(|p| p.stage = Some("alpha".into()));
+            let grey = StageClock::time(&mut clock.compute, || tch::no_grad(|| upscaler.resilient(&alpha::as_grey_picture(&alpha), &mut tiling, &mut fallbacks)))?;
+            let picture = grey.first().ok_or_else(|| ExecError::Invalid("the upscaler returned no alpha".into()))?;
+            still.set_alpha(alpha::plane_from_grey_picture(picture)?)?;
+        }
+    }
     drop(heap_reuse);
     hooks.check_cancelled()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
-    let output_media = StageClock::time(&mut clock.write, || finish_video(exec, job, writer))?;
+    let output_media = StageClock::time(&mut clock.write, || finish_output(exec, job, writer))?;
     clock.record(timings, done, frames_started);
     let tiles = crate::tiling::spatial::plan_tiles(height as i64, width as i64, &tiling).len();
     let plan = JobPlan::Upscale(UpscalePlan {

@@ -80,6 +80,9 @@ pub struct JobParams {
     /// Part of the input instead of all of it (every op that reads a video).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range: Option<InputRange>,
+    /// `upscale`, `restore` of a zip of PNG frames: the sequence's frame rate as `N/D` (default 24/1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence_fps: Option<String>,
 }
 
 /// `interpolate` jobs only; filled in at submission (`factor` 2 when neither it nor `fps` is given).
@@ -168,6 +171,7 @@ impl JobParams {
             restore: None,
             interpolate: None,
             range: None,
+            sequence_fps: None,
         }
     }
 }

@@ -35,6 +35,9 @@ pub enum MediaError {
     /// A range (`start`, `frames`, …) that names no frame of the input.
     #[error("range outside the input: {reason}")]
     OutsideInput { reason: String },
+    /// A zip of frames that is not a sequence of same-sized PNGs; `code` says which rule it breaks.
+    #[error("not an image sequence: {reason}")]
+    BadSequence { code: &'static str, reason: String },
 
     /// A caller handed the media layer something inconsistent (zero sizes, a chunk of the wrong size).
     #[error("invalid media request: {0}")]
@@ -54,6 +57,7 @@ impl MediaError {
             MediaError::Io { .. } => codes::MEDIA_IO,
             MediaError::OutsideInput { .. } => codes::RANGE_OUTSIDE_INPUT,
             MediaError::InvalidRequest(_) => codes::MEDIA_INVALID_REQUEST,
+            MediaError::BadSequence { code, .. } => *code,
         }
     }
 
@@ -67,6 +71,7 @@ impl MediaError {
                 | MediaError::Truncated { .. }
                 | MediaError::TooLarge { .. }
                 | MediaError::OutsideInput { .. }
+                | MediaError::BadSequence { .. }
         )
     }
 

@@ -23,8 +23,11 @@ pub enum OutputFormat {
     Prores,
     /// Lossless FFV1 of the 16-bit RGB frames, in Matroska.
     Ffv1,
-    /// A zip of 16-bit RGB PNG frames, `frame_000000.png` onwards.
+    /// 8-bit PNG: one `.png` for a still, else a zip of frames `frame_000000.png` onwards. A video's
+    /// `png` is taken as `png16` (its documented meaning before stills).
     Png,
+    /// 16-bit PNG made from the model's float output: one `.png` for a still, else a zip of frames.
+    Png16,
     /// `vae_decode` only: the float frames as a `[1, 3, T, H, W]` safetensors `sample`. Stored jobs said `tensor`.
     #[serde(alias = "tensor")]
     Safetensors,
@@ -55,8 +58,15 @@ impl SampleDepth {
 }
 
 impl OutputFormat {
-    pub const ALL: [OutputFormat; 6] =
-        [OutputFormat::H264, OutputFormat::H265, OutputFormat::Prores, OutputFormat::Ffv1, OutputFormat::Png, OutputFormat::Safetensors];
+    pub const ALL: [OutputFormat; 7] = [
+        OutputFormat::H264,
+        OutputFormat::H265,
+        OutputFormat::Prores,
+        OutputFormat::Ffv1,
+        OutputFormat::Png,
+        OutputFormat::Png16,
+        OutputFormat::Safetensors,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -65,6 +75,7 @@ impl OutputFormat {
             OutputFormat::Prores => "prores",
             OutputFormat::Ffv1 => "ffv1",
             OutputFormat::Png => "png",
+            OutputFormat::Png16 => "png16",
             OutputFormat::Safetensors => "safetensors",
         }
     }
@@ -74,14 +85,23 @@ impl OutputFormat {
         OutputFormat::ALL.into_iter().find(|f| f.as_str() == text)
     }
 
-    /// The result file's extension.
+    /// The result file's extension (a still's PNG is `.png`: `still_extension`).
     pub fn extension(self) -> &'static str {
         match self {
             OutputFormat::H264 | OutputFormat::H265 => "mp4",
             OutputFormat::Prores => "mov",
             OutputFormat::Ffv1 => "mkv",
-            OutputFormat::Png => "zip",
+            OutputFormat::Png | OutputFormat::Png16 => "zip",
             OutputFormat::Safetensors => "safetensors",
+        }
+    }
+
+    /// The extension of the result of a job whose input is a still (`MediaInfo::still`).
+    pub fn extension_for(self, still: bool) -> &'static str {
+        if still && self.is_png() {
+            "png"
+        } else {
+            self.extension()
         }
     }
 
@@ -90,9 +110,14 @@ impl OutputFormat {
             OutputFormat::H264 | OutputFormat::H265 => "video/mp4",
             OutputFormat::Prores => "video/quicktime",
             OutputFormat::Ffv1 => "video/x-matroska",
-            OutputFormat::Png => "application/zip",
+            OutputFormat::Png | OutputFormat::Png16 => "application/zip",
             OutputFormat::Safetensors => "application/octet-stream",
         }
+    }
+
+    /// The formats a still can be written in (one PNG file).
+    pub fn is_png(self) -> bool {
+        matches!(self, OutputFormat::Png | OutputFormat::Png16)
     }
 
     /// The ffmpeg encoder it needs (`None`: written by vaebox itself).
@@ -102,28 +127,28 @@ impl OutputFormat {
             OutputFormat::H265 => Some("libx265"),
             OutputFormat::Prores => Some("prores_ks"),
             OutputFormat::Ffv1 => Some("ffv1"),
-            OutputFormat::Png => Some("png"),
+            OutputFormat::Png | OutputFormat::Png16 => Some("png"),
             OutputFormat::Safetensors => None,
         }
     }
 
-    /// Everything but H.264 is fed 16-bit RGB from the float frames: no 8-bit stage before a 10-bit
-    /// or lossless encoder.
+    /// Everything but H.264 and 8-bit PNG is fed 16-bit RGB from the float frames: no 8-bit stage before
+    /// a 10-bit, 16-bit or lossless encoder.
     pub fn depth(self) -> SampleDepth {
         match self {
-            OutputFormat::H264 => SampleDepth::Eight,
-            _ => SampleDepth::Sixteen,
+            OutputFormat::H264 | OutputFormat::Png => SampleDepth::Eight,
+            OutputFormat::H265 | OutputFormat::Prores | OutputFormat::Ffv1 | OutputFormat::Png16 | OutputFormat::Safetensors => SampleDepth::Sixteen,
         }
     }
 
     /// Encoded as RGB (no YUV matrix): lossless FFV1 and PNG.
     pub fn is_rgb(self) -> bool {
-        matches!(self, OutputFormat::Ffv1 | OutputFormat::Png)
+        matches!(self, OutputFormat::Ffv1 | OutputFormat::Png | OutputFormat::Png16)
     }
 
     /// A video file ffmpeg and browsers' players can read (a PNG zip and a tensor file are not).
     pub fn is_video(self) -> bool {
-        !matches!(self, OutputFormat::Png | OutputFormat::Safetensors)
+        !matches!(self, OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors)
     }
 
     /// Only a VAE decode produces float frames a tensor file can hold as they are.

@@ -97,6 +97,8 @@ pub struct FrameReader {
     chunks: Option<Receiver<ChunkMessage>>,
     killer: ChildKiller,
     pump: Option<JoinHandle<()>>,
+    /// The thread writing a zip's frames into ffmpeg, whose failure would otherwise look like a short clip.
+    feeder: Option<JoinHandle<std::io::Result<()>>>,
     finished: bool,
     frames_read: u64,
 }
@@ -110,9 +112,15 @@ impl FrameReader {
         let chunk_bytes = frame_bytes
             .checked_mul(config.chunk_frames)
             .ok_or_else(|| MediaError::InvalidRequest("chunk size overflows".into()))?;
-        let mut args: Vec<OsString> =
-            ["-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i"].iter().map(OsString::from).collect();
-        args.push(file_url(&config.input));
+        // A zip of PNG frames reaches ffmpeg's PNG demuxer member by member on its stdin.
+        let sequence = super::sequence::is_zip(&config.input);
+        let mut args: Vec<OsString> = if sequence {
+            ["-v", "error", "-f", "png_pipe", "-i", "pipe:0"].iter().map(OsString::from).collect()
+        } else {
+            let mut args: Vec<OsString> = ["-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i"].iter().map(OsString::from).collect();
+            args.push(file_url(&config.input));
+            args
+        };
         // `trim` counts the decoded frames themselves, so a span is exact whatever the timestamps.
         let take_span = config.span.map(|span| {
             format!("trim=start_frame={}:end_frame={},setpts=PTS-STARTPTS,", span.start_frame, span.start_frame + span.frames)
@@ -123,14 +131,18 @@ impl FrameReader {
                 .iter()
                 .map(OsString::from),
         );
-        let child = BoundedChild::spawn(ProcessSpec {
+        let mut child = BoundedChild::spawn(ProcessSpec {
             program: &tools.ffmpeg,
             args,
             timeout: tools.stream_timeout,
-            pipe_stdin: false,
+            pipe_stdin: sequence,
             pipe_stdout: true,
             priority: config.priority,
         })?;
+        let feeder = match child.stdin.take() {
+            Some(stdin) => Some(super::sequence::feed_members(config.input.clone(), stdin).map_err(|e| MediaError::io("starting the zip reader", e))?),
+            None => None,
+        };
         let killer = child.killer();
         let priority = config.priority;
         let (sender, chunks) = sync_channel(config.queue_chunks);
@@ -142,7 +154,7 @@ impl FrameReader {
                 pump_frames(child, shape, sender)
             })
             .map_err(|e| MediaError::io("starting the decode thread", e))?;
-        Ok(FrameReader { chunks: Some(chunks), killer, pump: Some(pump), finished: false, frames_read: 0 })
+        Ok(FrameReader { chunks: Some(chunks), killer, pump: Some(pump), feeder, finished: false, frames_read: 0 })
     }
 
     /// The next chunk, `None` after the last one. An error ends the stream.
@@ -161,6 +173,10 @@ impl FrameReader {
             }
             Ok(None) => {
                 self.finished = true;
+                if let Some(feeder) = self.feeder.take() {
+                    let fed = feeder.join().unwrap_or_else(|_| Err(std::io::Error::other("the zip reader panicked")));
+                    fed.map_err(|e| MediaError::io("reading the frames from the zip", e))?;
+                }
                 Ok(None)
             }
             Err(e) => {
@@ -183,6 +199,10 @@ impl Drop for FrameReader {
         self.chunks.take();
         if let Some(pump) = self.pump.take() {
             let _ = pump.join();
+        }
+        // ffmpeg is gone, so its stdin is closed and the feeder's next write fails.
+        if let Some(feeder) = self.feeder.take() {
+            let _ = feeder.join();
         }
     }
 }

@@ -1,6 +1,7 @@
 //! ffprobe/ffmpeg processes (bounded: timeouts, kill on drop) and raw RGB frame streams:
 //! `probe` validates an input, `FrameReader` decodes it in chunks, `FrameWriter` encodes the output format,
-//! `preview` makes stills and browser-playable proxies.
+//! `preview` makes stills and browser-playable proxies; `still` reads a picture's alpha and writes a still's PNG;
+//! `sequence` reads a zip of PNG frames as a clip.
 pub mod colour;
 mod error;
 pub mod format;
@@ -11,7 +12,9 @@ pub mod safetensors;
 mod probe;
 mod process;
 mod range;
+pub mod sequence;
 mod settings;
+pub mod still;
 mod writer;
 
 pub use colour::Colour;
@@ -22,4 +25,5 @@ pub use process::ProcessPriority;
 pub use range::{probe_part, FrameSpan, InputRange};
 pub use probe::{probe, MediaInfo};
 pub use settings::{MediaLimits, MediaTools};
+pub use still::StillWriter;
 pub use writer::{FrameWriter, WriteConfig};

@@ -40,6 +40,12 @@ pub struct MediaInfo {
     /// `duration_s` above are then the part's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub span: Option<super::range::FrameSpan>,
+    /// A PNG, JPEG or WebP picture (one frame, an image demuxer): upscale and restore write it as a PNG.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub still: bool,
+    /// The picture has an alpha channel (RGBA PNG, WebP with alpha), kept beside the colour in a still's PNG.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub alpha: bool,
 }
 
 fn unprobed_colour() -> Colour {
@@ -65,6 +71,11 @@ pub fn probe(tools: &MediaTools, path: &Path, limits: &MediaLimits) -> Result<Me
     }
     if bytes > limits.max_bytes {
         return Err(MediaError::too_large("bytes", bytes, limits.max_bytes));
+    }
+    if super::sequence::is_zip(path) {
+        let info = super::sequence::probe_zip(path, bytes, limits)?;
+        check_limits(&info, limits)?;
+        return Ok(info);
     }
     let (json, warnings) = run_ffprobe(tools, path, &["-count_packets", "-show_entries", SHOW_ENTRIES])
         .map_err(|e| classify_ffprobe_failure(e, path))?;
@@ -100,7 +111,7 @@ pub(crate) fn source_streams(tools: &MediaTools, path: &Path) -> Result<SourceSt
 }
 
 const SHOW_ENTRIES: &str = "format=format_name:format_tags=major_brand:\
-stream=codec_type,codec_name,width,height,sample_aspect_ratio,nb_frames,nb_read_packets,avg_frame_rate,r_frame_rate,duration,\
+stream=codec_type,codec_name,pix_fmt,width,height,sample_aspect_ratio,nb_frames,nb_read_packets,avg_frame_rate,r_frame_rate,duration,\
 color_range,color_space,color_primaries,color_transfer:\
 stream_disposition=attached_pic:stream_side_data=rotation";
 
@@ -210,6 +221,7 @@ struct ProbeReport {
 struct ProbeStream {
     codec_type: Option<String>,
     codec_name: Option<String>,
+    pix_fmt: Option<String>,
     width: Option<u32>,
     height: Option<u32>,
     sample_aspect_ratio: Option<String>,
@@ -282,9 +294,13 @@ fn media_info_from(report: &ProbeReport, bytes: u64) -> Result<MediaInfo, MediaE
     let quarter_turned = video.side_data_list.iter().filter_map(|s| s.rotation).any(|r| (r.abs() as i64) % 180 == 90);
     let (width, height) = if quarter_turned { (height, width) } else { (width, height) };
     let sample_aspect_ratio = video.sample_aspect_ratio.as_deref().and_then(|sar| non_square(sar, quarter_turned));
+    let codec = video.codec_name.clone().unwrap_or_else(|| "unknown".into());
+    let still = super::still::is_still(&container, &codec, frames);
     Ok(MediaInfo {
         container,
-        codec: video.codec_name.clone().unwrap_or_else(|| "unknown".into()),
+        alpha: still && video.pix_fmt.as_deref().is_some_and(super::still::has_alpha),
+        still,
+        codec,
         width,
         height,
         frames,

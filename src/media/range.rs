@@ -163,6 +163,8 @@ mod tests {
             bytes: 1,
             colour: Colour::default_for_height(48),
             sample_aspect_ratio: None,
+            still: false,
+            alpha: false,
             span: None,
         }
     }

@@ -83,15 +83,15 @@ impl FrameWriter {
         if config.queue_chunks == 0 {
             return invalid("queue_chunks must be at least 1".into());
         }
-        if !config.format.is_video() && config.format != OutputFormat::Png {
+        if !config.format.is_video() && !config.format.is_png() {
             return invalid(format!("{} is not written by ffmpeg", config.format.as_str()));
         }
         let partial_path = partial_path_for(&config.output)?;
         let sources = match &config.streams_from {
-            Some(path) if config.format != OutputFormat::Png => Some((path.clone(), source_streams(tools, path)?)),
+            Some(path) if !config.format.is_png() => Some((path.clone(), source_streams(tools, path)?)),
             _ => None,
         };
-        let frames_dir = (config.format == OutputFormat::Png).then(|| {
+        let frames_dir = config.format.is_png().then(|| {
             let mut dir = partial_path.clone().into_os_string();
             dir.push(".d");
             PathBuf::from(dir)
@@ -284,7 +284,7 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
         OutputFormat::H265 => push_all(&mut args, &["-preset", &config.preset, "-crf", &crf, "-tag:v", "hvc1", "-x265-params", "log-level=error"]),
         OutputFormat::Prores => push_all(&mut args, &["-profile:v", "3", "-vendor", "apl0"]),
         OutputFormat::Ffv1 => push_all(&mut args, &["-level", "3", "-slicecrc", "1"]),
-        OutputFormat::Png | OutputFormat::Safetensors => push_all(&mut args, &["-start_number", "0"]),
+        OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors => push_all(&mut args, &["-start_number", "0"]),
     }
     push_all(&mut args, &["-pix_fmt", output_pix_fmt(format)]);
     args.extend(config.colour.output_flags(format.is_rgb()).into_iter().map(OsString::from));
@@ -296,7 +296,7 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
         OutputFormat::H264 | OutputFormat::H265 => push_all(&mut args, &["-movflags", "+faststart", "-f", "mp4"]),
         OutputFormat::Prores => push_all(&mut args, &["-f", "mov"]),
         OutputFormat::Ffv1 => push_all(&mut args, &["-f", "matroska"]),
-        OutputFormat::Png | OutputFormat::Safetensors => push_all(&mut args, &["-f", "image2"]),
+        OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors => push_all(&mut args, &["-f", "image2"]),
     }
     args
 }
@@ -308,7 +308,8 @@ fn output_pix_fmt(format: OutputFormat) -> &'static str {
         OutputFormat::H265 => "yuv420p10le",
         OutputFormat::Prores => "yuv422p10le",
         OutputFormat::Ffv1 => "gbrp16le",
-        OutputFormat::Png | OutputFormat::Safetensors => "rgb48be",
+        OutputFormat::Png => "rgb24",
+        OutputFormat::Png16 | OutputFormat::Safetensors => "rgb48be",
     }
 }
 

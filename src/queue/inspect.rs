@@ -27,7 +27,8 @@ pub struct Probed {
     pub seconds: Option<f64>,
 }
 
-pub async fn inspect_input(config: &Config, request: &JobRequest, path: &Path, kind: InputKind) -> Result<Probed, QueueError> {
+/// Also fits the request's output format to what the input turned out to be (`fit_input::fit_to_input`).
+pub async fn inspect_input(config: &Config, request: &mut JobRequest, path: &Path, kind: InputKind) -> Result<Probed, QueueError> {
     let started = Instant::now();
     let limits = config.media_limits();
     if request.op == Op::VaeDecode {
@@ -49,13 +50,14 @@ pub async fn inspect_input(config: &Config, request: &JobRequest, path: &Path, k
     let video = path.to_path_buf();
     let probe_limits = limits.clone();
     let range = request.params.range.clone();
-    let info = match tokio::task::spawn_blocking(move || media::probe_part(&tools, &video, &probe_limits, range.as_ref())).await? {
+    let mut info = match tokio::task::spawn_blocking(move || media::probe_part(&tools, &video, &probe_limits, range.as_ref())).await? {
         Err(media::MediaError::NotAVideo { reason }) if looks_like_safetensors(path) => {
             let hint = "it is a safetensors file (a latent?): vae_decode takes latents";
             return Err(media::MediaError::NotAVideo { reason: format!("{reason}; {hint}") }.into());
         }
         probed => probed?,
     };
+    super::fit_input::fit_to_input(request, &mut info)?;
     check_output_size(request, &InputSize::Video { width: info.width, height: info.height, frames: info.frames, fps_rational: info.fps_rational.clone() }, &limits)?;
     Ok(Probed { media: Some(info), seconds: Some(started.elapsed().as_secs_f64()) })
 }

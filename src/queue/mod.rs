@@ -4,6 +4,7 @@ mod admission;
 pub mod callbacks;
 mod device_need;
 mod error;
+mod fit_input;
 mod follow;
 mod inspect;
 pub mod leases;

@@ -119,7 +119,8 @@ impl OpParameter {
         match op {
             // The budget of an upscale is what a worker must have free to claim it (several boxes).
             // A range (`start`…`duration`) is every op's that reads a video; a latent is decoded whole.
-            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib, Interpolate, Start, StartFrame, Frames, Duration],
+            // `fps`: an image sequence's rate (a zip of PNG frames; refused for other inputs).
+            Op::Upscale => &[Scale, Tile, OutputFormat, KeepAudio, Metrics, MemoryBudgetMib, Interpolate, Fps, Start, StartFrame, Frames, Duration],
             Op::VaeEncode => &[Normalize, MemoryBudgetMib, Start, StartFrame, Frames, Duration],
             Op::VaeDecode => &[MemoryBudgetMib, OutputFormat],
             Op::VaeReconstruct => &[MemoryBudgetMib, OutputFormat, KeepAudio, Start, StartFrame, Frames, Duration],
@@ -146,6 +147,7 @@ impl OpParameter {
                 StartFrame,
                 Frames,
                 Duration,
+                Fps,
             ],
             Op::Interpolate => &[Factor, Fps, SceneThreshold, OutputFormat, KeepAudio, Start, StartFrame, Frames, Duration],
         }

@@ -115,8 +115,10 @@ fn output_video(job: &Job) -> Option<VideoSide<'_>> {
     output.media.as_ref().map(|media| VideoSide { path: PathBuf::from(path), media })
 }
 
+/// A zip of PNG frames is no file ffmpeg opens by itself (its frames reach ffmpeg one by one): none.
 fn input_video(job: &Job) -> Option<VideoSide<'_>> {
-    job.input.media.as_ref().map(|media| VideoSide { path: PathBuf::from(&job.input_path), media })
+    let media = job.input.media.as_ref().filter(|media| media.container != crate::media::sequence::CONTAINER)?;
+    Some(VideoSide { path: PathBuf::from(&job.input_path), media })
 }
 
 /// What every browser decodes: H.264 in an MP4 (the box writes its H.264 as 8-bit 4:2:0).

@@ -40,6 +40,8 @@ pub struct JobOptions {
     pub range: Option<InputRange>,
     /// Every op: the webhook told when the job ends (checked against `callback_secret` and `callback_hosts`).
     pub callback_url: Option<String>,
+    /// upscale, restore of a zip of PNG frames only: the sequence's rate (`fps`), as given.
+    pub sequence_fps: Option<String>,
 }
 
 impl JobOptions {
@@ -60,6 +62,7 @@ impl JobOptions {
             interpolate: None,
             range: None,
             callback_url: None,
+            sequence_fps: None,
         }
     }
 }
@@ -77,6 +80,8 @@ pub struct JobRequest {
     pub device_bytes_needed: u64,
     /// The webhook, checked (`callbacks::check_url`).
     pub callback_url: Option<String>,
+    /// The client named `params.output_format` (else it is the box's default, which a still replaces by `png`).
+    pub output_format_given: bool,
 }
 
 /// The model by name, able to do `op`, with its weights on this box.
@@ -192,7 +197,14 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         let why = format!("metrics=true is for upscale jobs; {} reports its own or none", op.as_str());
         return Err(QueueError::refused(codes::UNSUPPORTED_OPTION, why));
     }
+    let sequence_fps = match options.sequence_fps.as_deref() {
+        None => None,
+        Some(raw) => Some(crate::media::sequence::parse_fps(raw).map(|(rational, _)| rational).ok_or_else(|| {
+            QueueError::refused(codes::INVALID_FPS, format!("fps `{raw}` is not a frame rate between 0 and 1000 (`24`, `30000/1001`)"))
+        })?),
+    };
     let params = JobParams {
+        sequence_fps,
         scale,
         tile: options.tile,
         normalize: options.normalize,
@@ -208,6 +220,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     let need = NeedOf { models_dir, entry: &entry, op, params: &params, block_swap: config.dit_block_swap };
     let device_bytes_needed = device_bytes_needed(need);
     Ok(JobRequest {
+        output_format_given: options.output_format.is_some(),
         device_bytes_needed,
         callback_url,
         op,

@@ -343,7 +343,8 @@ pub fn output_path_for(job: &Job) -> PathBuf {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "video".into());
-    let extension = job.params.output_format.unwrap_or(OutputFormat::H264).extension();
+    let still = job.input.media.as_ref().is_some_and(|media| media.still);
+    let extension = job.params.output_format.unwrap_or(OutputFormat::H264).extension_for(still);
     let name = match job.op {
         Op::Upscale => {
             let interpolated = job.params.interpolate.as_ref().and_then(|p| p.factor).map(|factor| format!("_x{factor}fps")).unwrap_or_default();

@@ -37,8 +37,8 @@ impl Queue {
     /// As `submit`, under an id the caller chose and recorded first (a watch folder's file), so that after a
     /// restart it can tell whether the job exists.
     pub async fn submit_as(&self, submission: Submission, id: Uuid) -> Result<Job, QueueError> {
-        let Submission { request, input, kind, owner, ticket } = submission;
-        let probed = inspect_input(&self.config, &request, &input.path, kind).await?;
+        let Submission { mut request, input, kind, owner, ticket } = submission;
+        let probed = inspect_input(&self.config, &mut request, &input.path, kind).await?;
         self.refuse_if_no_worker_fits(&request).await?;
         // A synchronous call is answered on this box's connection, and nowhere else.
         let answered_by = (kind == InputKind::Tensor).then(|| self.config.worker_name());

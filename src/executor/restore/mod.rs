@@ -14,12 +14,12 @@ use std::time::Instant;
 
 use tch::{Kind, Tensor};
 
-use super::{frames, ExecError, Executor, JobHooks, JobSpec};
+use super::{alpha, frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{DeviceMemoryPlan, DitPlan, JobPlan, RestorePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use super::stage_clock::StageClock;
-use super::media_io::{input_media, read_frames, write_frames, OutputVideo};
-use crate::media::{self, FrameWriter, MediaInfo};
+use super::media_io::{finish_output, input_media, read_frames, write_output, FrameSink, OutputVideo};
+use crate::media::{self, MediaInfo};
 use crate::models::restore::one_step::{self, Noise, RestoreStep, Stage, StageSeconds};
 use crate::models::restore::prepare::{self, FrameGeometry};
 use crate::models::restore::restorer::{Restorer, RestorerOptions};
@@ -111,7 +111,7 @@ impl Pipeline<'_> {
     fn run(&self, vae: &mut StreamedVae, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
         let (exec, info) = (self.exec, self.info);
         let mut reader = read_frames(exec, self.job, info, exec.config.chunk_frames)?;
-        let mut writer = write_frames(exec, self.job, OutputVideo::like(info, self.geometry.crop_w as u32, self.geometry.crop_h as u32))?;
+        let mut writer = write_output(exec, self.job, info, OutputVideo::like(info, self.geometry.crop_w as u32, self.geometry.crop_h as u32))?;
         let mut scene = SceneBatches::new(self.settings.batch);
         let mut clock = Clock::default();
         let mut mirror = PrependMirror::new(self.settings.prepend_frames);
@@ -146,10 +146,14 @@ impl Pipeline<'_> {
         self.hooks.check_cancelled()?;
         let done = clock.done;
         self.hooks.progress.send_replace(self.progress(&clock, started).with_fraction(1.0, started.elapsed().as_secs_f64()).at("write"));
+        if let Some(still) = writer.still() {
+            if let Some(alpha) = alpha::read(exec, self.job, info)? {
+                still.set_alpha(self.resized_alpha(&alpha, still.depth())?)?;
+            }
+        }
         let flushed = Instant::now();
-        writer.finish()?;
+        let output_media = finish_output(exec, self.job, writer)?;
         clock.io.write += flushed.elapsed().as_secs_f64();
-        let output_media = media::probe(&exec.config.tools, &self.job.output_path, &media::MediaLimits::unlimited()).ok();
         self.record(timings, &clock, done, started);
         // Cuts are counted in the frames the batches saw, which begin with the mirrored lead.
         let lead = self.settings.prepend_frames as u64;
@@ -167,7 +171,7 @@ impl Pipeline<'_> {
 
     /// Restores the batches that are ready and writes what is final; at the end of the scene (the input's
     /// end, or a cut) the rest as well, with the frames held for a cross-fade that will not come.
-    fn restore_batches(&self, vae: &mut StreamedVae, scene: &mut SceneBatches, scene_ended: bool, writer: &mut FrameWriter, clock: &mut Clock, started: Instant) -> Result<(), ExecError> {
+    fn restore_batches(&self, vae: &mut StreamedVae, scene: &mut SceneBatches, scene_ended: bool, writer: &mut FrameSink, clock: &mut Clock, started: Instant) -> Result<(), ExecError> {
         loop {
             let overlap = scene.buffer.overlap_with_previous();
             let Some(batch) = scene.buffer.next_batch(scene_ended) else { break };
@@ -241,7 +245,16 @@ impl Pipeline<'_> {
         Progress::frames(clock.done, self.info.frames.max(clock.done), started.elapsed().as_secs_f64())
     }
 
-    fn write(&self, writer: &mut FrameWriter, frames_11: &Tensor, clock: &mut Clock) -> Result<u64, ExecError> {
+    /// A still's alpha, resized and cropped as its colour was (the same antialiased bicubic), at `depth`.
+    fn resized_alpha(&self, alpha: &Tensor, depth: media::SampleDepth) -> Result<Vec<u8>, ExecError> {
+        let g = &self.geometry;
+        // `[3, 1, h, w]` in [-1, 1], padded to the model's size in `fit=pad`: cut back to the output's.
+        let prepared = prepare::prepare_frames(&alpha::as_grey_picture(alpha), g)?;
+        let plane = prepared.select(0, 0).narrow(1, 0, g.crop_h).narrow(2, 0, g.crop_w).unsqueeze(0);
+        alpha::plane_from_unit(&((plane + 1.0) * 0.5), depth)
+    }
+
+    fn write(&self, writer: &mut FrameSink, frames_11: &Tensor, clock: &mut Clock) -> Result<u64, ExecError> {
         // The mirrored lead (`prepend_frames`) was only there for the batches: it is not the clip's.
         let skip = (self.settings.prepend_frames - clock.dropped).clamp(0, frames_11.size()[0]);
         clock.dropped += skip;

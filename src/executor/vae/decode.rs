@@ -13,8 +13,8 @@ use crate::executor::tiled::tile_major::{TileMajorDecode, TileMajorHooks};
 use crate::jobs::plan::{VaeDecodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
-use crate::executor::media_io::OutputVideo;
-use crate::media::{self, Colour, FrameWriter};
+use crate::executor::media_io::{output_media, OutputVideo};
+use crate::media::{Colour, FrameWriter};
 use crate::models::ModelError;
 use crate::models::family::vae::StreamOutput;
 use crate::models::nn::causal_cache::RowSplit;
@@ -117,9 +117,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     ctx.hooks.check_cancelled()?;
     let is_video = matches!(sink, DecodeSink::Video(_));
     StageClock::time(&mut clock.write, || sink.finish())?;
-    let output_media = is_video
-        .then(|| media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok())
-        .flatten();
+    let output_media = is_video.then(|| output_media(ctx.exec, ctx.job)).flatten();
     clock.record(timings, done, started);
     let op = VaeDecodePlan { latent_shape: latent.size(), latent_frames_per_push: latents_per_push, frames: done, row_split };
     let plan = ctx.plan(fallback_log, VaeOpPlan::Decode(op));

@@ -11,8 +11,8 @@ use crate::executor::quality::QualityMeter;
 use crate::executor::{frames, ExecError};
 use crate::jobs::plan::{RowSplitHalves, VaeOpPlan, VaeReconstructPlan};
 use crate::jobs::{JobOutcome, Timings};
-use crate::executor::media_io::OutputVideo;
-use crate::media::{self, RgbFrames};
+use crate::executor::media_io::{output_media, OutputVideo};
+use crate::media::RgbFrames;
 
 pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
     let info = ctx.input_media(timings)?;
@@ -78,7 +78,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     }
     ctx.hooks.check_cancelled()?;
     StageClock::time(&mut clock.write, || writer.finish())?;
-    let output_media = media::probe(&ctx.exec.config.tools, &ctx.job.output_path, &media::MediaLimits::unlimited()).ok();
+    let output_media = output_media(ctx.exec, ctx.job);
     clock.record(timings, done, started);
     let row_split = RowSplitHalves { encoder: encoder.row_split(), decoder: decoder.row_split() };
     let plan = ctx.plan(fallbacks.log, VaeOpPlan::Reconstruct(VaeReconstructPlan { frames: done, row_split }));

@@ -137,6 +137,7 @@ pub fn content_type_for(file_name: &str) -> &'static str {
         "mov" => "video/quicktime",
         "mkv" => "video/x-matroska",
         "zip" => "application/zip",
+        "png" => "image/png",
         _ => "application/octet-stream",
     }
 }
