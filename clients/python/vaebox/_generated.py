@@ -40,7 +40,7 @@ PARAMETERS: Dict[str, Parameter] = {
     'tile': Parameter('tile', 'integer', ('upscale',), minimum=0, maximum=8192),
     'normalize': Parameter('normalize', 'boolean', ('vae_encode',)),
     'memory_budget_mib': Parameter('memory_budget_mib', 'integer', ('upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore'), minimum=0),
-    'output_format': Parameter('output_format', 'string', ('upscale', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate'), enum=('h264', 'h265', 'prores', 'ffv1', 'png', 'safetensors')),
+    'output_format': Parameter('output_format', 'string', ('upscale', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate'), enum=('h264', 'h265', 'prores', 'ffv1', 'png', 'png16', 'safetensors')),
     'keep_audio': Parameter('keep_audio', 'boolean', ('upscale', 'vae_reconstruct', 'restore', 'interpolate'), default=True),
     'metrics': Parameter('metrics', 'boolean', ('upscale',), default=False),
     'vae': Parameter('vae', 'string', ('restore',)),
@@ -58,8 +58,13 @@ PARAMETERS: Dict[str, Parameter] = {
     'latent_noise_scale': Parameter('latent_noise_scale', 'number', ('restore',), default=0, minimum=0, maximum=1),
     'prepend_frames': Parameter('prepend_frames', 'integer', ('restore',), default=0, minimum=0, maximum=32),
     'factor': Parameter('factor', 'integer', ('interpolate',), minimum=2, maximum=4),
-    'fps': Parameter('fps', 'string', ('interpolate',)),
-    'scene_threshold': Parameter('scene_threshold', 'number', ('interpolate',), minimum=0, maximum=1),
+    'fps': Parameter('fps', 'string', ('upscale', 'restore', 'interpolate')),
+    'scene_threshold': Parameter('scene_threshold', 'number', ('restore', 'interpolate'), minimum=0, maximum=1),
+    'start': Parameter('start', 'number', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=0),
+    'start_frame': Parameter('start_frame', 'integer', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=0),
+    'frames': Parameter('frames', 'integer', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=1),
+    'duration': Parameter('duration', 'number', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate')),
+    'callback_url': Parameter('callback_url', 'string', ('upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate')),
     'filename': Parameter('filename', 'string', ('upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate')),
 }
 
@@ -88,6 +93,7 @@ class Job(_JobRequired, total=False):
     error: Optional[JobError]
     worker: Optional[str]
     owner: Optional[str]
+    callback: Optional[Dict[str, Any]]
 
 
 class _JobListRequired(TypedDict):
@@ -148,6 +154,9 @@ class _MediaInfoRequired(TypedDict):
 class MediaInfo(_MediaInfoRequired, total=False):
     colour: Dict[str, Any]
     sample_aspect_ratio: Optional[str]
+    span: Optional[Dict[str, Any]]
+    still: bool
+    alpha: bool
 
 
 class _JobErrorRequired(TypedDict):
