@@ -232,6 +232,27 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
     ];
     assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
 
+    // "Try first N s" sends the same fields over the clip's first N seconds.
+    let driver_try = r#"
+const $ = (id) => document.getElementById(id);
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  $("op").value = "interpolate"; $("op").dispatchEvent(new Event("change"));
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "try.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  if ($("try-first").disabled) throw new Error("Try first is disabled with a file chosen");
+  $("try-seconds").value = "3";
+  $("try-first").click();
+})();"#;
+    let (harness, models) = (dir.path().join("try"), listing.clone());
+    std::fs::create_dir_all(&harness).unwrap();
+    let sent_try = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_try)).await.unwrap();
+    let expected_try =
+        [("op", "interpolate"), ("model", "rife-hdv3"), ("factor", "2"), ("priority", "0"), ("dtype", "auto"), ("duration", "3"), ("file", "file:try.mp4")];
+    assert_eq!(sent_try, expected_try.map(|(k, v)| (k.to_string(), v.to_string())), "Try first sent other fields");
+
     // A preset fills the form: the op, the model, its rate and threshold; the user only adds the file.
     let driver_preset = r#"
 window.PRESETS = { presets: { smooth: { op: "interpolate", factor: "3", scene_threshold: "0.2" } } };
