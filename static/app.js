@@ -555,6 +555,8 @@
     savePrefs();
     const entries = [["op", op], ["model", $("model").value], ...opFields, ["priority", String(prio)], ["dtype", $("dtype").value]];
     if (op !== "vae_encode" && $("output-format").value) entries.push(["output_format", $("output-format").value]);
+    const callback = $("callback-url").value.trim();
+    if (callback) entries.push(["callback_url", callback]);
     return entries;
   }
 
@@ -1014,6 +1016,13 @@
     return params.scale ? `×${params.scale}` : null;
   }
 
+  // The webhook's state: "webhook delivered", "webhook pending (2 tries)".
+  function callbackText(callback) {
+    if (!callback || !callback.state) return null;
+    const tries = Array.isArray(callback.deliveries) ? callback.deliveries.length : 0;
+    return `webhook ${callback.state}${tries > 1 || (tries && callback.state !== "delivered") ? ` (${tries} tr${tries === 1 ? "y" : "ies"})` : ""}`;
+  }
+
   // A job over part of its input: "first 5 s", "from 12.5 s, 48 frames".
   function rangeText(range) {
     if (!range) return null;
@@ -1035,7 +1044,8 @@
           sizeText(params),
           rangeText(params.range),
           params.dtype ? params.dtype : null,
-          job.priority ? `prio ${job.priority}` : null].filter(Boolean).join(" · ")));
+          job.priority ? `prio ${job.priority}` : null,
+          callbackText(job.callback)].filter(Boolean).join(" · ")));
 
     const actions = h("div", { class: "job-actions" });
     if (job.output && job.output.url && job.output.kept !== false && st === "succeeded") {

@@ -232,7 +232,7 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
     ];
     assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
 
-    // "Try first N s" sends the same fields over the clip's first N seconds.
+    // "Try first N s" sends the same fields over the clip's first N seconds (here with a webhook).
     let driver_try = r#"
 const $ = (id) => document.getElementById(id);
 (function drive() {
@@ -244,13 +244,23 @@ const $ = (id) => document.getElementById(id);
   $("file").dispatchEvent(new Event("change"));
   if ($("try-first").disabled) throw new Error("Try first is disabled with a file chosen");
   $("try-seconds").value = "3";
+  $("callback-url").value = "http://hooks.lan:9000/done";
   $("try-first").click();
 })();"#;
     let (harness, models) = (dir.path().join("try"), listing.clone());
     std::fs::create_dir_all(&harness).unwrap();
     let sent_try = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_try)).await.unwrap();
     let expected_try =
-        [("op", "interpolate"), ("model", "rife-hdv3"), ("factor", "2"), ("priority", "0"), ("dtype", "auto"), ("duration", "3"), ("file", "file:try.mp4")];
+        [
+        ("op", "interpolate"),
+        ("model", "rife-hdv3"),
+        ("factor", "2"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("callback_url", "http://hooks.lan:9000/done"),
+        ("duration", "3"),
+        ("file", "file:try.mp4"),
+    ];
     assert_eq!(sent_try, expected_try.map(|(k, v)| (k.to_string(), v.to_string())), "Try first sent other fields");
 
     // A preset fills the form: the op, the model, its rate and threshold; the user only adds the file.
