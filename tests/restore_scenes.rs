@@ -33,15 +33,7 @@ fn two_scenes(out: &Path) {
 
 /// Every stored frame of a lossless result, rgb48le bytes, one `Vec` per frame.
 fn frames(result: &[u8], path: &Path) -> Vec<Vec<u8>> {
-    std::fs::write(path, result).unwrap();
-    let output = Command::new("ffmpeg")
-        .args(["-nostdin", "-v", "error", "-i"])
-        .arg(path)
-        .args(["-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb48le", "-"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
-    output.stdout.chunks_exact(WIDTH * HEIGHT * 6).map(<[u8]>::to_vec).collect()
+    stored_frames(result, path, "rgb48le").chunks_exact(WIDTH * HEIGHT * 6).map(<[u8]>::to_vec).collect()
 }
 
 async fn restored(client: &reqwest::Client, server: &Server, extra: &str, clip: &Path, name: &str) -> (Value, Vec<Vec<u8>>) {

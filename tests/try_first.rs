@@ -38,19 +38,6 @@ fn audio_seconds(path: &Path) -> f64 {
     output.stdout.len() as f64 / 2.0 / 48000.0
 }
 
-/// Every frame of a result as it is stored (no frame dropped or repeated to make a constant rate), rgb24.
-fn stored_frames(result: &[u8], path: &Path) -> Vec<u8> {
-    std::fs::write(path, result).unwrap();
-    let output = Command::new("ffmpeg")
-        .args(["-nostdin", "-v", "error", "-i"])
-        .arg(path)
-        .args(["-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
-    output.stdout
-}
-
 async fn finished(client: &reqwest::Client, server: &Server, query: &str, clip: &Path) -> Value {
     let (status, job) = upload_raw(client, server, query, std::fs::read(clip).unwrap()).await;
     assert_eq!(status, 202, "{query}: {job}");
@@ -82,9 +69,9 @@ async fn a_part_is_the_frames_the_whole_job_makes_there_with_the_sound_of_that_t
     assert_eq!(part["output"]["file_name"], "clip_x2_f10+12f.mkv", "{part}");
 
     let frame_bytes = 128 * 96 * 3;
-    let whole_frames = stored_frames(&fetch(&client, &server, &whole).await, &dir.path().join("whole.mkv"));
+    let whole_frames = stored_frames(&fetch(&client, &server, &whole).await, &dir.path().join("whole.mkv"), "rgb24");
     let part_path = dir.path().join("part.mkv");
-    let part_frames = stored_frames(&fetch(&client, &server, &part).await, &part_path);
+    let part_frames = stored_frames(&fetch(&client, &server, &part).await, &part_path, "rgb24");
     assert_eq!((whole_frames.len() / frame_bytes, whole_frames.len() % frame_bytes), (40, 0), "the whole job's frames");
     assert_eq!((part_frames.len() / frame_bytes, part_frames.len() % frame_bytes), (12, 0), "the part's frames");
     assert!(part_frames == whole_frames[10 * frame_bytes..22 * frame_bytes], "the part's frames are not the whole job's frames 10..22");

@@ -432,6 +432,20 @@ pub fn rgb_frames(mp4: &[u8], path: &Path) -> Vec<u8> {
     output.stdout
 }
 
+/// Every frame of a result as it is stored (none dropped or repeated to make a constant rate), written to
+/// `path` first, as raw `pix_fmt` (`rgb24`, `rgb48le`) bytes frame after frame.
+pub fn stored_frames(result: &[u8], path: &Path, pix_fmt: &str) -> Vec<u8> {
+    std::fs::write(path, result).unwrap();
+    let output = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-i"])
+        .arg(path)
+        .args(["-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"])
+        .output()
+        .expect("run ffmpeg");
+    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
+    output.stdout
+}
+
 pub async fn fetch(client: &reqwest::Client, server: &Server, job: &Value) -> Vec<u8> {
     let url = server.url(job["output"]["url"].as_str().unwrap());
     client.get(url).send().await.unwrap().bytes().await.unwrap().to_vec()
