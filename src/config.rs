@@ -133,6 +133,9 @@ pub struct Config {
     /// x264/x265 quality and speed for outputs.
     pub output_crf: u8,
     pub output_preset: String,
+    /// Upscale and restore write their video in segments of about this many seconds, each a point a
+    /// stopped job goes on from (restore ends a segment after the batch that reaches it).
+    pub checkpoint_s: f64,
     /// CPU priority of a job's ffmpeg decoder and encoder: `normal`, or `idle` (Linux `SCHED_IDLE`: they get
     /// the CPU time the model leaves; faster on a box whose model runs on the CPU, see docs/benchmarks.md).
     pub media_priority: ProcessPriority,
@@ -225,6 +228,7 @@ impl Default for Config {
             output_format: OutputFormat::H264,
             output_crf: 18,
             output_preset: "veryfast".into(),
+            checkpoint_s: 10.0,
             media_priority: ProcessPriority::Normal,
             cpu_frame_workers: 0,
             presets: Default::default(),
@@ -341,6 +345,9 @@ impl Config {
         }
         if self.output_crf > 51 {
             return invalid("output_crf", "x264 CRF is 0..=51");
+        }
+        if !(self.checkpoint_s >= 0.0 && self.checkpoint_s <= 86400.0) {
+            return invalid("checkpoint_s", "must be between 0 (a segment per batch or frame) and 86400 seconds");
         }
         if !(self.retention_hours >= 0.0 && self.retention_hours.is_finite()) {
             return invalid("retention_hours", "must be 0 (keep forever) or a positive number of hours");

@@ -1406,7 +1406,7 @@
     dit: "DiT", latent_grid: "Latent grid", spatial_tiles: "Spatial tiles",
     input_fps: "Input rate", output_fps: "Output rate", input_frames: "Input frames", interpolated: "Made by the model",
     scene_cuts: "Scene cuts at input frames", scene_threshold: "Scene-cut threshold", flow_scale: "Motion estimated at",
-    pairs_per_call: "Frame pairs per call",
+    pairs_per_call: "Frame pairs per call", resumed_from: "Resumed",
   };
   // Restore plans say how the frames were batched and sized; their batch_frames/overlap go in the Batches row.
   const PLAN_ORDER = ["tile", "overlap", "chunk_frames", "batches", "output", "resize", "frames", "seed", "color_fix", "dit", "notes"];
@@ -1440,6 +1440,7 @@
     if (k === "flow_scale" && isNum(v)) return v === 1 ? "full resolution" : `${v}× resolution`;
     if (k === "latent_grid" && Array.isArray(v)) return v.join(" × ");
     if (k === "spatial_tiles") return tilesText(v);
+    if (k === "resumed_from" && typeof v === "object") return resumedText(v);
     if (k === "dit" && typeof v === "object") {
       return [v.variant ? String(v.variant).toUpperCase() : null, isNum(v.blocks) ? `${v.blocks} blocks` : null,
         isNum(v.dim) ? `width ${v.dim}` : null].filter(Boolean).join(" · ") || JSON.stringify(v);
@@ -1479,6 +1480,12 @@
       h("tbody", null, rows.map(([stage, ...cells]) => h("tr", null, h("th", { scope: "row", text: stage }), cells.map((c) => h("td", { text: c }))))));
   }
 
+  // A run that went on from a stopped one's checkpoint: where, and what that saved.
+  function resumedText(v) {
+    const batch = isNum(v.batch) ? `batch ${v.batch + 1}, ` : "";
+    return `from ${batch}frame ${v.frame} (${isNum(v.saved_s) ? `${v.saved_s.toFixed(1)} s` : DASH} of work kept)`;
+  }
+
   function planBlock(job) {
     const pl = job.plan;
     if (!pl || typeof pl !== "object") return null;
@@ -1509,6 +1516,7 @@
       interpolation && isNum(pl.interpolated) ? `${pl.interpolated} frame${pl.interpolated === 1 ? "" : "s"} made` : null,
       Array.isArray(pl.scene_cuts) ? `${pl.scene_cuts.length} scene cut${pl.scene_cuts.length === 1 ? "" : "s"}` : null,
       fallbacks.length ? `${fallbacks.length} out-of-memory fallback${fallbacks.length === 1 ? "" : "s"}` : null,
+      pl.resumed_from ? `resumed ${resumedText(pl.resumed_from)}` : null,
       rowSplit ? "row-split convolutions" : null,
     ].filter(Boolean);
     const title = restore ? "Restore plan" : interpolation ? "Interpolation plan" : "Tile plan";

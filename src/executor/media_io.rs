@@ -1,6 +1,9 @@
 //! Where every op opens its frames: the reader at the input's colour, the writer in the job's
 //! format with that colour and, unless `keep_audio=false`, the input's audio, subtitles and chapters.
+use std::path::Path;
+
 use super::{ExecError, Executor, JobSpec};
+use crate::media::segments::{FinishedSegments, SegmentedWriter};
 use crate::jobs::{JobOutcome, JobPlan, OutputFormat, QualityMetrics, Timings};
 use crate::media::{Colour, FrameReader, FrameSpan, FrameWriter, MediaError, MediaInfo, ReadConfig, RgbFrames, SampleDepth, StillWriter, WriteConfig};
 
@@ -53,8 +56,12 @@ pub fn read_frames(exec: &Executor, job: &JobSpec, info: &MediaInfo, chunk_frame
 }
 
 pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Result<FrameWriter, ExecError> {
+    Ok(FrameWriter::spawn(&exec.config.tools, write_config(exec, job, video))?)
+}
+
+fn write_config(exec: &Executor, job: &JobSpec, video: OutputVideo) -> WriteConfig {
     let keep_streams = video.from_input_video && job.params.keep_audio != Some(false);
-    let config = WriteConfig {
+    WriteConfig {
         output: job.output_path.clone(),
         width: video.width,
         height: video.height,
@@ -68,8 +75,7 @@ pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Resul
         queue_chunks: QUEUE_CHUNKS,
         priority: exec.config.media_priority,
         sample_aspect_ratio: video.sample_aspect_ratio,
-    };
-    Ok(FrameWriter::spawn(&exec.config.tools, config)?)
+    }
 }
 
 /// The job's input as probed: what the upload's checks found, or a probe now (a job made by `vaebox run`,
@@ -85,10 +91,10 @@ pub fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Res
     Ok(info)
 }
 
-/// Where upscale and restore put their frames: the video writer, or for a still written as PNG the
-/// still's writer (which also takes the alpha plane).
+/// Where upscale and restore put their frames: the video in segments a stopped job goes on from, or for a
+/// still written as PNG the still's writer (which also takes the alpha plane).
 pub enum FrameSink {
-    Video(FrameWriter),
+    Video(SegmentedWriter),
     Still(StillWriter),
 }
 
@@ -97,6 +103,22 @@ impl FrameSink {
         match self {
             FrameSink::Video(writer) => writer.write(frames),
             FrameSink::Still(writer) => writer.write(frames),
+        }
+    }
+
+    /// Frames in the video's unfinished segment; `None` for a still, which is written whole.
+    pub fn frames_in_segment(&self) -> Option<u64> {
+        match self {
+            FrameSink::Video(writer) => Some(writer.frames_in_segment()),
+            FrameSink::Still(_) => None,
+        }
+    }
+
+    /// Finishes the video's segment in hand: what is then on disk.
+    pub fn end_segment(&mut self) -> Result<FinishedSegments, MediaError> {
+        match self {
+            FrameSink::Video(writer) => writer.end_segment(),
+            FrameSink::Still(_) => Ok(FinishedSegments::default()),
         }
     }
 
@@ -116,21 +138,26 @@ impl FrameSink {
     }
 }
 
-/// A still input asked to be written as PNG gets one PNG file; anything else the job's video format.
-pub fn write_output(exec: &Executor, job: &JobSpec, info: &MediaInfo, video: OutputVideo) -> Result<FrameSink, ExecError> {
+/// A still input asked to be written as PNG gets one PNG file; anything else the job's video format, in
+/// segments in `segments_dir` after the `finished` ones there.
+pub fn write_output(exec: &Executor, job: &JobSpec, info: &MediaInfo, video: OutputVideo, segments_dir: &Path, finished: FinishedSegments) -> Result<FrameSink, ExecError> {
     let format = job.params.output_format.unwrap_or(OutputFormat::H264);
     if info.still && format.is_png() {
         let writer = StillWriter::new(&exec.config.tools, job.output_path.clone(), video.width, video.height, format.depth())?;
         return Ok(FrameSink::Still(writer));
     }
-    Ok(FrameSink::Video(write_frames(exec, job, video)?))
+    let config = write_config(exec, job, video);
+    Ok(FrameSink::Video(SegmentedWriter::open(&exec.config.tools, config, segments_dir.to_path_buf(), finished)?))
 }
 
 /// Finishes what `write_output` opened, and probes the result for the job's `output.media` (a still's PNG
 /// is described as a one-frame picture, as its input was, so the page's thumbnail shows the result).
 pub fn finish_output(exec: &Executor, job: &JobSpec, sink: FrameSink) -> Result<Option<MediaInfo>, ExecError> {
     match sink {
-        FrameSink::Video(writer) => finish_video(exec, job, writer),
+        FrameSink::Video(writer) => {
+            writer.finish()?;
+            Ok(output_media(exec, job))
+        }
         FrameSink::Still(writer) => {
             writer.finish()?;
             Ok(crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok())

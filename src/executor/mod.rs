@@ -15,6 +15,7 @@ mod quality;
 // the VAE ops and restore's VAE stages share both.
 mod replan;
 mod resilient;
+mod resume;
 mod stage_clock;
 pub mod restore;
 pub mod scene;

@@ -4,7 +4,8 @@ use tch::{Kind, Tensor};
 
 use crate::jobs::QualityMetrics;
 
-#[derive(Default)]
+/// Sums over the frames so far; a checkpoint keeps them, so a resumed job's figures cover every frame.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct QualityMeter {
     squared_error: f64,
     values: f64,

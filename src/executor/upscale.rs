@@ -8,6 +8,7 @@ use tch::Tensor;
 
 use super::media_io::{finish_output, input_media, read_frames, video_outcome, write_output, OutputVideo};
 use super::frame_workers::FrameWorkers;
+use super::resume::Checkpoints;
 use super::stage_clock::StageClock;
 use super::{alpha, frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::executor::quality::QualityMeter;
@@ -65,13 +66,10 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         Some((settings, interpolator)) => FrameSource::Retimed(Retimer::for_input(&**interpolator, &info, settings, FrameWindow::new(reader, exec.device))?),
         None => FrameSource::Read(reader),
     };
-    let fps_rational = match &source {
-        FrameSource::Retimed(retimer) => retimer.output_rate().as_text(),
-        FrameSource::Read(_) => info.fps_rational.clone(),
+    let (fps_rational, fps) = match &source {
+        FrameSource::Retimed(retimer) => (retimer.output_rate().as_text(), retimer.output_rate().as_f64()),
+        FrameSource::Read(_) => (info.fps_rational.clone(), info.fps),
     };
-    let mut writer = write_output(exec, job, &info, OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) })?;
-    let total = source.total(info.frames);
-    let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
     let mut tiling = SpatialTiling {
         tile: job.params.tile.unwrap_or(exec.config.upscale_tile),
         overlap: if exec.config.upscale_overlap > 0 {
@@ -87,10 +85,21 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         // 8 px — tests/realesrgan_parity.rs).
         blend: true,
     };
-    let mut quality = job.params.metrics.unwrap_or(false).then(QualityMeter::default);
+    let settings = serde_json::json!({ "kind": format!("{kind:?}"), "tile": tiling.tile, "overlap": tiling.overlap });
+    let checkpoints = Checkpoints::open(exec, job, settings, fps, info.still);
+    let output = OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) };
+    let mut writer = write_output(exec, job, &info, output, &checkpoints.folder.dir, checkpoints.finished())?;
+    let total = source.total(info.frames);
+    let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
+    let mut quality = match (&checkpoints.resumed, job.params.metrics.unwrap_or(false)) {
+        (_, false) => None,
+        (Some(checkpoint), true) => Some(checkpoint.quality.clone().unwrap_or_default()),
+        (None, true) => Some(QualityMeter::default()),
+    };
 
     let mut clock = StageClock::default();
-    let mut done = 0u64;
+    // Frames the source has given; those a stopped run already wrote are read again, not upscaled again.
+    let (mut done, kept) = (0u64, checkpoints.finished().frames);
     let frames_started = Instant::now();
     hooks.progress.send_replace(Progress::frames(0, total, 0.0).at("upscale"));
     // Each chunk allocates and frees the same activations; under the bounded allocator they would be fresh
@@ -100,21 +109,38 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         hooks.check_cancelled()?;
         let Some(frames_in) = source.next_chunk(chunk_frames, exec.device, &mut clock)? else { break };
         let count = frames_in.size()[0] as u64;
+        let skip = kept.saturating_sub(done).min(count);
+        done += count;
+        if skip == count {
+            hooks.progress.send_replace(Progress::frames(done, total.max(done), frames_started.elapsed().as_secs_f64()).at("resume"));
+            continue;
+        }
+        let frames_in = frames_in.narrow(0, skip as i64, (count - skip) as i64);
         // Consecutive runs of the chunk's frames, converted as the model made them; never joined into one
         // tensor, which would need the whole chunk's output twice at once.
         let outputs = StageClock::time(&mut clock.compute, || tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks)))?;
-        if let Some(meter) = quality.as_mut() {
-            // Area-averaged back to the input's size: each input pixel against the mean of the
-            // scale × scale pixels made from it, as written (rounded to the output's depth).
-            let written = outputs.iter().flat_map(|run| (0..run.count).map(move |i| frames::written_frame(run, i)));
-            for (index, frame) in written.enumerate() {
-                let pooled = frame.to_device(exec.device).avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>);
-                meter.add(&frames_in.narrow(0, index as i64, 1), &pooled);
+        let mut index = 0;
+        for mut run in outputs {
+            // Segments end at whole multiples of `segment_frames`, however the chunks fall.
+            while run.count > 0 {
+                let room = checkpoints.segment_frames - writer.frames_in_segment().unwrap_or(0);
+                let rest = run.split_off(room as usize);
+                if let Some(meter) = quality.as_mut() {
+                    // Area-averaged back to the input's size: each input pixel against the mean of the
+                    // scale × scale pixels made from it, as written (rounded to the output's depth).
+                    for i in 0..run.count {
+                        let pooled = frames::written_frame(&run, i).to_device(exec.device).avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>);
+                        meter.add(&frames_in.narrow(0, index, 1), &pooled);
+                        index += 1;
+                    }
+                }
+                StageClock::time(&mut clock.write, || writer.write(run))?;
+                if writer.frames_in_segment() == Some(checkpoints.segment_frames) {
+                    StageClock::time(&mut clock.write, || checkpoints.save(&mut writer, None, quality.as_ref()))?;
+                }
+                run = rest;
             }
         }
-
-        done += count;
-        StageClock::time(&mut clock.write, || outputs.into_iter().try_for_each(|output| writer.write(output)))?;
         hooks.progress.send_replace(Progress::frames(done, total.max(done), frames_started.elapsed().as_secs_f64()).at("upscale"));
     }
     if let Some(still) = writer.still() {
@@ -130,6 +156,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     hooks.check_cancelled()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
     let output_media = StageClock::time(&mut clock.write, || finish_output(exec, job, writer))?;
+    checkpoints.folder.remove();
     clock.record(timings, done, frames_started);
     let tiles = crate::tiling::spatial::plan_tiles(height as i64, width as i64, &tiling).len();
     let plan = JobPlan::Upscale(UpscalePlan {
@@ -148,6 +175,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             FrameSource::Retimed(retimer) => Some(retimer.plan(done)),
             FrameSource::Read(_) => None,
         },
+        resumed_from: checkpoints.resumed_from(),
     });
     Ok(video_outcome(job, output_media, timings, plan, quality.map(|meter| meter.metrics())))
 }

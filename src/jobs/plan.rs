@@ -51,6 +51,9 @@ pub struct UpscalePlan {
     /// With `interpolate=N`: the re-timing done before the upscaler.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpolation: Option<InterpolatePlan>,
+    /// The run went on from where a stopped one had got to; absent when it started from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
 }
 
 /// `interpolate`.
@@ -204,6 +207,21 @@ pub struct RestorePlan {
     pub device_memory: DeviceMemoryPlan,
     /// Out-of-memory retries, in order, in words, each naming its stage; empty when none were needed.
     pub fallbacks: Vec<String>,
+    /// The run went on from where a stopped one had got to; absent when it started from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
+}
+
+/// Where a run went on from the checkpoint of one that had stopped (a server stop, a kill, a lost worker).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ResumedFrom {
+    /// Output frames already written, kept and not made again.
+    pub frame: u64,
+    /// Restore: the batch the run went on with (batches before it were not restored again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<i64>,
+    /// Seconds the stopped run had worked for what was kept: the time saved.
+    pub saved_s: f64,
 }
 
 /// The DiT that ran.

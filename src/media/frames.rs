@@ -49,6 +49,15 @@ impl RgbFrames {
         &self.data[index * size..(index + 1) * size]
     }
 
+    /// The frames from `at` on, leaving the first `at` here (as `Vec::split_off`).
+    pub fn split_off(&mut self, at: usize) -> RgbFrames {
+        let at = at.min(self.count);
+        let data = self.data.split_off(at * self.frame_bytes());
+        let rest = RgbFrames { width: self.width, height: self.height, count: self.count - at, depth: self.depth, data };
+        self.count = at;
+        rest
+    }
+
     pub(crate) fn check_shape(&self, width: u32, height: u32) -> Result<(), MediaError> {
         if (self.width, self.height) != (width, height) || self.data.len() != self.count * self.frame_bytes() {
             return Err(MediaError::InvalidRequest(format!(

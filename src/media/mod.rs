@@ -1,7 +1,7 @@
 //! ffprobe/ffmpeg processes (bounded: timeouts, kill on drop) and raw RGB frame streams:
 //! `probe` validates an input, `FrameReader` decodes it in chunks, `FrameWriter` encodes the output format,
 //! `preview` makes stills and browser-playable proxies; `still` reads a picture's alpha and writes a still's PNG;
-//! `sequence` reads a zip of PNG frames as a clip.
+//! `sequence` reads a zip of PNG frames as a clip; `segments` writes an output that a stopped job can go on with.
 pub mod colour;
 mod error;
 pub mod format;
@@ -12,6 +12,7 @@ pub mod safetensors;
 mod probe;
 mod process;
 mod range;
+pub mod segments;
 pub mod sequence;
 mod settings;
 pub mod still;

@@ -22,6 +22,7 @@ const MP4_AUDIO_CODECS: &[&str] = &["aac", "mp3", "ac3", "eac3", "alac", "opus"]
 /// Text subtitles, which MP4 and MOV carry as `mov_text`; picture subtitles (DVD, PGS) they cannot carry.
 const TEXT_SUBTITLES: &[&str] = &["subrip", "ass", "ssa", "mov_text", "webvtt", "text"];
 
+#[derive(Clone)]
 pub struct WriteConfig {
     pub output: PathBuf,
     pub width: u32,
@@ -63,6 +64,7 @@ pub struct FrameWriter {
     partial_path: PathBuf,
     /// PNG frames, before they are zipped.
     frames_dir: Option<PathBuf>,
+    publish: Publish,
     output: PathBuf,
     width: u32,
     height: u32,
@@ -70,8 +72,33 @@ pub struct FrameWriter {
     frames_written: u64,
 }
 
+/// What one ffmpeg run writes.
+pub(super) enum Target {
+    /// The whole output, at `WriteConfig::output`.
+    Whole,
+    /// Part of a resumable output (`segments`): its frames from `first_frame` on, encoded alone and without
+    /// the input's other streams, into `path` in the format's container; PNG frames go into the folder
+    /// `path`, numbered from `first_frame`.
+    Segment { path: PathBuf, first_frame: u64 },
+}
+
+/// What `finish` does with what ffmpeg wrote.
+#[derive(Clone, Copy, PartialEq)]
+enum Publish {
+    /// Renames the partial file into place.
+    Rename,
+    /// Zips the PNG frames into the partial file, then renames it into place.
+    ZipFrames,
+    /// A segment's PNG frames stay in the folder they share with the other segments' until the whole is zipped.
+    LeaveFrames,
+}
+
 impl FrameWriter {
     pub fn spawn(tools: &MediaTools, config: WriteConfig) -> Result<Self, MediaError> {
+        Self::spawn_to(tools, config, Target::Whole)
+    }
+
+    pub(super) fn spawn_to(tools: &MediaTools, config: WriteConfig, target: Target) -> Result<Self, MediaError> {
         frame_bytes(config.width, config.height)?;
         let invalid = |what: String| Err(MediaError::InvalidRequest(what));
         let Some((fps_rational, _)) = parse_rate(&config.fps_rational) else {
@@ -86,22 +113,37 @@ impl FrameWriter {
         if !config.format.is_video() && !config.format.is_png() {
             return invalid(format!("{} is not written by ffmpeg", config.format.as_str()));
         }
-        let partial_path = partial_path_for(&config.output)?;
-        let sources = match &config.streams_from {
-            Some(path) if !config.format.is_png() => Some((path.clone(), source_streams(tools, path)?)),
+        let (output, first_frame) = match &target {
+            Target::Whole => (config.output.clone(), 0),
+            Target::Segment { path, first_frame } => (path.clone(), *first_frame),
+        };
+        let partial_path = partial_path_for(&output)?;
+        let sources = match (&config.streams_from, &target) {
+            (Some(path), Target::Whole) if !config.format.is_png() => Some((path.clone(), source_streams(tools, path)?)),
             _ => None,
         };
-        let frames_dir = config.format.is_png().then(|| {
-            let mut dir = partial_path.clone().into_os_string();
-            dir.push(".d");
-            PathBuf::from(dir)
-        });
+        let publish = match (&target, config.format.is_png()) {
+            (_, false) => Publish::Rename,
+            (Target::Whole, true) => Publish::ZipFrames,
+            (Target::Segment { .. }, true) => Publish::LeaveFrames,
+        };
+        let frames_dir = match publish {
+            Publish::Rename => None,
+            Publish::ZipFrames => {
+                let mut dir = partial_path.clone().into_os_string();
+                dir.push(".d");
+                let dir = PathBuf::from(dir);
+                let _ = std::fs::remove_dir_all(&dir);
+                Some(dir)
+            }
+            Publish::LeaveFrames => Some(output.clone()),
+        };
         if let Some(dir) = &frames_dir {
-            let _ = std::fs::remove_dir_all(dir);
             std::fs::create_dir_all(dir).map_err(|e| MediaError::io("making the frames folder", e))?;
         }
 
-        let mut args = encode_args(&config, &fps_rational, sources.as_ref());
+        let whole = matches!(target, Target::Whole);
+        let mut args = encode_args(&config, &fps_rational, sources.as_ref(), whole, first_frame);
         match &frames_dir {
             Some(dir) => args.push(file_url(&dir.join("frame_%06d.png"))),
             None => args.push(file_url(&partial_path)),
@@ -130,7 +172,8 @@ impl FrameWriter {
             pump: Some(pump),
             partial_path,
             frames_dir,
-            output: config.output,
+            publish,
+            output,
             width: config.width,
             height: config.height,
             depth: config.format.depth(),
@@ -164,14 +207,12 @@ impl FrameWriter {
         let pumped = self.pump.take().map(join_pump).unwrap_or(Ok(()));
         self.child.take().expect("child lives until finish").finish()?;
         pumped.map_err(|e| MediaError::io("writing frames to ffmpeg", e))?;
-        if let Some(dir) = &self.frames_dir {
-            zip_frames(dir, &self.partial_path).map_err(|e| MediaError::io("zipping the PNG frames", e))?;
+        match (&self.frames_dir, self.publish) {
+            (Some(dir), Publish::ZipFrames) => zip_frames(dir, &self.partial_path).map_err(|e| MediaError::io("zipping the PNG frames", e))?,
+            (Some(dir), Publish::LeaveFrames) => return sync_folder(dir).map_err(|e| MediaError::io("keeping the PNG frames", e)),
+            _ => {}
         }
-        let context = |e| MediaError::io(format!("publishing {}", self.output.display()), e);
-        // Durable before visible: a crash must not leave a named but empty result.
-        std::fs::File::open(&self.partial_path).and_then(|f| f.sync_all()).map_err(context)?;
-        std::fs::rename(&self.partial_path, &self.output).map_err(context)?;
-        Ok(())
+        publish_file(&self.partial_path, &self.output)
     }
 
     /// The depth `write` takes (the format's).
@@ -207,7 +248,8 @@ impl Drop for FrameWriter {
         self.child.take(); // reaps ffmpeg
         // After a successful finish the partial file was renamed away and this is a no-op.
         let _ = std::fs::remove_file(&self.partial_path);
-        if let Some(dir) = &self.frames_dir {
+        // A segment's frames share their folder with the finished segments' (the resume cuts its own back).
+        if let (Some(dir), Publish::ZipFrames) = (&self.frames_dir, self.publish) {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
@@ -224,7 +266,22 @@ fn join_pump(pump: JoinHandle<std::io::Result<()>>) -> std::io::Result<()> {
     pump.join().unwrap_or_else(|_| Err(std::io::Error::other("encode thread panicked")))
 }
 
-fn partial_path_for(output: &Path) -> Result<PathBuf, MediaError> {
+/// Moves a finished file into place, durable before visible: a crash must not leave a named but empty result.
+pub(super) fn publish_file(partial: &Path, output: &Path) -> Result<(), MediaError> {
+    let context = |e| MediaError::io(format!("publishing {}", output.display()), e);
+    std::fs::File::open(partial).and_then(|f| f.sync_all()).map_err(context)?;
+    std::fs::rename(partial, output).map_err(context)
+}
+
+/// Every file of `dir` on disk.
+fn sync_folder(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        std::fs::File::open(entry?.path())?.sync_all()?;
+    }
+    Ok(())
+}
+
+pub(super) fn partial_path_for(output: &Path) -> Result<PathBuf, MediaError> {
     let name = output
         .file_name()
         .ok_or_else(|| MediaError::InvalidRequest(format!("output {} has no file name", output.display())))?;
@@ -235,7 +292,7 @@ fn partial_path_for(output: &Path) -> Result<PathBuf, MediaError> {
 }
 
 /// A zip of the frames, stored (PNG is already compressed), in frame order.
-fn zip_frames(dir: &Path, zip_path: &Path) -> std::io::Result<()> {
+pub(super) fn zip_frames(dir: &Path, zip_path: &Path) -> std::io::Result<()> {
     let mut names: Vec<_> = std::fs::read_dir(dir)?.map(|entry| entry.map(|e| e.file_name())).collect::<Result<_, _>>()?;
     names.sort();
     let mut zip = zip::ZipWriter::new(std::fs::File::create(zip_path)?);
@@ -249,7 +306,8 @@ fn zip_frames(dir: &Path, zip_path: &Path) -> std::io::Result<()> {
     std::fs::remove_dir_all(dir)
 }
 
-fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathBuf, SourceStreams)>) -> Vec<OsString> {
+/// `whole`: the whole output, else one segment of it starting at `first_frame`.
+fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathBuf, SourceStreams)>, whole: bool, first_frame: u64) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let size = format!("{}x{}", config.width, config.height);
     let format = config.format;
@@ -284,7 +342,7 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
         OutputFormat::H265 => push_all(&mut args, &["-preset", &config.preset, "-crf", &crf, "-tag:v", "hvc1", "-x265-params", "log-level=error"]),
         OutputFormat::Prores => push_all(&mut args, &["-profile:v", "3", "-vendor", "apl0"]),
         OutputFormat::Ffv1 => push_all(&mut args, &["-level", "3", "-slicecrc", "1"]),
-        OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors => push_all(&mut args, &["-start_number", "0"]),
+        OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors => push_all(&mut args, &["-start_number", &first_frame.to_string()]),
     }
     push_all(&mut args, &["-pix_fmt", output_pix_fmt(format)]);
     args.extend(config.colour.output_flags(format.is_rgb()).into_iter().map(OsString::from));
@@ -292,13 +350,20 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
         push_kept_streams(&mut args, format, streams, config.streams_span.is_some());
     }
     push_all(&mut args, &["-fps_mode", "passthrough"]);
-    match format {
-        OutputFormat::H264 | OutputFormat::H265 => push_all(&mut args, &["-movflags", "+faststart", "-f", "mp4"]),
-        OutputFormat::Prores => push_all(&mut args, &["-f", "mov"]),
-        OutputFormat::Ffv1 => push_all(&mut args, &["-f", "matroska"]),
-        OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors => push_all(&mut args, &["-f", "image2"]),
-    }
+    push_container(&mut args, format, whole);
     args
+}
+
+/// The format's container; the index at the front (`faststart`) only in the whole output, which players
+/// stream: a segment is read whole when the segments are joined.
+pub(super) fn push_container(args: &mut Vec<OsString>, format: OutputFormat, whole: bool) {
+    match format {
+        OutputFormat::H264 | OutputFormat::H265 if whole => push_all(args, &["-movflags", "+faststart", "-f", "mp4"]),
+        OutputFormat::H264 | OutputFormat::H265 => push_all(args, &["-f", "mp4"]),
+        OutputFormat::Prores => push_all(args, &["-f", "mov"]),
+        OutputFormat::Ffv1 => push_all(args, &["-f", "matroska"]),
+        OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors => push_all(args, &["-f", "image2"]),
+    }
 }
 
 /// The encoder's pixel format: what each format's users expect of it.
@@ -318,7 +383,7 @@ fn output_pix_fmt(format: OutputFormat) -> &'static str {
 /// out picture subtitles (said in the log).
 /// Audio of part of the input (`cut`) is decoded and encoded again: a copy would start at the packet ffmpeg
 /// seeked to (the video's keyframe before the part), not at the part's start.
-fn push_kept_streams(args: &mut Vec<OsString>, format: OutputFormat, streams: &SourceStreams, cut: bool) {
+pub(super) fn push_kept_streams(args: &mut Vec<OsString>, format: OutputFormat, streams: &SourceStreams, cut: bool) {
     let matroska = format == OutputFormat::Ffv1;
     if let Some(codec) = &streams.audio {
         let audio_codec = match (cut, matroska) {
@@ -350,7 +415,7 @@ fn push_kept_streams(args: &mut Vec<OsString>, format: OutputFormat, streams: &S
     }
 }
 
-fn push_all(args: &mut Vec<OsString>, items: &[&str]) {
+pub(super) fn push_all(args: &mut Vec<OsString>, items: &[&str]) {
     args.extend(items.iter().map(OsString::from));
 }
 

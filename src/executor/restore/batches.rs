@@ -104,6 +104,16 @@ impl TemporalBlender {
     pub fn finish(&mut self) -> Option<Tensor> {
         self.held.take()
     }
+
+    /// The frames held for the next batch's blend, as a checkpoint keeps them.
+    pub fn held(&self) -> Option<&Tensor> {
+        self.held.as_ref()
+    }
+
+    /// Holds what a checkpoint kept, as if the batches before it had just been pushed.
+    pub fn resume_with(&mut self, held: Option<Tensor>) {
+        self.held = held;
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use batches::{BatchBuffer, BatchShape, TemporalBlender};
 use memory::{memory_plan, MemoryInputs, MemoryPlan};
 use prepend::PrependMirror;
 use settings::halved_batch;
+use super::resume::Checkpoints;
 use super::scene::CutFinder;
 use vae::{StreamSettings, StreamedVae};
 pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT_BATCH_OVERLAP, DEFAULT_SEED};
@@ -52,7 +53,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let mut vae = StreamedVae::new(&restorer.vae, stream_settings)?;
     let memory = memory_plan(&MemoryInputs { restorer: &restorer, vae: &vae, settings: &settings, geometry: &geometry, budget_mib });
     let settings = RestoreSettings { batch: memory.batch, ..settings };
-    let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory };
+    let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "batch": settings.batch, "budget_mib": budget_mib });
+    let checkpoints = Checkpoints::open(exec, job, resume_settings, info.fps, info.still);
+    let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory, checkpoints };
     tch::no_grad(|| pipeline.run(&mut vae, timings))
 }
 
@@ -65,6 +68,7 @@ struct Pipeline<'a> {
     geometry: FrameGeometry,
     info: &'a MediaInfo,
     memory: MemoryPlan,
+    checkpoints: Checkpoints,
 }
 
 /// Seconds this thread waited on each side (the shared clock; its `compute` is split into the batches'
@@ -79,8 +83,11 @@ struct Clock {
     done: u64,
     /// Of the `prepend_frames` at the output's start, those dropped so far.
     dropped: i64,
-    /// Batches restored so far (each draws its noise from the seed and its index).
+    /// Batches restored so far (each draws its noise from the seed and its index), or passed over because a
+    /// stopped run had restored and written them.
     batches: i64,
+    /// Going on from a checkpoint: the batches to pass over, and the frames they held for the next blend.
+    replay: Option<(i64, Option<Tensor>)>,
 }
 
 /// The batches of the scene being read, waiting frames and the frames held for the next cross-fade.
@@ -111,9 +118,10 @@ impl Pipeline<'_> {
     fn run(&self, vae: &mut StreamedVae, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
         let (exec, info) = (self.exec, self.info);
         let mut reader = read_frames(exec, self.job, info, exec.config.chunk_frames)?;
-        let mut writer = write_output(exec, self.job, info, OutputVideo::like(info, self.geometry.crop_w as u32, self.geometry.crop_h as u32))?;
+        let video = OutputVideo::like(info, self.geometry.crop_w as u32, self.geometry.crop_h as u32);
+        let mut writer = write_output(exec, self.job, info, video, &self.checkpoints.folder.dir, self.checkpoints.finished())?;
         let mut scene = SceneBatches::new(self.settings.batch);
-        let mut clock = Clock::default();
+        let mut clock = self.resumed_clock()?;
         let mut mirror = PrependMirror::new(self.settings.prepend_frames);
         let mut cuts = CutFinder::new(self.settings.scene_threshold);
         let started = Instant::now();
@@ -153,6 +161,7 @@ impl Pipeline<'_> {
         }
         let flushed = Instant::now();
         let output_media = finish_output(exec, self.job, writer)?;
+        self.checkpoints.folder.remove();
         clock.io.write += flushed.elapsed().as_secs_f64();
         self.record(timings, &clock, done, started);
         // Cuts are counted in the frames the batches saw, which begin with the mirrored lead.
@@ -169,21 +178,51 @@ impl Pipeline<'_> {
         })
     }
 
+    /// Where a checkpoint left off: frames written and dropped, batches to pass over.
+    fn resumed_clock(&self) -> Result<Clock, ExecError> {
+        let mut clock = Clock::default();
+        let Some(checkpoint) = &self.checkpoints.resumed else { return Ok(clock) };
+        let Some(mark) = &checkpoint.restore else { return Ok(clock) };
+        let held = mark.held.as_deref().map(|name| self.checkpoints.folder.held(name, self.exec.device)).transpose()?;
+        clock.done = checkpoint.frames;
+        clock.dropped = mark.dropped;
+        clock.replay = Some((mark.batches, held));
+        Ok(clock)
+    }
+
     /// Restores the batches that are ready and writes what is final; at the end of the scene (the input's
-    /// end, or a cut) the rest as well, with the frames held for a cross-fade that will not come.
+    /// end, or a cut) the rest as well, with the frames held for a cross-fade that will not come. A segment
+    /// that has grown long enough then ends, with a checkpoint.
     fn restore_batches(&self, vae: &mut StreamedVae, scene: &mut SceneBatches, scene_ended: bool, writer: &mut FrameSink, clock: &mut Clock, started: Instant) -> Result<(), ExecError> {
+        let mut restored_any = false;
         loop {
             let overlap = scene.buffer.overlap_with_previous();
             let Some(batch) = scene.buffer.next_batch(scene_ended) else { break };
             self.hooks.check_cancelled()?;
+            if let Some((batches, held)) = clock.replay.as_mut() {
+                // A stopped run restored and wrote this batch: passed over, but counted (its noise index).
+                clock.batches += 1;
+                if clock.batches == *batches {
+                    scene.blender.resume_with(held.take());
+                    clock.replay = None;
+                }
+                self.hooks.progress.send_replace(self.progress(clock, started).at(format!("resume: batch {}", clock.batches)));
+                continue;
+            }
             let restored = self.restore_resilient(vae, &batch, clock.batches, clock, started)?;
             clock.batches += 1;
             clock.done += self.write(writer, &scene.blender.push(&restored, overlap), clock)?;
+            restored_any = true;
         }
         if scene_ended {
             if let Some(rest) = scene.blender.finish() {
                 clock.done += self.write(writer, &rest, clock)?;
             }
+        }
+        if restored_any && writer.frames_in_segment().is_some_and(|frames| frames >= self.checkpoints.segment_frames) {
+            let waited = Instant::now();
+            self.checkpoints.save(writer, Some((clock.batches, clock.dropped, scene.blender.held())), None)?;
+            clock.io.write += waited.elapsed().as_secs_f64();
         }
         Ok(())
     }
@@ -318,6 +357,7 @@ impl Pipeline<'_> {
                 fits: memory.fits,
             },
             fallbacks,
+            resumed_from: self.checkpoints.resumed_from(),
         }
     }
 }

@@ -1,0 +1,193 @@
+//! Going on after a stop. Upscale and restore write their video as segments (`media::segments`) in a
+//! folder beside the output and, after each finished segment, a checkpoint: how far the job got and what
+//! it needs to go on from there (restore: batches done and the frames held for the next cross-fade). Run
+//! again — after a server stop, a kill, a power cut, or by another worker on the same data dir — the job
+//! finds the checkpoint, reads its input again without computing up to that point, and appends. A
+//! checkpoint made with other settings or another input (`fingerprint`) is not used.
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use tch::{Device, Tensor};
+
+use super::media_io::FrameSink;
+use super::quality::QualityMeter;
+use super::{ExecError, Executor, JobSpec};
+use crate::jobs::plan::ResumedFrom;
+use crate::media::segments::FinishedSegments;
+use crate::media::MediaError;
+
+const CHECKPOINT: &str = "checkpoint.json";
+
+/// What a job had finished when it last wrote a checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The job and settings it was made for.
+    pub fingerprint: String,
+    pub segments: usize,
+    /// Output frames in the finished segments.
+    pub frames: u64,
+    /// Seconds the job had worked for them: what going on from here saves.
+    pub work_s: f64,
+    /// Restore's place in its batches.
+    #[serde(default)]
+    pub restore: Option<RestoreMark>,
+    /// `metrics=true`: the sums over the frames written so far.
+    #[serde(default)]
+    pub quality: Option<QualityMeter>,
+}
+
+/// Where restore's batches stood at a checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RestoreMark {
+    /// Batches restored (the next draws its noise from the seed and this index).
+    pub batches: i64,
+    /// Of the `prepend_frames`, those dropped from the output so far.
+    pub dropped: i64,
+    /// The file of the frames held for the next batch's cross-fade, when any are held.
+    pub held: Option<String>,
+}
+
+impl Checkpoint {
+    pub fn finished(&self) -> FinishedSegments {
+        FinishedSegments { segments: self.segments, frames: self.frames }
+    }
+
+    pub fn resumed_from(&self) -> ResumedFrom {
+        ResumedFrom { frame: self.frames, batch: self.restore.as_ref().map(|mark| mark.batches), saved_s: self.work_s }
+    }
+}
+
+/// A running job's checkpoints: its folder, the checkpoint it went on from, where its segments end.
+pub struct Checkpoints {
+    pub folder: ResumeFolder,
+    pub resumed: Option<Checkpoint>,
+    /// Output frames per segment, at least 1 (`checkpoint_s` at the output's rate).
+    pub segment_frames: u64,
+    started: Instant,
+}
+
+impl Checkpoints {
+    /// `fps`: the output's rate. A still is written whole, and so never goes on from a checkpoint.
+    pub fn open(exec: &Executor, job: &JobSpec, settings: serde_json::Value, fps: f64, still: bool) -> Checkpoints {
+        let folder = ResumeFolder::for_job(exec, job, settings);
+        let resumed = if still { None } else { folder.load() };
+        if let Some(checkpoint) = &resumed {
+            tracing::info!(id = %job.id, frame = checkpoint.frames, segments = checkpoint.segments, "going on from the last checkpoint");
+        }
+        let segment_frames = (exec.config.checkpoint_s * fps).round().max(1.0) as u64;
+        Checkpoints { folder, resumed, segment_frames, started: Instant::now() }
+    }
+
+    pub fn finished(&self) -> FinishedSegments {
+        self.resumed.as_ref().map(Checkpoint::finished).unwrap_or_default()
+    }
+
+    pub fn resumed_from(&self) -> Option<ResumedFrom> {
+        self.resumed.as_ref().map(Checkpoint::resumed_from)
+    }
+
+    /// Finishes the segment in hand and records it: `restore` is `(batches, dropped, held frames)`.
+    pub fn save(&self, sink: &mut FrameSink, restore: Option<(i64, i64, Option<&Tensor>)>, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
+        if sink.frames_in_segment().unwrap_or(0) == 0 {
+            return Ok(());
+        }
+        let finished = sink.end_segment()?;
+        let work_s = self.resumed.as_ref().map_or(0.0, |c| c.work_s) + self.started.elapsed().as_secs_f64();
+        self.folder.save(finished, work_s, restore, quality)
+    }
+}
+
+/// The folder of a job's segments and checkpoint: `.NAME.resume` beside the output `NAME.ext`.
+pub struct ResumeFolder {
+    pub dir: PathBuf,
+    fingerprint: String,
+}
+
+impl ResumeFolder {
+    /// `settings`: what else decides the output's frames (restore's batch shape, the precision, …).
+    pub fn for_job(exec: &Executor, job: &JobSpec, settings: serde_json::Value) -> ResumeFolder {
+        let stem = job.output_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let dir = job.output_path.with_file_name(format!(".{stem}.resume"));
+        let input = std::fs::metadata(&job.input_path).ok();
+        let modified = input.as_ref().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs());
+        let fingerprint = serde_json::json!({
+            "op": job.op.as_str(),
+            "model": job.model,
+            "params": job.params,
+            "input": { "path": job.input_path, "bytes": input.map(|m| m.len()), "modified": modified },
+            "encoder": { "crf": exec.config.output_crf, "preset": exec.config.output_preset, "checkpoint_s": exec.config.checkpoint_s },
+            "settings": settings,
+        });
+        ResumeFolder { dir, fingerprint: fingerprint.to_string() }
+    }
+
+    /// The last checkpoint, if one was made for this job with these settings; any other is removed with
+    /// its segments.
+    pub fn load(&self) -> Option<Checkpoint> {
+        let text = std::fs::read_to_string(self.dir.join(CHECKPOINT)).ok()?;
+        match serde_json::from_str::<Checkpoint>(&text) {
+            Ok(checkpoint) if checkpoint.fingerprint == self.fingerprint => return Some(checkpoint),
+            Ok(_) => tracing::info!(dir = %self.dir.display(), "a checkpoint made with other settings; starting over"),
+            Err(error) => tracing::warn!(dir = %self.dir.display(), %error, "an unreadable checkpoint; starting over"),
+        }
+        self.remove();
+        None
+    }
+
+    /// A checkpoint after `finished`: written whole or not at all, after the frames it names.
+    pub fn save(&self, finished: FinishedSegments, work_s: f64, restore: Option<(i64, i64, Option<&Tensor>)>, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
+        let io = |what: &str, e: std::io::Error| ExecError::Media(MediaError::io(format!("{what} in {}", self.dir.display()), e));
+        let mark = match restore {
+            Some((batches, dropped, held)) => {
+                let name = held.map(|_| format!("held_{batches:06}.safetensors"));
+                if let (Some(held), Some(name)) = (held, &name) {
+                    let cpu = held.to_device(Device::Cpu).contiguous();
+                    let partial = self.dir.join(format!(".{name}.partial"));
+                    Tensor::write_safetensors(&[("held", &cpu)], &partial)?;
+                    sync_and_rename(&partial, &self.dir.join(name)).map_err(|e| io("saving the held frames", e))?;
+                }
+                Some(RestoreMark { batches, dropped, held: name })
+            }
+            None => None,
+        };
+        let held_now = mark.as_ref().and_then(|m| m.held.clone());
+        let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore: mark, quality: quality.cloned() };
+        let partial = self.dir.join(format!(".{CHECKPOINT}.partial"));
+        let text = serde_json::to_vec(&checkpoint).expect("a checkpoint serializes");
+        std::fs::write(&partial, text).and_then(|_| sync_and_rename(&partial, &self.dir.join(CHECKPOINT))).map_err(|e| io("saving the checkpoint", e))?;
+        self.remove_held_files_but(held_now.as_deref());
+        Ok(())
+    }
+
+    /// The frames a checkpoint holds for the next cross-fade, on `device`.
+    pub fn held(&self, name: &str, device: Device) -> Result<Tensor, ExecError> {
+        let tensors = Tensor::read_safetensors(self.dir.join(name))?;
+        let (_, held) = tensors.into_iter().next().ok_or_else(|| ExecError::Invalid(format!("the checkpoint's {name} holds no frames")))?;
+        Ok(held.to_device(device))
+    }
+
+    /// The folder, once the output is whole (or the checkpoint is of no use).
+    pub fn remove(&self) {
+        if let Err(error) = std::fs::remove_dir_all(&self.dir) {
+            if error.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %self.dir.display(), %error, "could not remove a job's segments");
+            }
+        }
+    }
+
+    fn remove_held_files_but(&self, keep: Option<&str>) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("held_") && Some(name.as_str()) != keep {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+fn sync_and_rename(partial: &Path, path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(partial)?.sync_all()?;
+    std::fs::rename(partial, path)
+}
