@@ -401,6 +401,7 @@ mod tests {
                 fits: Some(true),
             },
             fallbacks: vec![],
+            resumed_from: None,
         }
     }
 
@@ -439,6 +440,7 @@ mod tests {
             fallbacks: vec!["out of memory at tile 512: tile 256".into()],
             frame_workers: 2,
             interpolation: None,
+            resumed_from: None,
         };
         let encode = VaeEncodePlan { latent_shape: vec![1, 16, 3, 18, 22], padded_frames: 1, normalized: true, row_split: None };
         let decode = VaeDecodePlan { latent_shape: vec![1, 16, 3, 18, 22], latent_frames_per_push: 2, frames: 9, row_split: split };

@@ -545,6 +545,7 @@ mod tests {
             fallbacks: vec![],
             frame_workers: 1,
             interpolation: None,
+            resumed_from: None,
         };
         let current = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
         // An upscale plan as versions before the out-of-memory fallbacks, blending and frame workers wrote it.
