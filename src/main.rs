@@ -282,7 +282,9 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     if args.output.exists() && !args.overwrite {
         bail!("{} exists; pass --overwrite to replace it", args.output.display());
     }
-    let options = queue::parameters::read(&args.job.0, &config.models_dir)?;
+    // `--preset NAME` as `preset=NAME` over HTTP: the flags given win over the preset's fields.
+    let fields = args.job.0.with_preset(&config.presets)?;
+    let options = queue::parameters::read(&fields, &config.models_dir)?;
     let (request, probed) = prepare(config, &options, &args.input).await?;
     let still = probed.media.as_ref().is_some_and(|media| media.still);
     check_output_extension(&args.output, request.op, request.params.output_format, still)?;

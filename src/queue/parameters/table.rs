@@ -36,7 +36,6 @@ pub static PARAMETERS: &[Parameter] = &[
     Parameter {
         name: "preset",
         doc: "A preset from /v1/presets (the box's `[presets.NAME]`): its fields fill in those this submission does not give.",
-        flag: Flag::None,
         ..ROW
     },
     Parameter {
