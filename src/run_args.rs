@@ -70,7 +70,7 @@ fn flag_of(parameter: &'static Parameter) -> Option<Arg> {
     let leak = |text: String| -> &'static str { Box::leak(text.into_boxed_str()) };
     let long = |name: &str| leak(name.replace('_', "-"));
     let mut prefix = String::new();
-    if !parameter.is_every_ops() {
+    if !parameter.takes_every_op() {
         let ops: Vec<String> = parameter.ops.iter().map(|op| format!("`{}`", op.as_str())).collect();
         prefix = format!("{} only: ", ops.join(", "));
     }

@@ -157,7 +157,7 @@ async fn each_job_parameter_names_the_ops_that_take_it() {
     let (status, document) = get_json(&client(), &server.url("/openapi.json")).await;
     assert_eq!(status, 200);
     let parameters = document["paths"]["/v1/jobs"]["post"]["parameters"].as_array().expect("POST /v1/jobs has parameters");
-    for parameter in vaebox::queue::PARAMETERS.iter().filter(|p| !p.is_every_ops()) {
+    for parameter in vaebox::queue::PARAMETERS.iter().filter(|p| !p.takes_every_op()) {
         let described = parameters.iter().find(|p| p["name"] == parameter.name).unwrap_or_else(|| panic!("{} is not in the document", parameter.name));
         let ops: Vec<&str> = parameter.ops.iter().map(|op| op.as_str()).collect();
         let description = described["description"].as_str().unwrap_or("");

@@ -34,7 +34,7 @@ impl IntoParams for JobFields {
             .map(|row| {
                 let ops: Vec<&str> = row.ops.iter().map(|op| op.as_str()).collect();
                 let mut description = String::new();
-                if !row.is_every_ops() {
+                if !row.takes_every_op() {
                     description.push_str(&format!("Ops: {}. ", ops.join(", ")));
                 }
                 description.push_str(row.doc);

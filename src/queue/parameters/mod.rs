@@ -99,7 +99,7 @@ impl Parameter {
         self.ops.contains(&op)
     }
 
-    pub fn is_every_ops(&self) -> bool {
+    pub fn takes_every_op(&self) -> bool {
         Op::ALL.iter().all(|op| self.is_for(*op))
     }
 
