@@ -15,7 +15,7 @@ use vaebox::config::Config;
 use vaebox::media::ProcessPriority;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
-use vaebox::jobs::{JobOutcome, JobPlan, OutputFormat, Progress, Timings};
+use vaebox::jobs::{JobOutcome, JobParams, JobPlan, OutputFormat, Progress, Timings};
 use vaebox::models::Op;
 use vaebox::models::registry;
 use run_args::RunArgs;
@@ -282,9 +282,10 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     if args.output.exists() && !args.overwrite {
         bail!("{} exists; pass --overwrite to replace it", args.output.display());
     }
-    let Some(dtype) = DtypeChoice::parse(&args.dtype) else { bail!("dtype must be auto, f32, bf16 or f16") };
-    queue::refuse_parameters_not_for(args.op, args.given_parameters())?;
-    let (request, probed) = prepare(config, &args.options(dtype), &args.input).await?;
+    // `--preset NAME` as `preset=NAME` over HTTP: the flags given win over the preset's fields.
+    let fields = args.job.0.with_preset(&config.presets)?;
+    let options = queue::parameters::read(&fields, &config.models_dir)?;
+    let (request, probed) = prepare(config, &options, &args.input).await?;
     let still = probed.media.as_ref().is_some_and(|media| media.still);
     check_output_extension(&args.output, request.op, request.params.output_format, still)?;
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
@@ -401,7 +402,8 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                 let executor_config = ExecutorConfig::from_config(&config);
                 let executor = ExecutorHandle::spawn(executor_config.clone());
                 let output = out_dir.join(format!("bench_{dtype_name}_{chunk_frames}.mp4"));
-                let options = JobOptions { model: Some(bench.model.clone()), scale: Some(bench.scale), dtype, ..JobOptions::new(Op::Upscale) };
+                let params = JobParams { scale: Some(bench.scale), ..JobParams::new(dtype) };
+                let options = JobOptions { model: Some(bench.model.clone()), params, ..JobOptions::new(Op::Upscale) };
                 // The first run loads the model; the measured run finds it resident, as a busy server would.
                 let (request, probed) = prepare(&config, &options, &bench.input).await?;
                 run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;

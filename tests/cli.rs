@@ -82,6 +82,42 @@ fn run_upscales_a_clip_without_a_server() {
     assert_eq!(report["plan"]["scale"], 2, "{report}");
 }
 
+/// `run --preset NAME` takes the config's `[presets.NAME]` as `preset=NAME` does over HTTP: its fields fill in
+/// those the flags do not give, a flag given wins, and an unknown preset is refused naming the box's.
+#[test]
+fn run_takes_a_preset_from_the_config_and_flags_win_over_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "[presets.third]\nscale = 3\nkeep_audio = false\n").unwrap();
+    let clip = dir.path().join("in.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 2, false, &clip);
+    let run = |extra: &[&str], output: &str| {
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
+            .args(["run", "--input"])
+            .arg(&clip)
+            .arg("--output")
+            .arg(dir.path().join(output))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let stderr = |out: &std::process::Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    // The preset's scale is used (and refused: this upscaler has 2 and 4), so the preset was applied.
+    let refused = run(&["--preset", "third"], "a.mp4");
+    assert!(!refused.status.success() && stderr(&refused).contains("scale `3` is not supported"), "{}", stderr(&refused));
+    let unknown = run(&["--preset", "nope"], "b.mp4");
+    assert!(!unknown.status.success(), "{}", stderr(&unknown));
+    assert!(stderr(&unknown).contains("no preset `nope`; this box has third (GET /v1/presets)"), "{}", stderr(&unknown));
+    // `--scale 2` wins over the preset's 3; its keep_audio=false still applies.
+    let out = run(&["--preset", "third", "--scale", "2", "--json"], "c.mp4");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json prints the job");
+    assert_eq!(report["plan"]["scale"], 2, "{report}");
+    let probed = ffprobe(&dir.path().join("c.mp4"));
+    assert_eq!((probed.width, probed.height, probed.frames), (352, 288, 2));
+}
+
 /// `run --op interpolate` doubles the frame rate with the one interpolator (no `--model` needed).
 #[test]
 fn run_interpolates_a_clip_without_a_server() {
@@ -196,6 +232,7 @@ fn run_help_documents_every_flag_with_its_values() {
     for expected in [
         "--op", "--model", "--input", "--output", "--scale", "--dtype", "--tile", "--normalize", "--config", "--help", "--vae", "--height",
         "--width", "--seed", "--color-fix", "--batch-frames", "--batch-overlap", "--factor", "--fps", "--scene-threshold",
+        "--preset",
     ] {
         assert!(names.contains(&expected), "{expected} is not in the help:\n{help}");
     }

@@ -157,12 +157,12 @@ async fn each_job_parameter_names_the_ops_that_take_it() {
     let (status, document) = get_json(&client(), &server.url("/openapi.json")).await;
     assert_eq!(status, 200);
     let parameters = document["paths"]["/v1/jobs"]["post"]["parameters"].as_array().expect("POST /v1/jobs has parameters");
-    for parameter in vaebox::queue::OpParameter::ALL {
-        let described = parameters.iter().find(|p| p["name"] == parameter.name()).unwrap_or_else(|| panic!("{} is not in the document", parameter.name()));
-        let ops: Vec<&str> = parameter.ops().into_iter().map(vaebox::models::Op::as_str).collect();
+    for parameter in vaebox::queue::PARAMETERS.iter().filter(|p| !p.takes_every_op()) {
+        let described = parameters.iter().find(|p| p["name"] == parameter.name).unwrap_or_else(|| panic!("{} is not in the document", parameter.name));
+        let ops: Vec<&str> = parameter.ops.iter().map(|op| op.as_str()).collect();
         let description = described["description"].as_str().unwrap_or("");
-        assert!(description.starts_with(&format!("Ops: {}. ", ops.join(", "))), "{}: {description}", parameter.name());
-        assert_eq!(described["x-vaebox-ops"], json!(ops), "{}", parameter.name());
+        assert!(description.starts_with(&format!("Ops: {}. ", ops.join(", "))), "{}: {description}", parameter.name);
+        assert_eq!(described["x-vaebox-ops"], json!(ops), "{}", parameter.name);
     }
     // The parameters every op takes say so too (generated clients read `x-vaebox-ops`, not the prose).
     let every_op: Vec<&str> = vaebox::models::Op::ALL.into_iter().map(vaebox::models::Op::as_str).collect();

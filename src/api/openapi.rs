@@ -46,7 +46,7 @@ use super::{jobs, preview, remote, system};
         system::style_css,
     ),
     components(schemas(ErrorBody)),
-    modifiers(&UnwrapOneItemOneOfs, &EveryRouteCanRefuse, &OpsOfEachParameter),
+    modifiers(&UnwrapOneItemOneOfs, &EveryRouteCanRefuse),
     tags(
         (name = "jobs", description = "Upload a video or latent, follow the job, download the result"),
         (name = "remote VAE", description = "diffusers' remote_decode / remote_encode, answered when the job finishes"),
@@ -70,31 +70,6 @@ impl Modify for EveryRouteCanRefuse {
         for item in document.paths.paths.values_mut() {
             for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
                 operation.responses.responses.entry("4XX".to_string()).or_insert_with(|| RefOr::T(refusal.clone()));
-            }
-        }
-    }
-}
-
-/// Each job parameter of `POST /v1/jobs` says which ops take it, from the queue's table (the one the
-/// API and `vaebox run` refuse by), so the document cannot disagree with what is refused: in its
-/// description for people, and as `x-vaebox-ops` for generated clients (clients/python/generate.py), on
-/// every parameter (those the table does not list, `op`, `model`, `preset`, ..., are every op's).
-struct OpsOfEachParameter;
-
-const OPS_EXTENSION: &str = "x-vaebox-ops";
-
-impl Modify for OpsOfEachParameter {
-    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
-        let Some(create) = document.paths.paths.get_mut("/v1/jobs").and_then(|item| item.post.as_mut()) else { return };
-        for parameter in create.parameters.iter_mut().flatten() {
-            let job_parameter = crate::queue::OpParameter::parse(&parameter.name);
-            let ops = job_parameter.map(|p| p.ops()).unwrap_or_else(|| crate::models::Op::ALL.to_vec());
-            let ops: Vec<&str> = ops.into_iter().map(crate::models::Op::as_str).collect();
-            let extensions = parameter.extensions.get_or_insert_with(Default::default);
-            extensions.insert(OPS_EXTENSION.to_string(), serde_json::json!(ops));
-            if job_parameter.is_some() {
-                let described = parameter.description.take().unwrap_or_default();
-                parameter.description = Some(format!("Ops: {}. {described}", ops.join(", ")));
             }
         }
     }

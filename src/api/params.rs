@@ -1,166 +1,83 @@
 //! Request parameters as typed structs. A name the endpoint does not take is refused (400
 //! `unknown-parameter`, naming it) instead of ignored: a typo like `scal=2` must not quietly run
 //! the defaults. The names come from each struct's own `Deserialize`, so there is no second list; the
-//! OpenAPI document describes each struct's fields from their `#[param]`s and doc comments.
+//! OpenAPI document describes each struct's fields from their `#[param]`s and doc comments, and the job
+//! fields from the queue's table of parameters.
 use serde::de::{DeserializeOwned, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use utoipa::openapi::path::ParameterIn;
+use utoipa::openapi::extensions::ExtensionsBuilder;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::Required;
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::RefOr;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::ApiError;
-use crate::device::DtypeChoice;
 use crate::error_codes as codes;
-use crate::jobs::{JobStatus, OutputFormat};
-use crate::models::Op;
-use crate::models::restore::colorfix::ColorFix;
-use crate::models::restore::prepare::Fit;
+use crate::jobs::JobStatus;
 use crate::queue::PreviewSide;
 
-/// The fields of `POST /v1/jobs`: query parameters of a raw upload, form fields, or keys of a
-/// `params` JSON part. Values stay text here; each is checked where its meaning is, with its own code.
-#[derive(Debug, Default, Clone, Deserialize, serde::Serialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct JobFields {
-    /// A preset from /v1/presets (the box's `[presets.NAME]`): its fields fill in those this
-    /// submission does not give.
-    #[param(value_type = String, required = false)]
-    pub preset: Option<String>,
-    /// What to do with the upload.
-    #[param(value_type = Op, inline, required = false, default = "upscale")]
-    pub op: Option<String>,
-    /// A model from /v1/models that can do `op`.
-    #[param(value_type = String, required = false, default = "realesrgan-animevideov3")]
-    pub model: Option<String>,
-    /// Output size over input size, one of the model's `scales` in /v1/models (default 4;
-    /// restore: 2).
-    #[param(value_type = Scale, inline, required = false, default = 4)]
-    pub scale: Option<String>,
-    /// Higher runs first; FIFO among equals.
-    #[param(value_type = i64, required = false, default = 0, minimum = -1000, maximum = 1000)]
-    pub priority: Option<String>,
-    /// The precision the model runs in; auto is bf16 on CUDA and on CPUs with native bf16, else f32.
-    #[param(value_type = DtypeChoice, inline, required = false, default = "auto")]
-    pub dtype: Option<String>,
-    /// Input tile side in pixels: 0 = whole frames, else 16..=8192 (default: the configured tile).
-    #[param(value_type = i64, required = false, minimum = 0, maximum = 8192)]
-    pub tile: Option<String>,
-    /// Apply the published latent mean/std (SeedVR2: scaling factor). Refused at submission
-    /// with 400 normalize-unsupported for a VAE whose latent size has no published statistics (Wan 2.1
-    /// other than 16 channels, Wan 2.2 other than 48; see latent_channels in /v1/models).
-    #[param(value_type = bool, required = false)]
-    pub normalize: Option<String>,
-    /// Working memory for this job in MiB (0 = none); overrides the configured memory_budget_mib.
-    #[param(value_type = u64, required = false, minimum = 0)]
-    pub memory_budget_mib: Option<String>,
-    /// The result's format (default: the box's output_format, h264 unless configured; png for a still
-    /// picture): h264 (8-bit MP4), h265 (10-bit MP4), prores (ProRes 422 HQ MOV), ffv1 (lossless 16-bit
-    /// RGB MKV), png (8-bit: one PNG for a still, else a zip of PNG frames; a video's png is png16), png16
-    /// (16-bit from the float output, likewise), safetensors (vae_decode only: the float frames). 400
-    /// output-format-not-for-still for a video format on a still (upscale, restore); 400
-    /// output-format-unavailable when this box's ffmpeg lacks the encoder (output_formats in /healthz).
-    #[param(value_type = OutputFormat, inline, required = false)]
-    pub output_format: Option<String>,
-    /// Copy the input's audio, subtitles and chapters into the result where its container takes them
-    /// (default true; a PNG zip has none).
-    #[param(value_type = bool, required = false, default = true)]
-    pub keep_audio: Option<String>,
-    /// Report PSNR/SSIM of the output scaled back down (area average) to the input's size
-    /// against the input, in the job's metrics: a sanity figure that catches broken runs.
-    #[param(value_type = bool, required = false, default = false)]
-    pub metrics: Option<String>,
-    /// The SeedVR2 VAE to encode and decode with (default: the DiT's pairs_with in /v1/models).
-    #[param(value_type = String, required = false)]
-    pub vae: Option<String>,
-    /// Target height; with width, the target AREA (the aspect ratio follows the input, sides
-    /// cropped to multiples of 16), instead of scale.
-    #[param(value_type = u32, required = false)]
-    pub height: Option<String>,
-    /// Target width (see height).
-    #[param(value_type = u32, required = false)]
-    pub width: Option<String>,
-    /// The output's short side in pixels (at least 16), the long side following the aspect ratio: the
-    /// ComfyUI front-end's way to the size, instead of scale or height and width.
-    #[param(value_type = u32, required = false, minimum = 16)]
-    pub resolution: Option<String>,
-    /// With resolution: the most the long side may be; a longer one is brought down to it, the short
-    /// side following (0 = no cap, the default).
-    #[param(value_type = u32, required = false, default = 0)]
-    pub max_resolution: Option<String>,
-    /// Sides that are not multiples of 16: crop keeps the centred multiples of 16 (the original's);
-    /// pad pads the resized frames up to them (copies of the edge) and cuts the padding off the
-    /// output, which then has exactly the resized size.
-    #[param(value_type = Fit, inline, required = false, default = "crop")]
-    pub fit: Option<String>,
-    /// Noise seed (default 666, the original's); batch i uses seed + i.
-    #[param(value_type = i64, required = false)]
-    pub seed: Option<String>,
-    /// The colour fix (default wavelet, the original's; lab, hsv and wavelet_adaptive are the ComfyUI
-    /// front-end's).
-    #[param(value_type = ColorFix, inline, required = false)]
-    pub color_fix: Option<String>,
-    /// Frames per DiT call, 4n + 1 (default 21).
-    #[param(value_type = i64, required = false)]
-    pub batch_frames: Option<String>,
-    /// Frames shared and cross-faded by consecutive batches (default 4 when batch_frames > 8,
-    /// else 0).
-    #[param(value_type = i64, required = false)]
-    pub batch_overlap: Option<String>,
-    /// upscale: also interpolate, to this many times the frame rate (2 to 4), with RIFE before the
-    /// upscaler: one decode, one encode.
-    #[param(value_type = i64, required = false, minimum = 2, maximum = 4)]
-    pub interpolate: Option<String>,
-    /// 0 to 1: Gaussian noise added to the input frames before the VAE encode, 0.025 × the value in
-    /// standard deviation (the front-end's; against artefacts on some inputs). From the seed. Default 0.
-    #[param(value_type = f64, required = false, default = 0, minimum = 0, maximum = 1)]
-    pub input_noise_scale: Option<String>,
-    /// 0 to 1: how far the DiT's condition latent is moved towards noise, at the front-end's
-    /// resolution-shifted timestep of 1000 × the value. From the seed. Default 0.
-    #[param(value_type = f64, required = false, default = 0, minimum = 0, maximum = 1)]
-    pub latent_noise_scale: Option<String>,
-    /// 0 to 32: frames N..1 are put mirrored before the clip and dropped from the output, so its first
-    /// frames are not restored by a batch with no past. Default 0.
-    #[param(value_type = i64, required = false, default = 0, minimum = 0, maximum = 32)]
-    pub prepend_frames: Option<String>,
-    /// interpolate: output frames per input frame, 2 to 4 (default 2 unless fps is given).
-    #[param(value_type = i64, required = false, minimum = 2, maximum = 4)]
-    pub factor: Option<String>,
-    /// interpolate: the output's frame rate instead of a factor (60, 59.94 or 60000/1001): above the
-    /// input's and at most 8 times it. upscale, restore: the rate of an image sequence (a zip of PNG
-    /// frames), `24` or `30000/1001` (default 24); 400 parameter-not-for-input with any other input.
-    #[param(value_type = String, required = false)]
-    pub fps: Option<String>,
-    /// interpolate: the mean luma change (0 to 1) between two frames taken for a scene cut, which gets
-    /// no blended frames (the earlier frame is held); 0 turns the detection off (default 0.1).
-    #[param(value_type = f64, required = false, minimum = 0, maximum = 1)]
-    pub scene_threshold: Option<String>,
-    /// Every op but vae_decode: start this many seconds into the input (at the first frame at or after
-    /// that time) instead of at its first frame. Audio and subtitles are cut alike.
-    #[param(value_type = f64, required = false, minimum = 0)]
-    pub start: Option<String>,
-    /// Every op but vae_decode: the index of the first frame to take (0 is the first), instead of start.
-    #[param(value_type = i64, required = false, minimum = 0)]
-    pub start_frame: Option<String>,
-    /// Every op but vae_decode: take at most this many frames from the start.
-    #[param(value_type = i64, required = false, minimum = 1)]
-    pub frames: Option<String>,
-    /// Every op but vae_decode: take the frames that start within this many seconds, instead of frames
-    /// ("try the first 5 seconds": duration=5).
-    #[param(value_type = f64, required = false)]
-    pub duration: Option<String>,
-    /// Every op: an `http://` URL the box POSTs the finished job to (its JSON, as GET /v1/jobs/{id}),
-    /// signed with the box's callback_secret (header Vaebox-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of
-    /// "<t>.<body>">), retried with back-off for a day until a 2xx answers; the job's `callback` records each
-    /// try. 400 callback-not-configured without a callback_secret, callback-host-not-allowed for a host not in
-    /// callback_hosts, callback-https-unsupported for https, invalid-callback-url otherwise.
-    #[param(value_type = String, required = false)]
-    pub callback_url: Option<String>,
-    /// Raw uploads only: the file's name (a multipart `file` part carries its own).
-    #[param(value_type = String, required = false)]
-    pub filename: Option<String>,
+/// The fields of `POST /v1/jobs` (query parameters of a raw upload, form fields, or keys of a `params` JSON
+/// part): the queue's table of job parameters, described here from its rows.
+pub use crate::queue::JobFields;
+
+const OPS_EXTENSION: &str = "x-vaebox-ops";
+
+/// Each row as a query parameter: its kind, bounds and default as the schema, and the ops that take it both
+/// in its description for people and as `x-vaebox-ops` for generated clients (clients/python/generate.py).
+impl IntoParams for JobFields {
+    fn into_params(parameter_in: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let parameter_in = parameter_in().unwrap_or(ParameterIn::Query);
+        crate::queue::PARAMETERS
+            .iter()
+            .map(|row| {
+                let ops: Vec<&str> = row.ops.iter().map(|op| op.as_str()).collect();
+                let mut description = String::new();
+                if !row.takes_every_op() {
+                    description.push_str(&format!("Ops: {}. ", ops.join(", ")));
+                }
+                description.push_str(row.doc);
+                if let Some(words) = row.default_words() {
+                    description.push_str(&format!(" Default: {words}."));
+                }
+                ParameterBuilder::new()
+                    .name(row.name)
+                    .parameter_in(parameter_in.clone())
+                    .required(Required::False)
+                    .description(Some(description))
+                    .schema(Some(schema_of(row)))
+                    .extensions(Some(ExtensionsBuilder::new().add(OPS_EXTENSION, serde_json::json!(ops)).build()))
+                    .build()
+            })
+            .collect()
+    }
+}
+
+fn schema_of(row: &crate::queue::Parameter) -> ObjectBuilder {
+    use crate::queue::parameters::Value as Kind;
+    let format = |known| Some(SchemaFormat::KnownFormat(known));
+    let (kind, format, least) = match &row.value {
+        Kind::Text | Kind::Choice { .. } => (Type::String, None, None),
+        Kind::Bool => (Type::Boolean, None, None),
+        Kind::Int => (Type::Integer, format(KnownFormat::Int64), None),
+        Kind::U32 => (Type::Integer, format(KnownFormat::Int32), Some(0)),
+        Kind::U64 => (Type::Integer, format(KnownFormat::Int64), Some(0)),
+        Kind::IntOf(_) => (Type::Integer, None, None),
+        Kind::Float => (Type::Number, format(KnownFormat::Double), None),
+    };
+    let values: Option<Vec<Value>> = match &row.value {
+        Kind::IntOf(values) => Some(values.iter().map(|v| Value::from(*v)).collect()),
+        Kind::Choice { names, .. } => Some(names().into_iter().map(Value::from).collect()),
+        Kind::Text | Kind::Bool | Kind::Int | Kind::U32 | Kind::U64 | Kind::Float => None,
+    };
+    ObjectBuilder::new()
+        .schema_type(kind)
+        .format(format)
+        .default(row.default_value())
+        .enum_values(values)
+        .minimum(row.min.or(least))
+        .maximum(row.max)
 }
 
 /// `GET /v1/jobs`.
@@ -293,17 +210,6 @@ pub struct RemoteQuery {
 
 // The values of fields that stay text in the structs above, for the document only; the code that reads
 // each field refuses any other value with its own code.
-/// Every scale some op takes: restore 1 to 4, upscale the model's own (`scales` in /v1/models).
-#[derive(ToSchema)]
-#[repr(i64)]
-#[allow(dead_code)]
-enum Scale {
-    X1 = 1,
-    X2 = 2,
-    X3 = 3,
-    X4 = 4,
-}
-
 #[derive(ToSchema)]
 #[serde(rename_all = "lowercase")]
 #[allow(dead_code)]
@@ -465,7 +371,10 @@ mod tests {
     #[test]
     fn known_names_are_read() {
         let fields: JobFields = from_query("op=upscale&scale=2&filename=a.mp4").unwrap();
-        assert_eq!((fields.op.as_deref(), fields.scale.as_deref(), fields.model), (Some("upscale"), Some("2"), None));
+        assert_eq!((fields.get("op"), fields.get("scale"), fields.get("model")), (Some("upscale"), Some("2"), None));
+        let (code, message) = refusal(from_query::<JobFields>("scale=2&scale=4"));
+        assert_eq!(code, "invalid-query");
+        assert!(message.contains("duplicate field `scale`"), "{message}");
         let list: ListQuery = from_query("limit=5").unwrap();
         assert_eq!((list.limit, list.offset), (Some(5), None));
         let (code, _) = refusal(from_query::<ListQuery>("limit=many"));

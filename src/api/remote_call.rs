@@ -211,17 +211,19 @@ pub fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCal
         return Err(bad(codes::INVALID_QUERY, "`scaling_factor` must not be 0"));
     }
     let latent_shift = number("shift_factor", &query.shift_factor)?;
-    let fields = JobFields {
-        op: Some(op.as_str().into()),
-        model: query.model.clone(),
-        dtype: compute_dtype,
-        priority: query.priority.clone(),
-        tile: query.tile.clone(),
+    let given = [
+        ("model", query.model.clone()),
+        ("dtype", compute_dtype),
+        ("priority", query.priority.clone()),
+        ("tile", query.tile.clone()),
         // Decoding undoes it from the latent's header (below), as for a latent file marked normalized.
-        normalize: if op == Op::VaeEncode { query.normalize.clone() } else { None },
-        memory_budget_mib: query.memory_budget_mib.clone(),
-        ..JobFields::default()
-    };
+        ("normalize", if op == Op::VaeEncode { query.normalize.clone() } else { None }),
+        ("memory_budget_mib", query.memory_budget_mib.clone()),
+    ];
+    let fields = given
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .fold(JobFields::default().with("op", op.as_str()), |fields, (name, value)| fields.with(name, value));
     let mut job = fields::job_request(&fields, &app.config, None)?;
     job.params.latent_scaling = latent_scaling;
     job.params.latent_shift = latent_shift;

@@ -39,7 +39,7 @@ pub struct UploadLimits<'a> {
 }
 
 pub async fn receive_raw(request: Request, fields: JobFields, limits: &UploadLimits<'_>) -> Result<Upload, ApiError> {
-    let file_name = fields.filename.as_deref().unwrap_or("input.mp4");
+    let file_name = fields.get("filename").unwrap_or("input.mp4");
     let stream = request.into_body().into_data_stream();
     let file = stream_to_temp(stream, sanitize_file_name(file_name), limits).await?;
     Ok(Upload { file, fields })
@@ -56,7 +56,7 @@ pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> R
     let (fields, file) = received?;
     // Refused after the body is read: a form's fields may come after its file.
     let fields: JobFields = params::from_map(fields)?;
-    if fields.filename.is_some() {
+    if fields.get("filename").is_some() {
         return Err(ApiError::bad_request(
             codes::UNKNOWN_PARAMETER,
             "unknown parameter `filename` in a form: the `file` part carries its own file name",

@@ -30,6 +30,15 @@ pub enum DtypeChoice {
 }
 
 impl DtypeChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DtypeChoice::Auto => "auto",
+            DtypeChoice::F32 => "f32",
+            DtypeChoice::Bf16 => "bf16",
+            DtypeChoice::F16 => "f16",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<DtypeChoice> {
         match s.trim().to_ascii_lowercase().as_str() {
             "auto" => Some(DtypeChoice::Auto),

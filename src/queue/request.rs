@@ -10,60 +10,26 @@ use crate::error_codes as codes;
 use crate::executor::restore::{self, RestoreSettings};
 use crate::executor::interpolate::settings::InterpolateSettings;
 use crate::jobs::{InterpolateParams, JobParams, OutputFormat, RestoreParams};
-use crate::media::InputRange;
 use crate::models::Op;
 use crate::models::registry;
 
-/// What a client asks for, typed; `None` takes the default (of the op, the model or the config).
+/// What a client asks for, typed (`parameters::read` makes it from the fields); `None`s take the default
+/// (of the op, the model or the config) in `check`.
 #[derive(Debug, Clone)]
 pub struct JobOptions {
     pub op: Op,
     /// Default: `default_model`.
     pub model: Option<String>,
-    /// upscale, restore only (ignored for the others).
-    pub scale: Option<i64>,
     pub priority: i64,
-    pub dtype: DtypeChoice,
-    pub tile: Option<i64>,
-    pub normalize: Option<bool>,
-    pub memory_budget_mib: Option<u64>,
-    /// Default: the config's `output_format` (`vae_encode` writes a latent and takes none).
-    pub output_format: Option<OutputFormat>,
-    pub keep_audio: Option<bool>,
-    /// upscale only: PSNR/SSIM of the output scaled back down against the input.
-    pub metrics: Option<bool>,
-    /// restore only (ignored for the others); `None` is every default.
-    pub restore: Option<RestoreParams>,
-    /// interpolate only; `None` is every default.
-    pub interpolate: Option<InterpolateParams>,
-    /// Part of the input (every op that reads a video); `None` is all of it.
-    pub range: Option<InputRange>,
     /// Every op: the webhook told when the job ends (checked against `callback_secret` and `callback_hosts`).
     pub callback_url: Option<String>,
-    /// upscale, restore of a zip of PNG frames only: the sequence's rate (`fps`), as given.
-    pub sequence_fps: Option<String>,
+    /// The job's settings as given: `check` fills in and checks them (`sequence_fps` is the text given).
+    pub params: JobParams,
 }
 
 impl JobOptions {
     pub fn new(op: Op) -> JobOptions {
-        JobOptions {
-            op,
-            model: None,
-            scale: None,
-            priority: 0,
-            dtype: DtypeChoice::Auto,
-            tile: None,
-            normalize: None,
-            memory_budget_mib: None,
-            output_format: None,
-            keep_audio: None,
-            metrics: None,
-            restore: None,
-            interpolate: None,
-            range: None,
-            callback_url: None,
-            sequence_fps: None,
-        }
+        JobOptions { op, model: None, priority: 0, callback_url: None, params: JobParams::new(DtypeChoice::Auto) }
     }
 }
 
@@ -151,7 +117,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     let entry = find_model(models_dir, op, &model)?;
     let scale = match op {
         Op::Upscale | Op::Restore => {
-            let scale = op.scale_or_default(options.scale);
+            let scale = op.scale_or_default(options.params.scale);
             if !entry.scales.contains(&scale) {
                 return Err(bad_scale(&scale.to_string(), &entry.scales));
             }
@@ -162,23 +128,23 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     if options.priority.abs() > 1000 {
         return Err(bad_priority(&options.priority.to_string()));
     }
-    if let Some(tile) = options.tile.filter(|t| *t != 0 && !(16..=8192).contains(t)) {
+    if let Some(tile) = options.params.tile.filter(|t| *t != 0 && !(16..=8192).contains(t)) {
         return Err(bad_tile(&tile.to_string()));
     }
-    if op == Op::VaeEncode && options.normalize == Some(true) {
+    if op == Op::VaeEncode && options.params.normalize == Some(true) {
         registry::check_normalization(&entry.name, entry.family, entry.latent_channels, false)?;
     }
-    if let Some(mib) = options.memory_budget_mib.filter(|mib| *mib > MAX_MEMORY_BUDGET_MIB) {
+    if let Some(mib) = options.params.memory_budget_mib.filter(|mib| *mib > MAX_MEMORY_BUDGET_MIB) {
         return Err(bad_memory_budget(&mib.to_string()));
     }
     let restore = match op {
-        Op::Restore => Some(check_restore(options.restore.clone().unwrap_or_default(), options.scale, scale, &entry.name, models_dir)?),
+        Op::Restore => Some(check_restore(options.params.restore.clone().unwrap_or_default(), options.params.scale, scale, &entry.name, models_dir)?),
         Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
     };
     let resolve_interpolation = |params: Option<&InterpolateParams>| {
         InterpolateSettings::resolve(params).map_err(|why| QueueError::refused(codes::INVALID_INTERPOLATE_PARAMETER, why)).map(|s| s.params())
     };
-    let interpolate = match (op, options.interpolate.as_ref()) {
+    let interpolate = match (op, options.params.interpolate.as_ref()) {
         (Op::Interpolate, given) => Some(resolve_interpolation(given)?),
         // An upscale that interpolates as well needs an interpolator on this box.
         (Op::Upscale, Some(given)) => {
@@ -187,17 +153,17 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         }
         (Op::Upscale, None) | (Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore, _) => None,
     };
-    let range = options.range.clone().filter(|range| !range.is_empty());
+    let range = options.params.range.clone().filter(|range| !range.is_empty());
     if let Some(range) = &range {
         range.check().map_err(|why| QueueError::refused(codes::INVALID_RANGE, why))?;
     }
-    let output_format = check_output_format(op, options.output_format, config)?;
+    let output_format = check_output_format(op, options.params.output_format, config)?;
     let callback_url = options.callback_url.as_deref().map(|raw| super::callbacks::check_url(raw, config)).transpose()?;
-    if options.metrics == Some(true) && op != Op::Upscale {
+    if options.params.metrics == Some(true) && op != Op::Upscale {
         let why = format!("metrics=true is for upscale jobs; {} reports its own or none", op.as_str());
         return Err(QueueError::refused(codes::UNSUPPORTED_OPTION, why));
     }
-    let sequence_fps = match options.sequence_fps.as_deref() {
+    let sequence_fps = match options.params.sequence_fps.as_deref() {
         None => None,
         Some(raw) => Some(crate::media::sequence::parse_fps(raw).map(|(rational, _)| rational).ok_or_else(|| {
             QueueError::refused(codes::INVALID_FPS, format!("fps `{raw}` is not a frame rate between 0 and 1000 (`24`, `30000/1001`)"))
@@ -206,21 +172,16 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     let params = JobParams {
         sequence_fps,
         scale,
-        tile: options.tile,
-        normalize: options.normalize,
-        memory_budget_mib: options.memory_budget_mib,
         restore,
         interpolate,
         output_format,
-        keep_audio: options.keep_audio,
-        metrics: options.metrics,
         range,
-        ..JobParams::new(options.dtype)
+        ..options.params.clone()
     };
     let need = NeedOf { models_dir, entry: &entry, op, params: &params, block_swap: config.dit_block_swap };
     let device_bytes_needed = device_bytes_needed(need);
     Ok(JobRequest {
-        output_format_given: options.output_format.is_some(),
+        output_format_given: options.params.output_format.is_some(),
         device_bytes_needed,
         callback_url,
         op,
@@ -274,6 +235,14 @@ mod tests {
         Config { models_dir: models_dir.to_path_buf(), ..Config::default() }
     }
 
+    fn params() -> JobParams {
+        JobParams::new(DtypeChoice::Auto)
+    }
+
+    fn with(options: &JobOptions, params: JobParams) -> JobOptions {
+        JobOptions { params, ..options.clone() }
+    }
+
     fn code_of(options: &JobOptions, models_dir: &Path) -> &'static str {
         check(options, &config_with(models_dir)).err().map(|e| e.code()).unwrap_or("accepted")
     }
@@ -298,16 +267,16 @@ mod tests {
         );
         assert_eq!(code_of(&upscale, &models), "accepted");
         let cases = [
-            (JobOptions { scale: Some(3), ..upscale.clone() }, codes::INVALID_SCALE),
+            (with(&upscale, JobParams { scale: Some(3), ..params() }), codes::INVALID_SCALE),
             (JobOptions { priority: 1001, ..upscale.clone() }, codes::INVALID_PRIORITY),
             (JobOptions { priority: -1000, ..upscale.clone() }, "accepted"),
-            (JobOptions { tile: Some(8), ..upscale.clone() }, codes::INVALID_TILE),
-            (JobOptions { tile: Some(0), ..upscale.clone() }, "accepted"),
-            (JobOptions { tile: Some(8193), ..upscale.clone() }, codes::INVALID_TILE),
-            (JobOptions { memory_budget_mib: Some(MAX_MEMORY_BUDGET_MIB + 1), ..upscale.clone() }, codes::INVALID_MEMORY_BUDGET),
-            (JobOptions { output_format: Some(OutputFormat::Safetensors), ..upscale.clone() }, codes::INVALID_OUTPUT_FORMAT),
-            (JobOptions { output_format: Some(OutputFormat::Ffv1), ..upscale.clone() }, "accepted"),
-            (JobOptions { metrics: Some(true), ..upscale.clone() }, "accepted"),
+            (with(&upscale, JobParams { tile: Some(8), ..params() }), codes::INVALID_TILE),
+            (with(&upscale, JobParams { tile: Some(0), ..params() }), "accepted"),
+            (with(&upscale, JobParams { tile: Some(8193), ..params() }), codes::INVALID_TILE),
+            (with(&upscale, JobParams { memory_budget_mib: Some(MAX_MEMORY_BUDGET_MIB + 1), ..params() }), codes::INVALID_MEMORY_BUDGET),
+            (with(&upscale, JobParams { output_format: Some(OutputFormat::Safetensors), ..params() }), codes::INVALID_OUTPUT_FORMAT),
+            (with(&upscale, JobParams { output_format: Some(OutputFormat::Ffv1), ..params() }), "accepted"),
+            (with(&upscale, JobParams { metrics: Some(true), ..params() }), "accepted"),
         ];
         for (options, code) in cases {
             assert_eq!(code_of(&options, &models), code, "{options:?}");

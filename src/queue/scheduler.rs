@@ -338,6 +338,7 @@ impl Scheduler {
 
 /// `in.mp4` upscaled ×4 becomes `in_x4.mp4`, next to the input in the job's folder.
 pub fn output_path_for(job: &Job) -> PathBuf {
+    use crate::executor::interpolate::settings::DEFAULT_FACTOR;
     let input = PathBuf::from(&job.input_path);
     let stem = std::path::Path::new(&job.input.file_name)
         .file_stem()
@@ -357,7 +358,7 @@ pub fn output_path_for(job: &Job) -> PathBuf {
         Op::Interpolate => match job.params.interpolate.as_ref().and_then(|p| p.fps.as_deref()) {
             // `60000/1001` → `in_60000-1001fps.mp4`; a factor: `in_x2fps.mp4`.
             Some(fps) => format!("{stem}_{}fps.{extension}", fps.strip_suffix("/1").unwrap_or(fps).replace('/', "-")),
-            None => format!("{stem}_x{}fps.{extension}", job.params.interpolate.as_ref().and_then(|p| p.factor).unwrap_or(2)),
+            None => format!("{stem}_x{}fps.{extension}", job.params.interpolate.as_ref().and_then(|p| p.factor).unwrap_or(DEFAULT_FACTOR)),
         },
     };
     let name = match &job.params.range {

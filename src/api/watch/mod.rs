@@ -37,7 +37,7 @@ pub fn check(config: &Config) -> Result<Vec<JobFields>, String> {
                     return Err(format!("{}: {} is not an existing folder", at(key), path.display()));
                 }
             }
-            let known = params::field_names::<JobFields>();
+            let known = JobFields::names();
             if let Some(key) = watch.fields.keys().find(|key| !known.contains(&key.as_str()) || key.as_str() == "filename") {
                 let folder_keys = FOLDER_KEYS.join(", ");
                 return Err(format!("{} is not a job field (the fields of POST /v1/jobs, or {folder_keys})", at(key)));

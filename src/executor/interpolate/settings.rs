@@ -6,6 +6,8 @@ use crate::jobs::InterpolateParams;
 
 /// Output frames per input frame a `factor` may ask for.
 pub const FACTORS: std::ops::RangeInclusive<i64> = 2..=4;
+/// The factor of a job that gives neither `factor` nor `fps`.
+pub const DEFAULT_FACTOR: i64 = *FACTORS.start();
 /// A target `fps` may be at most this many times the input's (`max_frames` bounds the rest).
 pub const MAX_RATE_RATIO: u64 = 8;
 
@@ -34,7 +36,7 @@ impl InterpolateSettings {
             (None, Some(fps)) => RateChange::Fps(
                 FrameRate::parse(fps).ok_or_else(|| format!("fps `{fps}` is not a frame rate like 60, 59.94 or 60000/1001"))?,
             ),
-            (None, None) => RateChange::Factor(*FACTORS.start() as u64),
+            (None, None) => RateChange::Factor(DEFAULT_FACTOR as u64),
         };
         let scene_threshold = params.scene_threshold.unwrap_or(scene::DEFAULT_THRESHOLD);
         if !(0.0..=1.0).contains(&scene_threshold) {
