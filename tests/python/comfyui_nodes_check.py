@@ -314,7 +314,7 @@ out["restore_job_status"] = settle(node_job["id"])
 
 # The same for an encode, a synchronous call: cancelling hangs up, and the box cancels its job.
 cancel_requested[0] = False
-timer = __import__("threading").Timer(1.0, lambda: cancel_requested.__setitem__(0, True))
+timer = threading.Timer(1.0, lambda: cancel_requested.__setitem__(0, True))
 timer.start()
 try:
     encode.encode(vaebox, pixels, "wan21-small")
