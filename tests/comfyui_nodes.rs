@@ -1,7 +1,9 @@
 //! The ComfyUI custom nodes (`clients/comfyui`), loaded as ComfyUI loads a custom node package and called with
 //! tensors in ComfyUI's layouts against a real box with access tokens: VAE decode and encode against the Wan 2.1
-//! reference case, an upscale against the box's own job on the same frames, the box's errors as exceptions, and
-//! ComfyUI's Cancel cancelling the box's job (`tests/python/comfyui_nodes_check.py` does the calls).
+//! reference case, an upscale against the box's own job on the same frames, a SeedVR2 restore, sound (ComfyUI's
+//! AUDIO) through both, progress from the job's event stream (and polling without it), the box's errors as
+//! exceptions, and ComfyUI's Cancel cancelling the box's job, queued or running
+//! (`tests/python/comfyui_nodes_check.py` does the calls).
 mod common;
 
 use std::path::Path;
@@ -14,19 +16,22 @@ const TOKEN: &str = "comfy-secret-0123";
 const CASE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original/case.safetensors");
 const WIDTH: u32 = 64;
 const HEIGHT: u32 = 48;
+/// 4n + 1 frames: one SeedVR2 batch.
+const FRAMES: usize = 5;
+const FPS: f64 = 24.0;
 
 fn ffmpeg(args: &[&str]) {
     let status = Command::new("ffmpeg").args(["-nostdin", "-v", "error", "-y"]).args(args).status().expect("run ffmpeg");
     assert!(status.success(), "ffmpeg {args:?}");
 }
 
-/// The first 3 frames of a real clip at 64×48 as packed rgb24, and the same frames losslessly in an FFV1 MKV (the
+/// The first FRAMES frames of a real clip at 64×48 as packed rgb24, and the same frames losslessly in an FFV1 MKV (the
 /// input of the box's own job, made without the nodes' code).
 fn frames(dir: &Path) -> (std::path::PathBuf, Vec<u8>) {
     let raw = dir.join("frames.rgb");
     let source = media("bigbuckbunny.mp4");
     let size = format!("scale={WIDTH}:{HEIGHT}");
-    ffmpeg(&["-i", source.to_str().unwrap(), "-frames:v", "3", "-vf", &size, "-f", "rawvideo", "-pix_fmt", "rgb24", raw.to_str().unwrap()]);
+    ffmpeg(&["-i", source.to_str().unwrap(), "-frames:v", &FRAMES.to_string(), "-vf", &size, "-f", "rawvideo", "-pix_fmt", "rgb24", raw.to_str().unwrap()]);
     let mkv = dir.join("frames.mkv");
     let geometry = format!("{WIDTH}x{HEIGHT}");
     ffmpeg(&["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", &geometry, "-r", "24", "-i", raw.to_str().unwrap(), "-c:v", "ffv1", "-pix_fmt", "bgr0", mkv.to_str().unwrap()]);
@@ -105,16 +110,50 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
 
     // Upscale: the node's frames (8-bit APNG in, 16-bit PNG zip out) equal the box's job on the FFV1 of the same
     // frames to one 16-bit code; they are not their input repeated.
-    assert_eq!(result["upscale_shape"], json!([3, 2 * HEIGHT, 2 * WIDTH, 3]), "{result}");
+    assert_eq!(result["upscale_shape"], json!([FRAMES, 2 * HEIGHT, 2 * WIDTH, 3]), "{result}");
     assert_eq!(result["upscale_dtype"], "torch.float32");
     assert!(max_abs(&result, "upscale_max_abs") <= 1.0 / 65535.0, "{result}");
     assert!(max_abs(&result, "upscale_vs_nearest_max_abs") > 0.05, "{result}");
+    assert_eq!(result["upscale_audio"], Value::Null, "no AUDIO in, none out: {result}");
+
+    // Progress came from the job's event stream into ComfyUI's bar, with no poll of the job; where the box
+    // answers no stream the node polls, to the same frames.
     assert_eq!(result["progress_last"], json!([1000, 1000]), "{result}");
+    assert!(result["progress_updates"].as_u64().unwrap_or(0) >= 2, "{result}");
+    assert_eq!(result["upscale_polls"], 0, "{result}");
+    assert!(result["fallback_polls"].as_u64().unwrap_or(0) >= 1, "{result}");
+    assert_eq!(result["fallback_progress_last"], json!([1000, 1000]), "{result}");
+    assert_eq!(max_abs(&result, "fallback_max_abs"), 0.0, "{result}");
+
+    // Sound: given as AUDIO (a stereo tone as long as the frames), the box keeps it and the node returns it at its
+    // rate, as long within one frame's duration (float PCM copied through, so the samples themselves too);
+    // the frames are the upscale's without sound.
+    let frame_samples = 44100.0 / FPS;
+    for op in ["upscale", "restore"] {
+        assert_eq!(result[format!("{op}_audio_rate")], 44100, "{op}: {result}");
+        let given = result[format!("{op}_audio_samples_in")].as_f64().unwrap();
+        let shape = &result[format!("{op}_audio_shape")];
+        assert_eq!((&shape[0], &shape[1]), (&json!(1), &json!(2)), "{op}: {result}");
+        assert!((shape[2].as_f64().unwrap() - given).abs() <= frame_samples, "{op}: {result}");
+        assert!(max_abs(&result, &format!("{op}_audio_max_abs")) <= 1e-6, "{op}: {result}");
+    }
+    assert!(max_abs(&result, "upscale_with_audio_max_abs") <= 1.0 / 65535.0, "{result}");
+
+    // Restore end to end with the small SeedVR2 at scale 1: the frames' count and size, not the input unchanged.
+    assert_eq!(result["restore_shape"], json!([FRAMES, HEIGHT, WIDTH, 3]), "{result}");
+    assert!(max_abs(&result, "restore_vs_input_max_abs") > 0.05, "{result}");
+    assert_eq!(result["restore_progress_last"], json!([1000, 1000]), "{result}");
 
     // The box's errors read as what to do.
     let unknown = result["unknown_model_error"].as_str().unwrap_or_default();
     assert!(unknown.contains("unknown-model") && unknown.contains("no-such-model") && unknown.contains("/v1/models"), "{result}");
     assert!(result["unreachable_error"].as_str().is_some_and(|e| e.contains("unreachable")), "{result}");
+
+    // ComfyUI's Cancel once the node's job runs on the box: the node raises ComfyUI's interruption and the job
+    // ends cancelled.
+    assert_eq!(result["running_cancel_seen"], "running", "{result}");
+    assert_eq!(result["running_cancel_raised"], "comfy", "{result}");
+    assert_eq!(result["running_cancel_job_status"], "cancelled", "{result}");
 
     // ComfyUI's Cancel: the jobs (queued behind a busy one) and the synchronous encode's job end cancelled; the
     // restore's fields passed the box's checks at submission.

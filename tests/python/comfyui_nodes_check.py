@@ -9,10 +9,12 @@ usage: comfyui_nodes_check.py BASE_URL TOKEN PACKAGE_DIR CASE_FILE FRAMES_RGB24 
 """
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 import urllib.request
@@ -134,22 +136,49 @@ def throw_exception_if_processing_interrupted():
 
 
 comfy = types.ModuleType("comfy")
-comfy.utils = types.SimpleNamespace(ProgressBar=ProgressBar)
-comfy.model_management = types.SimpleNamespace(
-    processing_interrupted=lambda: cancel_requested[0],
-    throw_exception_if_processing_interrupted=throw_exception_if_processing_interrupted,
-)
+comfy.utils = types.ModuleType("comfy.utils")
+comfy.utils.ProgressBar = ProgressBar
+comfy.model_management = types.ModuleType("comfy.model_management")
+comfy.model_management.processing_interrupted = lambda: cancel_requested[0]
+comfy.model_management.throw_exception_if_processing_interrupted = throw_exception_if_processing_interrupted
 sys.modules.update({"comfy": comfy, "comfy.utils": comfy.utils, "comfy.model_management": comfy.model_management})
+
+# Every poll of a job (`GET /v1/jobs/{id}`) the nodes make; following the event stream makes none.
+polls = []
+connection_class = package.vaebox_nodes.connection.Connection
+plain_request = connection_class.request
+
+
+def counting_request(self, method, path, *args, **kwargs):
+    if method == "GET" and path.startswith("/v1/jobs/") and path.count("/") == 3:
+        polls.append(path)
+    return plain_request(self, method, path, *args, **kwargs)
+
+
+connection_class.request = counting_request
 
 # Upscale: real frames, against the box's own job on the same frames.
 frames = np.fromfile(frames_file, np.uint8).reshape(-1, height, width, 3)
 images = torch.from_numpy(frames.astype(np.float32) / 255.0)
 started = time.monotonic()
-(upscaled,) = nodes["VaeboxUpscale"]().upscale(vaebox, images, "realesrgan-animevideov3", 2, 24.0)
+upscaled, upscale_audio = nodes["VaeboxUpscale"]().upscale(vaebox, images, "realesrgan-animevideov3", 2, 24.0)
 out["upscale_seconds"] = time.monotonic() - started
 out["upscale_shape"] = list(upscaled.shape)
 out["upscale_dtype"] = str(upscaled.dtype)
+out["upscale_audio"] = upscale_audio
 out["progress_last"] = list(updates[-1]) if updates else None
+out["progress_updates"] = len(updates)
+out["upscale_polls"] = len(polls)
+
+# A box or proxy without the event stream: the node polls instead, to the same frames.
+events_module = package.vaebox_nodes.events
+stream_path, events_module.PATH = events_module.PATH, "/v1/jobs/{id}/no-such-stream"
+updates.clear()
+again, _ = nodes["VaeboxUpscale"]().upscale(vaebox, images, "realesrgan-animevideov3", 2, 24.0)
+events_module.PATH = stream_path
+out["fallback_polls"] = len(polls) - out["upscale_polls"]
+out["fallback_progress_last"] = list(updates[-1]) if updates else None
+out["fallback_max_abs"] = float((again - upscaled).abs().max())
 with tempfile.TemporaryDirectory() as scratch:
     with zipfile.ZipFile(reference_zip) as archive:
         archive.extractall(scratch)
@@ -183,10 +212,6 @@ def box(method, path, body=None):
         return json.loads(response.read())
 
 
-def newest_job():
-    return box("GET", "/v1/jobs?limit=1")["jobs"][0]
-
-
 def blocker():
     """A decode that keeps the box busy for a few seconds, so the next job waits in the queue."""
     # Long, so it is still running at the end; it is cancelled then, which takes one chunk's time.
@@ -202,6 +227,66 @@ def settle(job_id, within=10.0):
             return job["status"]
         time.sleep(0.1)
 
+
+def sine(seconds, rate=44100, channels=2):
+    """ComfyUI's AUDIO: a 440 Hz tone at half scale, the right channel a quarter turn behind."""
+    t = torch.arange(int(round(seconds * rate)), dtype=torch.float32) / rate
+    waveform = torch.stack([torch.sin(2 * math.pi * 440 * t + c * math.pi / 2) for c in range(channels)])[None] * 0.5
+    return {"waveform": waveform, "sample_rate": rate}
+
+
+def audio_measures(prefix, given, returned):
+    out[prefix + "_audio_rate"] = returned["sample_rate"] if returned else None
+    if returned:
+        out[prefix + "_audio_shape"] = list(returned["waveform"].shape)
+        out[prefix + "_audio_samples_in"] = given["waveform"].shape[2]
+        common = min(given["waveform"].shape[2], returned["waveform"].shape[2])
+        out[prefix + "_audio_max_abs"] = float((returned["waveform"][..., :common] - given["waveform"][..., :common]).abs().max())
+
+
+# Sound through an upscale: the box keeps it and the node hands it back with the frames.
+tone = sine(len(images) / 24.0)
+with_sound, sound = nodes["VaeboxUpscale"]().upscale(vaebox, images, "realesrgan-animevideov3", 2, 24.0, audio=tone)
+out["upscale_with_audio_max_abs"] = float((with_sound - upscaled).abs().max())
+audio_measures("upscale", tone, sound)
+
+# Restore end to end with the small SeedVR2 (random weights, real structure), with sound.
+updates.clear()
+restored, sound = nodes["VaeboxRestore"]().restore(vaebox, images, "seedvr2-3b-small", 1, 0, 7, "wavelet", 24.0, audio=tone)
+out["restore_shape"] = list(restored.shape)
+out["restore_vs_input_max_abs"] = float((restored - images).abs().max()) if restored.shape == images.shape else None
+out["restore_progress_last"] = list(updates[-1]) if updates else None
+audio_measures("restore", tone, sound)
+
+
+def newest_job():
+    return box("GET", "/v1/jobs?limit=1")["jobs"][0]
+
+
+# Cancel in ComfyUI while the node's job runs: the flag is set once the box reports the job running.
+def cancel_once_running(seen, after):
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = newest_job()
+        if job["id"] != after and job["status"] == "running":
+            seen.append(job)
+            cancel_requested[0] = True
+            return
+        time.sleep(0.05)
+
+
+seen_running = []
+watcher = threading.Thread(target=cancel_once_running, args=(seen_running, newest_job()["id"]))
+watcher.start()
+try:
+    decode.decode(vaebox, {"samples": torch.zeros(1, 16, 21, 40, 60)}, "wan21-small")
+    out["running_cancel_raised"] = None
+except Interrupted:
+    out["running_cancel_raised"] = "comfy"
+watcher.join()
+out["running_cancel_seen"] = seen_running[0]["status"] if seen_running else None
+if seen_running:
+    out["running_cancel_job_status"] = settle(seen_running[0]["id"], within=120.0)
 
 # Cancel in ComfyUI while the node's job waits: the job is cancelled on the box and the node raises.
 busy = blocker()
@@ -229,7 +314,7 @@ out["restore_job_status"] = settle(node_job["id"])
 
 # The same for an encode, a synchronous call: cancelling hangs up, and the box cancels its job.
 cancel_requested[0] = False
-timer = __import__("threading").Timer(1.0, lambda: cancel_requested.__setitem__(0, True))
+timer = threading.Timer(1.0, lambda: cancel_requested.__setitem__(0, True))
 timer.start()
 try:
     encode.encode(vaebox, pixels, "wan21-small")

@@ -1,5 +1,6 @@
 """The connection to a box: its URL and token, JSON calls and bounded downloads through urllib."""
 import json
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,6 +31,16 @@ def read_bounded(response, limit):
         parts.append(part)
 
 
+def hang_up(link):
+    """Closes the socket under a request in flight on another thread (closing alone would wait for its read)."""
+    sock = link.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def error_from_body(status, body, url):
     """The box's `{"error": {"code", "message"}}`, or the raw text when it is something else (a proxy's page)."""
     try:
@@ -49,7 +60,8 @@ class Connection:
             raise ValueError(f"the box URL must start with http:// or https://, got {url!r}")
         self.url = url
         self.token = (token or "").strip()
-        # Per socket operation: a box that stops answering is given up on, a long job is not (it is polled).
+        # Per socket operation: a box that stops answering is given up on, a long job is not (it is followed
+        # by its event stream, whose reads have their own bound, or polled).
         self.timeout = timeout
 
     def __repr__(self):

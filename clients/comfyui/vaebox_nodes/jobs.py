@@ -1,15 +1,14 @@
-"""A job on the box, followed as ComfyUI needs it: submit, poll its progress into the bar, cancel it when the
-prompt is cancelled, and download its result.
-
-Polling `GET /v1/jobs/{id}` rather than reading the event stream: the node must look at ComfyUI's Cancel flag
-between reads anyway, and a poll every quarter second is the same information with no socket left open."""
+"""A job on the box, followed as ComfyUI needs it: submit, follow its event stream into the progress bar (polling
+when the stream cannot be had or drops), cancel it when the prompt is cancelled, and download its result."""
 import time
 
-from . import comfy_hooks
+from . import comfy_hooks, events
 from .connection import MAX_RESULT_BYTES
 from .errors import VaeboxError
 
 POLL_S = 0.25
+# How often ComfyUI's Cancel flag is looked at while the event stream is quiet.
+WATCH_S = 0.2
 FINAL = ("succeeded", "failed", "cancelled")
 
 
@@ -35,27 +34,58 @@ def cancel(connection, job_id):
 
 
 def follow(connection, job_id, timeout_s=None):
-    """Polls the job to a final status, feeding the progress bar; on Cancel cancels it and raises. Returns the
+    """Follows the job to a final status, feeding the progress bar; on Cancel cancels it and raises. Returns the
     succeeded job; a failed or cancelled one raises VaeboxError with its code."""
     progress = comfy_hooks.Progress()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while True:
-        if comfy_hooks.interrupted():
-            cancel(connection, job_id)
-            comfy_hooks.raise_interrupted()
-        job = connection.json("GET", f"/v1/jobs/{job_id}")
-        progress.update((job.get("progress") or {}).get("fraction"))
-        if job.get("status") in FINAL:
-            break
-        if deadline is not None and time.monotonic() > deadline:
-            cancel(connection, job_id)
-            raise VaeboxError("client-timeout", f"the job did not finish in {timeout_s} s; it was cancelled", None, connection.url, job_id)
-        time.sleep(POLL_S)
+    job = watch_events(connection, job_id, progress, deadline)
+    if job is None or job.get("status") not in FINAL:
+        job = poll(connection, job_id, progress, deadline)
     if job["status"] != "succeeded":
         error = job.get("error") or {"code": job["status"], "message": f"the job ended {job['status']}"}
         raise VaeboxError(error["code"], error["message"], None, connection.url, job_id)
     progress.update(1.0)
     return job
+
+
+def watch_events(connection, job_id, progress, deadline):
+    """The last job the event stream carried (final unless the stream ended early), or None."""
+    stream = events.JobEvents(connection, job_id)
+    job = None
+    try:
+        while True:
+            stop_if_asked(connection, job_id, deadline)
+            item = stream.next(WATCH_S)
+            if item is events.ENDED:
+                return job
+            if item is not None:
+                job = item
+                progress.update((job.get("progress") or {}).get("fraction"))
+                if job.get("status") in FINAL:
+                    return job
+    finally:
+        stream.close()
+
+
+def poll(connection, job_id, progress, deadline):
+    """`GET /v1/jobs/{id}` every POLL_S to a final status: the job."""
+    while True:
+        stop_if_asked(connection, job_id, deadline)
+        job = connection.json("GET", f"/v1/jobs/{job_id}")
+        progress.update((job.get("progress") or {}).get("fraction"))
+        if job.get("status") in FINAL:
+            return job
+        time.sleep(POLL_S)
+
+
+def stop_if_asked(connection, job_id, deadline):
+    """Cancels the job and raises when the prompt was cancelled or the deadline passed."""
+    if comfy_hooks.interrupted():
+        cancel(connection, job_id)
+        comfy_hooks.raise_interrupted()
+    if deadline is not None and time.monotonic() > deadline:
+        cancel(connection, job_id)
+        raise VaeboxError("client-timeout", "the job did not finish in time; it was cancelled", None, connection.url, job_id)
 
 
 def result(connection, job):

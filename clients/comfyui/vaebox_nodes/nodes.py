@@ -2,8 +2,9 @@
 import os
 
 import numpy as np
+import torch
 
-from . import apng, frames, jobs, png_frames, remote_vae, tensor_file
+from . import apng, av_clip, frames, jobs, png_frames, remote_vae, tensor_file
 from .connection import DEFAULT_URL, Connection
 from .model_choices import TOKEN_VARIABLE, model_input
 
@@ -18,6 +19,7 @@ NORMALIZED_INPUT = (
     },
 )
 PRECISION_INPUT = (["auto", "f32", "bf16", "f16"], {"default": "auto", "tooltip": "the VAE's precision on the box; auto: the box's dtype (bf16 on a GPU)"})
+AUDIO_INPUT = ("AUDIO", {"tooltip": "the frames' sound: kept by the box and returned (needs ffmpeg here); none: no AUDIO back"})
 COLOR_FIXES = ["wavelet", "adain", "lab", "hsv", "wavelet_adaptive", "none"]
 
 
@@ -88,14 +90,15 @@ class VaeboxVAEEncode:
         return (frames.to_latent([latent]),)
 
 
-def run_on_frames(connection, fields, images, fps):
-    """IMAGE frames through a video job: an 8-bit APNG in (what the box would read of any video), the
-    16-bit PNG frames out; IMAGE back."""
-    clip = apng.encode(frames.image_to_rgb8(images), fps)
-    data, _ = jobs.run(connection, dict(fields, output_format="png"), clip, "frames.apng")
-    import torch
-
-    return torch.from_numpy(png_frames.decode_zip(data))
+def run_on_frames(connection, fields, images, fps, audio=None):
+    """IMAGE frames (and AUDIO) through a video job: (IMAGE, AUDIO or None). Without sound, an 8-bit APNG in (what
+    the box would read of any video) and 16-bit PNG frames out, no ffmpeg needed; with it, an FFV1 MKV both ways."""
+    rgb8 = frames.image_to_rgb8(images)
+    if audio is not None:
+        data, _ = jobs.run(connection, dict(fields, output_format="ffv1"), av_clip.encode(rgb8, fps, audio), "frames.mkv")
+        return av_clip.decode(data)
+    data, _ = jobs.run(connection, dict(fields, output_format="png"), apng.encode(rgb8, fps), "frames.apng")
+    return torch.from_numpy(png_frames.decode_zip(data)), None
 
 
 class VaeboxUpscale:
@@ -108,16 +111,17 @@ class VaeboxUpscale:
                 "model": model_input("upscale", "realesrgan-animevideov3"),
                 "scale": ("INT", {"default": 2, "min": 1, "max": 4, "tooltip": "one of the model's scales (GET /v1/models)"}),
                 "fps": FPS_INPUT,
-            }
+            },
+            "optional": {"audio": AUDIO_INPUT},
         }
 
-    RETURN_TYPES = ("IMAGE",)
+    RETURN_TYPES = ("IMAGE", "AUDIO")
     FUNCTION = "upscale"
     CATEGORY = CATEGORY
-    DESCRIPTION = "Upscales IMAGE frames on the box (Real-ESRGAN, Real-CUGAN), as one clip."
+    DESCRIPTION = "Upscales IMAGE frames on the box (Real-ESRGAN, Real-CUGAN), as one clip, with its sound."
 
-    def upscale(self, vaebox, images, model, scale, fps):
-        return (run_on_frames(vaebox, {"op": "upscale", "model": model, "scale": scale}, images, fps),)
+    def upscale(self, vaebox, images, model, scale, fps, audio=None):
+        return run_on_frames(vaebox, {"op": "upscale", "model": model, "scale": scale}, images, fps, audio)
 
 
 class VaeboxRestore:
@@ -133,18 +137,19 @@ class VaeboxRestore:
                 "seed": ("INT", {"default": 666, "min": 0, "max": 2**63 - 1}),
                 "color_fix": (COLOR_FIXES, {"default": "wavelet"}),
                 "fps": FPS_INPUT,
-            }
+            },
+            "optional": {"audio": AUDIO_INPUT},
         }
 
-    RETURN_TYPES = ("IMAGE",)
+    RETURN_TYPES = ("IMAGE", "AUDIO")
     FUNCTION = "restore"
     CATEGORY = CATEGORY
-    DESCRIPTION = "Restores and upscales IMAGE frames on the box with SeedVR2 (one step), as one clip."
+    DESCRIPTION = "Restores and upscales IMAGE frames on the box with SeedVR2 (one step), as one clip, with its sound."
 
-    def restore(self, vaebox, images, model, scale, resolution, seed, color_fix, fps):
+    def restore(self, vaebox, images, model, scale, resolution, seed, color_fix, fps, audio=None):
         size = {"resolution": resolution} if resolution > 0 else {"scale": scale}
         fields = dict(op="restore", model=model, seed=seed, color_fix=color_fix, **size)
-        return (run_on_frames(vaebox, fields, images, fps),)
+        return run_on_frames(vaebox, fields, images, fps, audio)
 
 
 NODE_CLASS_MAPPINGS = {

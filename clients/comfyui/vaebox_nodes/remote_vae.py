@@ -5,14 +5,13 @@ The call is answered when its job has finished, so it runs on a worker thread wh
 ComfyUI's Cancel flag; cancelling hangs up, and the box cancels the job of a caller that hung up."""
 import http.client
 import json
-import socket
 import threading
 import urllib.parse
 
 import numpy as np
 
 from . import comfy_hooks
-from .connection import MAX_RESULT_BYTES, error_from_body, read_bounded
+from .connection import MAX_RESULT_BYTES, error_from_body, hang_up, read_bounded
 from .errors import VaeboxError
 
 WATCH_S = 0.2
@@ -75,13 +74,3 @@ def call(connection, path, query, body):
     if not 200 <= status < 300:
         raise error_from_body(status, data, connection.url)
     return status, answer_headers, data
-
-
-def hang_up(link):
-    """Closes the socket under a request in flight (closing alone would wait for the worker's read)."""
-    sock = link.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
