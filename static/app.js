@@ -677,6 +677,7 @@
     }
     const prepend = wholeNumber("prepend-frames", "Prepend frames", 0);
     if (prepend !== null) fields.push(["prepend_frames", prepend]);
+    if ($("uniform-batches").value) fields.push(["uniform_batches", $("uniform-batches").value]);
     fields.push(...sceneThresholdField());
     return fields.map(([k, v]) => [k, String(v)]);
   }

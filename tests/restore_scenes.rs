@@ -38,19 +38,29 @@ fn frames(result: &[u8], path: &Path) -> Vec<Vec<u8>> {
 
 async fn restored(client: &reqwest::Client, server: &Server, extra: &str, clip: &Path, name: &str) -> (Value, Vec<Vec<u8>>) {
     let query = format!("op=restore&model=seedvr2-3b-small&scale=1&batch_frames=5&batch_overlap=2&output_format=ffv1&filename=clip.mp4&{extra}");
-    let job = run_job(client, server, &query, std::fs::read(clip).unwrap()).await;
+    restored_by(client, server, &query, clip, name).await
+}
+
+async fn restored_by(client: &reqwest::Client, server: &Server, query: &str, clip: &Path, name: &str) -> (Value, Vec<Vec<u8>>) {
+    let job = run_job(client, server, query, std::fs::read(clip).unwrap()).await;
     let frames = frames(&fetch(client, server, &job).await, &clip.with_file_name(name));
     (job, frames)
+}
+
+/// A server with the small SeedVR2, and the two-scene clip in `dir`.
+fn server_and_clip(dir: &Path) -> (Server, std::path::PathBuf) {
+    let models = models_with_small_seedvr2(dir);
+    let server = Server::start(dir, &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let clip = dir.join("two_scenes.mp4");
+    two_scenes(&clip);
+    (server, clip)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_scene_is_restored_as_if_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let models = models_with_small_seedvr2(dir.path());
-    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let (server, clip) = server_and_clip(dir.path());
     let client = client();
-    let clip = dir.path().join("two_scenes.mp4");
-    two_scenes(&clip);
 
     let (whole, whole_frames) = restored(&client, &server, "seed=7", &clip, "whole.mkv").await;
     let plan = &whole["plan"];
@@ -73,4 +83,23 @@ async fn each_scene_is_restored_as_if_alone() {
     let (spanning, spanning_frames) = restored(&client, &server, "seed=7&scene_threshold=0", &clip, "spanning.mkv").await;
     assert_eq!(spanning["plan"]["scene_cuts"], serde_json::json!([]));
     assert!(spanning_frames[SCENE - 1] != first[SCENE - 1], "with no cut found the last frame before it was still restored alone");
+}
+
+/// `uniform_batches`: the last, shorter batch (frames 7–11 of 12, in batches of 9 sharing 2) is padded to 9
+/// frames instead of the model's 5, so the DiT sees other frames: the last frames change, the first batch's
+/// do not, and the count stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniform_batches_pads_only_the_last_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, clip) = server_and_clip(dir.path());
+    let client = client();
+    let query = "op=restore&model=seedvr2-3b-small&scale=1&batch_frames=9&batch_overlap=2&scene_threshold=0&output_format=ffv1&filename=clip.mp4";
+    let (plain, plain_frames) = restored_by(&client, &server, query, &clip, "plain.mkv").await;
+    let (uniform, uniform_frames) = restored_by(&client, &server, &format!("{query}&uniform_batches=true"), &clip, "uniform.mkv").await;
+    assert_eq!((plain["plan"]["batches"].clone(), uniform["plan"]["batches"].clone()), (2.into(), 2.into()));
+    assert_eq!(uniform["plan"]["uniform_batches"], true, "{}", uniform["plan"]);
+    assert!(plain["plan"].get("uniform_batches").is_none(), "{}", plain["plan"]);
+    assert_eq!((plain_frames.len(), uniform_frames.len()), (2 * SCENE, 2 * SCENE));
+    assert!(plain_frames[..7] == uniform_frames[..7], "frames only the first batch made changed");
+    assert!(plain_frames[2 * SCENE - 1] != uniform_frames[2 * SCENE - 1], "the padded last batch made the same last frame");
 }

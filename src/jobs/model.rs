@@ -140,6 +140,10 @@ pub struct RestoreParams {
     /// Frames N..1 put before the clip and dropped from the output, so the first batch starts warm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepend_frames: Option<i64>,
+    /// A scene's last, shorter batch padded to `batch_frames` (its last frame repeated), so every DiT call
+    /// has one shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uniform_batches: Option<bool>,
     /// Mean luma change (0–1) between two frames taken for a scene cut, which starts a new batch (no batch
     /// or cross-fade spans two scenes); 0 turns the detection off.
     #[serde(default, skip_serializing_if = "Option::is_none")]

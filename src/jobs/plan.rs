@@ -199,6 +199,9 @@ pub struct RestorePlan {
     /// The input frames that start a new scene, and so a new batch: no batch or cross-fade spans a cut.
     pub scene_cuts: Vec<u64>,
     pub scene_threshold: f64,
+    /// A scene's shorter last batch was padded to `batch_frames`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uniform_batches: bool,
     pub dit: DitPlan,
     /// The plans the VAE's last batch ran with.
     pub vae: VaeStagePlans,
@@ -402,6 +405,7 @@ mod tests {
             },
             fallbacks: vec![],
             resumed_from: None,
+            uniform_batches: false,
         }
     }
 

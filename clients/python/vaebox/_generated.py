@@ -57,6 +57,7 @@ PARAMETERS: Dict[str, Parameter] = {
     'input_noise_scale': Parameter('input_noise_scale', 'number', ('restore',), default=0.0, minimum=0, maximum=1),
     'latent_noise_scale': Parameter('latent_noise_scale', 'number', ('restore',), default=0.0, minimum=0, maximum=1),
     'prepend_frames': Parameter('prepend_frames', 'integer', ('restore',), default=0, minimum=0, maximum=32),
+    'uniform_batches': Parameter('uniform_batches', 'boolean', ('restore',), default=False),
     'factor': Parameter('factor', 'integer', ('interpolate',), default=2, minimum=2, maximum=4),
     'fps': Parameter('fps', 'string', ('upscale', 'restore', 'interpolate')),
     'scene_threshold': Parameter('scene_threshold', 'number', ('restore', 'interpolate'), default=0.1, minimum=0, maximum=1),

@@ -209,7 +209,8 @@ impl Pipeline<'_> {
                 self.hooks.progress.send_replace(self.progress(clock, started).at(format!("resume: batch {}", clock.batches)));
                 continue;
             }
-            let restored = self.restore_resilient(vae, &batch, clock.batches, clock, started)?;
+            let pad_to = if self.settings.uniform_batches { self.settings.batch.frames } else { 1 };
+            let restored = self.restore_resilient(vae, &batch, clock.batches, pad_to, clock, started)?;
             clock.batches += 1;
             clock.done += self.write(writer, &scene.blender.push(&restored, overlap), clock)?;
             restored_any = true;
@@ -228,9 +229,10 @@ impl Pipeline<'_> {
     }
 
     /// Out of memory is not a failure: the batch is restored again as shorter overlapping batches
-    /// (halved, down to single frames), blended as the job's own batches are.
-    fn restore_resilient(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, clock: &mut Clock, started: Instant) -> Result<Tensor, ExecError> {
-        let result = super::attempt::attempt(|| self.restore_batch(vae, batch, index, clock, started));
+    /// (halved, down to single frames), blended as the job's own batches are. `pad_to`: the frames a shorter
+    /// batch is padded to (`uniform_batches`; 1: none beyond the model's `4n + 1`).
+    fn restore_resilient(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, pad_to: i64, clock: &mut Clock, started: Instant) -> Result<Tensor, ExecError> {
+        let result = super::attempt::attempt(|| self.restore_batch(vae, batch, index, pad_to, clock, started));
         clock.fallbacks.extend(vae.take_fallbacks());
         let error = match result {
             Ok(restored) => return Ok(restored),
@@ -251,15 +253,16 @@ impl Pipeline<'_> {
         loop {
             let overlap = buffer.overlap_with_previous();
             let Some(part) = buffer.next_batch(true) else { break };
-            out.push(blender.push(&self.restore_resilient(vae, &part, index, clock, started)?, overlap));
+            let pad_to = if pad_to > 1 { shorter.frames } else { 1 };
+            out.push(blender.push(&self.restore_resilient(vae, &part, index, pad_to, clock, started)?, overlap));
         }
         out.extend(blender.finish());
         Ok(Tensor::cat(&out, 0))
     }
 
     /// `batch`: `[3, n, H, W]` prepared frames → `[n, 3, H, W]` restored, colour-fixed, in [-1, 1].
-    fn restore_batch(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, clock: &mut Clock, started: Instant) -> Result<Tensor, ExecError> {
-        let (padded, keep) = prepare::pad_frames_4n1(batch)?;
+    fn restore_batch(&self, vae: &mut StreamedVae, batch: &Tensor, index: i64, pad_to: i64, clock: &mut Clock, started: Instant) -> Result<Tensor, ExecError> {
+        let (padded, keep) = prepare::pad_frames_to(batch, pad_to)?;
         let noise = Noise::Seeded(self.settings.seed.wrapping_add(index));
         let g = &self.geometry;
         let keep_size = (g.pad_bottom > 0 || g.pad_right > 0).then_some([g.crop_h, g.crop_w]);
@@ -341,6 +344,7 @@ impl Pipeline<'_> {
             latent_noise_scale: self.settings.noise.latent,
             scene_cuts,
             scene_threshold: self.settings.scene_threshold,
+            uniform_batches: self.settings.uniform_batches,
             dit: DitPlan {
                 variant: dit.variant.as_str().into(),
                 blocks: dit.num_blocks,

@@ -36,6 +36,8 @@ pub struct RestoreSettings {
     pub prepend_frames: i64,
     /// A frame whose picture changes more than this from the one before starts a new batch (0: never).
     pub scene_threshold: f64,
+    /// A shorter last batch is padded to the batch's length.
+    pub uniform_batches: bool,
 }
 
 impl RestoreSettings {
@@ -74,6 +76,7 @@ impl RestoreSettings {
             fit: params.fit.unwrap_or_default(),
             noise,
             prepend_frames,
+            uniform_batches: params.uniform_batches.unwrap_or(false),
         })
     }
 

@@ -218,12 +218,18 @@ pub fn padded_frame_count(frames: i64) -> i64 {
 /// `[C,T,H,W]` padded along T to [`padded_frame_count`] with copies of the last frame; also returns the
 /// original T, to which the decoded video is trimmed.
 pub fn pad_frames_4n1(cthw: &Tensor) -> Result<(Tensor, i64), ModelError> {
+    pad_frames_to(cthw, 1)
+}
+
+/// As [`pad_frames_4n1`], to at least `frames` (itself `4n + 1`): a shorter batch padded to the length of
+/// the others (`uniform_batches`).
+pub fn pad_frames_to(cthw: &Tensor, at_least: i64) -> Result<(Tensor, i64), ModelError> {
     let size = cthw.size();
     if size.len() != 4 || size[1] == 0 {
         return Err(unsupported(format!("a video of shape {size:?} (expected [C,T>0,H,W])")));
     }
     let frames = size[1];
-    let missing = padded_frame_count(frames) - frames;
+    let missing = padded_frame_count(frames.max(at_least)) - frames;
     if missing == 0 {
         return Ok((cthw.shallow_clone(), frames));
     }

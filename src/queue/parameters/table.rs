@@ -300,6 +300,17 @@ pub static PARAMETERS: &[Parameter] = &[
         ..ROW
     },
     Parameter {
+        name: "uniform_batches",
+        value: Value::Bool,
+        doc: "Pad a scene's last, shorter batch to `batch_frames` by repeating its last frame (dropped after), so every \
+              DiT call has the same shape: faster where a new shape costs (cuDNN's autotuning of each new convolution \
+              shape on CUDA); the last batch's frames then differ slightly.",
+        default: Is(Bool(false)),
+        ops: RESTORE,
+        stored: Stored::At("restore.uniform_batches"),
+        ..ROW
+    },
+    Parameter {
         name: "factor",
         value: Value::Int,
         doc: "Output frames per input frame.",
