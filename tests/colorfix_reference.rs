@@ -107,7 +107,7 @@ fn via_enum(name: &str) -> impl Fn(&Tensor, &Tensor) -> Tensor + '_ {
 }
 
 /// The front-end's wavelet caps the radius at min(H,W)/8, which binds on all three cases (16–40 px
-/// frames); `ColorFix::Wavelet` stays the original SeedVR2's (tests/restore_reference.rs) and differs here.
+/// frames); `ColorFix::Wavelet` stays the original SeedVR2's (tests/it/restore_reference.rs) and differs here.
 #[test]
 fn wavelet_matches_the_front_end_with_its_capped_radius() {
     let cases = cases();

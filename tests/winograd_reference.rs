@@ -1,6 +1,6 @@
 //! `cpu_winograd` against the reference case of the original Wan code (../shared/reference/wan21_original).
 //! Its own test binary: it flips the process-wide switch, which would race the exact-equality checks of
-//! tests/wan_reference.rs running beside it.
+//! tests/it/wan_reference.rs running beside it.
 mod common;
 
 use std::sync::Mutex;

@@ -6,7 +6,7 @@
     python clients/python/generate.py --document openapi.json --output /tmp/_generated.py
 
 The client checks parameter names against this file before it sends anything, so it must describe the
-box it talks to; tests/python_client.rs regenerates it from the running server and compares.
+box it talks to; tests/it/python_client.rs regenerates it from the running server and compares.
 Standard library only.
 """
 import argparse

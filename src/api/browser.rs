@@ -101,7 +101,7 @@ const PAGE_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self';
     base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// `/docs` (Swagger UI): its page starts the bundle with one inline script, allowed by its hash (a change in
-/// swagger-ui-dist's page shows in tests/openapi.rs, which renders it); the UI sets style attributes and
+/// swagger-ui-dist's page shows in tests/it/openapi.rs, which renders it); the UI sets style attributes and
 /// draws icons from data: URLs.
 const DOCS_CSP: &str = "default-src 'self'; script-src 'self' 'sha256-mFVH9lXAn0Cq0+HIK4GnSSrQ5+r5vz9Os6Y4rmv8ZAA='; \
     style-src 'self' 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; \

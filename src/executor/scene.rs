@@ -5,7 +5,7 @@
 use tch::{Kind, Tensor};
 
 /// The default `scene_threshold`. On the test clips neighbouring frames of one shot, fast motion included,
-/// measured at most 0.078 and the five cuts of bikes.mp4 0.18 or more (tests/interpolate.rs).
+/// measured at most 0.078 and the five cuts of bikes.mp4 0.18 or more (tests/it/interpolate.rs).
 pub const DEFAULT_THRESHOLD: f64 = 0.1;
 /// The long side of the pictures compared.
 const THUMBNAIL_SIDE: i64 = 64;

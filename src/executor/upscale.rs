@@ -82,7 +82,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         // Tiles that cannot be exact (also after an out-of-memory fallback cuts a whole frame into
         // tiles) are blended across their shared context: same work, lower error (x4plus, tile 32:
         // mean 2.79e-3 against 3.00e-3 keeping cores at 16 px of overlap; 7.42e-3 against 7.64e-3 at
-        // 8 px — tests/realesrgan_parity.rs).
+        // 8 px — tests/it/realesrgan_parity.rs).
         blend: true,
     };
     let settings = serde_json::json!({ "kind": format!("{kind:?}"), "tile": tiling.tile, "overlap": tiling.overlap });

@@ -24,7 +24,7 @@ pub struct AxisEdges {
 /// with mirrored ramps sum to one without normalising. Giving a tile's cut edge zero weight (ramping
 /// only across the middle of the overlap) was measured worse on the Wan 2.1 decoder: mean error
 /// 0.0697 with the full ramp, 0.0711 / 0.0732 / 0.0757 / 0.0785 with 1/8, 1/4, 3/8, 1/2 of the
-/// overlap dropped at each end (tests/tiling.rs geometry) — smoothness of the crossing matters more
+/// overlap dropped at each end (tests/it/tiling.rs geometry) — smoothness of the crossing matters more
 /// than the edge cells.
 pub fn raised_cosine_ramp(overlap: i64) -> Vec<f32> {
     (0..overlap).map(|i| (0.5 - 0.5 * (PI * (i as f64 + 0.5) / overlap as f64).cos()) as f32).collect()

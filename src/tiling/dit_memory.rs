@@ -21,7 +21,7 @@ impl DitShape {
     /// modulated copies (4 × dim) are alive throughout; beside them either the attention's tensors
     /// (q/k/v, their windowed copies and the output, 7 × inner, and RoPE's fp32 copies of q and k) or the
     /// MLP's hidden activations (3 × hidden), never both: the larger is the peak. (Summing the two
-    /// overstated a measured forward 1.3-1.8×, `tests/dit_memory.rs`.)
+    /// overstated a measured forward 1.3-1.8×, `tests/it/dit_memory.rs`.)
     pub fn block_peak_bytes(&self, tokens: i64) -> f64 {
         let rows = (tokens + self.text_len) as f64;
         let attention = 7 * self.inner * self.element_bytes + 2 * self.inner * 4;

@@ -171,7 +171,7 @@ pub const CALIBRATED: &[CalibratedRow] = &[
         },
     },
     // vaebox calibrate --weights ../shared/reference/seedvr2/small_weights.safetensors --family seedvr2 --dtype f32
-    //   --sizes 8x8,12x16,16x24 (session 21: the reference's small config, for tests/budget.rs; every run
+    //   --sizes 8x8,12x16,16x24 (session 21: the reference's small config, for tests/it/budget.rs; every run
     //   within 2.8% of the row. The width-128 row scaled to 32 overstates it by 4-11%)
     CalibratedRow {
         device: "cpu",

@@ -1,5 +1,5 @@
 """Loads clients/comfyui the way ComfyUI loads a custom node package and calls its nodes against a running box
-with tensors in ComfyUI's layouts. Prints one JSON object of measurements; tests/comfyui_nodes.rs asserts on it.
+with tensors in ComfyUI's layouts. Prints one JSON object of measurements; tests/it/comfyui_nodes.rs asserts on it.
 
 usage: comfyui_nodes_check.py BASE_URL TOKEN PACKAGE_DIR CASE_FILE FRAMES_RGB24 WIDTH HEIGHT REFERENCE_ZIP
   TOKEN          the box's access token

@@ -1,4 +1,4 @@
-"""Files written by torch.save, each with its expected tensors written by safetensors, for tests/torch_file.rs.
+"""Files written by torch.save, each with its expected tensors written by safetensors, for tests/it/torch_file.rs.
 
 Usage: make_torch_save_fixtures.py OUT_DIR MARKER_PATH
   OUT_DIR/<case>.pt and OUT_DIR/<case>.safetensors (the same tensors, contiguous, under the same names;

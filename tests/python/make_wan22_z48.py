@@ -1,5 +1,5 @@
 """A Wan 2.2 VAE with the released latent width (z_dim 48, the size the published statistics are for) on a
-narrow network, made by diffusers with seeded random weights; tests/api_vae.rs serves it.
+narrow network, made by diffusers with seeded random weights; tests/it/api_vae.rs serves it.
 
 Usage: make_wan22_z48.py OUT_DIR  -> OUT_DIR/{weights,case}.safetensors and meta.json, as make_wan_cases.py
 writes its cases (the same perturbation of diffusers' initial weights, so no tensor is trivially constant).

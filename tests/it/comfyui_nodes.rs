@@ -1,0 +1,172 @@
+//! The ComfyUI custom nodes (`clients/comfyui`), loaded as ComfyUI loads a custom node package and called with
+//! tensors in ComfyUI's layouts against a real box with access tokens: VAE decode and encode against the Wan 2.1
+//! reference case, an upscale against the box's own job on the same frames, a SeedVR2 restore, sound (ComfyUI's
+//! AUDIO) through both, progress from the job's event stream (and polling without it), the box's errors as
+//! exceptions, and ComfyUI's Cancel cancelling the box's job, queued or running
+//! (`tests/python/comfyui_nodes_check.py` does the calls).
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::{json, Value};
+
+const TOKEN: &str = "comfy-secret-0123";
+const CASE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/wan21_original/case.safetensors");
+const WIDTH: u32 = 64;
+const HEIGHT: u32 = 48;
+/// 4n + 1 frames: one SeedVR2 batch.
+const FRAMES: usize = 5;
+const FPS: f64 = 24.0;
+
+fn ffmpeg(args: &[&str]) {
+    let status = Command::new("ffmpeg").args(["-nostdin", "-v", "error", "-y"]).args(args).status().expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg {args:?}");
+}
+
+/// The first FRAMES frames of a real clip at 64×48 as packed rgb24, and the same frames losslessly in an FFV1 MKV (the
+/// input of the box's own job, made without the nodes' code).
+fn frames(dir: &Path) -> (std::path::PathBuf, Vec<u8>) {
+    let raw = dir.join("frames.rgb");
+    let source = media("bigbuckbunny.mp4");
+    let size = format!("scale={WIDTH}:{HEIGHT}");
+    ffmpeg(&["-i", source.to_str().unwrap(), "-frames:v", &FRAMES.to_string(), "-vf", &size, "-f", "rawvideo", "-pix_fmt", "rgb24", raw.to_str().unwrap()]);
+    let mkv = dir.join("frames.mkv");
+    let geometry = format!("{WIDTH}x{HEIGHT}");
+    ffmpeg(&["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", &geometry, "-r", "24", "-i", raw.to_str().unwrap(), "-c:v", "ffv1", "-pix_fmt", "bgr0", mkv.to_str().unwrap()]);
+    (raw, std::fs::read(mkv).unwrap())
+}
+
+fn max_abs(result: &Value, key: &str) -> f64 {
+    result[key].as_f64().unwrap_or_else(|| panic!("{key} missing: {result}"))
+}
+
+#[tokio::test]
+async fn comfyui_nodes_hand_their_work_to_the_box() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_wan21(dir.path());
+    models_with_small_seedvr2(dir.path());
+    std::os::unix::fs::symlink(Path::new(REPO).join("models/realesrgan"), models.join("realesrgan")).unwrap();
+    let tokens = format!("comfy:{TOKEN}");
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_TOKENS", &tokens)]);
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {TOKEN}").parse().unwrap());
+    let client = reqwest::Client::builder().default_headers(headers).build().unwrap();
+
+    // The box's own upscale of the frames, at its own dtype as the node's is.
+    let (raw, mkv) = frames(dir.path());
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=2&output_format=png&filename=frames.mkv";
+    let job = run_job(&client, &server, query, mkv).await;
+    let reference = dir.path().join("reference.zip");
+    std::fs::write(&reference, fetch(&client, &server, &job).await).unwrap();
+
+    let args: Vec<String> = vec![
+        server.base.clone(),
+        TOKEN.into(),
+        Path::new(REPO).join("clients/comfyui").display().to_string(),
+        CASE.into(),
+        raw.display().to_string(),
+        WIDTH.to_string(),
+        HEIGHT.to_string(),
+        reference.display().to_string(),
+    ];
+    let stdout = tokio::task::spawn_blocking(move || {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        run_python("tests/python/comfyui_nodes_check.py", &args)
+    })
+    .await
+    .unwrap();
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    println!("{result}");
+
+    // Loaded as ComfyUI loads it, without ComfyUI, and every node's spec is one ComfyUI takes.
+    assert_eq!(result["nodes"], json!(["VaeboxConnection", "VaeboxRestore", "VaeboxUpscale", "VaeboxVAEDecode", "VaeboxVAEEncode"]));
+    assert_eq!(result["comfy_loaded"], false);
+    for key in ["spec_problems", "spec_problems_with_box"] {
+        let problems = result[key].as_object().unwrap();
+        assert!(problems.len() == 5 && problems.values().all(|p| p == &json!([])), "{key}: {result}");
+    }
+    // The model input: a text field when the box cannot be asked, its list of VAEs when it can.
+    assert_eq!(result["decode_model_input_without_box"], "STRING");
+    assert_eq!(result["decode_model_input"], json!(["seedvr2-vae-small", "wan21-small"]));
+    assert_eq!(result["restore_model_input"], json!(["seedvr2-3b-small", "seedvr2-7b-small"]));
+    assert_eq!(result["upscale_model_input_has_animevideov3"], true);
+    assert!(result["no_token_error"].as_str().is_some_and(|e| e.contains("unauthorized") && e.contains("token")), "{result}");
+
+    // Decode and encode in f32 (of the case's first 5 frames, 2 latent frames) against the reference computed by the
+    // original Wan code in f32. The box's decode
+    // and encode match it within 1e-4 (tests/it/remote_vae.rs; the reference's README bounds an independent fp32
+    // implementation at about that); the nodes add only exact float32 transfers and an affine map to 0..1,
+    // which halves the pixels' error. (The two latents differ by 0.1 to 3 per value, so decoding one in the
+    // other's convention cannot pass.)
+    assert_eq!(result["decode_shape"], json!([5, 64, 96, 3]), "{result}");
+    assert_eq!(result["decode_dtype"], "torch.float32");
+    assert!(max_abs(&result, "decode_max_abs") <= 1e-4, "{result}");
+    assert!(max_abs(&result, "decode_normalized_max_abs") <= 1e-4, "{result}");
+    assert_eq!(result["encode_shape"], json!([1, 16, 2, 8, 12]), "{result}");
+    assert!(max_abs(&result, "encode_max_abs") <= 1e-4, "{result}");
+    assert!(max_abs(&result, "encode_normalized_max_abs") <= 1e-4, "{result}");
+
+    // Upscale: the node's frames (8-bit APNG in, 16-bit PNG zip out) equal the box's job on the FFV1 of the same
+    // frames to one 16-bit code; they are not their input repeated.
+    assert_eq!(result["upscale_shape"], json!([FRAMES, 2 * HEIGHT, 2 * WIDTH, 3]), "{result}");
+    assert_eq!(result["upscale_dtype"], "torch.float32");
+    assert!(max_abs(&result, "upscale_max_abs") <= 1.0 / 65535.0, "{result}");
+    assert!(max_abs(&result, "upscale_vs_nearest_max_abs") > 0.05, "{result}");
+    assert_eq!(result["upscale_audio"], Value::Null, "no AUDIO in, none out: {result}");
+
+    // Progress came from the job's event stream into ComfyUI's bar, with no poll of the job; where the box
+    // answers no stream the node polls, to the same frames.
+    assert_eq!(result["progress_last"], json!([1000, 1000]), "{result}");
+    assert!(result["progress_updates"].as_u64().unwrap_or(0) >= 2, "{result}");
+    assert_eq!(result["upscale_polls"], 0, "{result}");
+    assert!(result["fallback_polls"].as_u64().unwrap_or(0) >= 1, "{result}");
+    assert_eq!(result["fallback_progress_last"], json!([1000, 1000]), "{result}");
+    assert_eq!(max_abs(&result, "fallback_max_abs"), 0.0, "{result}");
+
+    // Sound: given as AUDIO (a stereo tone as long as the frames), the box keeps it and the node returns it at its
+    // rate, as long within one frame's duration (float PCM copied through, so the samples themselves too);
+    // the frames are the upscale's without sound.
+    let frame_samples = 44100.0 / FPS;
+    for op in ["upscale", "restore"] {
+        assert_eq!(result[format!("{op}_audio_rate")], 44100, "{op}: {result}");
+        let given = result[format!("{op}_audio_samples_in")].as_f64().unwrap();
+        let shape = &result[format!("{op}_audio_shape")];
+        assert_eq!((&shape[0], &shape[1]), (&json!(1), &json!(2)), "{op}: {result}");
+        assert!((shape[2].as_f64().unwrap() - given).abs() <= frame_samples, "{op}: {result}");
+        assert!(max_abs(&result, &format!("{op}_audio_max_abs")) <= 1e-6, "{op}: {result}");
+    }
+    assert!(max_abs(&result, "upscale_with_audio_max_abs") <= 1.0 / 65535.0, "{result}");
+
+    // Restore end to end with the small SeedVR2 at scale 1: the frames' count and size, not the input unchanged.
+    assert_eq!(result["restore_shape"], json!([FRAMES, HEIGHT, WIDTH, 3]), "{result}");
+    assert!(max_abs(&result, "restore_vs_input_max_abs") > 0.05, "{result}");
+    assert_eq!(result["restore_progress_last"], json!([1000, 1000]), "{result}");
+
+    // The box's errors read as what to do.
+    let unknown = result["unknown_model_error"].as_str().unwrap_or_default();
+    assert!(unknown.contains("unknown-model") && unknown.contains("no-such-model") && unknown.contains("/v1/models"), "{result}");
+    assert!(result["unreachable_error"].as_str().is_some_and(|e| e.contains("unreachable")), "{result}");
+
+    // ComfyUI's Cancel once the node's job runs on the box: the node raises ComfyUI's interruption and the job
+    // ends cancelled.
+    assert_eq!(result["running_cancel_seen"], "running", "{result}");
+    assert_eq!(result["running_cancel_raised"], "comfy", "{result}");
+    assert_eq!(result["running_cancel_job_status"], "cancelled", "{result}");
+
+    // ComfyUI's Cancel: the jobs (queued behind a busy one) and the synchronous encode's job end cancelled; the
+    // restore's fields passed the box's checks at submission.
+    assert_eq!(result["cancel_raised"], "comfy", "{result}");
+    assert_eq!(result["cancelled_job_op"], "vae_decode", "{result}");
+    assert_eq!(result["cancelled_job_status"], "cancelled", "{result}");
+    assert_eq!(result["restore_cancel_raised"], "comfy", "{result}");
+    assert_eq!(result["restore_job_op"], "restore", "{result}");
+    assert_eq!(result["restore_job_status"], "cancelled", "{result}");
+    let params = &result["restore_job_params"]["restore"];
+    assert_eq!((&params["resolution"], &params["seed"], &params["color_fix"]), (&json!(64), &json!(7), &json!("lab")), "{result}");
+    assert_eq!(result["encode_cancel_raised"], "comfy", "{result}");
+    assert_eq!(result["encode_cancelled_job_op"], "vae_encode", "{result}");
+    assert_eq!(result["encode_cancelled_job_status"], "cancelled", "{result}");
+    assert_eq!(result["blocker_status"], "cancelled", "{result}");
+}

@@ -1,0 +1,61 @@
+//! The integration tests in one binary (`cargo test --release --test it`; one file's tests with
+//! `cargo test --release --test it api_upscale::`). One binary links libtorch and compiles tests/common once,
+//! where a binary per file did so 47 times, and its tests share one pool of `--test-threads`.
+//!
+//! Tests that change or measure something process-wide keep a binary of their own (tests/*.rs):
+//! winograd_reference (flips the process-wide `cpu_winograd` switch and counts kernels made by any call),
+//! colorfix_reference (`tch::set_num_threads(1)` for the whole process) and out_of_memory (its capped
+//! servers must not compete for the cores with other tests; inside its binary they run one at a time).
+//! Tests here must not: no `std::env::set_var`, no process-wide libtorch settings, no fixed ports or paths.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod api_restore;
+mod api_upscale;
+mod api_vae;
+mod bad_input;
+mod budget;
+mod busy_database;
+mod cli;
+mod colour;
+mod comfyui_nodes;
+mod disk_full;
+mod dit_memory;
+mod exact_split;
+mod gguf_quants;
+mod interpolate;
+mod lan_safety;
+mod layers;
+mod load_memory;
+mod media;
+mod metrics;
+mod newcomer;
+mod openapi;
+mod output_formats;
+mod presets;
+mod preview;
+mod python_client;
+mod realcugan_parity;
+mod realesrgan_parity;
+mod remote_vae;
+mod remote_vae_protocol;
+mod restart;
+mod restore_reference;
+mod restore_scenes;
+mod resume;
+mod retention;
+mod rife_parity;
+mod seedvr2_dit_reference;
+mod seedvr2_dit_weights;
+mod seedvr2_reference;
+mod several_workers;
+mod stills;
+mod tiling;
+mod tokens;
+mod torch_file;
+mod try_first;
+mod wan_reference;
+mod watch_folders;
+mod web_page;
+mod webhooks;

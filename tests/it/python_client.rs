@@ -1,0 +1,278 @@
+//! The Python client (clients/python) against the real server: its generated module is the box's current
+//! document, `pip install` builds it offline, and the `vaebox` command submits a folder and downloads the
+//! results next to the inputs, continues an interrupted download with a Range request, lists, shows and
+//! cancels jobs, and reports the box's refusals by code. Run from its source folder (`PYTHONPATH`), with
+//! the project's Python (`VAEBOX_PYTHON`, else `.venv`): nothing is installed outside a temporary folder.
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+const SECRET: &str = "python-client-secret";
+
+fn client_dir() -> PathBuf {
+    Path::new(REPO).join("clients/python")
+}
+
+/// `python -m vaebox ARGS` in `cwd`, addressed to `server` through the client's own variables.
+fn vaebox(server: &Server, cwd: &Path, args: &[&str]) -> Output {
+    vaebox_with_token(server, cwd, SECRET, args)
+}
+
+fn vaebox_with_token(server: &Server, cwd: &Path, token: &str, args: &[&str]) -> Output {
+    Command::new(python())
+        .args(["-m", "vaebox"])
+        .args(args)
+        .current_dir(cwd)
+        .env("PYTHONPATH", client_dir())
+        .env("VAEBOX_CLIENT_URL", &server.base)
+        .env("VAEBOX_CLIENT_TOKEN", token)
+        .output()
+        .expect("python runs (set VAEBOX_PYTHON)")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Succeeded, with its stdout.
+fn ok(args: &[&str], output: Output) -> String {
+    assert!(output.status.success(), "vaebox {args:?} failed:\n{}{}", text(&output.stdout), text(&output.stderr));
+    text(&output.stdout)
+}
+
+/// A small clip: the first `frames` frames of a real one, shrunk to `width`×`height`.
+fn small_clip(frames: u32, size: Option<(u32, u32)>, out: &Path) {
+    let mut command = Command::new("ffmpeg");
+    command.args(["-nostdin", "-v", "error", "-y", "-i"]).arg(media("carphone_pristine.mp4"));
+    if let Some((width, height)) = size {
+        command.args(["-vf", &format!("scale={width}:{height}")]);
+    }
+    command.args(["-frames:v", &frames.to_string(), "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"]).arg(out);
+    assert!(command.status().expect("run ffmpeg").success(), "ffmpeg could not make {}", out.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generated_module_is_the_box_document_and_pip_installs_the_client_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+
+    let generated = dir.path().join("_generated.py");
+    let out = Command::new(python())
+        .arg(client_dir().join("generate.py"))
+        .args(["--url", &server.base, "--output"])
+        .arg(&generated)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "generate.py failed: {}", text(&out.stderr));
+    let committed = std::fs::read_to_string(client_dir().join("vaebox/_generated.py")).unwrap();
+    let current = std::fs::read_to_string(&generated).unwrap();
+    assert!(
+        committed == current,
+        "clients/python/vaebox/_generated.py does not match this box's /openapi.json: start the box built from this tree and \
+         run `python clients/python/generate.py --url http://127.0.0.1:8080`, then commit the file"
+    );
+    // The document is the one the queue refuses by: each parameter's ops, as the generated module has them.
+    for (name, ops) in [("scale", "('upscale', 'restore')"), ("seed", "('restore',)"), ("factor", "('interpolate',)")] {
+        assert!(current.contains(&format!("'{name}': Parameter('{name}', ")) && current.contains(ops), "{name}: {current}");
+    }
+
+    // `pip install ./clients/python` into a throwaway venv, offline: the build uses the setuptools of the
+    // project's venv (made visible by a .pth, with its pip), and the copy keeps build files out of the tree.
+    let source = dir.path().join("client-source");
+    copy_tree(&client_dir(), &source);
+    let venv = dir.path().join("venv");
+    let made = Command::new(python()).args(["-m", "venv", "--without-pip"]).arg(&venv).status().unwrap();
+    assert!(made.success());
+    let purelib = |python: &Path| {
+        let out = Command::new(python).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output().unwrap();
+        PathBuf::from(text(&out.stdout).trim())
+    };
+    let venv_python = venv.join("bin/python");
+    std::fs::write(purelib(&venv_python).join("project_venv.pth"), format!("{}\n", purelib(&python()).display())).unwrap();
+    let install = Command::new(&venv_python)
+        .args(["-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps", "--disable-pip-version-check", "-q"])
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(install.status.success(), "pip install failed (scripts/setup.sh --test puts setuptools>=77 in .venv):\n{}", text(&install.stderr));
+    let installed = Command::new(venv.join("bin/vaebox")).args(["--url", &server.base, "models"]).current_dir(dir.path()).output().unwrap();
+    let models = ok(&["models"], installed);
+    assert!(models.lines().any(|l| l.starts_with("realesrgan-animevideov3\tupscaler\tupscale\tx2,x4\tpresent")), "{models}");
+    let module = Command::new(&venv_python).args(["-c", "import vaebox; print(vaebox.__file__)"]).current_dir(dir.path()).output().unwrap();
+    assert!(text(&module.stdout).starts_with(venv.to_str().unwrap()), "not the installed copy: {}", text(&module.stdout));
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let name = entry.file_name();
+        if name == "__pycache__" || name == "build" || name.to_string_lossy().ends_with(".egg-info") {
+            continue;
+        }
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &to.join(&name));
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_submits_a_folder_downloads_resumes_lists_and_cancels() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let folder = work.join("clips");
+    std::fs::create_dir_all(&folder).unwrap();
+    for name in ["a.mp4", "b.mp4"] {
+        small_clip(3, Some((96, 72)), &folder.join(name));
+    }
+    std::fs::write(folder.join("notes.txt"), "not a video: the folder submission leaves it out").unwrap();
+    // The client's variables in the server's environment too, as in a shell that runs both: the server
+    // refuses unknown VAEBOX_* names, and must not refuse these.
+    let tokens = format!("alice:{SECRET}");
+    let server = Server::start(
+        dir.path(),
+        &[("VAEBOX_TOKENS", &tokens), ("VAEBOX_CLIENT_URL", "http://127.0.0.1:9"), ("VAEBOX_CLIENT_TOKEN", "elsewhere")],
+    );
+
+    // A folder: each video in it, followed, each result next to its input under the box's name.
+    let args = ["submit", "clips", "--op", "upscale", "--model", "realesrgan-animevideov3", "--param", "scale=2", "--wait"];
+    let started = Instant::now();
+    let output = vaebox(&server, &work, &args);
+    let stderr = text(&output.stderr);
+    let stdout = ok(&args, output);
+    println!("submit --wait of two 3-frame clips: {:.1} s", started.elapsed().as_secs_f64());
+    let ids: Vec<String> = stdout.lines().map(|l| l.split('\t').next().unwrap().to_string()).collect();
+    assert_eq!(ids.len(), 2, "one line per submitted file: {stdout}");
+    for (name, result) in [("a.mp4", "a_x2.mp4"), ("b.mp4", "b_x2.mp4")] {
+        assert!(stdout.contains(&format!("\t{}", Path::new("clips").join(name).display())), "{stdout}");
+        let probed = ffprobe(&folder.join(result));
+        assert_eq!((probed.width, probed.height, probed.frames), (192, 144, 3), "{result}");
+        // Not a terminal: plain progress lines, one job after the other, each ending where its result went.
+        assert!(stderr.contains(&format!("{name}  [########################] 100%  succeeded")), "{stderr}");
+        assert!(stderr.contains(&format!("{name}  saved {}\n", Path::new("clips").join(result).display())), "{stderr}");
+    }
+    assert!(!stderr.contains('\r'), "a redrawn line in a log: {stderr:?}");
+
+    // list, status (by the token: without it the box refuses, and the command says how).
+    let listed = ok(&["list"], vaebox(&server, &work, &["list"]));
+    for id in &ids {
+        assert!(listed.lines().any(|l| l.starts_with(&format!("{id}\tsucceeded\tupscale\trealesrgan-animevideov3\t100%"))), "{listed}");
+    }
+    let shown = ok(&["status"], vaebox(&server, &work, &["status", &ids[0]]));
+    assert!(shown.contains("status    succeeded") && shown.contains("output    a_x2.mp4 ("), "{shown}");
+    let job: Value = serde_json::from_str(&ok(&["status", "--json"], vaebox(&server, &work, &["status", &ids[0], "--json"]))).unwrap();
+    assert_eq!(job["output"]["file_name"], "a_x2.mp4");
+    let refused = vaebox_with_token(&server, &work, "", &["list"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused.stderr).starts_with("error: unauthorized: "), "{}", text(&refused.stderr));
+
+    // A whole download, then one cut at half its bytes continued from there: the same file.
+    let whole = work.join("whole");
+    std::fs::create_dir_all(&whole).unwrap();
+    let saved = ok(&["download"], vaebox(&server, &work, &["download", &ids[0], "whole"]));
+    assert_eq!(saved.trim(), "whole/a_x2.mp4");
+    let bytes = std::fs::read(whole.join("a_x2.mp4")).unwrap();
+    assert_eq!(bytes, std::fs::read(folder.join("a_x2.mp4")).unwrap());
+    // Never over an existing file: the next download of the same result gets a number.
+    let again = ok(&["download"], vaebox(&server, &work, &["download", &ids[0], "whole"]));
+    assert_eq!(again.trim(), "whole/a_x2-1.mp4");
+    let resumed = work.join("resumed");
+    std::fs::create_dir_all(&resumed).unwrap();
+    let half = bytes.len() / 2;
+    let part = resumed.join(format!("a_x2.mp4.{}.part", &ids[0][..8]));
+    std::fs::write(&part, &bytes[..half]).unwrap();
+    let output = vaebox(&server, &work, &["download", &ids[0], "resumed/a_x2.mp4"]);
+    let said = text(&output.stderr);
+    ok(&["download"], output);
+    assert!(said.contains(&format!("{} bytes, {} fetched, continued from byte {half}", bytes.len(), bytes.len() - half)), "{said}");
+    assert!(std::fs::read(resumed.join("a_x2.mp4")).unwrap() == bytes, "the continued download differs from the whole one");
+    assert!(!part.exists(), "the .part was left behind");
+    // On a terminal the line is redrawn in place: `\r`, no line per update.
+    let on_terminal = Command::new(python())
+        .args(["-c", "import os, pty, sys; sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))"])
+        .arg(python())
+        .args(["-m", "vaebox", "download", &ids[1], "whole"])
+        .current_dir(&work)
+        .env("PYTHONPATH", client_dir())
+        .env("VAEBOX_CLIENT_URL", &server.base)
+        .env("VAEBOX_CLIENT_TOKEN", SECRET)
+        .output()
+        .unwrap();
+    let drawn = text(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{drawn}");
+    let label = &ids[1][..8];
+    assert!(drawn.contains(&format!("\r{label}  [########################] 100%  download")), "{drawn:?}");
+    assert!(drawn.contains(&format!("\r{label}  saved whole/b_x2.mp4: ")), "{drawn:?}");
+    assert!(whole.join("b_x2.mp4").is_file());
+    // An explicit file that exists is refused, not overwritten.
+    let exists = vaebox(&server, &work, &["download", &ids[0], "resumed/a_x2.mp4"]);
+    assert!(text(&exists.stderr).starts_with("error: file-exists: "), "{}", text(&exists.stderr));
+
+    // The box's refusals by code, and the names the client refuses itself before sending.
+    let args = ["submit", "clips/a.mp4", "--model", "no-such-model"];
+    let refused = vaebox(&server, &work, &args);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(text(&refused.stderr).starts_with("error: unknown-model: "), "{}", text(&refused.stderr));
+    // Refused from the query while the body is still going out (64 MiB, more than the sockets buffer):
+    // the box's answer is read, not a broken pipe.
+    let large = work.join("large.mp4");
+    std::fs::write(&large, vec![0u8; 64 << 20]).unwrap();
+    let refused = vaebox(&server, &work, &["submit", "large.mp4", "--model", "no-such-model"]);
+    assert!(text(&refused.stderr).starts_with("error: unknown-model: "), "{}", text(&refused.stderr));
+    std::fs::remove_file(&large).unwrap();
+    let refused = vaebox(&server, &work, &["submit", "clips/a.mp4", "--param", "scal=2"]);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(text(&refused.stderr).contains("error: unknown-parameter: unknown parameter `scal`; did you mean `scale`?"), "{}", text(&refused.stderr));
+    let refused = vaebox(&server, &work, &["submit", "clips/a.mp4", "--op", "interpolate", "--param", "seed=3"]);
+    assert!(text(&refused.stderr).starts_with("error: parameter-not-for-op: "), "{}", text(&refused.stderr));
+
+    // The README's library example, pasted (its token from the client's variable, as the README sets it).
+    let readme = std::fs::read_to_string(Path::new(REPO).join("README.md")).unwrap();
+    let section = readme.split("\n## Python client\n").nth(1).expect("README has a `## Python client` section");
+    let section = section.split("\n## ").next().unwrap();
+    let example = section.split("```python\n").nth(1).expect("a Python example").split("```").next().unwrap();
+    let pasted = work.join("pasted");
+    std::fs::create_dir_all(&pasted).unwrap();
+    std::fs::copy(folder.join("a.mp4"), pasted.join("clip.mp4")).unwrap();
+    let program = example.replace("http://box:8080", &server.base);
+    let out = Command::new(python())
+        .args(["-c", &program])
+        .current_dir(&pasted)
+        .env("PYTHONPATH", client_dir())
+        .env("VAEBOX_CLIENT_TOKEN", SECRET)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the README's example failed:\n{program}\n{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("succeeded 1"), "no final progress: {}", text(&out.stdout));
+    assert_eq!(text(&out.stdout).lines().last(), Some("clip_x2.mp4"), "{}", text(&out.stdout));
+    assert_eq!(ffprobe(&pasted.join("clip_x2.mp4")).frames, 3);
+
+    // Cancel: a longer job, cancelled while queued or running, ends cancelled; cancelling it again is refused.
+    let long = work.join("long.mp4");
+    small_clip(40, None, &long);
+    let submitted = ok(&["submit"], vaebox(&server, &work, &["submit", "long.mp4", "--param", "scale=4"]));
+    let id = submitted.split('\t').next().unwrap().to_string();
+    let cancelled = ok(&["cancel"], vaebox(&server, &work, &["cancel", &id]));
+    assert!(cancelled.starts_with(&format!("{id}\t")), "{cancelled}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let last = loop {
+        let job: Value = serde_json::from_str(&ok(&["status"], vaebox(&server, &work, &["status", &id, "--json"]))).unwrap();
+        if job["status"] != "queued" && job["status"] != "running" {
+            break job;
+        }
+        assert!(Instant::now() < deadline, "the cancelled job is still {}", job["status"]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(last["status"], "cancelled", "{last}");
+    assert!(last["progress"]["done"].as_u64().unwrap_or(0) < 40, "it ran to the end: {last}");
+    let again = vaebox(&server, &work, &["cancel", &id]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).starts_with("error: job-already-finished: "), "{}", text(&again.stderr));
+    assert!(!work.join("long_x4.mp4").exists());
+}

@@ -1,0 +1,175 @@
+//! A job stopped hard (SIGKILL: no shutdown code runs, as in a crash or a power cut) goes on from its last
+//! checkpoint when it runs again, on the same box after a restart or on another worker of the queue, and
+//! its result equals an uninterrupted run's frame for frame: a restore killed in its third of five
+//! batches goes on from the third, an upscale from its last finished segment.
+use crate::common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+const WIDTH: usize = 128;
+const HEIGHT: usize = 96;
+/// Five batches of 5 frames sharing 2: 5 + 4 × 3.
+const RESTORE_FRAMES: u32 = 17;
+const RESTORE: &str = "op=restore&model=seedvr2-3b-small&scale=1&batch_frames=5&batch_overlap=2&scene_threshold=0&seed=7&output_format=ffv1&filename=clip.mp4";
+/// A segment (and a checkpoint) after every restore batch, and after every upscaled frame.
+const SETTINGS: [(&str, &str); 2] = [("VAEBOX_CHECKPOINT_S", "0"), ("VAEBOX_CHUNK_FRAMES", "2")];
+
+/// `frames` frames of a real clip at 128×96, losslessly.
+fn clip(dir: &Path, frames: u32) -> Vec<u8> {
+    let path = dir.join(format!("clip{frames}.mkv"));
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-i"])
+        .arg(media("carphone_pristine.mp4"))
+        .args(["-vf", &format!("scale={WIDTH}:{HEIGHT},setsar=1"), "-frames:v", &frames.to_string(), "-c:v", "ffv1"])
+        .arg(&path)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success());
+    std::fs::read(path).unwrap()
+}
+
+/// Every stored frame of a lossless result, one `Vec` per frame.
+fn frames(result: &[u8], path: &Path, width: usize, height: usize) -> Vec<Vec<u8>> {
+    stored_frames(result, path, "rgb48le").chunks_exact(width * height * 6).map(<[u8]>::to_vec).collect()
+}
+
+async fn submit(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> String {
+    let (status, job) = upload_raw(client, server, query, body).await;
+    assert_eq!(status, 202, "{job}");
+    job["id"].as_str().unwrap().to_string()
+}
+
+/// Polls the job until `reached` holds for it (its progress), and returns it.
+async fn wait_until(client: &reqwest::Client, server: &Server, id: &str, what: &str, reached: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let (_, job) = get_json(client, &server.url(&format!("/v1/jobs/{id}"))).await;
+        if reached(&job) {
+            return job;
+        }
+        assert!(job["status"] == "queued" || job["status"] == "running", "the job ended before {what}: {job}");
+        assert!(Instant::now() < deadline, "never {what}: {job}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn in_stage(job: &Value, stage: &str) -> bool {
+    job["progress"]["stage"].as_str().is_some_and(|s| s == stage)
+}
+
+/// The segments folder a job's checkpoints are in.
+fn segments_folder(server: &Server, id: &str) -> Option<std::path::PathBuf> {
+    let dir = server.data_dir.join("data/jobs").join(id);
+    std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| p.to_string_lossy().ends_with(".resume"))
+}
+
+/// The batches a restore's last checkpoint counts.
+fn checkpointed_batches(server: &Server, id: &str) -> Option<i64> {
+    let text = std::fs::read_to_string(segments_folder(server, id)?.join("checkpoint.json")).ok()?;
+    serde_json::from_str::<Value>(&text).ok()?["restore"]["batches"].as_i64()
+}
+
+async fn result_frames(client: &reqwest::Client, server: &Server, job: &Value, dir: &Path, width: usize, height: usize) -> Vec<Vec<u8>> {
+    let name = format!("{}.mkv", job["id"].as_str().unwrap());
+    frames(&fetch(client, server, job).await, &dir.join(name), width, height)
+}
+
+fn assert_same_frames(resumed: &[Vec<u8>], whole: &[Vec<u8>]) {
+    assert_eq!(resumed.len(), whole.len(), "frame count");
+    for (index, (a, b)) in resumed.iter().zip(whole).enumerate() {
+        assert!(a == b, "frame {index} of the resumed run differs from the uninterrupted run's");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_killed_in_its_third_batch_goes_on_from_it_after_a_restart_and_equals_an_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let mut settings = SETTINGS.to_vec();
+    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
+    let server = Server::start(dir.path(), &settings);
+    let client = client();
+    let input = clip(dir.path(), RESTORE_FRAMES);
+
+    let whole = run_job(&client, &server, RESTORE, input.clone()).await;
+    assert_eq!(whole["plan"]["batches"], 5, "{}", whole["plan"]);
+    assert!(whole["plan"].get("resumed_from").is_none(), "{}", whole["plan"]);
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), WIDTH, HEIGHT).await;
+    assert_eq!(whole_frames.len(), RESTORE_FRAMES as usize);
+    assert!(segments_folder(&server, whole["id"].as_str().unwrap()).is_none(), "a finished job keeps no segments");
+
+    let id = submit(&client, &server, RESTORE, input).await;
+    wait_until(&client, &server, &id, "in the DiT of batch 3", |job| in_stage(job, "dit batch 3/5")).await;
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    let resumed = &job["plan"]["resumed_from"];
+    // Batches 1 and 2 wrote 3 frames each; the frames batch 2 held for the blend came from the checkpoint.
+    assert_eq!((resumed["batch"].as_i64(), resumed["frame"].as_u64()), (Some(2), Some(6)), "{}", job["plan"]);
+    assert!(resumed["saved_s"].as_f64().unwrap() > 0.0, "{resumed}");
+    assert_eq!(job["plan"]["batches"], 5);
+    assert_same_frames(&result_frames(&client, &server, &job, dir.path(), WIDTH, HEIGHT).await, &whole_frames);
+    assert!(segments_folder(&server, &id).is_none(), "the segments are gone once the result is whole");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upscale_killed_mid_clip_goes_on_from_its_last_segment_and_equals_an_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &SETTINGS);
+    let client = client();
+    let input = clip(dir.path(), 12);
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=2&dtype=f32&output_format=ffv1&filename=clip.mkv";
+
+    let whole = run_job(&client, &server, query, input.clone()).await;
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), 2 * WIDTH, 2 * HEIGHT).await;
+    assert_eq!(whole_frames.len(), 12);
+
+    let id = submit(&client, &server, query, input).await;
+    wait_until(&client, &server, &id, "past frame 4", |job| job["progress"]["done"].as_u64().is_some_and(|done| (4..10).contains(&done))).await;
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let kept = job["plan"]["resumed_from"]["frame"].as_u64().unwrap_or(0);
+    assert!((4..12).contains(&kept), "the rerun kept no finished segment: {}", job["plan"]);
+    assert_same_frames(&result_frames(&client, &server, &job, dir.path(), 2 * WIDTH, 2 * HEIGHT).await, &whole_frames);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_whose_worker_is_killed_goes_on_from_its_checkpoint_on_the_other_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let log = dir.path().join("fleet.log");
+    let mut settings = SETTINGS.to_vec();
+    settings.extend([("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_LEASE_S", "3"), ("VAEBOX_THREADS", "1")]);
+    let mut api_settings = settings.clone();
+    api_settings.push(("VAEBOX_ROLE", "api"));
+    let server = Server::start_logged(dir.path(), &api_settings, &log);
+    let mut workers: Vec<WorkerProcess> = ["a", "b"].iter().map(|name| WorkerProcess::start(dir.path(), name, &settings, Some(&log))).collect();
+    let client = client();
+    let input = clip(dir.path(), RESTORE_FRAMES);
+
+    let whole = run_job(&client, &server, RESTORE, input.clone()).await;
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), WIDTH, HEIGHT).await;
+
+    let id = submit(&client, &server, RESTORE, input).await;
+    // A worker's progress reaches the API only now and then: the checkpoint on the shared disk says when
+    // batch 2 is written, and so batch 3 has begun.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while checkpointed_batches(&server, &id) != Some(2) {
+        assert!(Instant::now() < deadline && checkpointed_batches(&server, &id).unwrap_or(0) < 2, "never saw the checkpoint after batch 2");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let (_, running) = get_json(&client, &server.url(&format!("/v1/jobs/{id}"))).await;
+    let first = running["worker"].as_str().expect("the running job names its worker").to_string();
+    workers.iter_mut().find(|w| first.contains(&w.name)).expect("one of the two workers").kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert_ne!(job["worker"], running["worker"], "the other worker finished it: {job}");
+    assert_eq!(job["plan"]["resumed_from"]["batch"], 2, "{}", job["plan"]);
+    assert_same_frames(&result_frames(&client, &server, &job, dir.path(), WIDTH, HEIGHT).await, &whole_frames);
+}

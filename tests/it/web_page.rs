@@ -1,0 +1,653 @@
+//! The web page, run by a real headless browser against the real server: its script fills the model
+//! list from /v1/models, the header from /healthz and the job list from /v1/jobs. The tests that look at
+//! where things are, or at what the page does as a job moves on, drive Chromium over DevTools
+//! (`common::browser`) in a window of 1280×900.
+use crate::common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::browser::{png_size, Browser};
+use common::*;
+use serde_json::{json, Value};
+
+const WIDTH: u32 = 1280;
+const HEIGHT: u32 = 900;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_shows_models_health_and_jobs_from_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let (status, job) = upload_raw(&client, &server, "op=upscale&scale=2&filename=page-check.mp4", std::fs::read(&clip).unwrap()).await;
+    assert_eq!(status, 202, "{job}");
+    wait_for_final(&client, &server, job["id"].as_str().unwrap(), Duration::from_secs(120)).await;
+
+    let url = server.url("/");
+    let profile = dir.path().join("chromium-profile");
+    let dom = tokio::task::spawn_blocking(move || rendered_dom(&url, &profile)).await.unwrap();
+    assert!(dom.contains("<option value=\"realesrgan-x4plus\""), "model list not filled from /v1/models:\n{dom}");
+    assert!(dom.contains("<strong>cpu</strong>"), "device not shown from /healthz:\n{dom}");
+    assert!(dom.contains("page-check.mp4"), "the job is not listed:\n{dom}");
+    assert!(dom.contains(&format!("/v1/jobs/{}/result", job["id"].as_str().unwrap())), "no download link:\n{dom}");
+    assert!(dom.contains("Peak device memory"), "timings miss the device peak:\n{dom}");
+    // No out-of-memory retry happened (tests/out_of_memory.rs renders one that did): nothing to show.
+    assert!(!dom.contains("Out-of-memory fallbacks") && !dom.contains("Row split"), "an empty fallback list is shown:\n{dom}");
+}
+
+
+/// Runs the page's own script from a file in `dir` with the network replaced: `fetch` answers with `models`
+/// (a real /v1/models listing), the upload's `send` records its form fields, and `driver` plays the user.
+/// Returns what the upload would have sent, as (name, value) with a file given by its name.
+fn fields_the_form_sends(dir: &Path, models: &Value, driver: &str) -> Vec<(String, String)> {
+    let stubs = format!(
+        r#"<script>
+const MODELS = {models};
+window.fetch = async (url) => new Response(JSON.stringify(String(url).startsWith("/v1/models") ? MODELS
+  : String(url).startsWith("/v1/presets") ? (window.PRESETS || {{ presets: {{}} }})
+  : String(url).startsWith("/v1/jobs") ? {{ jobs: [], next_offset: null }} : {{ status: "ok", device: "cpu" }}),
+  {{ status: 200, headers: {{ "Content-Type": "application/json" }} }});
+XMLHttpRequest.prototype.open = function () {{}};
+XMLHttpRequest.prototype.setRequestHeader = function () {{}};
+XMLHttpRequest.prototype.send = function (form) {{
+  const sent = [...form.entries()].map(([k, v]) => [k, typeof v === "string" ? v : `file:${{v.name}}`]);
+  document.body.dataset.sent = JSON.stringify(sent);
+}};
+</script>"#
+    );
+    let app_js = Path::new(REPO).join("static/app.js");
+    let script = format!("{stubs}<script src=\"file://{}\" defer></script>", app_js.display());
+    let page = include_str!("../../static/index.html")
+        .replace(r#"<script src="/static/app.js" defer></script>"#, &script)
+        .replace("</body>", &format!("<script>{driver}</script></body>"));
+    let harness = dir.join("harness.html");
+    std::fs::write(&harness, page).unwrap();
+    let dom = rendered_dom(&format!("file://{}", harness.display()), &dir.join("harness-profile"));
+    let sent = dom.split("data-sent=\"").nth(1).unwrap_or_else(|| panic!("the form sent nothing:\n{dom}"));
+    let sent = sent[..sent.find('"').unwrap()].replace("&quot;", "\"").replace("&amp;", "&");
+    serde_json::from_str(&sent).unwrap()
+}
+
+/// The opening tag of the element with this id, as serialised.
+fn opening_tag<'a>(dom: &'a str, id: &str) -> &'a str {
+    let at = dom.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no element #{id}"));
+    let start = dom[..at].rfind('<').unwrap();
+    &dom[start..at + dom[at..].find('>').unwrap() + 1]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_offers_restore_sends_only_the_filled_fields_and_shows_the_dit_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let (status, listing) = get_json(&client, &server.url("/v1/models")).await;
+    assert_eq!(status, 200, "{listing}");
+
+    // The user picks restore, an exact size and a smaller batch, leaves seed, colour fix, overlap and VAE
+    // as they are, chooses a file and submits.
+    let driver = r#"
+const $ = (id) => document.getElementById(id);
+const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event("change")); };
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  set("op", "restore");
+  set("scale", "size");
+  $("height").value = "96"; $("width").value = "112"; $("batch-frames").value = "5";
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "restore-check.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  $("submit").click();
+})();"#;
+    let (harness, models) = (dir.path().to_path_buf(), listing.clone());
+    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver)).await.unwrap();
+    let expected = [
+        ("op", "restore"),
+        ("model", "seedvr2-3b-small"),
+        ("height", "96"),
+        ("width", "112"),
+        ("batch_frames", "5"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("file", "file:restore-check.mp4"),
+    ];
+    assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
+
+    // The front-end's options: a short side instead of the scale, padding, latent noise, mirrored frames.
+    let driver_options = r#"
+const $ = (id) => document.getElementById(id);
+const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event("change")); };
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  set("op", "restore");
+  $("resolution").value = "100"; set("fit", "pad"); $("latent-noise-scale").value = "0.1"; $("prepend-frames").value = "2";
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "options.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  $("submit").click();
+})();"#;
+    let (harness, models) = (dir.path().join("options"), listing.clone());
+    std::fs::create_dir_all(&harness).unwrap();
+    let sent_options = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_options)).await.unwrap();
+    let expected_options = [
+        ("op", "restore"),
+        ("model", "seedvr2-3b-small"),
+        ("resolution", "100"),
+        ("fit", "pad"),
+        ("latent_noise_scale", "0.1"),
+        ("prepend_frames", "2"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("file", "file:options.mp4"),
+    ];
+    assert_eq!(sent_options, expected_options.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
+
+    // What the form sends is what the server runs: the same fields, the clip as the body.
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let query: Vec<String> = sent.iter().filter(|(k, _)| k != "file").map(|(k, v)| format!("{k}={v}")).collect();
+    let job = run_job(&client, &server, &format!("{}&filename=restore-check.mp4", query.join("&")), std::fs::read(&clip).unwrap()).await;
+
+    let url = server.url("/?op=restore");
+    let profile = dir.path().join("chromium-profile");
+    let dom = tokio::task::spawn_blocking(move || rendered_dom(&url, &profile)).await.unwrap();
+    assert!(dom.contains("<option value=\"restore\">Restore"), "restore is not offered:\n{dom}");
+    assert!(dom.contains("<option value=\"seedvr2-3b-small\">seedvr2-3b-small</option>"), "the DiT is not offered:\n{dom}");
+    assert!(dom.contains("<option value=\"seedvr2-vae-small\">seedvr2-vae-small (default)</option>"), "no SeedVR2 VAE:\n{dom}");
+    for id in ["vae-field", "restore-advanced"] {
+        assert!(!opening_tag(&dom, id).contains("hidden"), "#{id} is hidden for restore: {}", opening_tag(&dom, id));
+    }
+    assert!(opening_tag(&dom, "size-field").contains("hidden"), "the size inputs show while a scale is chosen");
+
+    assert!(dom.contains("restore-check.mp4"), "the job is not listed:\n{dom}");
+    assert!(dom.contains("112×96 area"), "the job's size is not shown:\n{dom}");
+    let timings = &job["timings"];
+    let secs = |stage: &str| format!("{:.2} s", timings[stage].as_f64().unwrap());
+    assert!(dom.contains(&format!("DiT {}", secs("dit"))), "the timings summary misses the DiT stage:\n{dom}");
+    let split = dom.split("class=\"stages compute-split\"").nth(1).unwrap_or_else(|| panic!("no compute split:\n{dom}"));
+    let split = &split[..split.find("</table>").unwrap()];
+    for (label, stage) in [("Encode", "encode"), ("DiT", "dit"), ("Decode", "decode"), ("Colour fix", "color_fix")] {
+        assert!(split.contains(&format!("<th scope=\"col\">{label}</th>")), "no {label} column: {split}");
+        assert!(split.contains(&format!("<td>{}</td>", secs(stage))), "no {stage} time: {split}");
+    }
+    let plan = &job["plan"];
+    let (height, width) = (plan["output"][0].as_i64().unwrap(), plan["output"][1].as_i64().unwrap());
+    assert!(dom.contains(&format!("Restore plan — 1 batch · {width}×{height} out")), "plan summary:\n{dom}");
+    assert!(dom.contains(&format!("{} of ≤ 5 frames, {} shared", plan["batches"], plan["batch_overlap"])), "no batches row:\n{dom}");
+
+    // The stages (VAE encode, DiT, VAE decode) as a table with headed columns; no JSON anywhere in the plan.
+    let shown = dom.split("Restore plan — ").nth(1).unwrap();
+    let shown = &shown[..shown.find("</details>").unwrap()];
+    let stages = shown.split("class=\"stages restore-stages\"").nth(1).unwrap_or_else(|| panic!("no table of the stages:\n{shown}"));
+    for column in ["Stage", "Runs", "Tiles", "Memory per batch (estimate)", "Fits the budget"] {
+        assert!(stages.contains(&format!("<th scope=\"col\">{column}</th>")), "no {column} column: {stages}");
+    }
+    for stage in ["VAE encode", "DiT", "VAE decode"] {
+        assert!(stages.contains(&format!("<th scope=\"row\">{stage}</th>")), "no {stage} row: {stages}");
+    }
+    let dit = format!("{} · {} blocks · width {}", plan["dit"]["variant"].as_str().unwrap().to_uppercase(), plan["dit"]["blocks"], plan["dit"]["dim"]);
+    assert!(stages.contains(&dit), "the DiT row does not say {dit}: {stages}");
+    assert!(!shown.contains('{') && !shown.contains("&quot;"), "the plan shows raw JSON: {shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_offers_interpolate_by_factor_or_rate_and_shows_its_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let (status, listing) = get_json(&client, &server.url("/v1/models")).await;
+    assert_eq!(status, 200, "{listing}");
+
+    // The user picks interpolate, a frame rate instead of a factor, and a scene-cut threshold.
+    let driver = r#"
+const $ = (id) => document.getElementById(id);
+const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event("change")); };
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  set("op", "interpolate");
+  if ($("rate-field").hidden || !$("fps-field").hidden) throw new Error("the rate shows as a factor first");
+  set("rate", "fps");
+  if ($("fps-field").hidden) throw new Error("no frame-rate input after choosing one");
+  $("fps").value = "62.5"; $("scene-threshold").value = "0.2";
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "interpolate-check.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  $("submit").click();
+})();"#;
+    let (harness, models) = (dir.path().to_path_buf(), listing.clone());
+    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver)).await.unwrap();
+    let expected = [
+        ("op", "interpolate"),
+        ("model", "rife-hdv3"),
+        ("fps", "62.5"),
+        ("scene_threshold", "0.2"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("file", "file:interpolate-check.mp4"),
+    ];
+    assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
+
+    // "Try first N s" sends the same fields over the clip's first N seconds (here with a webhook).
+    let driver_try = r#"
+const $ = (id) => document.getElementById(id);
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  $("op").value = "interpolate"; $("op").dispatchEvent(new Event("change"));
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "try.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  if ($("try-first").disabled) throw new Error("Try first is disabled with a file chosen");
+  $("try-seconds").value = "3";
+  $("callback-url").value = "http://hooks.lan:9000/done";
+  $("try-first").click();
+})();"#;
+    let (harness, models) = (dir.path().join("try"), listing.clone());
+    std::fs::create_dir_all(&harness).unwrap();
+    let sent_try = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_try)).await.unwrap();
+    let expected_try =
+        [
+        ("op", "interpolate"),
+        ("model", "rife-hdv3"),
+        ("factor", "2"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("callback_url", "http://hooks.lan:9000/done"),
+        ("duration", "3"),
+        ("file", "file:try.mp4"),
+    ];
+    assert_eq!(sent_try, expected_try.map(|(k, v)| (k.to_string(), v.to_string())), "Try first sent other fields");
+
+    // A preset fills the form: the op, the model, its rate and threshold; the user only adds the file.
+    let driver_preset = r#"
+window.PRESETS = { presets: { smooth: { op: "interpolate", factor: "3", scene_threshold: "0.2" } } };
+const $ = (id) => document.getElementById(id);
+(function drive() {
+  if ($("op").disabled || $("preset").options.length < 2) return setTimeout(drive, 50);
+  if ($("preset-field").hidden) throw new Error("the preset select is hidden");
+  $("preset").value = "smooth"; $("preset").dispatchEvent(new Event("change"));
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "preset.mp4", { type: "video/mp4" }));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
+  $("submit").click();
+})();"#;
+    let (harness, models) = (dir.path().join("preset"), listing.clone());
+    std::fs::create_dir_all(&harness).unwrap();
+    let sent_preset = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_preset)).await.unwrap();
+    let expected_preset = [
+        ("op", "interpolate"),
+        ("model", "rife-hdv3"),
+        ("factor", "3"),
+        ("scene_threshold", "0.2"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("file", "file:preset.mp4"),
+    ];
+    assert_eq!(sent_preset, expected_preset.map(|(k, v)| (k.to_string(), v.to_string())), "the preset did not fill the form");
+
+    // What the form sends is what the server runs; the card shows the plan in words.
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("bikes.mp4"), 3, false, &clip);
+    let query: Vec<String> = sent.iter().filter(|(k, _)| k != "file").map(|(k, v)| format!("{k}={v}")).collect();
+    let job = run_job(&client, &server, &format!("{}&filename=interpolate-check.mp4", query.join("&")), std::fs::read(&clip).unwrap()).await;
+    let made = job["plan"]["interpolated"].as_u64().unwrap();
+    let url = server.url("/?op=interpolate");
+    let profile = dir.path().join("chromium-profile");
+    let dom = tokio::task::spawn_blocking(move || rendered_dom(&url, &profile)).await.unwrap();
+    assert!(dom.contains("<option value=\"interpolate\">Interpolate"), "interpolate is not offered:\n{dom}");
+    let summary = format!("Interpolation plan — 25 fps → 62.5 fps · {made} frames made · 0 scene cuts");
+    assert!(dom.contains(&summary), "no {summary:?}:\n{dom}");
+    let shown = dom.split("Interpolation plan — ").nth(1).unwrap();
+    let shown = &shown[..shown.find("</details>").unwrap()];
+    assert!(shown.contains("<td>none</td>") && !shown.contains('[') && !shown.contains("&quot;"), "the plan shows raw JSON: {shown}");
+}
+
+// ---------- in a window, over DevTools ----------
+
+/// Opens the page and waits until its script filled the form from /v1/models.
+fn open_page(browser: &mut Browser, url: &str) {
+    browser.open(url);
+    browser.wait_until("!document.getElementById('op').disabled", Duration::from_secs(15)).unwrap_or_else(|| panic!("the form was not filled at {url}"));
+}
+
+/// A value as a JavaScript literal.
+fn js(value: impl serde::Serialize) -> String {
+    serde_json::to_string(&value).unwrap()
+}
+
+/// An element's box in the window, in CSS pixels (here device pixels too).
+#[derive(Debug)]
+struct Rect {
+    left: f64,
+    top: f64,
+    right: f64,
+    bottom: f64,
+}
+
+impl Rect {
+    fn of(browser: &mut Browser, selector: &str) -> Rect {
+        let r = browser.eval(&format!("(() => {{ const r = document.querySelector({}).getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }})()", js(selector)));
+        let side = |i: usize| r[i].as_f64().unwrap_or_else(|| panic!("no box for {selector}: {r}"));
+        Rect { left: side(0), top: side(1), right: side(2), bottom: side(3) }
+    }
+
+    fn height(&self) -> f64 {
+        self.bottom - self.top
+    }
+
+    fn inside_window(&self) -> bool {
+        self.left >= 0.0 && self.top >= 0.0 && self.right <= WIDTH as f64 && self.bottom <= HEIGHT as f64
+    }
+}
+
+/// Whether the element is what the window shows at its own centre: in view, and neither clipped by a
+/// scrolling parent nor covered.
+fn shown_at_its_centre(browser: &mut Browser, selector: &str) -> bool {
+    let script = format!(
+        "(() => {{ const el = document.querySelector({}); const r = el.getBoundingClientRect();
+           const hit = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2); return !!hit && el.contains(hit); }})()",
+        js(selector)
+    );
+    browser.eval(&script) == json!(true)
+}
+
+/// Picks `op` in the form, as the user does.
+fn choose_op(browser: &mut Browser, op: &str) {
+    browser.eval(&format!("(() => {{ const op = document.getElementById('op'); op.value = {}; op.dispatchEvent(new Event('change')); }})()", js(op)));
+}
+
+/// The form at its tallest: restore with an exact size, Advanced open, a file chosen, and an error shown
+/// (submitted without the size), at 1280×900. The panel is no taller than the window, and the submit
+/// button and the error are in view: by their boxes, by what the window shows at their centres, and in a
+/// screenshot, where the button's colour is found where its box says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn form_panel_keeps_its_submit_button_and_error_in_view_at_its_tallest() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    choose_op(&mut browser, "restore");
+    browser.eval(
+        r#"(() => {
+  const $ = (id) => document.getElementById(id);
+  $("scale").value = "size"; $("scale").dispatchEvent(new Event("change"));
+  $("restore-advanced").open = true;
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], "tall-form.mp4", { type: "video/mp4" }));
+  $("file").files = files.files; $("file").dispatchEvent(new Event("change"));
+  $("submit").click();
+})()"#,
+    );
+    let error = browser.wait_until("!document.getElementById('form-error').hidden && document.getElementById('form-error').textContent", Duration::from_secs(5));
+    assert!(error.as_ref().is_some_and(|e| e.as_str().unwrap().contains("height and width")), "no error for the missing size: {error:?}");
+
+    let panel = Rect::of(&mut browser, "section[aria-labelledby='new-heading']");
+    assert!(panel.height() <= HEIGHT as f64 && panel.bottom <= HEIGHT as f64, "the panel is taller than the window: {panel:?}");
+    for (what, selector) in [("submit button", "#submit"), ("error", "#form-error")] {
+        let shown = Rect::of(&mut browser, selector);
+        assert!(shown.inside_window(), "the {what} is outside the window: {shown:?}");
+        assert!(shown_at_its_centre(&mut browser, selector), "the {what} is hidden (clipped or covered) at {shown:?}");
+    }
+
+    let png = dir.path().join("tall-form.png");
+    browser.screenshot(&png);
+    assert_eq!(png_size(&png), (WIDTH, HEIGHT), "the screenshot is not of the window");
+    let button = Rect::of(&mut browser, "#submit");
+    let colour = browser.eval("getComputedStyle(document.getElementById('submit')).backgroundColor");
+    let expected = colour_channels(colour.as_str().unwrap());
+    // Left of the label, in the button's fill.
+    let (x, y) = ((button.left + 8.0) as usize, ((button.top + button.bottom) / 2.0) as usize);
+    let pixels = rgb_frames(&std::fs::read(&png).unwrap(), &png);
+    let at = (y * WIDTH as usize + x) * 3;
+    let seen = [pixels[at], pixels[at + 1], pixels[at + 2]];
+    let near = seen.iter().zip(expected).all(|(&s, e)| (s as i32 - e as i32).abs() <= 12);
+    assert!(near, "the screenshot shows {seen:?} at ({x}, {y}), not the button's {expected:?}");
+}
+
+/// `rgb(36, 88, 211)` as its channels.
+fn colour_channels(css: &str) -> [u8; 3] {
+    let inner = css.trim_start_matches("rgba(").trim_start_matches("rgb(").trim_end_matches(')');
+    let channels: Vec<u8> = inner.split(',').take(3).map(|c| c.trim().parse().unwrap()).collect();
+    [channels[0], channels[1], channels[2]]
+}
+
+/// For every op, the Operation, Model and VAE selects are wide enough for each of their options' labels
+/// (model names, with "(default)" or "(not installed)"): the width is what Chromium gives a copy of the
+/// select sized to its content (`field-sizing: content`, arrow and padding included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selects_show_every_model_name_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let (_, listing) = get_json(&client(), &server.url("/v1/models")).await;
+    let longest = listing["models"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_string()).max_by_key(|name| name.chars().count()).unwrap();
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    let ops: Vec<String> = serde_json::from_value(browser.eval("[...document.getElementById('op').options].map((o) => o.value)")).unwrap();
+    let mut measured = Vec::new();
+    for op in &ops {
+        choose_op(&mut browser, op);
+        let widths = browser.eval(
+            r#"(() => {
+  const out = [];
+  for (const id of ["op", "model", "vae"]) {
+    const select = document.getElementById(id);
+    if (select.closest("[hidden]")) continue;
+    const probe = select.cloneNode(true);
+    probe.removeAttribute("id");
+    Object.assign(probe.style, { fieldSizing: "content", width: "auto", minWidth: "0", maxWidth: "none", position: "absolute", visibility: "hidden" });
+    select.after(probe);
+    for (const option of select.options) {
+      probe.value = option.value;
+      out.push({ select: id, label: option.text, needs: probe.getBoundingClientRect().width, has: select.getBoundingClientRect().width });
+    }
+    probe.remove();
+  }
+  return out;
+})()"#,
+        );
+        measured.extend(widths.as_array().unwrap().iter().cloned());
+    }
+    let cut: Vec<&Value> = measured.iter().filter(|m| m["needs"].as_f64().unwrap() > m["has"].as_f64().unwrap() + 0.5).collect();
+    assert!(cut.is_empty(), "selects too narrow for their options: {cut:#?}");
+    assert!(measured.iter().any(|m| m["label"].as_str().unwrap().contains(&longest)), "{longest} was never offered: {measured:#?}");
+}
+
+/// A box that takes jobs and runs none until a worker (`start_worker`) joins it: jobs wait as long as a
+/// test needs them to.
+fn queue_only_server(dir: &Path) -> Server {
+    Server::start(dir, &[("VAEBOX_ROLE", "api")])
+}
+
+/// A worker on the CPU (with the tests' two threads): a job takes about as long on any box, GPU or not.
+fn start_worker(dir: &Path) -> WorkerProcess {
+    WorkerProcess::start(dir, "page-worker", &[("VAEBOX_DEVICE", "cpu")], None)
+}
+
+async fn queue_upscale(client: &reqwest::Client, server: &Server, clip: &Path, name: &str, priority: i64) -> String {
+    let query = format!("op=upscale&scale=2&priority={priority}&filename={name}");
+    let (status, job) = upload_raw(client, server, &query, std::fs::read(clip).unwrap()).await;
+    assert_eq!((status, job["status"].as_str()), (202, Some("queued")), "{job}");
+    job["id"].as_str().unwrap().to_string()
+}
+
+/// The text of a job's queue place on its card, once it shows one.
+fn place_on_card(browser: &mut Browser, id: &str) -> String {
+    let place = browser.wait_until(&format!("(document.querySelector({}) || {{}}).textContent", js(format!("#job-{id} .queue-place"))), Duration::from_secs(15));
+    place.unwrap_or_else(|| panic!("the card of {id} shows no queue place")).as_str().unwrap().to_string()
+}
+
+/// Seconds from a job's start to its end, as the server recorded them.
+fn run_seconds(job: &Value) -> f64 {
+    let time = |key: &str| chrono::DateTime::parse_from_rfc3339(job[key].as_str().unwrap()).unwrap();
+    (time("finished_at") - time("started_at")).num_milliseconds() as f64 / 1000.0
+}
+
+/// Queued cards say their place in the order workers claim jobs (priority, then first come), and a wait
+/// only where there is a basis for one: none while no worker and no finished job is known; then, after a
+/// worker ran three (and is still listed by /healthz, as for a lease after it stopped), the next job
+/// "starts next" and the one after it waits about the median of their run times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_cards_show_their_place_and_a_wait_once_there_is_a_basis() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let server = queue_only_server(dir.path());
+    let client = client();
+    let first = queue_upscale(&client, &server, &clip, "first.mp4", 0).await;
+    let second = queue_upscale(&client, &server, &clip, "second.mp4", 0).await;
+    let urgent = queue_upscale(&client, &server, &clip, "urgent.mp4", 3).await;
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    // Priority first, then first come; no wait guessed with no worker and no finished job to go by.
+    for (name, id, position) in [("urgent", &urgent, 1), ("first", &first, 2), ("second", &second, 3)] {
+        let place = place_on_card(&mut browser, id);
+        assert_eq!(place, format!("queued — position {position}"), "the {name} job's place");
+    }
+
+    let mut worker = start_worker(dir.path());
+    let mut runs = Vec::new();
+    for id in [&urgent, &first, &second] {
+        let job = wait_for_final(&client, &server, id, Duration::from_secs(120)).await;
+        assert_eq!(job["status"], "succeeded", "{job}");
+        runs.push(run_seconds(&job));
+    }
+    worker.kill9();
+    runs.sort_by(f64::total_cmp);
+    let median = runs[1];
+
+    let next = queue_upscale(&client, &server, &clip, "next.mp4", 0).await;
+    let after = queue_upscale(&client, &server, &clip, "after.mp4", 0).await;
+    let place = place_on_card(&mut browser, &next);
+    assert_eq!(place, "queued — position 1 · starts next");
+    let place = place_on_card(&mut browser, &after);
+    let waits: f64 = place.strip_prefix("queued — position 2 · starts in about ").and_then(|s| s.strip_suffix('s')).unwrap_or_else(|| panic!("no wait on the second queued card: {place}")).parse().unwrap();
+    // The page rounds to whole seconds, and says at least 1 s behind another job.
+    assert!((waits - median.max(1.0)).abs() <= 0.5 + 1e-9, "waits {waits} s, the median run is {median} s ({runs:?})");
+}
+
+/// The header says which job runs and stops saying so when it ended, and the card's thumbnail turns from
+/// the input's still (176 px wide) to the output's (capped at 320 px), without a reload. The header's own
+/// timer is stopped (as a background tab slows it to once a minute), so only following the job can do it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_and_thumbnail_follow_a_job_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    // Long enough (several seconds) for the page, which polls the list every 3 s, to see it running.
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 60, false, &clip);
+    let server = queue_only_server(dir.path());
+    let client = client();
+    let id = queue_upscale(&client, &server, &clip, "followed.mp4", 0).await;
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    browser.before_each_document(
+        "const everyInterval = window.setInterval;
+         window.setInterval = (call, ms, ...rest) => (call && call.name === 'refreshHealth' ? 0 : everyInterval(call, ms, ...rest));",
+    );
+    open_page(&mut browser, &server.url("/"));
+    // Every text the header shows from now on.
+    browser.eval(
+        "window.headerTexts = [];
+         const header = document.getElementById('health-text');
+         new MutationObserver(() => headerTexts.push(header.textContent)).observe(header, { childList: true, subtree: true, characterData: true });",
+    );
+    let thumbnail = format!("document.querySelector({})", js(format!("#job-{id} img.thumb")));
+    let loaded = format!("{thumbnail} && {thumbnail}.complete && {thumbnail}.naturalWidth");
+    let width = browser.wait_until(&loaded, Duration::from_secs(15));
+    assert_eq!(width, Some(json!(176)), "the queued job's card does not show the input's still");
+
+    let _worker = start_worker(dir.path());
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(180)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let card_done = format!("document.getElementById({}).classList.contains('st-succeeded')", js(format!("job-{id}")));
+    assert!(browser.wait_until(&card_done, Duration::from_secs(15)).is_some(), "the card did not turn succeeded");
+    let width = browser.wait_until(&loaded, Duration::from_secs(10));
+    assert_eq!(width, Some(json!(320)), "the finished card's thumbnail is not the output's still (320 px wide)");
+    assert_eq!(browser.eval(&format!("{thumbnail}.dataset.side")), json!("output"));
+
+    let short = &id[..8];
+    let texts = browser.eval("headerTexts");
+    let said_running = texts.as_array().unwrap().iter().any(|t| t.as_str().unwrap().contains(&format!("running {short}")));
+    assert!(said_running, "the header never said the job was running: {texts}");
+    let over = format!("!document.getElementById('health-text').textContent.includes('running') && !document.querySelector('#health-text a[href=\"#job-{id}\"]')");
+    let header = browser.wait_until(&over, Duration::from_secs(5));
+    assert!(header.is_some(), "the header still names the job after it ended: {}", browser.eval("document.getElementById('health-text').textContent"));
+}
+
+/// The before/after view of a finished upscale: the address names it and opens it again on a reload; its
+/// seek bar moves both videos; a frame step moves both by one frame at the job's frame rate and leaves them
+/// paused; 1:1 shows the picture at its own displayed size (pixel aspect applied), and the fitted view keeps
+/// that shape; closing it clears the address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_view_follows_the_address_seeks_steps_frames_and_shows_1_to_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let job = run_job(&client, &server, "op=upscale&scale=2&filename=compare.mp4", std::fs::read(&clip).unwrap()).await;
+    let id = job["id"].as_str().unwrap();
+    let fps = job["output"]["media"]["fps"].as_f64().unwrap();
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    let button = format!("document.querySelector({})", js(format!("#job-{id} .job-actions button[aria-label^='Compare']")));
+    assert!(browser.wait_until(&button, Duration::from_secs(15)).is_some(), "no Compare button on the card");
+    browser.eval(&format!("{button}.click()"));
+    wait_for_both_videos(&mut browser);
+    assert_eq!(browser.eval("location.hash"), json!(format!("#compare={id}")));
+
+    // Fitted: the picture's shape (its displayed size's).
+    let sizes = browser.eval("(() => { const v = document.getElementById('compare-after'); const r = v.getBoundingClientRect(); return [v.videoWidth, v.videoHeight, r.width, r.height]; })()");
+    let [natural_w, natural_h, shown_w, shown_h] = [0, 1, 2, 3].map(|i| sizes[i].as_f64().unwrap());
+    assert!((shown_w / shown_h - natural_w / natural_h).abs() < 0.01, "the fitted view changes the picture's shape: {sizes}");
+
+    let times = "['compare-before', 'compare-after'].map((id) => document.getElementById(id).currentTime)";
+    browser.eval("(() => { const seek = document.getElementById('compare-seek'); seek.value = '0.05'; seek.dispatchEvent(new Event('input')); })()");
+    assert_eq!(browser.eval(times), json!([0.05, 0.05]), "the seek bar did not move both videos");
+
+    // Stepping from playback: it stops both.
+    browser.eval("document.getElementById('compare-play').click()");
+    let playing = "['compare-before', 'compare-after'].every((id) => !document.getElementById(id).paused)";
+    assert!(browser.wait_until(playing, Duration::from_secs(5)).is_some(), "Play did not start both videos");
+    browser.eval("document.getElementById('compare-next').click()");
+    let paused = browser.eval("['compare-before', 'compare-after'].every((id) => document.getElementById(id).paused)");
+    assert_eq!(paused, json!(true), "a frame step leaves the videos playing");
+    // From the first frame (playback may have reached the last, where a step on has nowhere to go): one on, one back.
+    browser.eval("(() => { const seek = document.getElementById('compare-seek'); seek.value = '0'; seek.dispatchEvent(new Event('input')); })()");
+    browser.eval("document.getElementById('compare-next').click()");
+    let ahead = browser.eval(times);
+    browser.eval("document.getElementById('compare-prev').click()");
+    let back = browser.eval(times);
+    let (ahead, back) = (ahead[1].as_f64().unwrap(), back[1].as_f64().unwrap());
+    assert!(((ahead - back) - 1.0 / fps).abs() < 1e-3, "one frame at {fps} fps is not {} s: {ahead} then {back}", ahead - back);
+    assert_eq!(browser.eval(times), json!([back, back]), "the videos are not in step");
+
+    browser.eval("document.getElementById('compare-zoom').click()");
+    for side in ["compare-before", "compare-after"] {
+        let sizes = browser.eval(&format!("(() => {{ const v = document.getElementById('{side}'); const r = v.getBoundingClientRect(); return [v.videoWidth, v.videoHeight, r.width, r.height]; }})()"));
+        assert_eq!((sizes[2].as_f64(), sizes[3].as_f64()), (sizes[0].as_f64(), sizes[1].as_f64()), "#{side} at 1:1 is not its own size: {sizes}");
+    }
+
+    browser.reload();
+    let reopened = format!("document.getElementById('compare').open && document.getElementById('compare-after').src.includes({})", js(id));
+    assert!(browser.wait_until(&reopened, Duration::from_secs(10)).is_some(), "the address did not open the view again");
+    wait_for_both_videos(&mut browser);
+    browser.eval("document.getElementById('compare-close').click()");
+    assert_eq!(browser.eval("[location.hash, document.getElementById('compare').open]"), json!(["", false]), "closing left the address");
+}
+
+fn wait_for_both_videos(browser: &mut Browser) {
+    let ready = "['compare-before', 'compare-after'].every((id) => document.getElementById(id).readyState >= 2)";
+    assert!(browser.wait_until(ready, Duration::from_secs(60)).is_some(), "the previews did not load");
+}
+
