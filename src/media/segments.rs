@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::format::{OutputFormat, SampleDepth};
 use super::probe::{file_url, source_streams};
 use super::process::{BoundedChild, ProcessSpec};
-use super::writer::{partial_path_for, publish_file, push_all, push_container, push_kept_streams, zip_frames, FrameWriter, Target, WriteConfig};
+use super::writer::{partial_path_for, publish_file, push_all, push_container, push_kept_streams, push_streams_input, zip_frames, FrameWriter, Target, WriteConfig};
 use super::{MediaError, MediaTools, RgbFrames};
 
 /// Segments already finished in the folder: the first `segments` of them, `frames` frames in all.
@@ -96,12 +96,8 @@ impl SegmentedWriter {
             Some(path) => Some(source_streams(&self.tools, path)?),
             None => None,
         };
-        if let (Some(path), Some(_)) = (&config.streams_from, &sources) {
-            if let Some(span) = &config.streams_span {
-                push_all(&mut args, &["-ss", &format!("{:.6}", span.start_s), "-t", &format!("{:.6}", span.duration_s)]);
-            }
-            push_all(&mut args, &["-protocol_whitelist", "file", "-i"]);
-            args.push(file_url(path));
+        if let Some(path) = &config.streams_from {
+            push_streams_input(&mut args, path, config.streams_span.as_ref());
         }
         push_all(&mut args, &["-map", "0:v:0", "-c:v", "copy"]);
         if config.format == OutputFormat::H265 {

@@ -315,12 +315,7 @@ fn encode_args(config: &WriteConfig, fps_rational: &str, sources: Option<&(PathB
     let input_pix_fmt = format.depth().rgb_pix_fmt();
     push_all(&mut args, &["-f", "rawvideo", "-pix_fmt", input_pix_fmt, "-s", &size, "-framerate", fps_rational, "-i", "pipe:0"]);
     if let Some((path, _)) = sources {
-        if let Some(span) = &config.streams_span {
-            // Input options: ffmpeg seeks this input (exactly, as it decodes) and reads no further.
-            push_all(&mut args, &["-ss", &format!("{:.6}", span.start_s), "-t", &format!("{:.6}", span.duration_s)]);
-        }
-        push_all(&mut args, &["-protocol_whitelist", "file", "-i"]);
-        args.push(file_url(path));
+        push_streams_input(&mut args, path, config.streams_span.as_ref());
     }
     push_all(&mut args, &["-map", "0:v:0"]);
     let mut filters = Vec::new();
@@ -364,6 +359,17 @@ pub(super) fn push_container(args: &mut Vec<OsString>, format: OutputFormat, who
         OutputFormat::Ffv1 => push_all(args, &["-f", "matroska"]),
         OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors => push_all(args, &["-f", "image2"]),
     }
+}
+
+/// The next input: the file whose audio, subtitles and chapters the output keeps, from a span's start for its
+/// length when the job is over part of it.
+pub(super) fn push_streams_input(args: &mut Vec<OsString>, path: &Path, span: Option<&FrameSpan>) {
+    if let Some(span) = span {
+        // Input options: ffmpeg seeks this input (exactly, as it decodes) and reads no further.
+        push_all(args, &["-ss", &format!("{:.6}", span.start_s), "-t", &format!("{:.6}", span.duration_s)]);
+    }
+    push_all(args, &["-protocol_whitelist", "file", "-i"]);
+    args.push(file_url(path));
 }
 
 /// The encoder's pixel format: what each format's users expect of it.
