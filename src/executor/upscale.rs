@@ -11,7 +11,6 @@ use super::frame_workers::FrameWorkers;
 use super::resume::Checkpoints;
 use super::stage_clock::StageClock;
 use super::{alpha, frames, ExecError, Executor, JobHooks, JobSpec};
-use crate::executor::quality::QualityMeter;
 use crate::executor::tiled::upscale::upscale_tiled;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
@@ -91,11 +90,8 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let mut writer = write_output(exec, job, &info, output, &checkpoints.folder.dir, checkpoints.finished())?;
     let total = source.total(info.frames);
     let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
-    let mut quality = match (&checkpoints.resumed, job.params.metrics.unwrap_or(false)) {
-        (_, false) => None,
-        (Some(checkpoint), true) => Some(checkpoint.quality.clone().unwrap_or_default()),
-        (None, true) => Some(QualityMeter::default()),
-    };
+    // A resumed job's figures go on from the sums its checkpoint kept.
+    let mut quality = job.params.metrics.unwrap_or(false).then(|| checkpoints.resumed.as_ref().and_then(|c| c.quality.clone()).unwrap_or_default());
 
     let mut clock = StageClock::default();
     // Frames the source has given; those a stopped run already wrote are read again, not upscaled again.
