@@ -71,6 +71,34 @@ impl VideoTensorWriter {
         Ok(VideoTensorWriter { file, frames: shape[2] as u64, plane: (shape[3] * shape[4]) as u64, written: 0 })
     }
 
+    /// Writes on in the partial file a stopped writer of the same tensor left, after its first `written`
+    /// frames (true), or in a new one (false: no `written`, or no such file). With `keep_partial` the
+    /// partial file stays if this writer stops too, for a checkpoint to name.
+    pub fn resume_or_create(path: &Path, name: &str, shape: [i64; 5], metadata: &BTreeMap<String, String>, written: Option<u64>, keep_partial: bool) -> Result<(Self, bool), ExecError> {
+        let frames = shape[2] as u64;
+        let plane = (shape[3] * shape[4]) as u64;
+        if let Some(written) = written {
+            if let Some(file) = TensorFileWriter::continue_partial(path, name, Dtype::F32, &shape, metadata).map_err(io_error)? {
+                return Ok((VideoTensorWriter { file, frames, plane, written }, true));
+            }
+        }
+        let mut writer = Self::create(path, name, shape, metadata)?;
+        if keep_partial {
+            writer.file.keep_partial();
+        }
+        Ok((writer, false))
+    }
+
+    /// Frames written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// What is written so far is on the disk when this returns (before a checkpoint names it).
+    pub fn sync(&self) -> Result<(), ExecError> {
+        self.file.sync().map_err(io_error)
+    }
+
     /// `chunk`: `[1, C, n, H, W]`, the next `n` frames.
     pub fn append(&mut self, chunk: &Tensor) -> Result<(), ExecError> {
         let (_, channels, n, _, _) = chunk.size5().expect("[1, C, n, H, W]");

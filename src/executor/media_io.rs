@@ -146,6 +146,11 @@ pub fn write_output(exec: &Executor, job: &JobSpec, info: &MediaInfo, video: Out
         let writer = StillWriter::new(&exec.config.tools, job.output_path.clone(), video.width, video.height, format.depth())?;
         return Ok(FrameSink::Still(writer));
     }
+    write_segments(exec, job, video, segments_dir, finished)
+}
+
+/// The job's video in segments in `segments_dir`, after the `finished` ones there.
+pub fn write_segments(exec: &Executor, job: &JobSpec, video: OutputVideo, segments_dir: &Path, finished: FinishedSegments) -> Result<FrameSink, ExecError> {
     let config = write_config(exec, job, video);
     Ok(FrameSink::Video(SegmentedWriter::open(&exec.config.tools, config, segments_dir.to_path_buf(), finished)?))
 }

@@ -1,6 +1,7 @@
-//! Going on after a stop. Upscale and restore write their video as segments (`media::segments`) in a
-//! folder beside the output and, after each finished segment, a checkpoint: how far the job got and what
-//! it needs to go on from there (restore: batches done and the frames held for the next cross-fade). Run
+//! Going on after a stop. Upscale, restore and the VAE decode write their video as segments
+//! (`media::segments`) in a folder beside the output and, after each finished segment, a checkpoint: how far
+//! the job got and what it needs to go on from there (restore: batches done and the frames held for the next
+//! cross-fade; the VAE: latent frames done and its streams' causal caches). Run
 //! again — after a server stop, a kill, a power cut, or by another worker on the same data dir — the job
 //! finds the checkpoint, reads its input again without computing up to that point, and appends. A
 //! checkpoint made with other settings or another input (`fingerprint`) is not used.
@@ -16,6 +17,7 @@ use super::{ExecError, Executor, JobSpec};
 use crate::jobs::plan::ResumedFrom;
 use crate::media::segments::FinishedSegments;
 use crate::media::MediaError;
+use crate::models::nn::causal_cache::{RowSplit, SavedTensors};
 
 const CHECKPOINT: &str = "checkpoint.json";
 
@@ -32,6 +34,9 @@ pub struct Checkpoint {
     /// Restore's place in its batches.
     #[serde(default)]
     pub restore: Option<RestoreMark>,
+    /// The VAE decode's place in its latent.
+    #[serde(default)]
+    pub vae: Option<VaeMark>,
     /// `metrics=true`: the sums over the frames written so far.
     #[serde(default)]
     pub quality: Option<QualityMeter>,
@@ -46,6 +51,28 @@ pub struct RestoreMark {
     pub dropped: i64,
     /// The file of the frames held for the next batch's cross-fade, when any are held.
     pub held: Option<String>,
+}
+
+/// Where a VAE stream stood at a checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VaeMark {
+    /// Input frames pushed (latent frames for a decode).
+    pub inputs: i64,
+    /// The file of the streams' saved state (causal caches) after those frames.
+    pub state: String,
+    /// The row split the streams ran with (an out-of-memory fallback), and the fallbacks logged so far.
+    pub row_split: Option<RowSplit>,
+    pub fallbacks: Vec<String>,
+}
+
+/// What a job needs, beside its finished segments, to go on from a checkpoint.
+pub enum Mark<'a> {
+    /// Upscale: the frame count alone.
+    Frames,
+    /// Restore: batches done, `prepend_frames` dropped, the frames held for the next cross-fade.
+    Restore { batches: i64, dropped: i64, held: Option<&'a Tensor> },
+    /// A VAE stream: input frames pushed, the streams' state after them, how they ran.
+    Vae { inputs: i64, state: SavedTensors, row_split: Option<RowSplit>, fallbacks: &'a [String] },
 }
 
 impl Checkpoint {
@@ -64,37 +91,56 @@ pub struct Checkpoints {
     pub resumed: Option<Checkpoint>,
     /// Output frames per segment, at least 1 (`checkpoint_s` at the output's rate).
     pub segment_frames: u64,
+    can_resume: bool,
     started: Instant,
 }
 
 impl Checkpoints {
-    /// `fps`: the output's rate. A still is written whole, and so never goes on from a checkpoint.
-    pub fn open(exec: &Executor, job: &JobSpec, settings: serde_json::Value, fps: f64, still: bool) -> Checkpoints {
+    /// `fps`: the output's rate. A job that cannot go on from a checkpoint (a still, written whole; a
+    /// tile-major VAE decode) starts over.
+    pub fn open(exec: &Executor, job: &JobSpec, settings: serde_json::Value, fps: f64, can_resume: bool) -> Checkpoints {
         let folder = ResumeFolder::for_job(exec, job, settings);
-        let resumed = if still { None } else { folder.load() };
+        let resumed = if can_resume { folder.load() } else { None };
         if let Some(checkpoint) = &resumed {
             tracing::info!(id = %job.id, frame = checkpoint.frames, segments = checkpoint.segments, "going on from the last checkpoint");
         }
         let segment_frames = (exec.config.checkpoint_s * fps).round().max(1.0) as u64;
-        Checkpoints { folder, resumed, segment_frames, started: Instant::now() }
+        Checkpoints { folder, resumed, segment_frames, can_resume, started: Instant::now() }
     }
 
     pub fn finished(&self) -> FinishedSegments {
         self.resumed.as_ref().map(Checkpoint::finished).unwrap_or_default()
     }
 
+    /// Whether the job's checkpoints are used when it runs again (see [`Checkpoints::open`]).
+    pub fn can_resume(&self) -> bool {
+        self.can_resume
+    }
+
     pub fn resumed_from(&self) -> Option<ResumedFrom> {
         self.resumed.as_ref().map(Checkpoint::resumed_from)
     }
 
-    /// Finishes the segment in hand and records it: `restore` is `(batches, dropped, held frames)`.
-    pub fn save(&self, sink: &mut FrameSink, restore: Option<(i64, i64, Option<&Tensor>)>, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
+    /// Records `frames` written to an output that is not in segments (a latent file written in place).
+    pub fn save_written(&self, frames: u64, mark: Mark) -> Result<(), ExecError> {
+        let work_s = self.resumed.as_ref().map_or(0.0, |c| c.work_s) + self.started.elapsed().as_secs_f64();
+        self.folder.save(FinishedSegments { segments: 0, frames }, work_s, mark, None)
+    }
+
+    /// The checkpoint cannot be gone on from after all (what it names is gone): start over.
+    pub fn discard(&mut self) {
+        self.folder.remove();
+        self.resumed = None;
+    }
+
+    /// Finishes the segment in hand and records it with what going on from it needs (`mark`).
+    pub fn save(&self, sink: &mut FrameSink, mark: Mark, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
         if sink.frames_in_segment().unwrap_or(0) == 0 {
             return Ok(());
         }
         let finished = sink.end_segment()?;
         let work_s = self.resumed.as_ref().map_or(0.0, |c| c.work_s) + self.started.elapsed().as_secs_f64();
-        self.folder.save(finished, work_s, restore, quality)
+        self.folder.save(finished, work_s, mark, quality)
     }
 }
 
@@ -136,28 +182,50 @@ impl ResumeFolder {
     }
 
     /// A checkpoint after `finished`: written whole or not at all, after the frames it names.
-    pub fn save(&self, finished: FinishedSegments, work_s: f64, restore: Option<(i64, i64, Option<&Tensor>)>, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
-        let io = |what: &str, e: std::io::Error| ExecError::Media(MediaError::io(format!("{what} in {}", self.dir.display()), e));
-        let mark = match restore {
-            Some((batches, dropped, held)) => {
+    pub fn save(&self, finished: FinishedSegments, work_s: f64, mark: Mark, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| self.io_error("making the checkpoint's folder", e))?;
+        let (mut restore, mut vae, mut tensors_file) = (None, None, None);
+        match mark {
+            Mark::Frames => {}
+            Mark::Restore { batches, dropped, held } => {
+                // Named per batch (and the VAE state per frame), so a crash between this file and the
+                // checkpoint cannot pair a checkpoint with another one's tensors.
                 let name = held.map(|_| format!("held_{batches:06}.safetensors"));
                 if let (Some(held), Some(name)) = (held, &name) {
-                    let cpu = held.to_device(Device::Cpu).contiguous();
-                    let partial = self.dir.join(format!(".{name}.partial"));
-                    Tensor::write_safetensors(&[("held", &cpu)], &partial)?;
-                    sync_and_rename(&partial, &self.dir.join(name)).map_err(|e| io("saving the held frames", e))?;
+                    self.write_tensors(name, &[("held".to_string(), held.to_device(Device::Cpu).contiguous())])?;
                 }
-                Some(RestoreMark { batches, dropped, held: name })
+                tensors_file = name.clone();
+                restore = Some(RestoreMark { batches, dropped, held: name });
             }
-            None => None,
-        };
-        let held_now = mark.as_ref().and_then(|m| m.held.clone());
-        let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore: mark, quality: quality.cloned() };
+            Mark::Vae { inputs, state, row_split, fallbacks } => {
+                let name = format!("stream_{inputs:06}.safetensors");
+                self.write_tensors(&name, &state)?;
+                tensors_file = Some(name.clone());
+                vae = Some(VaeMark { inputs, state: name, row_split, fallbacks: fallbacks.to_vec() });
+            }
+        }
+        let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore, vae, quality: quality.cloned() };
         let partial = self.dir.join(format!(".{CHECKPOINT}.partial"));
         let text = serde_json::to_vec(&checkpoint).expect("a checkpoint serializes");
-        std::fs::write(&partial, text).and_then(|_| sync_and_rename(&partial, &self.dir.join(CHECKPOINT))).map_err(|e| io("saving the checkpoint", e))?;
-        self.remove_held_files_but(held_now.as_deref());
+        std::fs::write(&partial, text).and_then(|_| sync_and_rename(&partial, &self.dir.join(CHECKPOINT))).map_err(|e| self.io_error("saving the checkpoint", e))?;
+        self.remove_tensor_files_but(tensors_file.as_deref());
         Ok(())
+    }
+
+    fn write_tensors(&self, name: &str, tensors: &[(String, Tensor)]) -> Result<(), ExecError> {
+        let partial = self.dir.join(format!(".{name}.partial"));
+        Tensor::write_safetensors(tensors, &partial)?;
+        sync_and_rename(&partial, &self.dir.join(name)).map_err(|e| self.io_error("saving a checkpoint's tensors", e))
+    }
+
+    fn io_error(&self, what: &str, error: std::io::Error) -> ExecError {
+        ExecError::Media(MediaError::io(format!("{what} in {}", self.dir.display()), error))
+    }
+
+    /// A VAE checkpoint's saved stream state, by name, on `device`.
+    pub fn stream_state(&self, name: &str, device: Device) -> Result<std::collections::HashMap<String, Tensor>, ExecError> {
+        let tensors = Tensor::read_safetensors(self.dir.join(name))?;
+        Ok(tensors.into_iter().map(|(key, tensor)| (key, tensor.to_device(device))).collect())
     }
 
     /// The frames a checkpoint holds for the next cross-fade, on `device`.
@@ -176,11 +244,12 @@ impl ResumeFolder {
         }
     }
 
-    fn remove_held_files_but(&self, keep: Option<&str>) {
+    /// Earlier checkpoints' tensor files (held frames, stream states): only the last checkpoint's is used.
+    fn remove_tensor_files_but(&self, keep: Option<&str>) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with("held_") && Some(name.as_str()) != keep {
+            if (name.starts_with("held_") || name.starts_with("stream_")) && Some(name.as_str()) != keep {
                 let _ = std::fs::remove_file(entry.path());
             }
         }

@@ -8,7 +8,7 @@ use tch::Tensor;
 
 use super::media_io::{finish_output, input_media, read_frames, video_outcome, write_output, OutputVideo};
 use super::frame_workers::FrameWorkers;
-use super::resume::Checkpoints;
+use super::resume::{Checkpoints, Mark};
 use super::stage_clock::StageClock;
 use super::{alpha, frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::executor::tiled::upscale::upscale_tiled;
@@ -85,7 +85,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         blend: true,
     };
     let settings = serde_json::json!({ "kind": format!("{kind:?}"), "tile": tiling.tile, "overlap": tiling.overlap });
-    let checkpoints = Checkpoints::open(exec, job, settings, fps, info.still);
+    let checkpoints = Checkpoints::open(exec, job, settings, fps, !info.still);
     let output = OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) };
     let mut writer = write_output(exec, job, &info, output, &checkpoints.folder.dir, checkpoints.finished())?;
     let total = source.total(info.frames);
@@ -132,7 +132,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
                 }
                 StageClock::time(&mut clock.write, || writer.write(run))?;
                 if writer.frames_in_segment() == Some(checkpoints.segment_frames) {
-                    StageClock::time(&mut clock.write, || checkpoints.save(&mut writer, None, quality.as_ref()))?;
+                    StageClock::time(&mut clock.write, || checkpoints.save(&mut writer, Mark::Frames, quality.as_ref()))?;
                 }
                 run = rest;
             }

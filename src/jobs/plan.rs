@@ -134,6 +134,10 @@ pub struct VaeEncodePlan {
     pub normalized: bool,
     /// Null when the convolutions ran whole.
     pub row_split: Option<RowSplit>,
+    /// The run went on from where a stopped one had got to (`frame`: latent frames kept); absent when it
+    /// started from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
 }
 
 /// `vae_decode`.
@@ -146,6 +150,9 @@ pub struct VaeDecodePlan {
     pub frames: u64,
     /// Null when the convolutions ran whole.
     pub row_split: Option<RowSplit>,
+    /// The run went on from where a stopped one had got to; absent when it started from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
 }
 
 /// `vae_reconstruct`.
@@ -446,8 +453,8 @@ mod tests {
             interpolation: None,
             resumed_from: None,
         };
-        let encode = VaeEncodePlan { latent_shape: vec![1, 16, 3, 18, 22], padded_frames: 1, normalized: true, row_split: None };
-        let decode = VaeDecodePlan { latent_shape: vec![1, 16, 3, 18, 22], latent_frames_per_push: 2, frames: 9, row_split: split };
+        let encode = VaeEncodePlan { latent_shape: vec![1, 16, 3, 18, 22], padded_frames: 1, normalized: true, row_split: None, resumed_from: None };
+        let decode = VaeDecodePlan { latent_shape: vec![1, 16, 3, 18, 22], latent_frames_per_push: 2, frames: 9, row_split: split, resumed_from: None };
         let reconstruct = VaeReconstructPlan { frames: 10, row_split: RowSplitHalves { encoder: None, decoder: split } };
         vec![
             (

@@ -25,6 +25,7 @@ pub use frames::{FrameReader, ReadConfig, RgbFrames};
 pub use process::ProcessPriority;
 pub use range::{probe_part, FrameSpan, InputRange};
 pub use probe::{probe, MediaInfo};
+pub(crate) use probe::parse_rate;
 pub use settings::{MediaLimits, MediaTools};
 pub use still::StillWriter;
 pub use writer::{FrameWriter, WriteConfig};

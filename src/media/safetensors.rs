@@ -164,6 +164,8 @@ pub struct TensorFileWriter {
     path: PathBuf,
     data_start: u64,
     finished: bool,
+    /// The partial file outlives an unfinished writer: a checkpoint names what is written in it.
+    keep_partial: bool,
 }
 
 impl TensorFileWriter {
@@ -174,7 +176,35 @@ impl TensorFileWriter {
         let mut file = File::create(&partial)?;
         file.write_all(&prefix)?;
         file.set_len(prefix.len() as u64 + numel * dtype.size())?;
-        Ok(TensorFileWriter { file, partial, path: path.to_path_buf(), data_start: prefix.len() as u64, finished: false })
+        Ok(TensorFileWriter { file, partial, path: path.to_path_buf(), data_start: prefix.len() as u64, finished: false, keep_partial: false })
+    }
+
+    /// The partial file a stopped writer of the same tensor left, to write on in (`None`: there is none,
+    /// or it was begun for another tensor). Its partial file is kept when this writer is not finished.
+    pub fn continue_partial(path: &Path, name: &str, dtype: Dtype, shape: &[i64], metadata: &BTreeMap<String, String>) -> std::io::Result<Option<Self>> {
+        let prefix = single_tensor_prefix(name, dtype, shape, metadata);
+        let numel = checked_numel(shape).expect("a shape the caller checked");
+        let partial = partial_path(path);
+        let mut file = match std::fs::OpenOptions::new().read(true).write(true).open(&partial) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let mut found = vec![0u8; prefix.len()];
+        if file.metadata()?.len() != prefix.len() as u64 + numel * dtype.size() || file.read_exact(&mut found).is_err() || found != prefix {
+            return Ok(None);
+        }
+        Ok(Some(TensorFileWriter { file, partial, path: path.to_path_buf(), data_start: prefix.len() as u64, finished: false, keep_partial: true }))
+    }
+
+    /// Keeps the partial file when this writer is dropped unfinished (a checkpoint will name it).
+    pub fn keep_partial(&mut self) {
+        self.keep_partial = true;
+    }
+
+    /// Everything written so far is on the disk when this returns.
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_data()
     }
 
     /// Writes `bytes` at `offset` bytes into the tensor's data.
@@ -193,7 +223,7 @@ impl TensorFileWriter {
 
 impl Drop for TensorFileWriter {
     fn drop(&mut self) {
-        if !self.finished {
+        if !self.finished && !self.keep_partial {
             let _ = std::fs::remove_file(&self.partial);
         }
     }

@@ -174,3 +174,88 @@ async fn a_restore_whose_worker_is_killed_goes_on_from_its_checkpoint_on_the_oth
     assert_eq!(job["plan"]["resumed_from"]["batch"], 2, "{}", job["plan"]);
     assert_same_frames(&result_frames(&client, &server, &job, dir.path(), WIDTH, HEIGHT).await, &whole_frames);
 }
+
+/// Latent frames of the decode below: 1 + 4 × 15 = 61 frames out, a push (and a checkpoint) per latent frame.
+const LATENT_FRAMES: i64 = 16;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vae_decode_killed_mid_latent_goes_on_from_its_checkpoint_and_equals_an_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_wan21(dir.path());
+    let mut settings = SETTINGS.to_vec();
+    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
+    let server = Server::start(dir.path(), &settings);
+    let client = client();
+    // 12 × 16 latent cells: 96 × 128 pixels. Random values: every frame differs from every other.
+    tch::manual_seed(3);
+    let latent = tch::Tensor::randn([1, 16, LATENT_FRAMES, 12, 16], (tch::Kind::Float, tch::Device::Cpu));
+    let path = dir.path().join("latent.safetensors");
+    tch::Tensor::write_safetensors(&[("latent", &latent)], &path).unwrap();
+    let input = std::fs::read(&path).unwrap();
+    let query = "op=vae_decode&model=wan21-small&dtype=f32&output_format=ffv1&filename=latent.safetensors";
+    let total = 1 + 4 * (LATENT_FRAMES as usize - 1);
+
+    let whole = run_job(&client, &server, query, input.clone()).await;
+    assert!(whole["plan"].get("resumed_from").is_none(), "{}", whole["plan"]);
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), 128, 96).await;
+    assert_eq!(whole_frames.len(), total);
+
+    let id = submit(&client, &server, query, input).await;
+    // Killed once the decoder's state after 4 to 11 latent frames is on disk.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let seen = loop {
+        if let Some(frames) = checkpoint(&server, &id).and_then(|c| c["vae"]["inputs"].as_i64().filter(|n| (4..12).contains(n)).and(c["frames"].as_u64())) {
+            break frames;
+        }
+        assert!(Instant::now() < deadline, "never saw a checkpoint after 4 to 11 latent frames");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    let resumed = &job["plan"]["resumed_from"];
+    let kept = resumed["frame"].as_u64().unwrap_or(0);
+    assert!(kept >= seen && kept < total as u64, "kept {kept} frames, the checkpoint seen had {seen}: {}", job["plan"]);
+    assert!(resumed["saved_s"].as_f64().unwrap() > 0.0, "{resumed}");
+    assert_eq!(job["plan"]["frames"], total);
+    assert_same_frames(&result_frames(&client, &server, &job, dir.path(), 128, 96).await, &whole_frames);
+    assert!(segments_folder(&server, &id).is_none(), "the segments are gone once the result is whole");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vae_encode_killed_mid_clip_goes_on_from_its_checkpoint_and_writes_the_same_latent() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_wan21(dir.path());
+    let mut settings = SETTINGS.to_vec();
+    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
+    let server = Server::start(dir.path(), &settings);
+    let client = client();
+    // 61 frames: 1 + 4 × 15, 16 latent frames, pushed 4 frames at a time with a checkpoint after each push.
+    let input = clip(dir.path(), 61);
+    let query = "op=vae_encode&model=wan21-small&dtype=f32&filename=clip.mkv";
+
+    let whole = run_job(&client, &server, query, input.clone()).await;
+    assert!(whole["plan"].get("resumed_from").is_none(), "{}", whole["plan"]);
+    let whole_latent = fetch(&client, &server, &whole).await;
+
+    let id = submit(&client, &server, query, input).await;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let seen = loop {
+        if let Some(frames) = checkpoint(&server, &id).and_then(|c| c["vae"]["inputs"].as_i64().filter(|n| (16..45).contains(n)).and(c["frames"].as_u64())) {
+            break frames;
+        }
+        assert!(Instant::now() < deadline, "never saw a checkpoint after 16 to 44 frames");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    let kept = job["plan"]["resumed_from"]["frame"].as_u64().unwrap_or(0);
+    assert!(kept >= seen && kept < 16, "kept {kept} latent frames, the checkpoint seen had {seen}: {}", job["plan"]);
+    let latent = fetch(&client, &server, &job).await;
+    assert_eq!(latent.len(), whole_latent.len());
+    assert!(latent == whole_latent, "the resumed encode's latent file differs from the uninterrupted run's");
+    assert!(segments_folder(&server, &id).is_none(), "the checkpoint folder is gone once the latent is whole");
+}

@@ -27,7 +27,7 @@ use batches::{BatchBuffer, BatchShape, TemporalBlender};
 use memory::{memory_plan, MemoryInputs, MemoryPlan};
 use prepend::PrependMirror;
 use settings::halved_batch;
-use super::resume::Checkpoints;
+use super::resume::{Checkpoints, Mark};
 use super::scene::CutFinder;
 use vae::{StreamSettings, StreamedVae};
 pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT_BATCH_OVERLAP, DEFAULT_SEED, MAX_PREPEND_FRAMES};
@@ -54,7 +54,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let memory = memory_plan(&MemoryInputs { restorer: &restorer, vae: &vae, settings: &settings, geometry: &geometry, budget_mib });
     let settings = RestoreSettings { batch: memory.batch, ..settings };
     let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "batch": settings.batch, "budget_mib": budget_mib });
-    let checkpoints = Checkpoints::open(exec, job, resume_settings, info.fps, info.still);
+    let checkpoints = Checkpoints::open(exec, job, resume_settings, info.fps, !info.still);
     let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory, checkpoints };
     tch::no_grad(|| pipeline.run(&mut vae, timings))
 }
@@ -222,7 +222,7 @@ impl Pipeline<'_> {
         }
         if restored_any && writer.frames_in_segment().is_some_and(|frames| frames >= self.checkpoints.segment_frames) {
             let waited = Instant::now();
-            self.checkpoints.save(writer, Some((clock.batches, clock.dropped, scene.blender.held())), None)?;
+            self.checkpoints.save(writer, Mark::Restore { batches: clock.batches, dropped: clock.dropped, held: scene.blender.held() }, None)?;
             clock.io.write += waited.elapsed().as_secs_f64();
         }
         Ok(())

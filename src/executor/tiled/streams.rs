@@ -2,13 +2,15 @@
 //! causal cache across time chunks, blended with raised-cosine weights — in pixel space for decode,
 //! in latent space for encode. `push` has the signature of the untiled stream, so the executor can
 //! swap one for the other; with a single tile they are the untiled stream itself.
+use std::collections::HashMap;
+
 use tch::Tensor;
 
 use super::blend::BlendAccumulator;
 use crate::models::ModelError;
 use crate::models::family::vae::{BoxedStream, StreamOutput};
 use crate::models::vae::VideoVae;
-use crate::models::nn::causal_cache::RowSplit;
+use crate::models::nn::causal_cache::{saved_state_error, RowSplit, SavedTensors};
 use crate::tiling::blend::TileBlender;
 use crate::tiling::grid::{SpatialTiles, TileGrid};
 use crate::tiling::spatial::Span;
@@ -110,7 +112,39 @@ impl<'a> TileStreams<'a> {
     fn tile_count(&self) -> usize {
         self.layout.as_ref().map_or(0, |l| l.tiles.len())
     }
+
+    /// The frame size in latent cells and every tile stream's state (nothing before the first push).
+    fn save_state(&self) -> SavedTensors {
+        let mut saved = SavedTensors::new();
+        if let Some(layout) = &self.layout {
+            saved.push((LAYOUT_KEY.into(), Tensor::from_slice(&[layout.latent_height, layout.latent_width])));
+            for (index, stream) in self.streams.iter().enumerate() {
+                stream.save_state(&format!("tile{index}."), &mut saved);
+            }
+        }
+        saved
+    }
+
+    /// The frame size a saved state was made for, if it was made after a push.
+    fn saved_layout(saved: &HashMap<String, Tensor>) -> Result<Option<(i64, i64)>, ModelError> {
+        let Some(size) = saved.get(LAYOUT_KEY) else { return Ok(None) };
+        match Vec::<i64>::try_from(size)?[..] {
+            [h, w] => Ok(Some((h, w))),
+            _ => Err(saved_state_error(format!("a `{LAYOUT_KEY}` of shape {:?}", size.size()))),
+        }
+    }
+
+    /// Loads what `save_state` wrote into the tile streams `layout_for` just made.
+    fn load_streams(&mut self, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        for (index, stream) in self.streams.iter_mut().enumerate() {
+            stream.load_state(&format!("tile{index}."), saved)?;
+        }
+        Ok(())
+    }
 }
+
+/// The saved frame size (latent cells): the tiles are laid out again from it when a stream goes on.
+const LAYOUT_KEY: &str = "layout";
 
 /// Latent frames in, pixel frames out, tile by tile. Output is Float (blended tiles) or the model's
 /// own output (one tile).
@@ -153,6 +187,20 @@ impl<'a> TiledDecoder<'a> {
     /// Tiles actually run per push (known after the first push).
     pub fn tile_count(&self) -> usize {
         self.state.tile_count()
+    }
+
+    /// The stream's state after the last push, to go on from in another process ([`TiledDecoder::load_state`]).
+    pub fn save_state(&self) -> SavedTensors {
+        self.state.save_state()
+    }
+
+    /// Goes on from a state `save_state` gave a decoder of the same model and tiles (tensors on `device`).
+    pub fn load_state(&mut self, saved: &HashMap<String, Tensor>, device: tch::Device) -> Result<(), ModelError> {
+        let Some((h, w)) = TileStreams::saved_layout(saved)? else { return Ok(()) };
+        let (vae, tiles, output) = (self.vae, self.tiles, self.output);
+        let factor = vae.spatial_factor();
+        self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, device), || vae.decoder_with(output))?;
+        self.state.load_streams(saved)
     }
 
     /// `latent`: `[1, C, t, h, w]`; returns `[1, 3, n, s·h, s·w]` as the untiled decoder does.
@@ -212,6 +260,19 @@ impl<'a> TiledEncoder<'a> {
 
     pub fn tile_count(&self) -> usize {
         self.state.tile_count()
+    }
+
+    /// The stream's state after the last push, to go on from in another process ([`TiledEncoder::load_state`]).
+    pub fn save_state(&self) -> SavedTensors {
+        self.state.save_state()
+    }
+
+    /// Goes on from a state `save_state` gave an encoder of the same model and tiles (tensors on `device`).
+    pub fn load_state(&mut self, saved: &HashMap<String, Tensor>, device: tch::Device) -> Result<(), ModelError> {
+        let Some((h, w)) = TileStreams::saved_layout(saved)? else { return Ok(()) };
+        let (vae, tiles, output) = (self.vae, self.tiles, self.output);
+        self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, device), || vae.encoder_with(output))?;
+        self.state.load_streams(saved)
     }
 
     /// `frames`: `[1, 3, n, H, W]` in [-1, 1], H and W multiples of the spatial factor.

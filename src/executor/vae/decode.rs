@@ -13,21 +13,24 @@ use crate::executor::tiled::tile_major::{TileMajorDecode, TileMajorHooks};
 use crate::jobs::plan::{VaeDecodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
-use crate::executor::media_io::{output_media, OutputVideo};
-use crate::media::{Colour, FrameWriter};
+use crate::executor::media_io::{finish_output, write_segments, FrameSink, OutputVideo};
+use crate::executor::resume::{Checkpoints, Mark};
+use crate::executor::tiled::streams::TiledDecoder;
+use crate::media::{Colour, MediaInfo};
 use crate::models::ModelError;
 use crate::models::family::vae::StreamOutput;
 use crate::models::nn::causal_cache::RowSplit;
 use crate::tiling::grid::SpatialTiles;
 
-/// Where decoded frames go: an MP4 through ffmpeg, or a float32 `sample` tensor for `/v1/decode`.
+/// Where decoded frames go: the video, in segments a stopped job goes on from, or a float32 `sample`
+/// tensor for `/v1/decode` (written whole: a stopped one starts over).
 enum DecodeSink {
-    Video(FrameWriter),
+    Video(FrameSink),
     Tensor(VideoTensorWriter),
 }
 
 impl DecodeSink {
-    fn open(ctx: &VaeJob, frames: u64, height: i64, width: i64, fps: &str) -> Result<DecodeSink, ExecError> {
+    fn open(ctx: &VaeJob, frames: u64, height: i64, width: i64, fps: &str, checkpoints: &Checkpoints) -> Result<DecodeSink, ExecError> {
         if ctx.job.params.output_format == Some(OutputFormat::Safetensors) {
             let shape = [1, 3, frames as i64, height, width];
             return Ok(DecodeSink::Tensor(VideoTensorWriter::create(&ctx.job.output_path, "sample", shape, &Default::default())?));
@@ -42,23 +45,64 @@ impl DecodeSink {
             sample_aspect_ratio: None,
             span: None,
         };
-        Ok(DecodeSink::Video(ctx.writer(video)?))
+        Ok(DecodeSink::Video(write_segments(ctx.exec, ctx.job, video, &checkpoints.folder.dir, checkpoints.finished())?))
     }
 
     /// `frames`: `[n, 3, h, w]` in [-1, 1], the next ones.
     fn write(&mut self, frames: &Tensor) -> Result<(), ExecError> {
         match self {
-            DecodeSink::Video(writer) => Ok(writer.write(frames::to_rgb(&VaeJob::to_unit_range(frames), writer.depth())?)?),
+            DecodeSink::Video(sink) => {
+                let depth = sink.depth();
+                Ok(sink.write(frames::to_rgb(&VaeJob::to_unit_range(frames), depth)?)?)
+            }
             DecodeSink::Tensor(writer) => writer.append(&frames.permute([1, 0, 2, 3]).unsqueeze(0)),
         }
     }
 
-    fn finish(self) -> Result<(), ExecError> {
+    fn frames_in_segment(&self) -> u64 {
         match self {
-            DecodeSink::Video(writer) => Ok(writer.finish()?),
-            DecodeSink::Tensor(writer) => writer.finish(),
+            DecodeSink::Video(sink) => sink.frames_in_segment().unwrap_or(0),
+            DecodeSink::Tensor(_) => 0,
         }
     }
+
+    /// Ends the video's segment and records how to go on after it (`mark`).
+    fn checkpoint(&mut self, checkpoints: &Checkpoints, mark: Mark) -> Result<(), ExecError> {
+        match self {
+            DecodeSink::Video(sink) => checkpoints.save(sink, mark, None),
+            DecodeSink::Tensor(_) => Ok(()),
+        }
+    }
+
+    /// Finishes the output: the video joined and probed (its `output.media`), or the tensor file.
+    fn finish(self, ctx: &VaeJob) -> Result<Option<MediaInfo>, ExecError> {
+        match self {
+            DecodeSink::Video(sink) => finish_output(ctx.exec, ctx.job, sink),
+            DecodeSink::Tensor(writer) => writer.finish().map(|()| None),
+        }
+    }
+}
+
+/// The decode's checkpoints. Only a video decoded time-major goes on after a stop: a tile-major decode
+/// runs every tile over the whole clip before the first frame is whole, and a tensor is written whole.
+fn decode_checkpoints(ctx: &VaeJob, fps: &str) -> Checkpoints {
+    let resumable = ctx.job.params.output_format != Some(OutputFormat::Safetensors) && !(ctx.tile_plan.tile_major && ctx.tiles.is_some());
+    // The spatial tiles decide the frames (their seams are blended); the push length does not (the causal
+    // cache is exact), so a job re-planned to shorter pushes still goes on from its checkpoint.
+    let settings = serde_json::json!({ "kind": format!("{:?}", ctx.kind), "tiles": ctx.tiles });
+    let rate = crate::media::parse_rate(fps).map_or(16.0, |(_, rate)| rate);
+    Checkpoints::open(ctx.exec, ctx.job, settings, rate, resumable)
+}
+
+/// Puts `decoder` where the checkpoint the job goes on from left it: the latent frames pushed and the
+/// frames written then, `(0, 0)` for a fresh start.
+fn resume_decoder(ctx: &VaeJob, checkpoints: &Checkpoints, decoder: &mut TiledDecoder, fallbacks: &mut OomFallbacks) -> Result<(i64, u64), ExecError> {
+    let Some(checkpoint) = &checkpoints.resumed else { return Ok((0, 0)) };
+    let mark = checkpoint.vae.as_ref().ok_or_else(|| ExecError::Invalid("a decode checkpoint without the decoder's state".into()))?;
+    decoder.set_row_split(mark.row_split);
+    decoder.load_state(&checkpoints.folder.stream_state(&mark.state, ctx.exec.device)?, ctx.exec.device)?;
+    fallbacks.log.clone_from(&mark.fallbacks);
+    Ok((mark.inputs, checkpoint.frames))
 }
 
 pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
@@ -82,21 +126,20 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let produced = 1 + (latent_frames - 1) * ctx.vae.temporal_factor();
     let total = file.meta.source_frames.map(|n| (n as i64).min(produced)).unwrap_or(produced) as u64;
     let fps = file.meta.fps_rational.clone().unwrap_or_else(|| DEFAULT_LATENT_FPS.into());
-    let mut sink = DecodeSink::open(ctx, total, height, width, &fps)?;
+    let checkpoints = decode_checkpoints(ctx, &fps);
+    let mut sink = DecodeSink::open(ctx, total, height, width, &fps, &checkpoints)?;
     let latents_per_push = (ctx.chunk_frames as i64 / ctx.vae.temporal_factor()).max(1);
-    let mut done = 0u64;
-    let (fallback_log, row_split) = match (ctx.tile_plan.tile_major, ctx.tiles) {
+    let (done, fallback_log, row_split) = match (ctx.tile_plan.tile_major, ctx.tiles) {
         (true, Some(tiles)) => {
             let mut fallbacks = OomFallbacks::default();
             let job = TileMajorJob { tiles, height, width, total, started, full_height: full.0, full_width: full.1 };
             let (written, row_split) = decode_tile_major(ctx, &latent, &job, &mut sink, &mut clock, &mut fallbacks)?;
-            done = written;
-            (fallbacks.log, row_split)
+            (written, fallbacks.log, row_split)
         }
         _ => {
             let mut decoder = ctx.decoder();
             let mut fallbacks = OomFallbacks::default();
-            let mut start = 0;
+            let (mut start, mut done) = resume_decoder(ctx, &checkpoints, &mut decoder, &mut fallbacks)?;
             while start < latent_frames && done < total {
                 ctx.hooks.check_cancelled()?;
                 let count = latents_per_push.min(latent_frames - start);
@@ -109,17 +152,28 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
                 })?;
                 StageClock::time(&mut clock.write, || sink.write(&frames))?;
                 done += frames.size()[0] as u64;
+                // A segment ends after the push that fills it: pushes fall where an uninterrupted run's do.
+                if sink.frames_in_segment() >= checkpoints.segment_frames && checkpoints.can_resume() {
+                    let mark = Mark::Vae { inputs: start, state: decoder.save_state(), row_split: decoder.row_split(), fallbacks: &fallbacks.log };
+                    StageClock::time(&mut clock.write, || sink.checkpoint(&checkpoints, mark))?;
+                }
                 ctx.progress(done, total, started);
             }
-            (fallbacks.log, decoder.row_split())
+            (done, fallbacks.log, decoder.row_split())
         }
     };
     ctx.hooks.check_cancelled()?;
-    let is_video = matches!(sink, DecodeSink::Video(_));
-    StageClock::time(&mut clock.write, || sink.finish())?;
-    let output_media = is_video.then(|| output_media(ctx.exec, ctx.job)).flatten();
-    clock.record(timings, done, started);
-    let op = VaeDecodePlan { latent_shape: latent.size(), latent_frames_per_push: latents_per_push, frames: done, row_split };
+    let output_media = StageClock::time(&mut clock.write, || sink.finish(ctx))?;
+    checkpoints.folder.remove();
+    let kept = checkpoints.finished().frames;
+    clock.record(timings, done - kept, started);
+    let op = VaeDecodePlan {
+        latent_shape: latent.size(),
+        latent_frames_per_push: latents_per_push,
+        frames: done,
+        row_split,
+        resumed_from: checkpoints.resumed_from(),
+    };
     let plan = ctx.plan(fallback_log, VaeOpPlan::Decode(op));
     Ok(ctx.outcome(output_media, timings, plan, None))
 }

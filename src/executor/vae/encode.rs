@@ -7,6 +7,8 @@ use crate::executor::resilient::{self, OomFallbacks};
 use super::VaeJob;
 use crate::executor::stage_clock::StageClock;
 use crate::executor::frames::{self, VideoTensorWriter};
+use crate::executor::resume::{Checkpoints, Mark};
+use crate::executor::tiled::streams::TiledEncoder;
 use crate::executor::ExecError;
 use crate::jobs::plan::{VaeEncodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, Timings};
@@ -100,6 +102,39 @@ impl LatentSink<'_> {
     }
 }
 
+/// The encode's checkpoints: a video's (a tensor sent to `/v1/encode` is a short call that starts over).
+fn encode_checkpoints(ctx: &VaeJob, source: &EncodeSource) -> Checkpoints {
+    let (resumable, rate) = match source {
+        EncodeSource::Video { info, .. } => (true, info.fps),
+        EncodeSource::Tensor { .. } => (false, 16.0),
+    };
+    // As for the decode: the spatial tiles decide the latent, the push length does not.
+    let settings = serde_json::json!({ "kind": format!("{:?}", ctx.kind), "tiles": ctx.tiles });
+    Checkpoints::open(ctx.exec, ctx.job, settings, rate, resumable)
+}
+
+/// The latent file's writer and `encoder`, where the checkpoint the job goes on from left them, and the
+/// input frames pushed then (0 for a fresh start, also when the partial latent file is gone).
+fn resume_encoder(
+    ctx: &VaeJob,
+    checkpoints: &mut Checkpoints,
+    shape: [i64; 5],
+    meta: &LatentMeta,
+    encoder: &mut TiledEncoder,
+    fallbacks: &mut OomFallbacks,
+) -> Result<(VideoTensorWriter, u64), ExecError> {
+    let resumed = checkpoints.resumed.as_ref().and_then(|c| c.vae.clone().map(|mark| (c.frames, mark)));
+    let (writer, continued) = VideoTensorWriter::resume_or_create(&ctx.job.output_path, "latent", shape, &meta.to_strings(), resumed.as_ref().map(|(frames, _)| *frames), checkpoints.can_resume())?;
+    let Some((_, mark)) = resumed.filter(|_| continued) else {
+        checkpoints.discard();
+        return Ok((writer, 0));
+    };
+    encoder.set_row_split(mark.row_split);
+    encoder.load_state(&checkpoints.folder.stream_state(&mark.state, ctx.exec.device)?, ctx.exec.device)?;
+    fallbacks.log.clone_from(&mark.fallbacks);
+    Ok((writer, mark.inputs as u64))
+}
+
 pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
     let mut source = EncodeSource::open(ctx, timings)?;
     let total = source.total_frames();
@@ -120,25 +155,41 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         width: Some(width),
         height: Some(height),
     };
-    let writer = VideoTensorWriter::create(&ctx.job.output_path, "latent", shape, &meta.to_strings())?;
-    let mut sink = LatentSink { ctx, writer, normalized };
+    let mut checkpoints = encode_checkpoints(ctx, &source);
     let mut encoder = ctx.encoder();
     let mut fallbacks = OomFallbacks::default();
+    let (writer, pushed) = resume_encoder(ctx, &mut checkpoints, shape, &meta, &mut encoder, &mut fallbacks)?;
+    let mut sink = LatentSink { ctx, writer, normalized };
     let group = ctx.vae.temporal_factor();
     let mut clock = StageClock::default();
     let started = Instant::now();
-    let (mut last_frame, mut done) = (None::<Tensor>, 0u64);
+    let (mut last_frame, mut done, mut checkpointed) = (None::<Tensor>, 0u64, pushed);
     loop {
         ctx.hooks.check_cancelled()?;
         let Some((x, count)) = source.next(ctx, &mut clock)? else { break };
+        last_frame = Some(x.narrow(2, x.size()[2] - 1, 1));
+        // Frames a stopped run had pushed are read again, not encoded again.
+        let skip = pushed.saturating_sub(done).min(count);
+        done += count;
+        if skip == count {
+            ctx.progress(done, total, started);
+            continue;
+        }
+        let x = x.narrow(2, skip as i64, (count - skip) as i64);
         if let Some(z) = StageClock::time(&mut clock.compute, || {
-            last_frame = Some(x.narrow(2, x.size()[2] - 1, 1));
             let size = ctx.push_size(x.size()[2], x.size()[3], x.size()[4]);
             resilient::encode(&mut encoder, &x, group, &size, &mut fallbacks)
         })? {
             StageClock::time(&mut clock.write, || sink.write(&z))?;
         }
-        done += count;
+        if done - checkpointed >= checkpoints.segment_frames && checkpoints.can_resume() {
+            StageClock::time(&mut clock.write, || -> Result<(), ExecError> {
+                sink.writer.sync()?;
+                let mark = Mark::Vae { inputs: done as i64, state: encoder.save_state(), row_split: encoder.row_split(), fallbacks: &fallbacks.log };
+                checkpoints.save_written(sink.writer.written(), mark)
+            })?;
+            checkpointed = done;
+        }
         ctx.progress(done, total, started);
     }
     if done != total {
@@ -154,8 +205,15 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         }
     }
     StageClock::time(&mut clock.write, || sink.writer.finish())?;
-    clock.record(timings, done, started);
-    let op = VaeEncodePlan { latent_shape: shape.to_vec(), padded_frames: missing, normalized, row_split: encoder.row_split() };
+    checkpoints.folder.remove();
+    clock.record(timings, done - pushed, started);
+    let op = VaeEncodePlan {
+        latent_shape: shape.to_vec(),
+        padded_frames: missing,
+        normalized,
+        row_split: encoder.row_split(),
+        resumed_from: checkpoints.resumed_from(),
+    };
     let plan = ctx.plan(fallbacks.log, VaeOpPlan::Encode(op));
     Ok(ctx.outcome(None, timings, plan, None))
 }

@@ -42,7 +42,8 @@ struct VaeJob<'a> {
     tile_plan: Plan,
     /// The budget the plan was made for, in MiB (0 = none).
     budget_mib: u64,
-    /// Bytes per element of the compute dtype.
+    /// The compute dtype, and its bytes per element.
+    kind: Kind,
     element_bytes: i64,
 }
 
@@ -70,6 +71,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             tiles: tile_plan.spatial,
             tile_plan: tile_plan.clone(),
             budget_mib: planning.budget_mib,
+            kind,
             element_bytes,
         };
         // Out-of-memory anywhere in the run (also outside a retried push: joining halves, blending)

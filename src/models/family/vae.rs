@@ -1,8 +1,10 @@
 //! What a video VAE family gives the pipelines: the model ([`VaeModel`]) and its streams ([`VaeStream`]).
+use std::collections::HashMap;
+
 use tch::{Device, Kind, Tensor};
 
 use super::Family;
-use crate::models::nn::causal_cache::RowSplit;
+use crate::models::nn::causal_cache::{RowSplit, SavedTensors};
 use crate::models::nn::weights::HeldBytes;
 use crate::models::ModelError;
 
@@ -40,6 +42,11 @@ pub trait VaeStream<'a> {
     fn set_row_split(&mut self, _split: Option<RowSplit>) -> bool {
         false
     }
+    /// The state as named tensors under `prefix` (causal caches, frames waiting for a group), so that a job
+    /// stopped after this push can go on from it in another process.
+    fn save_state(&self, prefix: &str, into: &mut SavedTensors);
+    /// Takes the state [`VaeStream::save_state`] gave a stream of the same model, before any push.
+    fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError>;
 }
 
 pub type BoxedStream<'a> = Box<dyn VaeStream<'a> + 'a>;

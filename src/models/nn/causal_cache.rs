@@ -1,6 +1,15 @@
 //! Streaming state of the causal video VAEs (Wan and SeedVR2): the frames each causal layer carries from one
 //! chunk to the next, held in an explicit struct so a stream is just (model, cache).
+use std::collections::HashMap;
+
 use tch::Tensor;
+
+use super::layout;
+use crate::models::ModelError;
+
+/// A stream's state written down (a checkpoint on disk, `executor::resume`): named tensors, each layer's
+/// remembered frames and counters, that a stream of the same model loads to go on exactly where it was.
+pub type SavedTensors = Vec<(String, Tensor)>;
 
 /// Hands out one cache slot to every layer that needs history; used while a model is built.
 #[derive(Debug, Default)]
@@ -77,6 +86,44 @@ impl FeatureCache {
         self.chunks_done
     }
 
+    /// The cache under `prefix`: every held slot (on the CPU), the slot and chunk counts. The row split is
+    /// the caller's to keep: it is a choice of how to run, not state.
+    pub fn save(&self, prefix: &str, into: &mut SavedTensors) {
+        for (index, slot) in self.slots.iter().enumerate() {
+            if let Some(frames) = slot {
+                into.push((format!("{prefix}cache.{index}"), frames.to_device(tch::Device::Cpu).contiguous()));
+                // A file keeps no strides; the convolutions' results depend on them in the last bits.
+                if layout::is_channels_last(frames) {
+                    into.push((format!("{prefix}cache.{index}.channels_last"), Tensor::from(1i64)));
+                }
+            }
+        }
+        into.push((format!("{prefix}cache.slots"), Tensor::from(self.slots.len() as i64)));
+        into.push((format!("{prefix}cache.chunks"), Tensor::from(self.chunks_done as i64)));
+    }
+
+    /// Takes what [`FeatureCache::save`] wrote under `prefix` (the tensors already on the model's device).
+    pub fn load(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        let count = |name: &str| -> Result<i64, ModelError> {
+            let key = format!("{prefix}cache.{name}");
+            let value = saved.get(&key).ok_or_else(|| saved_state_error(format!("no `{key}`")))?;
+            Ok(value.f_int64_value(&[])?)
+        };
+        if count("slots")? != self.slots.len() as i64 {
+            return Err(saved_state_error(format!("{} cache slots, the model has {}", count("slots")?, self.slots.len())));
+        }
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            let key = format!("{prefix}cache.{index}");
+            *slot = match saved.get(&key) {
+                Some(frames) if saved.contains_key(&format!("{key}.channels_last")) => Some(layout::to_channels_last(frames)?),
+                Some(frames) => Some(frames.shallow_clone()),
+                None => None,
+            };
+        }
+        self.chunks_done = count("chunks")? as usize;
+        Ok(())
+    }
+
     pub(crate) fn take(&mut self, slot: usize) -> Option<Tensor> {
         self.slots[slot].take()
     }
@@ -88,4 +135,20 @@ impl FeatureCache {
     pub(crate) fn finish_chunk(&mut self) {
         self.chunks_done += 1;
     }
+}
+
+/// A saved stream state that does not fit the stream loading it (another model, or a damaged file).
+pub fn saved_state_error(what: String) -> ModelError {
+    ModelError::Unsupported { model: "VAE stream".into(), what: format!("a saved state with {what}") }
+}
+
+/// The frames an encoder stream holds for its next group, saved under `prefix` when there are any.
+pub fn save_pending(pending: Option<&Tensor>, prefix: &str, into: &mut SavedTensors) {
+    if let Some(frames) = pending {
+        into.push((format!("{prefix}pending"), frames.to_device(tch::Device::Cpu).contiguous()));
+    }
+}
+
+pub fn load_pending(prefix: &str, saved: &HashMap<String, Tensor>) -> Option<Tensor> {
+    saved.get(&format!("{prefix}pending")).map(Tensor::shallow_clone)
 }

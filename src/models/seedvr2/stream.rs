@@ -1,10 +1,12 @@
 //! Exact temporal slicing with carried causal state: push chunks of frames in order and get the
 //! whole-clip result (up to fp32 rounding), in memory bounded by the push size rather than the clip.
+use std::collections::HashMap;
+
 use tch::Tensor;
 
 use super::vae::SeedVr2Vae;
 use crate::models::nn::posterior::Posterior;
-use crate::models::nn::causal_cache::FeatureCache;
+use crate::models::nn::causal_cache::{self, FeatureCache, SavedTensors};
 use crate::models::ModelError;
 
 /// Pixel frames in, posterior frames out. Any push size is accepted: frames are buffered until they
@@ -53,6 +55,18 @@ impl<'a> EncodeStream<'a> {
     pub fn pending_frames(&self) -> i64 {
         self.pending.as_ref().map_or(0, |p| p.size()[2])
     }
+
+    /// The cache and the frames waiting for a group, under `prefix`.
+    pub fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
+        self.cache.save(prefix, into);
+        causal_cache::save_pending(self.pending.as_ref(), prefix, into);
+    }
+
+    pub fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        self.cache.load(prefix, saved)?;
+        self.pending = causal_cache::load_pending(prefix, saved);
+        Ok(())
+    }
 }
 
 /// Latent frames in (any number ≥ 1 per push), pixel frames out: `4t − 3` for the first push of `t`
@@ -77,6 +91,14 @@ impl<'a> DecodeStream<'a> {
     /// A copy of the stream's state to return to if the next push fails.
     pub fn snapshot(&self) -> Self {
         Self { vae: self.vae, cache: self.cache.snapshot() }
+    }
+
+    pub fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
+        self.cache.save(prefix, into);
+    }
+
+    pub fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        self.cache.load(prefix, saved)
     }
 }
 

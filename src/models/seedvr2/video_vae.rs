@@ -1,11 +1,14 @@
 //! SeedVR2's VAE as a [`VaeModel`]: its streams give the pipelines the posterior's mean and clamped
 //! frames, or for restoration the raw moments and unclamped frames ([`StreamOutput`]).
+use std::collections::HashMap;
+
 use tch::Tensor;
 
 use super::stream::{DecodeStream, EncodeStream};
 use super::vae::{scale_latent, unscale_latent, SeedVr2Vae};
 use crate::models::family::Family;
 use crate::models::family::vae::{BoxedStream, StreamOutput, VaeModel, VaeStream};
+use crate::models::nn::causal_cache::SavedTensors;
 use crate::models::nn::weights::HeldBytes;
 use crate::models::ModelError;
 
@@ -74,6 +77,14 @@ impl<'a> VaeStream<'a> for Encoding<'a> {
     fn snapshot(&self) -> BoxedStream<'a> {
         Box::new(Encoding { stream: self.stream.snapshot(), output: self.output })
     }
+
+    fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
+        self.stream.save_state(prefix, into)
+    }
+
+    fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        self.stream.load_state(prefix, saved)
+    }
 }
 
 struct Decoding<'a> {
@@ -93,5 +104,13 @@ impl<'a> VaeStream<'a> for Decoding<'a> {
 
     fn snapshot(&self) -> BoxedStream<'a> {
         Box::new(Decoding { stream: self.stream.snapshot(), output: self.output })
+    }
+
+    fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
+        self.stream.save_state(prefix, into)
+    }
+
+    fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        self.stream.load_state(prefix, saved)
     }
 }

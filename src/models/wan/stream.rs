@@ -1,7 +1,9 @@
 //! Exact causal streaming: push chunks of frames in order and get the same result as the whole clip.
+use std::collections::HashMap;
+
 use tch::Tensor;
 
-use super::cache::{FeatureCache, RowSplit};
+use super::cache::{self, FeatureCache, RowSplit, SavedTensors};
 use super::patch::{patchify, unpatchify};
 use super::vae::{WanVae, WHOLE_CLIP_CHUNK_PIXELS};
 use crate::models::ModelError;
@@ -69,6 +71,18 @@ impl<'a> EncodeStream<'a> {
         self.pending.as_ref().map_or(0, |p| p.size()[2])
     }
 
+    /// The cache and the frames waiting for a group, under `prefix`.
+    pub fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
+        self.cache.save(prefix, into);
+        cache::save_pending(self.pending.as_ref(), prefix, into);
+    }
+
+    pub fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        self.cache.load(prefix, saved)?;
+        self.pending = cache::load_pending(prefix, saved);
+        Ok(())
+    }
+
     fn encode_chunk(&mut self, frames: &Tensor) -> Result<Tensor, ModelError> {
         let frames = self.vae.to_activation_layout(&patchify(frames, self.vae.config().patch_size)?)?;
         let moments = self.vae.quant_conv.forward(&self.vae.encoder.forward(&frames, &mut self.cache)?)?;
@@ -102,6 +116,14 @@ impl<'a> DecodeStream<'a> {
     /// A copy of the stream's state to return to if the next push fails.
     pub fn snapshot(&self) -> Self {
         Self { vae: self.vae, cache: self.cache.snapshot(), clamp: self.clamp }
+    }
+
+    pub fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
+        self.cache.save(prefix, into);
+    }
+
+    pub fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        self.cache.load(prefix, saved)
     }
 
     /// Latent frames `[B, z, t, h, w]` → video frames `[B, 3, 4t (or 4t−3 on the first push), 8h, 8w]`.

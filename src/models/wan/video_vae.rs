@@ -1,12 +1,13 @@
 //! Wan 2.1 / 2.2 as a [`VaeModel`]: the checkpoint's `WanVae` with the family the registry listed it as
 //! (the two share code; the latent statistics differ), and its streams as [`VaeStream`]s.
+use std::collections::HashMap;
 use std::path::Path;
 
 use tch::Tensor;
 
 use super::stream::{DecodeStream, EncodeStream};
 use super::vae::{WanLoadOptions, WanVae};
-use super::cache::RowSplit;
+use super::cache::{RowSplit, SavedTensors};
 use crate::models::family::Family;
 use crate::models::family::vae::{BoxedStream, LoadOptions, StreamOutput, VaeModel, VaeStream};
 use crate::models::nn::weights::HeldBytes;
@@ -101,6 +102,14 @@ impl<'a> VaeStream<'a> for EncodeStream<'a> {
         EncodeStream::set_row_split(self, split);
         true
     }
+
+    fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
+        EncodeStream::save_state(self, prefix, into)
+    }
+
+    fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        EncodeStream::load_state(self, prefix, saved)
+    }
 }
 
 impl<'a> VaeStream<'a> for DecodeStream<'a> {
@@ -115,5 +124,13 @@ impl<'a> VaeStream<'a> for DecodeStream<'a> {
     fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
         DecodeStream::set_row_split(self, split);
         true
+    }
+
+    fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
+        DecodeStream::save_state(self, prefix, into)
+    }
+
+    fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
+        DecodeStream::load_state(self, prefix, saved)
     }
 }
