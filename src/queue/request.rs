@@ -55,8 +55,9 @@ pub struct JobRequest {
 /// The model a job without one gets: for `upscale` the built-in upscaler; for the other ops the one
 /// model of this box that can do the op, and when there are several, a refusal naming them.
 pub fn default_model(models_dir: &Path, op: Op) -> Result<String, QueueError> {
-    if op == Op::Upscale {
-        return Ok(registry::DEFAULT_UPSCALE_MODEL.into());
+    match op {
+        Op::Upscale => return Ok(registry::DEFAULT_UPSCALE_MODEL.into()),
+        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => {}
     }
     let able: Vec<String> = registry::scan(models_dir).into_iter().filter(|m| m.ops.contains(&op) && m.present()).map(|m| m.name).collect();
     match able.as_slice() {
@@ -206,14 +207,13 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
 /// The format the job will write, resolved against the config's default and checked against the op
 /// and this ffmpeg's encoders (`None` for `vae_encode`, whose result is a latent).
 fn check_output_format(op: Op, asked: Option<OutputFormat>, config: &Config) -> Result<Option<OutputFormat>, QueueError> {
-    if op == Op::VaeEncode {
-        return match asked {
-            None => Ok(None),
-            Some(format) => Err(QueueError::refused(
-                codes::INVALID_OUTPUT_FORMAT,
-                format!("vae_encode writes a latent (safetensors); output_format `{}` is for video results", format.as_str()),
-            )),
-        };
+    match (op, asked) {
+        (Op::VaeEncode, None) => return Ok(None),
+        (Op::VaeEncode, Some(format)) => {
+            let why = format!("vae_encode writes a latent (safetensors); output_format `{}` is for video results", format.as_str());
+            return Err(QueueError::refused(codes::INVALID_OUTPUT_FORMAT, why));
+        }
+        (Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate, _) => {}
     }
     let format = asked.unwrap_or(config.output_format);
     if format.only_for_vae_decode() && op != Op::VaeDecode {
