@@ -331,16 +331,15 @@ fn summary(outcome: &JobOutcome) -> String {
 
 /// The output's extension is the format's: safetensors in a `.mp4` plays nowhere.
 fn check_output_extension(output: &Path, op: Op, format: Option<OutputFormat>, still: bool) -> anyhow::Result<()> {
-    let expected = match op {
-        Op::VaeEncode => "safetensors",
-        Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => format.unwrap_or(OutputFormat::H264).extension_for(still),
+    let (expected, what) = match op {
+        Op::VaeEncode => ("safetensors", "a latent".to_string()),
+        Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => {
+            let format = format.unwrap_or(OutputFormat::H264);
+            (format.extension_for(still), format!("output format {}", format.as_str()))
+        }
     };
     let actual = output.extension().and_then(|e| e.to_str()).unwrap_or("");
     if !actual.eq_ignore_ascii_case(expected) {
-        let what = match (op, format) {
-            (Op::VaeEncode, _) => "a latent".to_string(),
-            (_, format) => format!("output format {}", format.unwrap_or(OutputFormat::H264).as_str()),
-        };
         bail!("{} does not end in .{expected}, the extension of {what}; name the output with it (or pick another --output-format)", output.display());
     }
     Ok(())

@@ -71,7 +71,7 @@ fn flag_of(parameter: &'static Parameter) -> Option<Arg> {
     let long = |name: &str| leak(name.replace('_', "-"));
     let mut prefix = String::new();
     if !parameter.takes_every_op() {
-        let ops: Vec<String> = parameter.ops.iter().map(|op| format!("`{}`", op.as_str())).collect();
+        let ops: Vec<String> = parameter.ops().map(|op| format!("`{}`", op.as_str())).collect();
         prefix = format!("{} only: ", ops.join(", "));
     }
     let mut help = format!("{prefix}{}", parameter.doc);
@@ -106,7 +106,7 @@ fn default_note(parameter: &Parameter) -> Option<String> {
         DefaultValue::Else(value, rest) => Some(format!("[default: {} {rest}]", value.text())),
         DefaultValue::Said(words) => Some(format!("[default: {words}]")),
         DefaultValue::PerOp(of) => {
-            let mut each = parameter.ops.iter().filter_map(|op| Some((op.as_str(), of(*op)?)));
+            let mut each = parameter.ops().filter_map(|op| Some((op.as_str(), of(op)?)));
             let (_, first) = each.next()?;
             let others: Vec<String> = each.map(|(op, value)| format!("{value} for {op}")).collect();
             Some(if others.is_empty() { format!("[default: {first}]") } else { format!("[default: {first}] ({})", others.join(", ")) })

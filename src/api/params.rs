@@ -32,7 +32,7 @@ impl IntoParams for JobFields {
         crate::queue::PARAMETERS
             .iter()
             .map(|row| {
-                let ops: Vec<&str> = row.ops.iter().map(|op| op.as_str()).collect();
+                let ops: Vec<&str> = row.ops().map(|op| op.as_str()).collect();
                 let mut description = String::new();
                 if !row.takes_every_op() {
                     description.push_str(&format!("Ops: {}. ", ops.join(", ")));
@@ -193,9 +193,11 @@ pub struct RemoteQuery {
     #[param(value_type = i64, required = false)]
     pub width: Option<String>,
     /// As for POST /v1/jobs.
+    // The bounds of the job row PRIORITY (utoipa takes literals only; a test below holds them to it).
     #[param(value_type = i64, required = false, default = 0, minimum = -1000, maximum = 1000)]
     pub priority: Option<String>,
     /// As for POST /v1/jobs, where the VAE ops do not take it: refused (parameter-not-for-op).
+    // The bounds of the job row TILE (utoipa takes literals only; a test below holds them to it).
     #[param(value_type = i64, required = false, minimum = 0, maximum = 8192)]
     pub tile: Option<String>,
     /// encode: as for POST /v1/jobs (vae_encode). decode: the latent is normalized; the box undoes it with
@@ -411,5 +413,17 @@ mod tests {
         let mut fields = taken(field_names::<JobFields>());
         fields.remove("filename");
         assert_eq!(form, fields);
+    }
+
+    /// utoipa takes only literals for a `#[param]`'s bounds, so `RemoteQuery` writes the job rows' again;
+    /// here they are held to the rows.
+    #[test]
+    fn the_remote_querys_bounds_are_the_job_rows() {
+        let described = serde_json::to_value(RemoteQuery::into_params(|| Some(ParameterIn::Query))).unwrap();
+        for row in [&crate::queue::parameters::PRIORITY, &crate::queue::parameters::TILE] {
+            let schema = &described.as_array().unwrap().iter().find(|p| p["name"] == row.name).unwrap()["schema"];
+            let bound = |value: &Value| value.as_f64().map(|v| v as i64);
+            assert_eq!((bound(&schema["minimum"]), bound(&schema["maximum"])), (row.min, row.max), "{}", row.name);
+        }
     }
 }

@@ -7,6 +7,8 @@ use tch::{Kind, Tensor};
 /// The default `scene_threshold`. On the test clips neighbouring frames of one shot, fast motion included,
 /// measured at most 0.078 and the five cuts of bikes.mp4 0.18 or more (tests/it/interpolate.rs).
 pub const DEFAULT_THRESHOLD: f64 = 0.1;
+/// The thresholds a job may give: a change is in 0–1, and 0 turns the detection off.
+pub const THRESHOLDS: std::ops::RangeInclusive<f64> = 0.0..=1.0;
 /// The long side of the pictures compared.
 const THUMBNAIL_SIDE: i64 = 64;
 

@@ -29,6 +29,14 @@ impl Op {
         }
     }
 
+    /// Its input is a latent file (else a video or a picture): what the upload is checked as and sized by.
+    pub fn reads_latent(self) -> bool {
+        match self {
+            Op::VaeDecode => true,
+            Op::Upscale | Op::VaeEncode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => false,
+        }
+    }
+
     /// The scale a job of this op gets when it names none (`None`: the op has no scale). The one place
     /// these defaults are written: the checks before queueing fill them in, so a queued job always has it.
     pub fn default_scale(self) -> Option<i64> {
@@ -46,5 +54,19 @@ impl Op {
 
     pub fn parse(s: &str) -> Option<Op> {
         Op::ALL.into_iter().find(|op| op.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ALL` is a list the compiler does not check: a variant left out of it could not be parsed, named in
+    /// the document or given parameters. The schema derived from the enum itself names every variant.
+    #[test]
+    fn all_lists_every_variant() {
+        let schema = serde_json::to_value(<Op as utoipa::PartialSchema>::schema()).unwrap();
+        let listed: Vec<&str> = Op::ALL.iter().map(|op| op.as_str()).collect();
+        assert_eq!(schema["enum"], serde_json::json!(listed));
     }
 }

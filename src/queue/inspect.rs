@@ -7,7 +7,6 @@ use super::output_size::{check_output_size, InputSize};
 use super::{JobRequest, QueueError};
 use crate::config::Config;
 use crate::error_codes as codes;
-use crate::models::Op;
 use crate::media::latent::{self, LatentError};
 use crate::media::{self, MediaLimits};
 use crate::models::registry;
@@ -31,7 +30,7 @@ pub struct Probed {
 pub async fn inspect_input(config: &Config, request: &mut JobRequest, path: &Path, kind: InputKind) -> Result<Probed, QueueError> {
     let started = Instant::now();
     let limits = config.media_limits();
-    if request.op == Op::VaeDecode {
+    if request.op.reads_latent() {
         match check_latent(path, request, &limits).await {
             Err(QueueError::Latent(LatentError::NotALatent(why))) if !looks_like_safetensors(path) => {
                 let hint = "it looks like a video or an image: vae_encode, vae_reconstruct, upscale and restore take those";

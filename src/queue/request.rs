@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::device_need::{device_bytes_needed, NeedOf};
+use super::parameters::{METRICS, PRIORITY, TILE};
 use super::QueueError;
 use crate::config::{Config, MAX_MEMORY_BUDGET_MIB};
 use crate::device::DtypeChoice;
@@ -54,8 +55,9 @@ pub struct JobRequest {
 /// The model a job without one gets: for `upscale` the built-in upscaler; for the other ops the one
 /// model of this box that can do the op, and when there are several, a refusal naming them.
 pub fn default_model(models_dir: &Path, op: Op) -> Result<String, QueueError> {
-    if op == Op::Upscale {
-        return Ok(registry::DEFAULT_UPSCALE_MODEL.into());
+    match op {
+        Op::Upscale => return Ok(registry::DEFAULT_UPSCALE_MODEL.into()),
+        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => {}
     }
     let able: Vec<String> = registry::scan(models_dir).into_iter().filter(|m| m.ops.contains(&op) && m.present()).map(|m| m.name).collect();
     match able.as_slice() {
@@ -93,11 +95,19 @@ pub fn bad_scale(raw: &str, scales: &[i64]) -> QueueError {
 }
 
 pub fn bad_priority(raw: &str) -> QueueError {
-    QueueError::refused(codes::INVALID_PRIORITY, format!("priority `{raw}` is not an integer in -1000..=1000"))
+    QueueError::refused(codes::INVALID_PRIORITY, format!("priority `{raw}` is not an integer in {:?}", PRIORITY.bounds()))
+}
+
+/// The least side of a tile other than 0 (whole frames): the rest of the tile's bounds are its row's.
+const LEAST_TILE: i64 = 16;
+
+fn tiles() -> std::ops::RangeInclusive<i64> {
+    LEAST_TILE..=*TILE.bounds().end()
 }
 
 pub fn bad_tile(raw: &str) -> QueueError {
-    QueueError::refused(codes::INVALID_TILE, format!("tile `{raw}` must be 0 or between 16 and 8192 pixels"))
+    let tiles = tiles();
+    QueueError::refused(codes::INVALID_TILE, format!("tile `{raw}` must be 0 or between {} and {} pixels", tiles.start(), tiles.end()))
 }
 
 pub fn bad_memory_budget(raw: &str) -> QueueError {
@@ -125,10 +135,10 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         }
         Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
     };
-    if options.priority.abs() > 1000 {
+    if !PRIORITY.bounds().contains(&options.priority) {
         return Err(bad_priority(&options.priority.to_string()));
     }
-    if let Some(tile) = options.params.tile.filter(|t| *t != 0 && !(16..=8192).contains(t)) {
+    if let Some(tile) = options.params.tile.filter(|t| *t != 0 && !tiles().contains(t)) {
         return Err(bad_tile(&tile.to_string()));
     }
     if op == Op::VaeEncode && options.params.normalize == Some(true) {
@@ -159,8 +169,9 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     }
     let output_format = check_output_format(op, options.params.output_format, config)?;
     let callback_url = options.callback_url.as_deref().map(|raw| super::callbacks::check_url(raw, config)).transpose()?;
-    if options.params.metrics == Some(true) && op != Op::Upscale {
-        let why = format!("metrics=true is for upscale jobs; {} reports its own or none", op.as_str());
+    if options.params.metrics == Some(true) && !METRICS.is_for(op) {
+        let takers: Vec<&str> = METRICS.ops().map(Op::as_str).collect();
+        let why = format!("metrics=true is for {} jobs; {} reports its own or none", takers.join(", "), op.as_str());
         return Err(QueueError::refused(codes::UNSUPPORTED_OPTION, why));
     }
     let sequence_fps = match options.params.sequence_fps.as_deref() {
@@ -196,14 +207,13 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
 /// The format the job will write, resolved against the config's default and checked against the op
 /// and this ffmpeg's encoders (`None` for `vae_encode`, whose result is a latent).
 fn check_output_format(op: Op, asked: Option<OutputFormat>, config: &Config) -> Result<Option<OutputFormat>, QueueError> {
-    if op == Op::VaeEncode {
-        return match asked {
-            None => Ok(None),
-            Some(format) => Err(QueueError::refused(
-                codes::INVALID_OUTPUT_FORMAT,
-                format!("vae_encode writes a latent (safetensors); output_format `{}` is for video results", format.as_str()),
-            )),
-        };
+    match (op, asked) {
+        (Op::VaeEncode, None) => return Ok(None),
+        (Op::VaeEncode, Some(format)) => {
+            let why = format!("vae_encode writes a latent (safetensors); output_format `{}` is for video results", format.as_str());
+            return Err(QueueError::refused(codes::INVALID_OUTPUT_FORMAT, why));
+        }
+        (Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate, _) => {}
     }
     let format = asked.unwrap_or(config.output_format);
     if format.only_for_vae_decode() && op != Op::VaeDecode {

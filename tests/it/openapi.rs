@@ -159,7 +159,7 @@ async fn each_job_parameter_names_the_ops_that_take_it() {
     let parameters = document["paths"]["/v1/jobs"]["post"]["parameters"].as_array().expect("POST /v1/jobs has parameters");
     for parameter in vaebox::queue::PARAMETERS.iter().filter(|p| !p.takes_every_op()) {
         let described = parameters.iter().find(|p| p["name"] == parameter.name).unwrap_or_else(|| panic!("{} is not in the document", parameter.name));
-        let ops: Vec<&str> = parameter.ops.iter().map(|op| op.as_str()).collect();
+        let ops: Vec<&str> = parameter.ops().map(|op| op.as_str()).collect();
         let description = described["description"].as_str().unwrap_or("");
         assert!(description.starts_with(&format!("Ops: {}. ", ops.join(", "))), "{}: {description}", parameter.name);
         assert_eq!(described["x-vaebox-ops"], json!(ops), "{}", parameter.name);

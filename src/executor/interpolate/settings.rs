@@ -39,8 +39,9 @@ impl InterpolateSettings {
             (None, None) => RateChange::Factor(DEFAULT_FACTOR as u64),
         };
         let scene_threshold = params.scene_threshold.unwrap_or(scene::DEFAULT_THRESHOLD);
-        if !(0.0..=1.0).contains(&scene_threshold) {
-            return Err(format!("scene_threshold must be 0 (off) to 1, not {scene_threshold}"));
+        if !scene::THRESHOLDS.contains(&scene_threshold) {
+            let (least, most) = (scene::THRESHOLDS.start(), scene::THRESHOLDS.end());
+            return Err(format!("scene_threshold must be {least} (off) to {most}, not {scene_threshold}"));
         }
         Ok(InterpolateSettings { rate, scene_threshold })
     }

@@ -30,7 +30,7 @@ use settings::halved_batch;
 use super::resume::{Checkpoints, Mark};
 use super::scene::CutFinder;
 use vae::{StreamSettings, StreamedVae};
-pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT_BATCH_OVERLAP, DEFAULT_SEED, MAX_PREPEND_FRAMES};
+pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT_BATCH_OVERLAP, DEFAULT_SEED, MAX_PREPEND_FRAMES, NOISE_SCALES, SCALES};
 
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {

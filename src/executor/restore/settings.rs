@@ -19,6 +19,10 @@ pub const DEFAULT_BATCH_OVERLAP: i64 = 4;
 pub const DEFAULT_SEED: i64 = 666;
 /// The front-end's range for `prepend_frames` (its node input, 0 to 32).
 pub const MAX_PREPEND_FRAMES: i64 = 32;
+/// The scales a restore takes (the output's area is the input's times scale²), in order.
+pub const SCALES: [i64; 4] = [1, 2, 3, 4];
+/// `input_noise_scale` and `latent_noise_scale`: 0 (the default, off) to 1.
+pub const NOISE_SCALES: std::ops::RangeInclusive<f64> = 0.0..=1.0;
 
 /// The job's parameters with every default filled in.
 pub struct RestoreSettings {
@@ -62,8 +66,9 @@ impl RestoreSettings {
             return Err(format!("prepend_frames must be 0 to {MAX_PREPEND_FRAMES}, not {prepend_frames}"));
         }
         let scene_threshold = params.scene_threshold.unwrap_or(crate::executor::scene::DEFAULT_THRESHOLD);
-        if !(0.0..=1.0).contains(&scene_threshold) {
-            return Err(format!("scene_threshold must be 0 to 1, not {scene_threshold}"));
+        let thresholds = crate::executor::scene::THRESHOLDS;
+        if !thresholds.contains(&scene_threshold) {
+            return Err(format!("scene_threshold must be {} to {}, not {scene_threshold}", thresholds.start(), thresholds.end()));
         }
         Ok(Self {
             target,
@@ -124,8 +129,8 @@ fn target(scale: Option<i64>, params: &RestoreParams) -> Result<TargetSize, Stri
         (None, Some(height), Some(width)) => Ok(TargetSize::Size { height, width }),
         (None, None, None) => {
             let scale = crate::models::Op::Restore.scale_or_default(scale);
-            if !(1..=4).contains(&scale) {
-                return Err(format!("scale must be 1 to 4, not {scale}"));
+            if !SCALES.contains(&scale) {
+                return Err(format!("scale must be {} to {}, not {scale}", SCALES[0], SCALES[SCALES.len() - 1]));
             }
             Ok(TargetSize::Scale(scale as u32))
         }
@@ -133,11 +138,11 @@ fn target(scale: Option<i64>, params: &RestoreParams) -> Result<TargetSize, Stri
     }
 }
 
-/// A noise scale: 0 (the default, off) to 1.
+/// A noise scale in `NOISE_SCALES`; 0 (off) when not given.
 fn unit_scale(name: &str, value: Option<f64>) -> Result<f64, String> {
     match value.unwrap_or(0.0) {
-        scale if (0.0..=1.0).contains(&scale) => Ok(scale),
-        scale => Err(format!("{name} must be 0 to 1, not {scale}")),
+        scale if NOISE_SCALES.contains(&scale) => Ok(scale),
+        scale => Err(format!("{name} must be {} to {}, not {scale}", NOISE_SCALES.start(), NOISE_SCALES.end())),
     }
 }
 

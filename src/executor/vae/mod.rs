@@ -110,7 +110,7 @@ fn with_replans(mut outcome: JobOutcome, replans: &[String]) -> JobOutcome {
 fn latent_dims(exec: &Executor, job: &JobSpec, vae: &VideoVae, timings: &mut Timings) -> Result<[i64; 3], ExecError> {
     let (t, f) = (vae.temporal_factor(), vae.spatial_factor());
     let from_pixels = |frames: i64, height: i64, width: i64| [1 + (frames - 1 + t - 1) / t, (height + f - 1) / f, (width + f - 1) / f];
-    if job.op == Op::VaeDecode {
+    if job.op.reads_latent() {
         // The shape is in the header; the values were checked at upload and are checked again when read.
         let shape = latent::latent_header(&job.input_path)?.shape;
         return Ok([shape[2], shape[3], shape[4]]);

@@ -1,12 +1,14 @@
-//! Every job parameter, defined once (`table.rs`): its name, kind of value, bounds, default, text, the ops
-//! that take it and where its value is kept. The query string, the multipart form, the `params` JSON,
-//! presets, watch folders and `vaebox run`'s flags all give their text as `JobFields`, read by one `read`;
-//! the OpenAPI document and the flags' help are written from the same rows. A parameter the job's op does
-//! not take is refused (400 `parameter-not-for-op`): `op=upscale&seed=3` must not run as if the seed meant
-//! something.
+//! Every job parameter, defined once (`table.rs`): its name, kind of value, bounds, default, text and where
+//! its value is kept; which ops take it is one match on the op there (`taken_by`). The query string, the
+//! multipart form, the `params` JSON, presets, watch folders and `vaebox run`'s flags all give their text as
+//! `JobFields`, read by one `read`; the OpenAPI document and the flags' help are written from the same rows.
+//! A parameter the job's op does not take is refused (400 `parameter-not-for-op`): `op=upscale&seed=3` must
+//! not run as if the seed meant something.
 mod fields;
 mod read;
 mod table;
+
+use std::ops::RangeInclusive;
 
 use super::QueueError;
 use crate::error_codes as codes;
@@ -14,7 +16,7 @@ use crate::models::Op;
 
 pub use fields::{preset_text, JobFields};
 pub use read::read;
-pub use table::PARAMETERS;
+pub use table::{taken_by, METRICS, PARAMETERS, PRIORITY, TILE};
 
 pub struct Parameter {
     pub name: &'static str,
@@ -23,11 +25,9 @@ pub struct Parameter {
     pub doc: &'static str,
     pub default: DefaultValue,
     /// Bounds for the document and the help; the checks that refuse a value out of them (with their own
-    /// words) are where the value is used.
+    /// words) are where the value is used, and read them here (`bounds`) or from the constant written here.
     pub min: Option<i64>,
     pub max: Option<i64>,
-    /// In `Op::ALL`'s order.
-    pub ops: &'static [Op],
     /// Where the value is kept in the job's `JobParams`.
     pub stored: Stored,
     /// The code a value of the wrong kind is refused with; `None`: its group's (`restore.…`, `interpolate.…`, `range.…`).
@@ -96,7 +96,17 @@ impl Parameter {
     }
 
     pub fn is_for(&self, op: Op) -> bool {
-        self.ops.contains(&op)
+        taken_by(op).any(|parameter| parameter.name == self.name)
+    }
+
+    /// The values its bounds allow (the whole of `i64` on a side without one).
+    pub fn bounds(&self) -> RangeInclusive<i64> {
+        self.min.unwrap_or(i64::MIN)..=self.max.unwrap_or(i64::MAX)
+    }
+
+    /// The ops that take it, in `Op::ALL`'s order.
+    pub fn ops(&self) -> impl Iterator<Item = Op> + '_ {
+        Op::ALL.into_iter().filter(|op| self.is_for(*op))
     }
 
     pub fn takes_every_op(&self) -> bool {
@@ -127,7 +137,7 @@ impl Parameter {
     pub fn default_value(&self) -> Option<serde_json::Value> {
         match self.default {
             DefaultValue::Is(literal) | DefaultValue::Else(literal, _) => Some(literal.json()),
-            DefaultValue::PerOp(of) => self.ops.iter().find_map(|op| of(*op)).map(serde_json::Value::from),
+            DefaultValue::PerOp(of) => self.ops().find_map(of).map(serde_json::Value::from),
             DefaultValue::None | DefaultValue::Said(_) => None,
         }
     }
@@ -138,7 +148,7 @@ impl Parameter {
             DefaultValue::None | DefaultValue::Is(_) => None,
             DefaultValue::Else(literal, rest) => Some(format!("{} {rest}", literal.text())),
             DefaultValue::PerOp(of) => {
-                let each: Vec<String> = self.ops.iter().filter_map(|op| Some(format!("{}: {}", op.as_str(), of(*op)?))).collect();
+                let each: Vec<String> = self.ops().filter_map(|op| Some(format!("{}: {}", op.as_str(), of(op)?))).collect();
                 Some(each.join("; "))
             }
             DefaultValue::Said(words) => Some(words.to_string()),
@@ -172,7 +182,7 @@ pub fn refuse_parameters_not_for<'a>(op: Op, given: impl IntoIterator<Item = &'a
         .into_iter()
         .filter(|parameter| !parameter.is_for(op))
         .map(|parameter| {
-            let takers: Vec<&str> = parameter.ops.iter().map(|op| op.as_str()).collect();
+            let takers: Vec<&str> = parameter.ops().map(Op::as_str).collect();
             format!("`{}` (only {})", parameter.name, takers.join(", "))
         })
         .collect();
