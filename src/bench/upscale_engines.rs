@@ -159,28 +159,3 @@ pub fn table(runs: &[EngineRun]) -> String {
     }
     lines.join("\n")
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_family_runs_through_its_own_tool_script() {
-        let esrgan = ncnn_script(Family::Realesrgan, 4).unwrap();
-        assert_eq!(esrgan, NcnnScript { script: "scripts/ncnn_reference.py".into(), args: vec![] });
-        let cugan = ncnn_script(Family::Realcugan, 3).unwrap();
-        assert_eq!(cugan, NcnnScript { script: "scripts/realcugan_reference.py".into(), args: vec!["--scale".into(), "3".into()] });
-        for script in [&esrgan, &cugan] {
-            assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join(&script.script).is_file(), "{}", script.script.display());
-        }
-        let refused = ncnn_script(Family::Rife, 1).unwrap_err().to_string();
-        assert!(refused.contains("rife"), "{refused}");
-    }
-
-    #[test]
-    fn the_native_scale_is_the_largest() {
-        let models = std::path::Path::new("models");
-        let scales = |name: &str| native_scale(&registry::scan(models).into_iter().find(|e| e.name == name).unwrap()).unwrap();
-        assert_eq!((scales("realesrgan-animevideov3"), scales("realcugan-se-2x"), scales("realcugan-pro-3x")), (4, 2, 3));
-    }
-}

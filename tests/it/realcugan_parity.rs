@@ -302,6 +302,24 @@ fn mismatched_and_miswired_files_are_rejected() {
 /// (realcugan_reference.py: ncnn_reference.py would run the bare graph, on a frame without the padding its
 /// unpadded convolutions eat) and beside it ours in each dtype: one round, one timed run each.
 #[test]
+fn each_family_runs_through_its_own_tool_script_at_its_native_scale() {
+    use vaebox::bench::upscale_engines::{native_scale, ncnn_script, NcnnScript};
+    use vaebox::models::family::Family;
+    let esrgan = ncnn_script(Family::Realesrgan, 4).unwrap();
+    assert_eq!(esrgan, NcnnScript { script: "scripts/ncnn_reference.py".into(), args: vec![] });
+    let cugan = ncnn_script(Family::Realcugan, 3).unwrap();
+    assert_eq!(cugan, NcnnScript { script: "scripts/realcugan_reference.py".into(), args: vec!["--scale".into(), "3".into()] });
+    for script in [&esrgan, &cugan] {
+        assert!(Path::new(REPO).join(&script.script).is_file(), "{}", script.script.display());
+    }
+    let refused = ncnn_script(Family::Rife, 1).unwrap_err().to_string();
+    assert!(refused.contains("rife"), "{refused}");
+    let models = vaebox::models::registry::scan(&Path::new(REPO).join("models"));
+    let scale = |name: &str| native_scale(models.iter().find(|e| e.name == name).unwrap()).unwrap();
+    assert_eq!((scale("realesrgan-animevideov3"), scale("realcugan-se-2x"), scale("realcugan-pro-3x")), (4, 2, 3));
+}
+
+#[test]
 fn upscale_bench_times_realcugan_against_the_ncnn_engine() {
     let out = Command::new(env!("CARGO_BIN_EXE_vaebox"))
         .current_dir(REPO)
