@@ -323,8 +323,8 @@ fn each_family_runs_through_its_own_tool_script_at_its_native_scale() {
 fn upscale_bench_times_realcugan_against_the_ncnn_engine() {
     let out = Command::new(env!("CARGO_BIN_EXE_vaebox"))
         .current_dir(REPO)
-        .args(["bench", "upscale", "--model", "realcugan-se-2x", "--engines-only", "--rounds", "1", "--repeat", "1", "--dtypes", "f32,bf16"])
-        .env("VAEBOX_BENCH_PYTHON", python())
+        .args(["bench", "upscale", "--model", "realcugan-se-2x", "--engines-only", "--rounds", "1", "--repeat", "1", "--dtypes", "f32,bf16", "--python"])
+        .arg(python())
         .env("VAEBOX_LOG", "warn")
         .output()
         .unwrap();
