@@ -7,7 +7,7 @@ the only difference left against vaebox is summation order. The input is either 
 float32 in CHW order, unclamped; a JSON line on stdout gives the shapes and the timing.
 
     ncnn_reference.py --param M.param --bin M.bin --image astronaut.png --crop X,Y,W,H \
-        --input-out in.f32 --output-out out.f32 [--repeat N] [--threads 2]
+        --input-out in.f32 --output-out out.f32 [--warmup N] [--repeat N] [--threads 2]
 """
 import argparse
 import json
@@ -32,6 +32,7 @@ def common_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--shape", help="C,H,W of --input-raw")
     p.add_argument("--input-out", help="write the exact float32 CHW frame read (before any padding) here")
     p.add_argument("--output-out", required=True, help="raw float32 CHW output")
+    p.add_argument("--warmup", type=int, default=0, help="untimed forward passes before the timed ones")
     p.add_argument("--repeat", type=int, default=1, help="run the forward pass N times; report median and minimum")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--packing", action="store_true", help="allow fp32 pack4/pack8 layouts (faster)")
@@ -85,19 +86,26 @@ def make_net(args) -> ncnn.Net:
 
 
 def run_timed(args, engine_input: np.ndarray, finish=lambda output: output):
-    """The engine's output for `engine_input` (passed through `finish`), `args.repeat` times: (output, seconds)."""
+    """The engine's output for `engine_input` (passed through `finish`), `args.repeat` times after
+    `args.warmup` untimed runs: (output, seconds of the timed runs)."""
     net = make_net(args)
     input_blob, output_blob = blob_names(args.param)
-    seconds = []
-    output = None
-    for _ in range(max(1, args.repeat)):
-        start = time.perf_counter()
+
+    def forward():
         with net.create_extractor() as ex:
             ex.input(input_blob, ncnn.Mat(engine_input).clone())
             ret, out = ex.extract(output_blob)
             if ret != 0:
                 sys.exit(f"ncnn extract of {output_blob} failed with {ret}")
-            output = finish(np.array(out, dtype=np.float32))
+            return finish(np.array(out, dtype=np.float32))
+
+    for _ in range(args.warmup):
+        forward()
+    seconds = []
+    output = None
+    for _ in range(max(1, args.repeat)):
+        start = time.perf_counter()
+        output = forward()
         seconds.append(time.perf_counter() - start)
     return output, seconds
 

@@ -21,7 +21,7 @@ CPU. The reference's loss module imports torchvision for a VGG loss the inferenc
 not installed in .venv, so an empty stand-in module is put in its place.
 
     rife_reference.py --code .cache/rife/ECCV2022-RIFE --model-dir models/rife --frame0 a.f32 --frame1 b.f32 \
-        --shape 3,H,W --time 0.5 [--scale 1.0] --output-out out.f32 [--repeat N] [--threads 2]
+        --shape 3,H,W --time 0.5 [--scale 1.0] --output-out out.f32 [--warmup N] [--repeat N] [--threads 2]
 """
 import argparse
 import json
@@ -49,6 +49,7 @@ def parse_args():
     p.add_argument("--time", type=float, default=0.5)
     p.add_argument("--scale", type=float, default=1.0, choices=[0.25, 0.5, 1.0, 2.0, 4.0])
     p.add_argument("--output-out", required=True)
+    p.add_argument("--warmup", type=int, default=0, help="untimed runs before the timed ones")
     p.add_argument("--repeat", type=int, default=1, help="run N times; report median and minimum seconds")
     p.add_argument("--threads", type=int, default=2)
     return p.parse_args()
@@ -105,6 +106,8 @@ def main():
     ph, pw = ((h - 1) // multiple + 1) * multiple, ((w - 1) // multiple + 1) * multiple
     padding = (0, pw - w, 0, ph - h)
     img0, img1 = F.pad(img0, padding), F.pad(img1, padding)
+    for _ in range(args.warmup):
+        interpolate(model, img0, img1, args.time, args.scale)
     seconds = []
     for _ in range(max(1, args.repeat)):
         start = time.perf_counter()

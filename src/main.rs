@@ -80,7 +80,8 @@ enum BenchCommand {
     Parity(vaebox::bench::parity::ParityArgs),
     /// The CPU Winograd convolution against the direct one on the VAE decoder's layer shapes: time and error.
     Winograd(vaebox::bench::winograd::WinogradBenchArgs),
-    /// Upscale a real clip end to end for each dtype; prints model-only fps, end-to-end fps and total/compute.
+    /// Upscale a real clip end to end for each dtype (model-only fps, end-to-end fps, total/compute), then our
+    /// model against the ncnn engine on the clip's first frame (Real-ESRGAN and Real-CUGAN models).
     Upscale {
         #[arg(long, default_value = "tests/media/carphone_pristine.mp4")]
         input: PathBuf,
@@ -88,18 +89,31 @@ enum BenchCommand {
         model: String,
         #[arg(long, default_value = "f32,bf16")]
         dtypes: String,
-        #[arg(long, default_value_t = 4)]
-        scale: i64,
+        /// The pipeline's scale [default: the model's largest, the one its ncnn files compute].
+        #[arg(long)]
+        scale: Option<i64>,
         /// `media_priority` values to run the pipeline with, side by side.
         #[arg(long, default_value = "normal,idle")]
         media_priorities: String,
         /// `cpu_frame_workers` values to run the pipeline with, side by side (default: 1 and the thread count).
         #[arg(long)]
         frame_workers: Option<String>,
+        /// Only the last table: our model against the ncnn engine (no pipeline runs, no step timings).
+        #[arg(long)]
+        engines_only: bool,
+        /// Rounds of the engines' table; each round runs every engine in turn.
+        #[arg(long, default_value_t = 2)]
+        rounds: u32,
+        /// Timed runs per engine and round (after one untimed run): median and best.
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
         /// Python with PyPI `ncnn` (the project's venv), for the ncnn engine's timing.
         #[arg(long, default_value = ".venv/bin/python", env = "VAEBOX_BENCH_PYTHON")]
         python: PathBuf,
     },
+    /// RIFE frames per second and peak host memory at a 256×256 crop and a 1280×720 frame pair, f32 (both
+    /// layouts) and bf16, next to ECCV2022-RIFE's own PyTorch code on the same pair.
+    Interpolate(vaebox::bench::interpolate::InterpolateBenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -145,8 +159,8 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(vaebox::server::serve(config))
         }
         Command::Run(args) => runtime.block_on(run_once(&config, args)),
-        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, media_priorities, frame_workers, python } } => {
-            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale, media_priorities, frame_workers }))
+        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, media_priorities, frame_workers, engines_only, rounds, repeat, python } } => {
+            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale, media_priorities, frame_workers, engines_only, rounds, repeat }))
         }
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
@@ -155,6 +169,7 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Parity(args) } => vaebox::bench::parity::run(&args),
         Command::Bench { what: BenchCommand::Tiling(args) } => vaebox::bench::tiling::bench::run(&args),
         Command::Bench { what: BenchCommand::Winograd(args) } => vaebox::bench::winograd::run(&args),
+        Command::Bench { what: BenchCommand::Interpolate(args) } => vaebox::bench::interpolate::run(&ExecutorConfig::from_config(&config), &args),
         Command::Calibrate(args) => vaebox::bench::tiling::calibrate::run(&args),
         Command::MeasureRun { spec } => vaebox::bench::tiling::measure::child_main(&spec),
     }
@@ -364,13 +379,30 @@ struct BenchUpscale {
     input: PathBuf,
     model: String,
     dtypes: String,
-    scale: i64,
+    scale: Option<i64>,
     media_priorities: String,
     frame_workers: Option<String>,
+    engines_only: bool,
+    rounds: u32,
+    repeat: u32,
 }
 
 async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<()> {
-    use vaebox::bench::upscale::{ended_children_cpu_seconds, measure, ncnn_seconds, NcnnRequest, StepRequest};
+    use vaebox::bench::upscale::{ended_children_cpu_seconds, measure, StepRequest};
+    use vaebox::bench::upscale_engines::{self, EnginesRequest};
+    use vaebox::bench::BenchDtype;
+    let entry = registry::find(&config.models_dir, &bench.model).with_context(|| format!("no model {}", bench.model))?;
+    let scale = match bench.scale {
+        Some(scale) => scale,
+        None => upscale_engines::native_scale(&entry)?,
+    };
+    let dtype_names: Vec<&str> = bench.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    // Checked before the pipeline's runs, which take minutes.
+    let dtypes = dtype_names
+        .iter()
+        .map(|&name| BenchDtype::parse(name).with_context(|| format!("the engines' table runs f32 and bf16, not {name}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let pipeline_dtypes: &[&str] = if bench.engines_only { &[] } else { &dtype_names };
     let priorities = bench
         .media_priorities
         .split(',')
@@ -385,13 +417,15 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
         None if threads > 1 => vec![1, threads],
         None => vec![1],
     };
-    println!("bench upscale: model {} x{} on {} ({} threads)", bench.model, bench.scale, bench.input.display(), tch::get_num_threads());
-    println!("pipeline: the job's stages at each media_priority; steps: the compute stage's parts timed one by one on the clip's frames (up to 120, best of 2 passes), and the bare model on the same chunks");
-    println!(
-        "| dtype | chunk | media priority | frame workers | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | to_tensor | model (tiled) | to_rgb | bare model s/frame | bare, frames on workers | compute / bare | media CPU s/frame | bound |"
-    );
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for dtype_name in bench.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    println!("bench upscale: model {} x{scale} on {} ({} threads)", bench.model, bench.input.display(), tch::get_num_threads());
+    if !pipeline_dtypes.is_empty() {
+        println!("pipeline: the job's stages at each media_priority; steps: the compute stage's parts timed one by one on the clip's frames (up to 120, best of 2 passes), and the bare model on the same chunks");
+        println!(
+            "| dtype | chunk | media priority | frame workers | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | to_tensor | model (tiled) | to_rgb | bare model s/frame | bare, frames on workers | compute / bare | media CPU s/frame | bound |"
+        );
+        println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    }
+    for &dtype_name in pipeline_dtypes {
         let Some(dtype) = DtypeChoice::parse(dtype_name) else { bail!("unknown dtype {dtype_name}") };
         for chunk_frames in [1, 4] {
             // The steps do not depend on the media processes' priority: measured once per dtype and chunk.
@@ -401,7 +435,7 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                 let executor_config = ExecutorConfig::from_config(&config);
                 let executor = ExecutorHandle::spawn(executor_config.clone());
                 let output = out_dir.join(format!("bench_{dtype_name}_{chunk_frames}.mp4"));
-                let params = JobParams { scale: Some(bench.scale), ..JobParams::new(dtype) };
+                let params = JobParams { scale: Some(scale), ..JobParams::new(dtype) };
                 let options = JobOptions { model: Some(bench.model.clone()), params, ..JobOptions::new(Op::Upscale) };
                 // The first run loads the model; the measured run finds it resident, as a busy server would.
                 let (request, probed) = prepare(&config, &options, &bench.input).await?;
@@ -420,7 +454,7 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                             Some("f16") => tch::Kind::Half,
                             _ => tch::Kind::Float,
                         };
-                        let request = StepRequest { config: &executor_config, input: &bench.input, model: &bench.model, kind, scale: bench.scale, chunk_frames };
+                        let request = StepRequest { config: &executor_config, input: &bench.input, model: &bench.model, kind, scale, chunk_frames };
                         *measured_steps.insert(tokio::task::block_in_place(|| measure(&request))?)
                     }
                 };
@@ -447,21 +481,23 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
             }
         }
     }
-    let executor_config = ExecutorConfig::from_config(config);
-    for packing in [false, true] {
-        let request = NcnnRequest {
-            config: &executor_config,
-            input: &bench.input,
-            model: &bench.model,
-            python: bench.python.clone(),
-            threads,
-            repeat: 5,
-            packing,
-        };
-        let (median, best) = ncnn_seconds(&request)?;
-        let layout = if packing { "pack4/pack8 layouts" } else { "plain layout, as the parity tests" };
-        println!("ncnn engine fp32 ({layout}), first frame at the native scale, {threads} threads: {median:.4} s/frame median, {best:.4} best of 5");
-    }
+    let request = EnginesRequest {
+        config: &ExecutorConfig::from_config(config),
+        input: &bench.input,
+        model: &bench.model,
+        python: bench.python.clone(),
+        threads,
+        dtypes: &dtypes,
+        repeat: bench.repeat,
+        rounds: bench.rounds,
+    };
+    let runs = tokio::task::block_in_place(|| upscale_engines::run(&request))?;
+    println!(
+        "engines: the clip's first frame at the model's native scale x{}, {threads} threads each side, seconds per frame over {} runs after an untimed one, rounds in turn",
+        upscale_engines::native_scale(&entry)?,
+        bench.repeat
+    );
+    println!("{}", upscale_engines::table(&runs));
     let _ = std::fs::remove_dir_all(&out_dir);
     Ok(())
 }

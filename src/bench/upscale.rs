@@ -1,23 +1,20 @@
 //! The steps of the upscale pipeline's `compute` stage timed one by one on the clip's own frames, next
 //! to the bare model on the same frames: u8 frames → float tensor, the (tiled) model, float → u8 frames.
-//! `vaebox bench upscale` prints these after its end-to-end runs, per dtype and chunk length, and the
-//! real ncnn engine (PyPI `ncnn`, fp32 on the CPU, scripts/ncnn_reference.py) on the clip's first frame
-//! at the same thread count, in the same run.
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+//! `vaebox bench upscale` prints these after its end-to-end runs, per dtype and chunk length; its last
+//! table, our model against the ncnn engine, is `upscale_engines`.
+use std::path::Path;
 
 use anyhow::Context;
 use tch::{Device, Kind, Tensor};
 
-use super::PythonScript;
+use super::clip::read_chunks;
+use super::timing::seconds;
 use crate::device::HeapReuse;
 use crate::executor::frame_workers::FrameWorkers;
 use crate::executor::frames;
 use crate::executor::tiled::upscale::upscale_tiled;
 use crate::executor::ExecutorConfig;
-use crate::media::{self, FrameReader, RgbFrames, ReadConfig};
-use crate::models::nn::placement::Placement2d;
-use crate::models::realesrgan::RealEsrgan;
+use crate::models::family::upscaler::UpscalerLoadOptions;
 use crate::models::registry;
 use crate::tiling::spatial::SpatialTiling;
 
@@ -52,77 +49,13 @@ impl StepTimes {
     }
 }
 
-fn read_chunks(request: &StepRequest) -> anyhow::Result<Vec<RgbFrames>> {
-    let info = media::probe(&request.config.tools, request.input, &media::MediaLimits::unlimited())?;
-    let read = ReadConfig { input: request.input.to_path_buf(), width: info.width, height: info.height, chunk_frames: request.chunk_frames, queue_chunks: 2, colour: info.colour.clone(), priority: Default::default(), span: None };
-    let mut reader = FrameReader::spawn(&request.config.tools, read)?;
-    let mut chunks = Vec::new();
-    while chunks.len() * request.chunk_frames < SAMPLE_FRAMES {
-        match reader.next_chunk()? {
-            Some(chunk) => chunks.push(chunk),
-            None => break,
-        }
-    }
-    anyhow::ensure!(!chunks.is_empty(), "{}: no frames", request.input.display());
-    Ok(chunks)
-}
-
-fn seconds(run: impl FnOnce()) -> f64 {
-    let started = Instant::now();
-    run();
-    started.elapsed().as_secs_f64()
-}
-
-/// The ncnn engine's seconds for the clip's first frame at the model's native scale, `(median, best)` of
-/// `repeat` runs; its pack4/pack8 layouts on (`packing`) or off.
-pub struct NcnnRequest<'a> {
-    pub config: &'a ExecutorConfig,
-    pub input: &'a Path,
-    pub model: &'a str,
-    pub python: PathBuf,
-    pub threads: usize,
-    pub repeat: u32,
-    pub packing: bool,
-}
-
-pub fn ncnn_seconds(request: &NcnnRequest) -> anyhow::Result<(f64, f64)> {
-    let entry = registry::find(&request.config.models_dir, request.model).with_context(|| format!("no model {}", request.model))?;
-    let steps = StepRequest { config: request.config, input: request.input, model: request.model, kind: Kind::Float, scale: 1, chunk_frames: 1 };
-    let chunk = read_chunks(&steps)?.swap_remove(0);
-    let frame = frames::to_tensor(&chunk, Device::Cpu).get(0).contiguous();
-    let dir = tempfile::tempdir()?;
-    let (input, output) = (dir.path().join("frame.f32"), dir.path().join("out.f32"));
-    let numel = frame.numel();
-    let mut values = vec![0f32; numel];
-    frame.copy_data(&mut values, numel);
-    std::fs::write(&input, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
-    let script = PythonScript {
-        python: request.python.clone(),
-        script: PathBuf::from("scripts/ncnn_reference.py"),
-        timeout: Duration::from_secs(600),
-        threads: request.threads,
-        env: Vec::new(),
-    };
-    let path = |p: &Path| p.display().to_string();
-    let mut args = vec![
-        "--param".into(), path(&entry.files[0]), "--bin".into(), path(&entry.files[1]),
-        "--input-raw".into(), path(&input), "--shape".into(), format!("3,{},{}", chunk.height, chunk.width),
-        "--output-out".into(), path(&output), "--repeat".into(), request.repeat.to_string(), "--threads".into(), request.threads.to_string(),
-    ];
-    if request.packing {
-        args.push("--packing".into());
-    }
-    let report = script.run_json(&args)?;
-    let seconds = |key: &str| report[key].as_f64().with_context(|| format!("ncnn_reference.py: no {key} in {report}"));
-    Ok((seconds("median_seconds")?, seconds("min_seconds")?))
-}
-
 pub fn measure(request: &StepRequest) -> anyhow::Result<StepTimes> {
     let entry = registry::find(&request.config.models_dir, request.model).with_context(|| format!("no model {}", request.model))?;
     let device = Device::Cpu;
-    // As the executor loads it (executor/models.rs).
-    let model = RealEsrgan::load(&entry.files[0], &entry.files[1], &Placement2d { device, kind: request.kind, channels_last: true })?;
-    let chunks = read_chunks(request)?;
+    // As the executor loads it (executor/models.rs): through its family's loader.
+    let family = registry::upscaler_family(entry.family).with_context(|| format!("{} is not an upscaler", entry.name))?;
+    let model = (family.load)(&entry.files, &UpscalerLoadOptions { device, kind: request.kind })?;
+    let chunks = read_chunks(request.config, request.input, request.chunk_frames, SAMPLE_FRAMES)?;
     let frames: usize = chunks.iter().map(|c| c.count).sum();
     let tiling = SpatialTiling { tile: request.config.upscale_tile, overlap: model.receptive_radius().min(32), blend: true };
     let _heap = HeapReuse::for_call();
@@ -136,9 +69,9 @@ pub fn measure(request: &StepRequest) -> anyhow::Result<StepTimes> {
             let mut input = Tensor::new();
             pass_times.to_tensor += seconds(|| input = frames::to_tensor(chunk, device));
             let mut output = Tensor::new();
-            pass_times.model_tiled += seconds(|| output = upscale_tiled(&model, &input, request.scale, &tiling).expect("the model runs"));
+            pass_times.model_tiled += seconds(|| output = upscale_tiled(model.as_ref(), &input, request.scale, &tiling).expect("the model runs"));
             pass_times.bare_model += seconds(|| drop(model.upscale(&input, request.scale).expect("the model runs")));
-            pass_times.bare_on_workers += seconds(|| drop(workers.run(&model, &input, |m, x| m.upscale(x, request.scale)).expect("the model runs")));
+            pass_times.bare_on_workers += seconds(|| drop(workers.run(model.as_ref(), &input, |m, x| m.upscale(x, request.scale)).expect("the model runs")));
             pass_times.to_rgb += seconds(|| drop(frames::to_rgb(&output, crate::media::SampleDepth::Eight)));
         }
         if pass > 0 {

@@ -41,12 +41,6 @@ pub struct LoadWeightsArgs {
     pub cpu_winograd: bool,
 }
 
-fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Loads the model and returns the bytes its tensors hold.
 fn load(args: &LoadWeightsArgs, kind: Kind) -> anyhow::Result<HeldBytes> {
     let device = Device::Cpu;
@@ -67,7 +61,7 @@ pub fn run(args: &LoadWeightsArgs) -> anyhow::Result<()> {
     let warm = Tensor::ones([64, 64], (Kind::Float, Device::Cpu)).matmul(&Tensor::ones([64, 64], (Kind::Float, Device::Cpu)));
     let _ = warm.to_kind(kind).sum(kind).double_value(&[]);
     device::reset_peak_host_bytes();
-    let base = resident_bytes().context("reading VmRSS")?;
+    let base = device::resident_host_bytes().context("reading VmRSS")?;
     let held = load(args, kind)?;
     let peak = device::peak_host_bytes().context("reading VmHWM")?;
     let growth = peak.saturating_sub(base);

@@ -226,8 +226,17 @@ pub fn release_cached_memory(device: Device) {
 
 /// Peak resident set of this process since the last reset, in bytes (Linux `VmHWM`).
 pub fn peak_host_bytes() -> Option<u64> {
+    process_status_bytes("VmHWM:")
+}
+
+/// Resident set of this process now, in bytes (Linux `VmRSS`).
+pub fn resident_host_bytes() -> Option<u64> {
+    process_status_bytes("VmRSS:")
+}
+
+fn process_status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }

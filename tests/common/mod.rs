@@ -475,17 +475,3 @@ pub async fn follow_events(client: &reqwest::Client, server: &Server, id: &str) 
     tokio::time::timeout(Duration::from_secs(300), read).await.expect("the event stream did not end");
     snapshots
 }
-
-/// (median, minimum) seconds per call after one warm-up call: for the ignored timing tests.
-pub fn seconds_per_call(repeat: usize, mut run: impl FnMut()) -> (f64, f64) {
-    run();
-    let mut times: Vec<f64> = (0..repeat.max(1))
-        .map(|_| {
-            let start = std::time::Instant::now();
-            run();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    (times[times.len() / 2], times[0])
-}

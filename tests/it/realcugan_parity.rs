@@ -82,14 +82,9 @@ fn read_f32(path: &Path, shape: &[i64]) -> Tensor {
     Tensor::from_slice(&values).reshape(shape)
 }
 
-/// The engine's output for `frame` (`[1,3,H,W]`), `[1,3,H·s,W·s]` unclamped, and its seconds per run.
-struct NcnnReference {
-    output: Tensor,
-    median_seconds: f64,
-    min_seconds: f64,
-}
-
-fn run_ncnn(stem: &str, scale: i64, frame: &Tensor, repeat: u32) -> NcnnReference {
+/// The engine's output for `frame` (`[1,3,H,W]`), `[1,3,H·s,W·s]` unclamped. Its speed is
+/// `vaebox bench upscale --model realcugan-…`'s.
+fn run_ncnn(stem: &str, scale: i64, frame: &Tensor) -> Tensor {
     let scratch = tempfile::tempdir().unwrap();
     let (input_path, output_path) = (scratch.path().join("input.f32"), scratch.path().join("output.f32"));
     let values: Vec<f32> = Vec::try_from(frame.flatten(0, -1)).unwrap();
@@ -105,17 +100,12 @@ fn run_ncnn(stem: &str, scale: i64, frame: &Tensor, repeat: u32) -> NcnnReferenc
         .args(["--shape", &format!("{channels},{height},{width}")])
         .arg("--output-out")
         .arg(&output_path)
-        .args(["--repeat", &repeat.to_string()])
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", python().display()));
     assert!(result.status.success(), "realcugan_reference.py failed: {}", String::from_utf8_lossy(&result.stderr));
     let report: Value = serde_json::from_slice(&result.stdout).expect("realcugan_reference.py prints one JSON line");
     assert_eq!(report["output_shape"], serde_json::json!([3, height * scale, width * scale]), "{report}");
-    NcnnReference {
-        output: read_f32(&output_path, &[1, 3, height * scale, width * scale]),
-        median_seconds: report["median_seconds"].as_f64().unwrap(),
-        min_seconds: report["min_seconds"].as_f64().unwrap(),
-    }
+    read_f32(&output_path, &[1, 3, height * scale, width * scale])
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
@@ -131,7 +121,7 @@ fn eight_bit(x: &Tensor) -> Tensor {
 /// (max abs difference in [0,1], max difference in 8-bit levels) of our output against the engine's.
 fn parity(model: &RealCugan, stem: &str, area: Crop) -> (f64, i64) {
     let frame = crop(area);
-    let expected = run_ncnn(stem, model.native_scale(), &frame, 1).output.clamp(0.0, 1.0);
+    let expected = run_ncnn(stem, model.native_scale(), &frame).clamp(0.0, 1.0);
     let ours = model.forward(&frame);
     let levels = (eight_bit(&ours) - eight_bit(&expected)).abs().max().int64_value(&[]);
     (max_abs_diff(&ours, &expected), levels)
@@ -188,7 +178,7 @@ fn bf16_stays_close_to_ncnn_engine() {
     for (stem, scale) in [("REALCUGAN_SE_UP2X", 2), ("REALCUGAN_SE_UP4X", 4)] {
         let model = load(stem, Placement2d { device: Device::Cpu, kind: Kind::BFloat16, channels_last: true });
         let frame = crop(HEAD);
-        let expected = run_ncnn(stem, scale, &frame, 1).output.clamp(0.0, 1.0);
+        let expected = run_ncnn(stem, scale, &frame).clamp(0.0, 1.0);
         let ours = model.forward(&frame);
         assert_eq!(ours.kind(), Kind::Float);
         let (error, mean) = (max_abs_diff(&ours, &expected), (&ours - &expected).abs().mean(Kind::Float).double_value(&[]));
@@ -306,28 +296,47 @@ fn mismatched_and_miswired_files_are_rejected() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Speed (run with `--ignored --nocapture --test-threads=1` on a quiet machine).
+// Speed: `vaebox bench upscale --model realcugan-… --engines-only` (docs/benchmarks.md).
 
+/// The bench runs a Real-CUGAN model's files through the ncnn engine with the tool's padding and crop
+/// (realcugan_reference.py: ncnn_reference.py would run the bare graph, on a frame without the padding its
+/// unpadded convolutions eat) and beside it ours in each dtype: one round, one timed run each.
+#[test]
+fn each_family_runs_through_its_own_tool_script_at_its_native_scale() {
+    use vaebox::bench::upscale_engines::{native_scale, ncnn_script, NcnnScript};
+    use vaebox::models::family::Family;
+    let esrgan = ncnn_script(Family::Realesrgan, 4).unwrap();
+    assert_eq!(esrgan, NcnnScript { script: "scripts/ncnn_reference.py".into(), args: vec![] });
+    let cugan = ncnn_script(Family::Realcugan, 3).unwrap();
+    assert_eq!(cugan, NcnnScript { script: "scripts/realcugan_reference.py".into(), args: vec!["--scale".into(), "3".into()] });
+    for script in [&esrgan, &cugan] {
+        assert!(Path::new(REPO).join(&script.script).is_file(), "{}", script.script.display());
+    }
+    let refused = ncnn_script(Family::Rife, 1).unwrap_err().to_string();
+    assert!(refused.contains("rife"), "{refused}");
+    let models = vaebox::models::registry::scan(&Path::new(REPO).join("models"));
+    let scale = |name: &str| native_scale(models.iter().find(|e| e.name == name).unwrap()).unwrap();
+    assert_eq!((scale("realesrgan-animevideov3"), scale("realcugan-se-2x"), scale("realcugan-pro-3x")), (4, 2, 3));
+}
 
 #[test]
-#[ignore = "timing; run on a quiet machine"]
-fn frame_timings_vs_ncnn() {
-    let frame = crop(Crop { x: 200, y: 200, width: 176, height: 144 });
-    println!("176x144 crop, {} torch threads, 2 ncnn threads; seconds per frame (median / min)", tch::get_num_threads());
-    for (stem, scale) in [("REALCUGAN_SE_UP2X", 2), ("REALCUGAN_SE_UP4X", 4)] {
-        let configs = [("fp32 NCHW", Kind::Float, false), ("fp32 channels-last", Kind::Float, true), ("bf16 channels-last", Kind::BFloat16, true)];
-        let models: Vec<_> = configs.map(|(label, kind, channels_last)| (label, load(stem, Placement2d { device: Device::Cpu, kind, channels_last }))).into();
-        // Rounds alternate engine and layouts so that load from other processes hits all alike.
-        for round in 1..=2 {
-            let reference = run_ncnn(stem, scale, &frame, 5);
-            println!("  {stem} round {round}: ncnn engine fp32: {:.3} / {:.3}", reference.median_seconds, reference.min_seconds);
-            for (label, model) in &models {
-                let (median, min) = seconds_per_call(5, || {
-                    let _ = model.forward(&frame);
-                });
-                println!("  {stem} round {round}: vaebox {label}: {median:.3} / {min:.3}");
-            }
-        }
+fn upscale_bench_times_realcugan_against_the_ncnn_engine() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vaebox"))
+        .current_dir(REPO)
+        .args(["bench", "upscale", "--model", "realcugan-se-2x", "--engines-only", "--rounds", "1", "--repeat", "1", "--dtypes", "f32,bf16", "--python"])
+        .arg(python())
+        .env("VAEBOX_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("model realcugan-se-2x x2 ") && stdout.contains("native scale x2"), "{stdout}");
+    let engines = ["ncnn engine fp32, plain layout", "ncnn engine fp32, pack4/pack8 layouts", "vaebox f32, channels-last", "vaebox bf16, channels-last"];
+    for engine in engines {
+        let row = stdout.lines().find(|l| l.starts_with("| 1 | ") && l.contains(engine)).unwrap_or_else(|| panic!("no row for {engine}:\n{stdout}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (median, best): (f64, f64) = (cells[3].parse().unwrap(), cells[4].parse().unwrap());
+        assert!(median > 0.0 && best > 0.0 && best <= median, "{row}");
     }
 }
 

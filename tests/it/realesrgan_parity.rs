@@ -1,11 +1,9 @@
 //! Real-ESRGAN loaded from the shipped ncnn files, checked against the real ncnn engine
 //! (scripts/ncnn_reference.py, PyPI `ncnn`, fp32 on the CPU) on crops of a real photo.
-use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::seconds_per_call;
 use tch::{Device, Kind, Tensor};
 use vaebox::models::nn::placement::Placement2d;
 use vaebox::models::realesrgan::{RealEsrgan, RealEsrganArch};
@@ -49,8 +47,6 @@ struct Crop {
 struct NcnnReference {
     input: Tensor,
     output: Tensor,
-    median_seconds: f64,
-    min_seconds: f64,
 }
 
 fn read_f32(path: &Path, shape: &[i64]) -> Tensor {
@@ -60,7 +56,7 @@ fn read_f32(path: &Path, shape: &[i64]) -> Tensor {
     Tensor::from_slice(&values).reshape(shape)
 }
 
-fn run_ncnn(model: &str, crop: Crop, repeat: u32) -> NcnnReference {
+fn run_ncnn(model: &str, crop: Crop) -> NcnnReference {
     let python = std::env::var("VAEBOX_PYTHON").map(PathBuf::from).unwrap_or_else(|_| manifest_dir().join(".venv/bin/python"));
     let scratch = tempfile::tempdir().unwrap();
     let (input_path, output_path) = (scratch.path().join("input.f32"), scratch.path().join("output.f32"));
@@ -75,7 +71,6 @@ fn run_ncnn(model: &str, crop: Crop, repeat: u32) -> NcnnReference {
         .arg(&input_path)
         .arg("--output-out")
         .arg(&output_path)
-        .args(["--repeat", &repeat.to_string()])
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
     assert!(result.status.success(), "ncnn_reference.py failed: {}", String::from_utf8_lossy(&result.stderr));
@@ -87,8 +82,6 @@ fn run_ncnn(model: &str, crop: Crop, repeat: u32) -> NcnnReference {
     NcnnReference {
         input: read_f32(&input_path, &shape("input_shape")),
         output: read_f32(&output_path, &shape("output_shape")),
-        median_seconds: report["median_seconds"].as_f64().unwrap(),
-        min_seconds: report["min_seconds"].as_f64().unwrap(),
     }
 }
 
@@ -110,7 +103,7 @@ fn animevideov3_matches_ncnn_engine() {
     let model = load(ANIMEVIDEO_X4, fp32());
     assert_eq!((model.arch(), model.native_scale()), (RealEsrganArch::Compact, 4));
     for crop in [SQUARE_CROP, WIDE_CROP] {
-        let reference = run_ncnn(ANIMEVIDEO_X4, crop, 1);
+        let reference = run_ncnn(ANIMEVIDEO_X4, crop);
         let error = parity_error(&model, &reference);
         println!("animevideov3 x4 {}x{} crop: max abs vs ncnn = {error:.2e}", crop.width, crop.height);
         assert!(error <= PARITY_TOLERANCE, "{crop:?}: max abs {error}");
@@ -122,7 +115,7 @@ fn x4plus_matches_ncnn_engine() {
     let model = load(X4PLUS, fp32());
     assert_eq!((model.arch(), model.native_scale()), (RealEsrganArch::Rrdb, 4));
     for crop in [SQUARE_CROP, WIDE_CROP] {
-        let reference = run_ncnn(X4PLUS, crop, 1);
+        let reference = run_ncnn(X4PLUS, crop);
         let error = parity_error(&model, &reference);
         println!("x4plus {}x{} crop: max abs vs ncnn = {error:.2e}", crop.width, crop.height);
         assert!(error <= PARITY_TOLERANCE, "{crop:?}: max abs {error}");
@@ -134,7 +127,7 @@ fn x4plus_anime_6b_matches_ncnn_engine() {
     let name = "REALESRGAN_X4PLUSANIME_UP4X";
     let model = load(name, fp32());
     assert_eq!((model.arch(), model.native_scale()), (RealEsrganArch::Rrdb, 4));
-    let reference = run_ncnn(name, WIDE_CROP, 1);
+    let reference = run_ncnn(name, WIDE_CROP);
     let error = parity_error(&model, &reference);
     println!("x4plus_anime_6B 56x40 crop: max abs vs ncnn = {error:.2e}");
     assert!(error <= PARITY_TOLERANCE, "max abs {error}");
@@ -144,7 +137,7 @@ fn x4plus_anime_6b_matches_ncnn_engine() {
 /// 8 mantissa bits, so it is held to a few 8-bit levels.
 #[test]
 fn channels_last_and_bf16_stay_close_to_ncnn() {
-    let reference = run_ncnn(ANIMEVIDEO_X4, WIDE_CROP, 1);
+    let reference = run_ncnn(ANIMEVIDEO_X4, WIDE_CROP);
     for (kind, channels_last, tolerance) in [(Kind::Float, true, PARITY_TOLERANCE), (Kind::BFloat16, false, 2e-2), (Kind::BFloat16, true, 2e-2)] {
         let model = load(ANIMEVIDEO_X4, Placement2d { device: Device::Cpu, kind, channels_last });
         let output = model.forward(&reference.input);
@@ -159,7 +152,7 @@ fn channels_last_and_bf16_stay_close_to_ncnn() {
 /// (same weights plus its bicubic shrink), and so must our load of that UP2X file.
 #[test]
 fn upscale_by_two_matches_ncnn_up2x_file() {
-    let reference = run_ncnn(ANIMEVIDEO_X2, WIDE_CROP, 1);
+    let reference = run_ncnn(ANIMEVIDEO_X2, WIDE_CROP);
     let expected = reference.output.clamp(0.0, 1.0);
     let x4_model = load(ANIMEVIDEO_X4, fp32());
     let via_x4 = max_abs_diff(&x4_model.upscale(&reference.input, 2).unwrap(), &expected);
@@ -173,7 +166,7 @@ fn upscale_by_two_matches_ncnn_up2x_file() {
 
 /// A real photo crop, as the engine reads it (so no image decoder is needed here).
 fn photo_crop(crop: Crop) -> Tensor {
-    run_ncnn(ANIMEVIDEO_X4, crop, 1).input
+    run_ncnn(ANIMEVIDEO_X4, crop).input
 }
 
 #[test]
@@ -286,37 +279,4 @@ fn miswired_graph_is_rejected() {
     let (_, x4plus_bin) = model_files(X4PLUS);
     let message = load_error(&anime_param, &x4plus_bin);
     assert!(message.contains("REALESRGAN_X4PLUS_UP4X.bin") && message.contains("Conv_"), "{message}");
-}
-
-// ---------------------------------------------------------------------------------------------
-// Speed (run with `--ignored --nocapture --test-threads=1` on a quiet machine).
-
-
-#[test]
-#[ignore = "timing; run on a quiet machine"]
-fn animevideov3_frame_timings_vs_ncnn() {
-    let crop = Crop { x: 100, y: 100, width: 176, height: 144 };
-    let configs = [
-        ("fp32 NCHW", Kind::Float, false),
-        ("fp32 channels-last", Kind::Float, true),
-        ("bf16 NCHW", Kind::BFloat16, false),
-        ("bf16 channels-last", Kind::BFloat16, true),
-    ];
-    let models: Vec<_> = configs
-        .iter()
-        .map(|&(label, kind, channels_last)| (label, load(ANIMEVIDEO_X4, Placement2d { device: Device::Cpu, kind, channels_last })))
-        .collect();
-    println!("176x144 animevideov3 x4, {} torch threads, 2 ncnn threads; seconds per frame (median / min)", tch::get_num_threads());
-    // Rounds alternate engine and configurations so that load from other processes hits all alike.
-    for round in 1..=3 {
-        let reference = run_ncnn(ANIMEVIDEO_X4, crop, 7);
-        println!("  round {round}: ncnn engine fp32: {:.3} / {:.3}", reference.median_seconds, reference.min_seconds);
-        for (label, model) in &models {
-            let (median, min) = seconds_per_call(7, || {
-                let _ = model.forward(&reference.input);
-            });
-            let error = parity_error(model, &reference);
-            println!("  round {round}: vaebox {label}: {median:.3} / {min:.3}, max abs vs ncnn {error:.2e}");
-        }
-    }
 }

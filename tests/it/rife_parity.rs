@@ -6,7 +6,6 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 use common::*;
 use serde_json::Value;
@@ -102,7 +101,7 @@ struct Reference {
 }
 
 /// The reference's frame at `t` for `a`→`b` (`[1,3,H,W]`), unclamped, with its JSON report.
-fn run_reference(a: &Tensor, b: &Tensor, t: f64, scale: f64, repeat: u32) -> Reference {
+fn run_reference(a: &Tensor, b: &Tensor, t: f64, scale: f64) -> Reference {
     let code = reference_code();
     let scratch = tempfile::tempdir().unwrap();
     let (frame0, frame1, out) = (scratch.path().join("a.f32"), scratch.path().join("b.f32"), scratch.path().join("out.f32"));
@@ -110,10 +109,10 @@ fn run_reference(a: &Tensor, b: &Tensor, t: f64, scale: f64, repeat: u32) -> Ref
     write_f32(&frame1, b);
     let [_, channels, height, width] = a.size()[..] else { panic!("frames are [1,3,H,W]") };
     let model_dir = Path::new(REPO).join("models/rife");
-    let (shape, time, scale, repeat) = (format!("{channels},{height},{width}"), t.to_string(), scale.to_string(), repeat.to_string());
+    let (shape, time, scale) = (format!("{channels},{height},{width}"), t.to_string(), scale.to_string());
     let stdout = run_python(
         "scripts/rife_reference.py",
-        &["--code".as_ref(), code.as_os_str(), "--model-dir".as_ref(), model_dir.as_os_str(), "--frame0".as_ref(), frame0.as_os_str(), "--frame1".as_ref(), frame1.as_os_str(), "--shape".as_ref(), shape.as_ref(), "--time".as_ref(), time.as_ref(), "--scale".as_ref(), scale.as_ref(), "--output-out".as_ref(), out.as_os_str(), "--repeat".as_ref(), repeat.as_ref()],
+        &["--code".as_ref(), code.as_os_str(), "--model-dir".as_ref(), model_dir.as_os_str(), "--frame0".as_ref(), frame0.as_os_str(), "--frame1".as_ref(), frame1.as_os_str(), "--shape".as_ref(), shape.as_ref(), "--time".as_ref(), time.as_ref(), "--scale".as_ref(), scale.as_ref(), "--output-out".as_ref(), out.as_os_str()],
     );
     let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("rife_reference.py prints one JSON line ({e}): {stdout}"));
     assert_eq!(report["output_shape"], serde_json::json!([channels, height, width]), "{report}");
@@ -127,7 +126,7 @@ fn eight_bit(x: &Tensor) -> Tensor {
 /// Each layout's frame at `t` against the reference's, both clamped to [0, 1]: the max abs difference and the
 /// max difference in 8-bit levels, printed and bounded.
 fn check(models: &[(&str, Rife)], name: &str, a: &Tensor, b: &Tensor, t: f64, scale: f64) {
-    let reference = run_reference(a, b, t, scale, 1);
+    let reference = run_reference(a, b, t, scale);
     let expected = reference.output.clamp(0.0, 1.0);
     let report = &reference.report;
     for (layout, model) in models {
@@ -177,7 +176,7 @@ fn bf16_stays_close_to_the_reference() {
     let model = rife::load(&weights(), &InterpolatorLoadOptions { device: Device::Cpu, kind: Kind::BFloat16 }).unwrap();
     let (a, b) = frame_pair("bikes.mp4", 0, None);
     let (a, b) = (crop(&a, 256, 24, 128, 96), crop(&b, 256, 24, 128, 96));
-    let expected = run_reference(&a, &b, 0.5, 1.0, 1).output.clamp(0.0, 1.0);
+    let expected = run_reference(&a, &b, 0.5, 1.0).output.clamp(0.0, 1.0);
     let ours = model.interpolate(&a, &b, 0.5).unwrap();
     assert_eq!(ours.kind(), Kind::Float);
     let (max, mean) = ((&ours - &expected).abs().max().double_value(&[]), (&ours - &expected).abs().mean(Kind::Float).double_value(&[]));
@@ -241,67 +240,4 @@ fn other_weights_are_refused() {
         Ok(_) => panic!("a one-tensor file loaded as RIFE"),
     };
     assert!(message.contains("block0.conv0.0.0.weight") && message.contains("[45, 11, 3, 3]"), "{message}");
-}
-
-/// `cargo test --release --test it rife_parity::timing -- --ignored --nocapture`: one 256×256 pair at t = 0.5,
-/// ours in f32 in both layouts and in bf16 (alternating, best of 8 each after a warm-up) and the reference's (best of 8).
-#[test]
-#[ignore]
-fn timing_256() {
-    let (nchw, nhwc) = (load(false), load(true));
-    let bf16 = rife::load(&weights(), &InterpolatorLoadOptions { device: Device::Cpu, kind: Kind::BFloat16 }).unwrap();
-    let (a, b) = frame_pair("bikes.mp4", 0, None);
-    let (a, b) = (crop(&a, 192, 8, 256, 256), crop(&b, 192, 8, 256, 256));
-    let time = |model: &Rife| {
-        let start = Instant::now();
-        let _ = model.interpolate(&a, &b, 0.5).unwrap();
-        start.elapsed().as_secs_f64()
-    };
-    let (_, _, _) = (time(&nchw), time(&nhwc), time(&bf16));
-    let (mut best_nchw, mut best_nhwc, mut best_bf16) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
-    for _ in 0..8 {
-        best_nchw = best_nchw.min(time(&nchw));
-        best_nhwc = best_nhwc.min(time(&nhwc));
-        best_bf16 = best_bf16.min(time(&bf16));
-    }
-    let reference = run_reference(&a, &b, 0.5, 1.0, 9);
-    println!(
-        "256x256 pair, t=0.5, {} libtorch threads: ours f32 NCHW {best_nchw:.3} s, f32 channels-last {best_nhwc:.3} s, bf16 channels-last {best_bf16:.3} s; reference (f32) {:.3} s (best of its 9 runs, the first warming up)",
-        tch::get_num_threads(),
-        reference.report["min_seconds"].as_f64().unwrap()
-    );
-}
-
-/// The process's resident and peak resident memory, in MiB (Linux).
-fn rss_mib() -> (f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let field = |name: &str| -> f64 {
-        let line = status.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} in /proc/self/status"));
-        line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// `cargo test --release --test it rife_parity::memory_720p -- --ignored --nocapture` (alone: the peak is the
-/// process's): a 1280×720 pair of Big Buck Bunny at t = 0.5, channels-last, the peak host memory above what
-/// the loaded model and the two frames hold, and the time.
-#[test]
-#[ignore]
-fn memory_720p() {
-    let (a, b) = frame_pair("bigbuckbunny.mp4", 60, None);
-    assert_eq!(a.size(), [1, 3, 720, 1280]);
-    let model = load(true);
-    let (before, _) = rss_mib();
-    let start = Instant::now();
-    let out = model.interpolate(&a, &b, 0.5).unwrap();
-    let first = start.elapsed().as_secs_f64();
-    let (after, peak) = rss_mib();
-    assert_eq!(out.size(), a.size());
-    let start = Instant::now();
-    let _ = model.interpolate(&a, &b, 0.5).unwrap();
-    let second = start.elapsed().as_secs_f64();
-    println!(
-        "1280x720 pair, t=0.5, channels-last: {first:.2} s, again {second:.2} s; resident {before:.0} MiB before, peak {peak:.0} MiB (+{:.0} MiB), {after:.0} MiB after",
-        peak - before
-    );
 }
