@@ -465,8 +465,8 @@ fn apply_env_overrides(
         let Some(key) = var.strip_prefix(ENV_PREFIX) else { continue };
         let key = key.to_ascii_lowercase();
         let Some(default) = Config::default_value(&key) else {
-            if matches!(key.as_str(), "config" | "python" | "log") {
-                continue; // read elsewhere (CLI flag, tests, tracing filter)
+            if matches!(key.as_str(), "config" | "python" | "log" | "bench_python") {
+                continue; // read elsewhere (CLI flag, tests, tracing filter, the benches' --python)
             }
             if CLIENT_VARIABLES.contains(&var.as_str()) {
                 continue; // the Python client's (clients/python): a shell may hold them for both
