@@ -49,26 +49,33 @@ fn segments_folder(server: &Server, id: &str) -> Option<std::path::PathBuf> {
     std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| p.to_string_lossy().ends_with(".resume"))
 }
 
-/// Waits until the restore's checkpoint on disk counts `batches` batches (so the next one has begun).
-async fn wait_for_checkpoint_after_batch(server: &Server, id: &str, batches: i64) {
+/// Waits until the job's checkpoint on disk satisfies `reached`, and returns it. The file is polled every
+/// 2 ms: unlike the progress the API shows (updated every 250 ms), it is never stale.
+async fn wait_for_checkpoint(server: &Server, id: &str, what: &str, reached: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(300);
-    while checkpointed_batches(server, id) != Some(batches) {
-        let written = checkpointed_batches(server, id).unwrap_or(0);
-        assert!(written < batches, "the checkpoint went past batch {batches} ({written}) before it was seen");
-        assert!(Instant::now() < deadline, "never saw the checkpoint after batch {batches}");
+    loop {
+        if let Some(found) = checkpoint(server, id).filter(|c| reached(c)) {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "never saw a checkpoint {what}");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// Waits until the restore's checkpoint on disk counts `batches` batches (so the next one has begun).
+async fn wait_for_checkpoint_after_batch(server: &Server, id: &str, batches: i64) {
+    wait_for_checkpoint(server, id, &format!("after batch {batches}"), |c| {
+        let written = c["restore"]["batches"].as_i64().unwrap_or(0);
+        assert!(written <= batches, "the checkpoint went past batch {batches} ({written}) before it was seen");
+        written == batches
+    })
+    .await;
 }
 
 /// The job's last checkpoint on disk.
 fn checkpoint(server: &Server, id: &str) -> Option<Value> {
     let text = std::fs::read_to_string(segments_folder(server, id)?.join("checkpoint.json")).ok()?;
     serde_json::from_str(&text).ok()
-}
-
-/// The batches a restore's last checkpoint counts.
-fn checkpointed_batches(server: &Server, id: &str) -> Option<i64> {
-    checkpoint(server, id)?["restore"]["batches"].as_i64()
 }
 
 async fn result_frames(client: &reqwest::Client, server: &Server, job: &Value, dir: &Path, width: usize, height: usize) -> Vec<Vec<u8>> {
@@ -130,12 +137,7 @@ async fn an_upscale_killed_mid_clip_goes_on_from_its_last_segment_and_equals_an_
     assert_eq!(whole_frames.len(), 12);
 
     let id = submit(&client, &server, query, input).await;
-    // Killed once 4 to 9 frames are checkpointed on disk (the file, unlike the polled progress, is never stale).
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while !checkpoint(&server, &id).and_then(|c| c["frames"].as_u64()).is_some_and(|frames| (4..10).contains(&frames)) {
-        assert!(Instant::now() < deadline, "never saw a checkpoint of 4 to 9 frames");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    wait_for_checkpoint(&server, &id, "of 4 to 9 frames", |c| c["frames"].as_u64().is_some_and(|frames| (4..10).contains(&frames))).await;
     let server = server.restart_after_kill9();
     let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
@@ -202,14 +204,7 @@ async fn a_vae_decode_killed_mid_latent_goes_on_from_its_checkpoint_and_equals_a
 
     let id = submit(&client, &server, query, input).await;
     // Killed once the decoder's state after 4 to 11 latent frames is on disk.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let seen = loop {
-        if let Some(frames) = checkpoint(&server, &id).and_then(|c| c["vae"]["inputs"].as_i64().filter(|n| (4..12).contains(n)).and(c["frames"].as_u64())) {
-            break frames;
-        }
-        assert!(Instant::now() < deadline, "never saw a checkpoint after 4 to 11 latent frames");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    };
+    let seen = wait_for_checkpoint(&server, &id, "after 4 to 11 latent frames", |c| c["vae"]["inputs"].as_i64().is_some_and(|n| (4..12).contains(&n))).await["frames"].as_u64().unwrap();
     let server = server.restart_after_kill9();
     let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
@@ -240,14 +235,7 @@ async fn a_vae_encode_killed_mid_clip_goes_on_from_its_checkpoint_and_writes_the
     let whole_latent = fetch(&client, &server, &whole).await;
 
     let id = submit(&client, &server, query, input).await;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let seen = loop {
-        if let Some(frames) = checkpoint(&server, &id).and_then(|c| c["vae"]["inputs"].as_i64().filter(|n| (16..45).contains(n)).and(c["frames"].as_u64())) {
-            break frames;
-        }
-        assert!(Instant::now() < deadline, "never saw a checkpoint after 16 to 44 frames");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    };
+    let seen = wait_for_checkpoint(&server, &id, "after 16 to 44 frames", |c| c["vae"]["inputs"].as_i64().is_some_and(|n| (16..45).contains(&n))).await["frames"].as_u64().unwrap();
     let server = server.restart_after_kill9();
     let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
     assert_eq!(job["status"], "succeeded", "{job}");
