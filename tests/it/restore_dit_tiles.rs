@@ -107,32 +107,63 @@ async fn a_still_too_large_for_the_dit_is_restored_in_blended_tiles() {
     eprintln!("tiles {tiles:?}: max |tiled − untiled| {max:.5}, mean {mean:.6}");
     assert!(max <= MAX_DIFFERENCE && mean <= MEAN_DIFFERENCE, "tiled differs from untiled: max {max}, mean {mean}");
 
-    // (2) No seam: at every tile border the step between neighbouring rows (columns) of the output is
-    // within SEAM_FACTOR of the median step over all rows (columns) of the picture, and the step of the
-    // difference to the untiled restore there is within SEAM_FACTOR of its median too (a hard cut
-    // between tiles shows there first: one side's tile is at its cut edge).
+    // (2) No seam. In the output: at every tile border the step between neighbouring pixel rows
+    // (columns) is within OUTPUT_SEAM_FACTOR of the median step over the picture (measured: 0.88–1.03;
+    // the small random DiT's output is grainy, so this alone would not see a cut). Where a cut would show:
+    // the difference to the untiled restore in latent cells (8 × 8 pixel means, which average the grain
+    // out), whose step across a border is one tile's cut edge against its neighbour's inside without a
+    // blend; it must be within SEAM_FACTOR of the median step between neighbouring cell rows (columns).
     let signed = differences_signed(&tiled, &whole);
+    let cells = cell_means(&signed);
     for rows in [true, false] {
-        let len = if rows { H } else { W };
+        let (len, cell_len) = if rows { (H, H / CELL) } else { (W, W / CELL) };
         let typical = median((1..len).map(|at| step(&tiled, at, rows)).collect());
-        let typical_difference = median((1..len).map(|at| step(&signed, at, rows)).collect());
+        let typical_cells = median((1..cell_len).map(|at| cell_step(&cells, at, rows)).collect());
         for border in tile_borders(&tiles, rows) {
-            let at_border = step(&tiled, border, rows);
-            let difference_at_border = step(&signed, border, rows);
             let what = if rows { "row" } else { "column" };
-            eprintln!("{what} {border}: step {at_border:.5} (median {typical:.5}), difference step {difference_at_border:.6} (median {typical_difference:.6})");
-            assert!(at_border <= SEAM_FACTOR * typical, "a seam at {what} {border}: step {at_border} against a median {typical}");
-            assert!(difference_at_border <= SEAM_FACTOR * typical_difference, "a seam at {what} {border}: the difference steps {difference_at_border} against a median {typical_difference}");
+            let at_border = step(&tiled, border, rows);
+            let cells_at_border = cell_step(&cells, border / CELL, rows);
+            eprintln!("{what} {border}: output step {:.3} × median, difference's cell step {:.3} × median", at_border / typical, cells_at_border / typical_cells);
+            assert!(at_border <= OUTPUT_SEAM_FACTOR * typical, "a seam at {what} {border}: step {at_border} against a median {typical}");
+            assert!(cells_at_border <= SEAM_FACTOR * typical_cells, "a seam at {what} {border}: the difference's cell step {cells_at_border} against a median {typical_cells}");
         }
     }
+}
+
+/// `image` (`[y][x][c]`) as the means of its 8 × 8 pixel blocks, `[H/8][W/8][3]`.
+fn cell_means(image: &[f64]) -> Vec<f64> {
+    let (rows, cols) = (H / CELL, W / CELL);
+    let mut out = vec![0.0; rows * cols * 3];
+    for y in 0..H {
+        for x in 0..W {
+            for c in 0..3 {
+                out[((y / CELL) * cols + x / CELL) * 3 + c] += image[(y * W + x) * 3 + c] / (CELL * CELL) as f64;
+            }
+        }
+    }
+    out
+}
+
+/// Mean absolute difference between cell row `at − 1` and `at` (`rows`), or cell column `at − 1` and `at`.
+fn cell_step(cells: &[f64], at: usize, rows: bool) -> f64 {
+    let (rows_n, cols_n) = (H / CELL, W / CELL);
+    let (count, line_len) = if rows { (cols_n * 3, rows_n) } else { (rows_n * 3, cols_n) };
+    assert!(at > 0 && at < line_len);
+    let value = |line: usize, i: usize| if rows { cells[line * cols_n * 3 + i] } else { cells[(i / 3 * cols_n + line) * 3 + i % 3] };
+    (0..count).map(|i| (value(at, i) - value(at - 1, i)).abs()).sum::<f64>() / count as f64
 }
 
 fn differences_signed(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x - y).collect()
 }
 
-/// Bounds for (1), from the measured differences with margin (values in [0, 1]).
-const MAX_DIFFERENCE: f64 = 1.0;
-const MEAN_DIFFERENCE: f64 = 1.0;
-/// (2)'s factor over the median step.
-const SEAM_FACTOR: f64 = 100.0;
+/// Bounds for (1), values in [0, 1]: measured max 0.0766, mean 0.00664 (4 × 5 tiles of 16 × 16 cells,
+/// 4 shared), with half again as margin.
+const MAX_DIFFERENCE: f64 = 0.12;
+const MEAN_DIFFERENCE: f64 = 0.01;
+/// (2): a border's output step against the median step (measured at most 1.03).
+const OUTPUT_SEAM_FACTOR: f64 = 1.25;
+/// (2): a border's step of the difference in cells against the median cell step. Measured: 1.01–1.35
+/// blended; 0.92–1.71 with the blend replaced by a hard cut (each tile overwriting the one before: a
+/// temporary edit), which this bound fails at column 288 (docs/benchmarks.md).
+const SEAM_FACTOR: f64 = 1.6;
