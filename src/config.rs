@@ -105,6 +105,9 @@ pub struct Config {
     pub memory_budget_mib: u64,
     /// On CUDA with no budget set, the budget is the device's free memory minus this margin (MiB).
     pub device_memory_margin_mib: u64,
+    /// A `restore`'s DiT working memory in MiB, when lower than the job's budget (0 = the job's budget):
+    /// a batch's latent that does not fit it runs through the DiT in overlapping spatial tiles.
+    pub dit_memory_budget_mib: u64,
     /// TF32 for float32 convolutions and matmuls on CUDA (Ampere and newer): faster, ~1e-3 relative.
     pub tf32: bool,
     /// cuDNN's autotuning on CUDA: each new convolution shape is timed against every algorithm once, then
@@ -219,6 +222,7 @@ impl Default for Config {
             upscale_overlap: 0,
             memory_budget_mib: 0,
             device_memory_margin_mib: 1024,
+            dit_memory_budget_mib: 0,
             tf32: false,
             cudnn_benchmark: true,
             cpu_winograd: true,
@@ -354,6 +358,9 @@ impl Config {
         }
         if self.memory_budget_mib > MAX_MEMORY_BUDGET_MIB {
             return invalid("memory_budget_mib", "must be at most 4294967296 (4 PiB)");
+        }
+        if self.dit_memory_budget_mib > MAX_MEMORY_BUDGET_MIB {
+            return invalid("dit_memory_budget_mib", "must be at most 4294967296 (4 PiB)");
         }
         let mut names = std::collections::BTreeSet::new();
         for token in &self.tokens {

@@ -1404,7 +1404,7 @@
   const PLAN_LABELS = {
     tile: "Tile", overlap: "Overlap", chunk_frames: "Chunk frames", notes: "Notes",
     batches: "Batches", output: "Output", resize: "Resized to", frames: "Frames", seed: "Seed", color_fix: "Colour fix",
-    dit: "DiT", latent_grid: "Latent grid", spatial_tiles: "Spatial tiles",
+    dit: "DiT", latent_grid: "Latent grid", spatial_tiles: "Spatial tiles", dit_tiles: "DiT tiles",
     input_fps: "Input rate", output_fps: "Output rate", input_frames: "Input frames", interpolated: "Made by the model",
     scene_cuts: "Scene cuts at input frames", scene_threshold: "Scene-cut threshold", flow_scale: "Motion estimated at",
     pairs_per_call: "Frame pairs per call", resumed_from: "Resumed",
@@ -1427,6 +1427,12 @@
     return `${spatial.tile_width_latent}×${spatial.tile_height_latent} latent cells, ${spatial.overlap_latent} overlap`;
   }
 
+  // The DiT's own spatial tiles (a frame too large for it in one piece): `{rows, cols, tile, overlap}`.
+  function ditTilesText(t) {
+    if (!t || typeof t !== "object" || !Array.isArray(t.tile)) return "whole latent";
+    return `${t.rows}×${t.cols} tiles of ${t.tile[1]}×${t.tile[0]} latent cells, ${t.overlap} overlap`;
+  }
+
   function planValue(k, v, pl) {
     if (v === null || v === undefined) return DASH;
     if ((k === "tile" || k === "overlap") && isNum(v)) return `${v} px`;
@@ -1441,6 +1447,7 @@
     if (k === "flow_scale" && isNum(v)) return v === 1 ? "full resolution" : `${v}× resolution`;
     if (k === "latent_grid" && Array.isArray(v)) return v.join(" × ");
     if (k === "spatial_tiles") return tilesText(v);
+    if (k === "dit_tiles") return ditTilesText(v);
     if (k === "resumed_from" && typeof v === "object") return resumedText(v);
     if (k === "dit" && typeof v === "object") {
       return [v.variant ? String(v.variant).toUpperCase() : null, isNum(v.blocks) ? `${v.blocks} blocks` : null,
@@ -1450,7 +1457,7 @@
   }
 
   // A restore's plan per stage: one row each, what the planner chose for it in columns.
-  const RESTORE_STAGE_KEYS = ["dit", "vae", "spatial_tiles", "device_memory"];
+  const RESTORE_STAGE_KEYS = ["dit", "vae", "spatial_tiles", "dit_tiles", "device_memory"];
   const yesNo = (v) => (v === true ? "yes" : v === false ? "no" : DASH);
 
   function restoreStagesTable(pl) {
@@ -1470,8 +1477,8 @@
       : dit.block_placement ? `blocks ${dit.block_placement}` : null;
     const rows = [
       vaeRow("VAE encode", vae.encode, batch.encode_bytes),
-      ["DiT", [planValue("dit", pl.dit, pl), placement].filter(Boolean).join(" · "), "whole latent",
-        `${estimate(batch.dit_bytes)} + ${fmtBytes(memory.dit_weight_bytes)} weights`, fits(memory.fits)],
+      ["DiT", [planValue("dit", pl.dit, pl), placement].filter(Boolean).join(" · "), ditTilesText(pl.dit_tiles),
+        `${estimate(batch.dit_bytes)}${pl.dit_tiles ? " per tile" : ""} + ${fmtBytes(memory.dit_weight_bytes)} weights`, fits(memory.fits)],
       vaeRow("VAE decode", vae.decode, batch.decode_bytes),
     ];
     const columns = ["Stage", "Runs", "Tiles", "Memory per batch (estimate)", "Fits the budget"];
@@ -1513,6 +1520,7 @@
       isNum(pl.tile) ? `${pl.tile}px tiles, ${isNum(pl.overlap) ? pl.overlap : DASH}px overlap` : null,
       restore && isNum(pl.batches) ? `${pl.batches} batch${pl.batches === 1 ? "" : "es"}` : null,
       restore && hwText(pl.output) ? `${hwText(pl.output)} out` : null,
+      restore && pl.dit_tiles ? `DiT in ${ditTilesText(pl.dit_tiles)}` : null,
       interpolation ? `${fpsText(pl.input_fps)} → ${fpsText(pl.output_fps)}` : null,
       interpolation && isNum(pl.interpolated) ? `${pl.interpolated} frame${pl.interpolated === 1 ? "" : "s"} made` : null,
       Array.isArray(pl.scene_cuts) ? `${pl.scene_cuts.length} scene cut${pl.scene_cuts.length === 1 ? "" : "s"}` : null,

@@ -10,6 +10,7 @@ use crate::models::nn::causal_cache::RowSplit;
 use crate::models::restore::colorfix::ColorFix;
 use crate::models::restore::prepare::Fit;
 use crate::tiling::dit_memory::BatchMemory;
+use crate::tiling::dit_tiles::DitTiles;
 use crate::tiling::grid::SpatialTiles;
 use crate::tiling::planner::Plan as TilePlan;
 
@@ -214,6 +215,10 @@ pub struct RestorePlan {
     pub vae: VaeStagePlans,
     /// The decode's spatial tiles; null for whole frames.
     pub spatial_tiles: Option<SpatialTiles>,
+    /// The DiT's spatial tiles, when a batch's latent did not fit its working memory in one piece;
+    /// absent when the DiT ran on the whole latent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dit_tiles: Option<DitTiles>,
     pub device_memory: DeviceMemoryPlan,
     /// Out-of-memory retries, in order, in words, each naming its stage; empty when none were needed.
     pub fallbacks: Vec<String>,
@@ -404,6 +409,7 @@ mod tests {
             dit: DitPlan { variant: "3b".into(), blocks: 32, dim: 2560, block_placement: "swapped".into(), host_block_bytes: 123 },
             vae: VaeStagePlans { encode: Some(tile_plan(false)), decode: Some(tile_plan(true)) },
             spatial_tiles: Some(tiles),
+            dit_tiles: None,
             device_memory: DeviceMemoryPlan {
                 budget_bytes: Some(20 << 20),
                 dit_weight_bytes: 456,

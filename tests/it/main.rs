@@ -41,6 +41,7 @@ mod realesrgan_parity;
 mod remote_vae;
 mod remote_vae_protocol;
 mod restart;
+mod restore_dit_tiles;
 mod restore_reference;
 mod restore_scenes;
 mod resume;

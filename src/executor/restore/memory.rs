@@ -8,12 +8,15 @@ use crate::executor::Executor;
 use crate::models::restore::restorer::{Restorer, RestorerFiles};
 use crate::models::seedvr2_dit::BlockPlacement;
 use crate::tiling::dit_memory::{batch_memory, longest_fitting_batch, BatchMemory, DitShape, VaeStageBytes};
+use crate::tiling::dit_tiles::{plan_dit_tiles, DitTiles};
 use crate::tiling::memory::TiledOp;
 
-/// How the batch fits the working memory: the batch (shortened to fit when the job did not name one)
-/// and the estimates behind it, for the plan.
+/// How the batch fits the working memory: the batch (shortened to fit when the job did not name one),
+/// the DiT's spatial tiles when even that batch's latent does not fit it in one piece, and the estimates
+/// behind them (the DiT's for one tile when tiled), for the plan.
 pub struct MemoryPlan {
     pub batch: BatchShape,
+    pub dit_tiles: Option<DitTiles>,
     pub budget_bytes: Option<u64>,
     pub estimate: BatchMemory,
     pub fits: Option<bool>,
@@ -29,10 +32,12 @@ pub struct MemoryInputs<'a> {
     pub geometry: &'a FrameGeometry,
     /// Working memory in MiB (0 = none).
     pub budget_mib: u64,
+    /// The DiT's own cap in MiB when lower (0 = `budget_mib`).
+    pub dit_budget_mib: u64,
 }
 
 pub fn memory_plan(inputs: &MemoryInputs) -> MemoryPlan {
-    let MemoryInputs { restorer, vae, settings, geometry, budget_mib } = *inputs;
+    let MemoryInputs { restorer, vae, settings, geometry, budget_mib, dit_budget_mib } = *inputs;
     let kind = restorer.dit.kind();
     let dit = restorer.dit.config();
     let shape = DitShape {
@@ -51,17 +56,28 @@ pub fn memory_plan(inputs: &MemoryInputs) -> MemoryPlan {
     };
     let estimate = |frames| batch_memory(vae_bytes(frames), &shape, frames, geometry.model_h(), geometry.model_w());
     let dit_weight_bytes = restorer.dit.weight_bytes();
-    if budget_mib == 0 {
-        return MemoryPlan { batch: settings.batch, budget_bytes: None, estimate: estimate(settings.batch.frames), fits: None, dit_weight_bytes };
-    }
-    let budget_bytes = budget_mib << 20;
-    let batch = if settings.batch_given {
-        settings.batch
+    let (batch, budget_bytes) = if budget_mib == 0 {
+        (settings.batch, None)
+    } else if settings.batch_given {
+        (settings.batch, Some(budget_mib << 20))
     } else {
-        settings.with_batch_frames(longest_fitting_batch(settings.batch.frames, budget_bytes, estimate).0)
+        (settings.with_batch_frames(longest_fitting_batch(settings.batch.frames, budget_mib << 20, estimate).0), Some(budget_mib << 20))
     };
-    let estimate = estimate(batch.frames);
-    MemoryPlan { batch, budget_bytes: Some(budget_bytes), fits: Some(estimate.peak_bytes() <= budget_bytes as f64), estimate, dit_weight_bytes }
+    let mut estimate = estimate(batch.frames);
+    // The batch is as short as it goes (or the job's own): a DiT that still does not fit runs on tiles.
+    let dit_budget_bytes = match (budget_mib, dit_budget_mib) {
+        (0, 0) => None,
+        (0, cap) | (cap, 0) => Some(cap << 20),
+        (budget, cap) => Some(budget.min(cap) << 20),
+    };
+    let dit_bytes = |[rows, cols]: [i64; 2]| batch_memory(VaeStageBytes::default(), &shape, batch.frames, rows * factor, cols * factor).dit_bytes;
+    let (latent_h, latent_w) = (geometry.model_h() / factor, geometry.model_w() / factor);
+    let dit_tiles = dit_budget_bytes.and_then(|cap| plan_dit_tiles(latent_h, latent_w, |tile| dit_bytes(tile) <= cap as f64));
+    if let Some(tiles) = &dit_tiles {
+        estimate.dit_bytes = dit_bytes(tiles.tile);
+    }
+    let fits = budget_bytes.map(|budget| estimate.peak_bytes() <= budget as f64);
+    MemoryPlan { batch, dit_tiles, budget_bytes, fits, estimate, dit_weight_bytes }
 }
 
 /// Where the DiT's blocks live: as configured, and under `auto` on the host only on CUDA when the

@@ -20,9 +20,12 @@ use crate::jobs::{JobOutcome, Progress, Timings};
 use super::stage_clock::StageClock;
 use super::media_io::{finish_output, input_media, read_frames, write_output, FrameSink, OutputVideo};
 use crate::media::{self, MediaInfo};
+use crate::models::restore::dit_tiles::DitTile;
 use crate::models::restore::one_step::{self, Noise, RestoreStep, Stage, StageSeconds};
 use crate::models::restore::prepare::{self, FrameGeometry};
 use crate::models::restore::restorer::{Restorer, RestorerOptions};
+use crate::tiling::blend::TileBlender;
+use crate::tiling::dit_tiles::DitTiles;
 use batches::{BatchBuffer, BatchShape, TemporalBlender};
 use memory::{memory_plan, MemoryInputs, MemoryPlan};
 use prepend::PrependMirror;
@@ -51,11 +54,15 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         device: exec.device,
     };
     let mut vae = StreamedVae::new(&restorer.vae, stream_settings)?;
-    let memory = memory_plan(&MemoryInputs { restorer: &restorer, vae: &vae, settings: &settings, geometry: &geometry, budget_mib });
+    let dit_budget_mib = exec.config.dit_memory_budget_mib;
+    let memory = memory_plan(&MemoryInputs { restorer: &restorer, vae: &vae, settings: &settings, geometry: &geometry, budget_mib, dit_budget_mib });
     let settings = RestoreSettings { batch: memory.batch, ..settings };
-    let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "batch": settings.batch, "budget_mib": budget_mib });
+    // The DiT's tiles decide the frames too (their seams are blended).
+    let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "batch": settings.batch, "budget_mib": budget_mib, "dit_tiles": memory.dit_tiles });
     let checkpoints = Checkpoints::open(exec, job, resume_settings, info.fps, !info.still);
-    let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory, checkpoints };
+    let factor = restorer.vae.spatial_factor();
+    let dit_tiles = memory.dit_tiles.map(|tiles| blended_tiles(&tiles, geometry.model_h() / factor, geometry.model_w() / factor, exec.device)).unwrap_or_default();
+    let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory, dit_tiles, checkpoints };
     tch::no_grad(|| pipeline.run(&mut vae, timings))
 }
 
@@ -68,7 +75,22 @@ struct Pipeline<'a> {
     geometry: FrameGeometry,
     info: &'a MediaInfo,
     memory: MemoryPlan,
+    /// The DiT's spatial tiles and their blend weights; empty: the whole latent in one call.
+    dit_tiles: Vec<DitTile>,
     checkpoints: Checkpoints,
+}
+
+/// `tiles` over a `height × width` latent, each with its raised-cosine weight (all summing to one).
+fn blended_tiles(tiles: &DitTiles, height: i64, width: i64, device: tch::Device) -> Vec<DitTile> {
+    let grid = tiles.grid(height, width);
+    let blender = TileBlender::new(&grid.rows, &grid.cols, device);
+    grid.tiles()
+        .enumerate()
+        .filter_map(|(index, (rows, cols))| {
+            let weight = blender.tile(index)?.weight.view([rows.len(), cols.len()]);
+            Some(DitTile { rows: rows.start..rows.end, cols: cols.start..cols.end, weight })
+        })
+        .collect()
 }
 
 /// Seconds this thread waited on each side (the shared clock; its `compute` is split into the batches'
@@ -277,7 +299,7 @@ impl Pipeline<'_> {
             let stage = format!("{} batch {}/{batches}", stage.as_str(), index + 1);
             self.hooks.progress.send_replace(progress.clone().with_fraction(fraction, elapsed).at(stage));
         };
-        let out = one_step::restore_in_stages(vae, &self.restorer.models(), step, &mut starting)?;
+        let out = one_step::restore_tiled_in_stages(vae, &self.restorer.models(), step, &self.dit_tiles, &mut starting)?;
         clock.stages.add(&out.seconds);
         Ok(out.frames.clamp(-1.0, 1.0))
     }
@@ -354,6 +376,7 @@ impl Pipeline<'_> {
             },
             vae: vae.plans.clone(),
             spatial_tiles: vae.plans.decode.as_ref().and_then(|plan| plan.spatial),
+            dit_tiles: memory.dit_tiles,
             device_memory: DeviceMemoryPlan {
                 budget_bytes: memory.budget_bytes,
                 dit_weight_bytes: memory.dit_weight_bytes,

@@ -6,6 +6,7 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 use super::colorfix::ColorFix;
+use super::dit_tiles::{tiled_velocity, DitTile};
 use super::noise_augment::{noised_condition, noised_input, NoiseScales};
 use crate::models::nn::posterior::Posterior;
 use crate::models::seedvr2::{SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
@@ -158,6 +159,12 @@ pub fn restore<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreSt
 
 /// [`restore`], telling `starting` as each stage begins (for progress).
 pub fn restore_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreStep, starting: &mut dyn FnMut(Stage)) -> Result<OneStepOutput, V::Error> {
+    restore_tiled_in_stages(vae, models, step, &[], starting)
+}
+
+/// [`restore_in_stages`] with the DiT run over `dit_tiles` of the latent (none: the whole latent in one
+/// call). Only the DiT is tiled: the noise is drawn for the whole latent first, as untiled.
+pub fn restore_tiled_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreStep, dit_tiles: &[DitTile], starting: &mut dyn FnMut(Stage)) -> Result<OneStepOutput, V::Error> {
     let _guard = tch::no_grad_guard();
     let RestoreStep { input, keep, keep_size, color_fix, noise, noise_scales } = step;
     let mut seconds = StageSeconds::default();
@@ -186,10 +193,14 @@ pub fn restore_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step:
     let condition = noised_condition(&condition, &noise_thwc, noise_scales.latent);
     let [t, h, w, c] = <[i64; 4]>::try_from(condition.size()).expect("4-D condition");
     let mask = Tensor::ones([t, h, w, 1], (Kind::Float, condition.device()));
-    let vid = Tensor::cat(&[&noise_thwc, &condition, &mask], -1).reshape([t * h * w, -1]);
+    let tokens = Tensor::cat(&[&noise_thwc, &condition, &mask], -1);
+    let vid = tokens.reshape([t * h * w, -1]);
     let dit_input = DitInput { vid: &vid, grid: [t, h, w], txt: models.text, timestep: ONE_STEP_TIMESTEP };
     starting(Stage::Dit);
     let velocity = timed(device, &mut seconds.dit, || {
+        if !dit_tiles.is_empty() {
+            return tiled_velocity(models.dit, &tokens, models.text, ONE_STEP_TIMESTEP, dit_tiles);
+        }
         let _heap = crate::device::HeapReuse::for_call();
         models.dit.forward(&dit_input)
     })?;

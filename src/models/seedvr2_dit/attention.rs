@@ -9,7 +9,7 @@ use tch::{Kind, Tensor};
 use super::config::DitConfig;
 use super::layers::{Linear, RmsNorm, Streams};
 use super::rope::Rope;
-use super::window::{windows, Window};
+use super::window::{windows, windows_of_part, GridPart, Window};
 use crate::models::nn::weights::WeightPath;
 use crate::models::ModelError;
 
@@ -61,6 +61,8 @@ pub struct AttentionOutput {
 pub struct SampleLayout {
     pub grid: [i64; 3],
     pub text_len: i64,
+    /// The sample is a spatial tile of this larger grid: windows are the larger grid's, cut to the tile.
+    pub part_of: Option<GridPart>,
 }
 
 impl WindowAttention {
@@ -71,8 +73,11 @@ impl WindowAttention {
         Ok(Self { streams, rope: Rope::new(cfg.variant, freqs), count, shifted, heads: cfg.heads, head_dim: cfg.head_dim, qkv_cast })
     }
 
-    pub fn window_plan(&self, grid: [i64; 3]) -> Vec<Window> {
-        windows(grid, self.count, self.shifted)
+    pub fn window_plan(&self, layout: &SampleLayout) -> Vec<Window> {
+        match &layout.part_of {
+            Some(part) => windows_of_part(part, layout.grid, self.count, self.shifted),
+            None => windows(layout.grid, self.count, self.shifted),
+        }
     }
 
     pub fn forward(&self, vid: &Tensor, txt: &Tensor, layout: &SampleLayout, cfg: &DitConfig) -> AttentionOutput {
@@ -86,7 +91,7 @@ impl WindowAttention {
         let inner = self.heads * self.head_dim;
         let mut vid_out = Tensor::zeros([vid.size()[0], inner], (vid.kind(), vid.device()));
         let mut txt_sum = Tensor::zeros([layout.text_len, self.heads, self.head_dim], (vid.kind(), vid.device()));
-        let plan = self.window_plan(layout.grid);
+        let plan = self.window_plan(layout);
         for (shape, group) in group_by_shape(&plan) {
             let (count, tokens) = (group.len() as i64, shape.iter().product::<i64>());
             let indices: Vec<i64> = group.iter().flat_map(|w| w.token_indices(layout.grid)).collect();

@@ -12,6 +12,6 @@ mod trace;
 pub mod window;
 
 pub use config::{DitConfig, DitVariant, MlpKind};
-pub use model::{DitInput, DitLoadOptions, SeedVr2Dit};
+pub use model::{DitInput, DitLoadOptions, SeedVr2Dit, TileOf};
 pub use trace::Trace;
 pub use swap::BlockPlacement;

@@ -12,6 +12,7 @@ use super::embed::{unpatchify, PatchIn, TimeEmbedding};
 use super::layers::{AdaVectors, EmbeddingSlice, Linear, RmsNorm};
 use super::swap::{BlockPlacement, Blocks};
 use super::trace::Trace;
+use super::window::GridPart;
 use crate::models::nn::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
@@ -40,6 +41,15 @@ pub struct DitInput<'a> {
     /// `[L, txt_in_dim]` text embeddings.
     pub txt: &'a Tensor,
     pub timestep: f64,
+}
+
+/// Where a sample sits when it is a spatial tile of a larger latent grid, in latent cells (even).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileOf {
+    /// `(T, H, W)` of the whole latent grid.
+    pub whole: [i64; 3],
+    /// `[row, column]` of the tile's top left in it.
+    pub offset: [i64; 2],
 }
 
 enum OutputHead {
@@ -139,7 +149,29 @@ impl SeedVr2Dit {
         self.forward_traced(input, None)
     }
 
-    pub fn forward_traced(&self, input: &DitInput, mut trace: Option<&mut Trace>) -> Result<Tensor, ModelError> {
+    pub fn forward_traced(&self, input: &DitInput, trace: Option<&mut Trace>) -> Result<Tensor, ModelError> {
+        self.run(input, None, trace)
+    }
+
+    /// [`Self::forward`] on a spatial tile of a larger grid: the attention windows are the whole grid's
+    /// cut to the tile, so the tile differs from the untiled run only where a window or the text's mean
+    /// over windows reaches past its edges.
+    pub fn forward_tile(&self, input: &DitInput, tile_of: &TileOf) -> Result<Tensor, ModelError> {
+        let (whole, [row, col]) = (tile_of.whole, tile_of.offset);
+        let [t, h, w] = input.grid;
+        let fits = whole[0] == t && row >= 0 && col >= 0 && row + h <= whole[1] && col + w <= whole[2];
+        if !fits || row % PATCH[1] != 0 || col % PATCH[2] != 0 || whole[1] % PATCH[1] != 0 || whole[2] % PATCH[2] != 0 {
+            let model = format!("seedvr2 {} DiT", self.config.variant.as_str());
+            return Err(ModelError::Unsupported { model, what: format!("a {t}×{h}×{w} tile at {row},{col} of a {whole:?} grid") });
+        }
+        let part = GridPart {
+            whole: [whole[0] / PATCH[0], whole[1] / PATCH[1], whole[2] / PATCH[2]],
+            offset: [0, row / PATCH[1], col / PATCH[2]],
+        };
+        self.run(input, Some(part), None)
+    }
+
+    fn run(&self, input: &DitInput, part_of: Option<GridPart>, mut trace: Option<&mut Trace>) -> Result<Tensor, ModelError> {
         self.check(input)?;
         let _guard = tch::no_grad_guard();
         let [t, h, w] = input.grid;
@@ -152,7 +184,7 @@ impl SeedVr2Dit {
             trace.record("txt_in".into(), &txt);
             trace.record("emb_in".into(), &emb);
         }
-        let layout = SampleLayout { grid: patched, text_len: txt.size()[0] };
+        let layout = SampleLayout { grid: patched, text_len: txt.size()[0], part_of };
         let block_emb = BlockEmbedding::of(&emb, self.config.dim);
         let mut tokens = Tokens { vid, txt };
         match &self.blocks {

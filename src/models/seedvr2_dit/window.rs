@@ -62,6 +62,29 @@ pub fn windows(grid: [i64; 3], count: [i64; 3], shifted: bool) -> Vec<Window> {
     out
 }
 
+/// A part of a larger grid run on its own (a spatial tile): the whole grid's size and where the part
+/// starts in it, in patched tokens (`t` is never split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GridPart {
+    pub whole: [i64; 3],
+    pub offset: [i64; 3],
+}
+
+/// The windows of a part of a grid: the whole grid's windows (sized and placed for it, so that a tile's
+/// windows are the untiled run's) cut to the part and moved to its origin; windows outside it dropped.
+pub fn windows_of_part(part: &GridPart, grid: [i64; 3], count: [i64; 3], shifted: bool) -> Vec<Window> {
+    let clip = |range: &Range<i64>, axis: usize| {
+        let start = range.start.max(part.offset[axis]) - part.offset[axis];
+        let end = range.end.min(part.offset[axis] + grid[axis]) - part.offset[axis];
+        start..end
+    };
+    windows(part.whole, count, shifted)
+        .iter()
+        .map(|w| Window { t: clip(&w.t, 0), h: clip(&w.h, 1), w: clip(&w.w, 2) })
+        .filter(|w| w.t.start < w.t.end && w.h.start < w.h.end && w.w.start < w.w.end)
+        .collect()
+}
+
 fn regular_tiles(extent: i64, size: i64) -> Vec<Range<i64>> {
     (0..div_ceil(extent, size)).map(|i| i * size..((i + 1) * size).min(extent)).collect()
 }
@@ -122,6 +145,31 @@ mod tests {
         }
         assert_eq!(windows([21, 45, 80], [4, 3, 3], false).len(), 36);
         assert_eq!(windows([21, 45, 80], [4, 3, 3], true).len(), 64);
+    }
+
+    #[test]
+    fn a_part_keeps_the_whole_grids_windows_cut_to_it() {
+        let whole = [2, 40, 64];
+        for shifted in [false, true] {
+            let all = windows(whole, [2, 3, 3], shifted);
+            let same = windows_of_part(&GridPart { whole, offset: [0, 0, 0] }, whole, [2, 3, 3], shifted);
+            assert_eq!(all, same);
+            let part = GridPart { whole, offset: [0, 10, 20] };
+            let cut = windows_of_part(&part, [2, 20, 30], [2, 3, 3], shifted);
+            // Every token of the part is in exactly one window, and each window is a whole-grid window
+            // moved by the offset and cut to the part.
+            let mut seen = vec![0; 2 * 20 * 30];
+            for w in &cut {
+                for i in w.token_indices([2, 20, 30]) {
+                    seen[i as usize] += 1;
+                }
+                let moved = |r: &Range<i64>, o: i64| r.start + o..r.end + o;
+                assert!(all.iter().any(|a| a.t == w.t
+                    && a.h.start.max(10) == w.h.start + 10 && a.h.end.min(30) == w.h.end + 10
+                    && a.w.start.max(20) == w.w.start + 20 && a.w.end.min(50) == w.w.end + 20), "{:?}", (moved(&w.h, 10), moved(&w.w, 20)));
+            }
+            assert!(seen.iter().all(|n| *n == 1));
+        }
     }
 
     #[test]
