@@ -417,21 +417,35 @@ async fn try_decode(client: &reqwest::Client, server: &Server, query: &str, body
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_shapes_decode_again_after_a_kernel_could_not_be_created() {
     let _turn = ONE_CAPPED_SERVER_AT_A_TIME.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    // Direct convolutions only: with `cpu_winograd` on, the server under this limit (a few MiB above its
-    // size) ended without a message in 2 of about 12 runs of this file, where the direct path fails the
-    // job with an error every time. Not pinned down yet (docs/benchmarks.md, "Winograd").
-    let server = small_wan_server_with(dir.path(), &[("VAEBOX_CPU_WINOGRAD", "false")]);
     let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
     let query = |t: usize, h: usize, w: usize| format!("model=wan21-small&shape=1&shape=16&shape={t}&shape={h}&shape={w}&dtype=float32&output_type=pt");
-    remote_decode(&client, &server, &query(1, 4, 4), latent_bytes(16 * 4 * 4)).await;
-
-    limit_address_space_softly(&server, Some(virtual_size_bytes(server.pid()) + KERNEL_FAILURE_HEADROOM));
-    let (status, body) = try_decode(&client, &server, &query(1, 4, 6), latent_bytes(16 * 4 * 6)).await;
-    limit_address_space_softly(&server, None);
-    let error = String::from_utf8_lossy(&body);
-    println!("new shape under the limit: {status} {error}");
-    assert!(status != 200 && error.contains("could not create a primitive"), "the limit did not fail a kernel: {status} {error}");
+    // Under a limit this tight any of the server's own small allocations can hit it too, and Rust ends a
+    // process whose allocation fails (1 run in about 12 of this file, in a whole-suite run): that is the
+    // method, not the recovery under test, so a server that ended is replaced once; the second must pass.
+    let (_dir, server) = 'capped: {
+        for attempt in 1..=2 {
+            let dir = tempfile::tempdir().unwrap();
+            // Direct convolutions only: with `cpu_winograd` on, the server under this limit (a few MiB above
+            // its size) ended without a message in 2 of about 12 runs of this file, where the direct path
+            // fails the job with an error every time. Not pinned down yet (docs/benchmarks.md, "Winograd").
+            let server = small_wan_server_with(dir.path(), &[("VAEBOX_CPU_WINOGRAD", "false")]);
+            remote_decode(&client, &server, &query(1, 4, 4), latent_bytes(16 * 4 * 4)).await;
+            limit_address_space_softly(&server, Some(virtual_size_bytes(server.pid()) + KERNEL_FAILURE_HEADROOM));
+            let answer = client.post(server.url(&format!("/v1/decode?{}", query(1, 4, 6)))).body(latent_bytes(16 * 4 * 6)).send().await;
+            let Ok(response) = answer else {
+                assert!(attempt < 2, "the server ended under the limit twice: {answer:?}");
+                println!("the server ended under the limit ({answer:?}); once more with a fresh one");
+                continue;
+            };
+            limit_address_space_softly(&server, None);
+            let status = response.status().as_u16();
+            let error = String::from_utf8_lossy(&response.bytes().await.unwrap()).into_owned();
+            println!("new shape under the limit: {status} {error}");
+            assert!(status != 200 && error.contains("could not create a primitive"), "the limit did not fail a kernel: {status} {error}");
+            break 'capped (dir, server);
+        }
+        unreachable!("the second attempt passes or fails above");
+    };
 
     let fresh_dir = tempfile::tempdir().unwrap();
     let fresh = small_wan_server_with(fresh_dir.path(), &[("VAEBOX_CPU_WINOGRAD", "false")]);
