@@ -43,6 +43,13 @@ async fn submit(client: &reqwest::Client, server: &Server, query: &str, body: Ve
     job["id"].as_str().unwrap().to_string()
 }
 
+/// A server with [`SETTINGS`] and the models in `models`.
+fn server_with_models(dir: &Path, models: &Path) -> Server {
+    let mut settings = SETTINGS.to_vec();
+    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
+    Server::start(dir, &settings)
+}
+
 /// The segments folder a job's checkpoints are in.
 fn segments_folder(server: &Server, id: &str) -> Option<std::path::PathBuf> {
     let dir = server.data_dir.join("data/jobs").join(id);
@@ -93,10 +100,7 @@ fn assert_same_frames(resumed: &[Vec<u8>], whole: &[Vec<u8>]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_killed_in_its_third_batch_goes_on_from_it_after_a_restart_and_equals_an_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
-    let models = models_with_small_seedvr2(dir.path());
-    let mut settings = SETTINGS.to_vec();
-    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
-    let server = Server::start(dir.path(), &settings);
+    let server = server_with_models(dir.path(), &models_with_small_seedvr2(dir.path()));
     let client = client();
     let input = clip(dir.path(), RESTORE_FRAMES);
 
@@ -183,10 +187,7 @@ const LATENT_FRAMES: i64 = 16;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vae_decode_killed_mid_latent_goes_on_from_its_checkpoint_and_equals_an_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
-    let models = models_with_small_wan21(dir.path());
-    let mut settings = SETTINGS.to_vec();
-    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
-    let server = Server::start(dir.path(), &settings);
+    let server = server_with_models(dir.path(), &models_with_small_wan21(dir.path()));
     let client = client();
     // 12 × 16 latent cells: 96 × 128 pixels. Random values: every frame differs from every other.
     tch::manual_seed(3);
@@ -221,10 +222,7 @@ async fn a_vae_decode_killed_mid_latent_goes_on_from_its_checkpoint_and_equals_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vae_encode_killed_mid_clip_goes_on_from_its_checkpoint_and_writes_the_same_latent() {
     let dir = tempfile::tempdir().unwrap();
-    let models = models_with_small_wan21(dir.path());
-    let mut settings = SETTINGS.to_vec();
-    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
-    let server = Server::start(dir.path(), &settings);
+    let server = server_with_models(dir.path(), &models_with_small_wan21(dir.path()));
     let client = client();
     // 61 frames: 1 + 4 × 15, 16 latent frames, pushed 4 frames at a time with a checkpoint after each push.
     let input = clip(dir.path(), 61);
