@@ -123,8 +123,12 @@ impl Checkpoints {
 
     /// Records `frames` written to an output that is not in segments (a latent file written in place).
     pub fn save_written(&self, frames: u64, mark: Mark) -> Result<(), ExecError> {
-        let work_s = self.resumed.as_ref().map_or(0.0, |c| c.work_s) + self.started.elapsed().as_secs_f64();
-        self.folder.save(FinishedSegments { segments: 0, frames }, work_s, mark, None)
+        self.folder.save(FinishedSegments { segments: 0, frames }, self.work_s(), mark, None)
+    }
+
+    /// Seconds of work behind the output so far: the stopped runs' and this one's.
+    fn work_s(&self) -> f64 {
+        self.resumed.as_ref().map_or(0.0, |c| c.work_s) + self.started.elapsed().as_secs_f64()
     }
 
     /// The checkpoint cannot be gone on from after all (what it names is gone): start over.
@@ -139,8 +143,7 @@ impl Checkpoints {
             return Ok(());
         }
         let finished = sink.end_segment()?;
-        let work_s = self.resumed.as_ref().map_or(0.0, |c| c.work_s) + self.started.elapsed().as_secs_f64();
-        self.folder.save(finished, work_s, mark, quality)
+        self.folder.save(finished, self.work_s(), mark, quality)
     }
 }
 
@@ -222,17 +225,15 @@ impl ResumeFolder {
         ExecError::Media(MediaError::io(format!("{what} in {}", self.dir.display()), error))
     }
 
-    /// A VAE checkpoint's saved stream state, by name, on `device`.
-    pub fn stream_state(&self, name: &str, device: Device) -> Result<std::collections::HashMap<String, Tensor>, ExecError> {
+    /// A checkpoint's tensor file (a VAE stream's saved state), by name, on `device`.
+    pub fn tensors(&self, name: &str, device: Device) -> Result<std::collections::HashMap<String, Tensor>, ExecError> {
         let tensors = Tensor::read_safetensors(self.dir.join(name))?;
         Ok(tensors.into_iter().map(|(key, tensor)| (key, tensor.to_device(device))).collect())
     }
 
     /// The frames a checkpoint holds for the next cross-fade, on `device`.
     pub fn held(&self, name: &str, device: Device) -> Result<Tensor, ExecError> {
-        let tensors = Tensor::read_safetensors(self.dir.join(name))?;
-        let (_, held) = tensors.into_iter().next().ok_or_else(|| ExecError::Invalid(format!("the checkpoint's {name} holds no frames")))?;
-        Ok(held.to_device(device))
+        self.tensors(name, device)?.remove("held").ok_or_else(|| ExecError::Invalid(format!("the checkpoint's {name} holds no frames")))
     }
 
     /// The folder, once the output is whole (or the checkpoint is of no use).

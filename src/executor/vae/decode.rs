@@ -87,11 +87,8 @@ impl DecodeSink {
 /// runs every tile over the whole clip before the first frame is whole, and a tensor is written whole.
 fn decode_checkpoints(ctx: &VaeJob, fps: &str) -> Checkpoints {
     let resumable = ctx.job.params.output_format != Some(OutputFormat::Safetensors) && !(ctx.tile_plan.tile_major && ctx.tiles.is_some());
-    // The spatial tiles decide the frames (their seams are blended); the push length does not (the causal
-    // cache is exact), so a job re-planned to shorter pushes still goes on from its checkpoint.
-    let settings = serde_json::json!({ "kind": format!("{:?}", ctx.kind), "tiles": ctx.tiles });
     let rate = crate::media::parse_rate(fps).map_or(16.0, |(_, rate)| rate);
-    Checkpoints::open(ctx.exec, ctx.job, settings, rate, resumable)
+    ctx.checkpoints(rate, resumable)
 }
 
 /// Puts `decoder` where the checkpoint the job goes on from left it: the latent frames pushed and the
@@ -100,7 +97,7 @@ fn resume_decoder(ctx: &VaeJob, checkpoints: &Checkpoints, decoder: &mut TiledDe
     let Some(checkpoint) = &checkpoints.resumed else { return Ok((0, 0)) };
     let mark = checkpoint.vae.as_ref().ok_or_else(|| ExecError::Invalid("a decode checkpoint without the decoder's state".into()))?;
     decoder.set_row_split(mark.row_split);
-    decoder.load_state(&checkpoints.folder.stream_state(&mark.state, ctx.exec.device)?, ctx.exec.device)?;
+    decoder.load_state(&checkpoints.folder.tensors(&mark.state, ctx.exec.device)?, ctx.exec.device)?;
     fallbacks.log.clone_from(&mark.fallbacks);
     Ok((mark.inputs, checkpoint.frames))
 }

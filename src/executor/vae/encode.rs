@@ -108,9 +108,7 @@ fn encode_checkpoints(ctx: &VaeJob, source: &EncodeSource) -> Checkpoints {
         EncodeSource::Video { info, .. } => (true, info.fps),
         EncodeSource::Tensor { .. } => (false, 16.0),
     };
-    // As for the decode: the spatial tiles decide the latent, the push length does not.
-    let settings = serde_json::json!({ "kind": format!("{:?}", ctx.kind), "tiles": ctx.tiles });
-    Checkpoints::open(ctx.exec, ctx.job, settings, rate, resumable)
+    ctx.checkpoints(rate, resumable)
 }
 
 /// The latent file's writer and `encoder`, where the checkpoint the job goes on from left them, and the
@@ -130,7 +128,7 @@ fn resume_encoder(
         return Ok((writer, 0));
     };
     encoder.set_row_split(mark.row_split);
-    encoder.load_state(&checkpoints.folder.stream_state(&mark.state, ctx.exec.device)?, ctx.exec.device)?;
+    encoder.load_state(&checkpoints.folder.tensors(&mark.state, ctx.exec.device)?, ctx.exec.device)?;
     fallbacks.log.clone_from(&mark.fallbacks);
     Ok((writer, mark.inputs as u64))
 }

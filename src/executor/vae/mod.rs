@@ -23,6 +23,7 @@ use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::Plan;
 use crate::executor::replan::{JobPlanning, PlanLimits};
 use crate::executor::resilient;
+use crate::executor::resume::Checkpoints;
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 
 /// Wan and SeedVR2 are trained on 16 fps clips; a latent without an fps decodes at that rate.
@@ -163,6 +164,14 @@ impl VaeJob<'_> {
 
     fn input_media(&self, timings: &mut Timings) -> Result<MediaInfo, ExecError> {
         input_media(self.exec, self.job, timings)
+    }
+
+    /// The op's checkpoints (`rate`: the output's frames per second). What decides the output besides the
+    /// job: the precision and the spatial tiles (their seams are blended); not the push length (the causal
+    /// cache is exact), so a job re-planned to shorter pushes still goes on from its checkpoint.
+    fn checkpoints(&self, rate: f64, resumable: bool) -> Checkpoints {
+        let settings = serde_json::json!({ "kind": format!("{:?}", self.kind), "tiles": self.tiles });
+        Checkpoints::open(self.exec, self.job, settings, rate, resumable)
     }
 
     fn reader(&self, info: &MediaInfo) -> Result<FrameReader, ExecError> {
