@@ -8,6 +8,7 @@ mod ffi {
         pub fn vaebox_cuda_peak_allocated_bytes(device: i32, out: *mut u64) -> i32;
         pub fn vaebox_cuda_reset_peak(device: i32) -> i32;
         pub fn vaebox_cuda_memory_info(device: i32, free_bytes: *mut u64, total_bytes: *mut u64) -> i32;
+        pub fn vaebox_cuda_reserved_bytes(device: i32, out: *mut u64) -> i32;
         pub fn vaebox_cuda_empty_cache() -> i32;
         pub fn vaebox_set_tf32(on: bool) -> i32;
     }
@@ -59,7 +60,7 @@ pub fn reset_peak(device: Device) {
 }
 
 /// (free, total) bytes of `device` as the driver reports them.
-pub fn memory_info(device: Device) -> Option<(u64, u64)> {
+fn memory_info(device: Device) -> Option<(u64, u64)> {
     let _index = available(device)?;
     #[cfg(cuda_shim)]
     {
@@ -69,6 +70,53 @@ pub fn memory_info(device: Device) -> Option<(u64, u64)> {
     }
     #[allow(unreachable_code)]
     None
+}
+
+/// Bytes this process's caching allocator holds on `device`, in use or cached.
+fn reserved_bytes(device: Device) -> Option<u64> {
+    let _index = available(device)?;
+    #[cfg(cuda_shim)]
+    {
+        let mut out = 0u64;
+        // SAFETY: plain C ABI; `out` outlives the call.
+        return (unsafe { ffi::vaebox_cuda_reserved_bytes(_index, &mut out) } == 0).then_some(out);
+    }
+    #[allow(unreachable_code)]
+    None
+}
+
+/// (free, total) bytes of `device` for this process: the driver's figures, capped by the share that
+/// `per_process_memory_fraction` in `PYTORCH_CUDA_ALLOC_CONF` gives it (free less what the process
+/// already holds). The driver does not know that cap: a plan made for the free memory alone ran out of
+/// memory on its first attempt, which took 33 s with cuDNN autotuning (an H200 capped at 7 GiB of 140,
+/// docs/benchmarks.md).
+pub fn memory_for_this_process(device: Device) -> Option<(u64, u64)> {
+    let (free, total) = memory_info(device)?;
+    let conf = std::env::var("PYTORCH_CUDA_ALLOC_CONF").ok();
+    let fraction = conf.as_deref().and_then(process_memory_fraction);
+    Some(under_fraction(free, total, fraction, reserved_bytes(device).unwrap_or(0)))
+}
+
+/// `per_process_memory_fraction` of an allocator configuration (`key:value` pairs separated by commas),
+/// when it is a share in (0, 1].
+fn process_memory_fraction(conf: &str) -> Option<f64> {
+    conf.split(',')
+        .filter_map(|pair| pair.split_once(':'))
+        .filter(|(key, _)| key.trim() == "per_process_memory_fraction")
+        .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
+        .filter(|share| *share > 0.0 && *share <= 1.0)
+        .last()
+}
+
+/// (free, total) within `fraction` of `total`, of which this process holds `reserved`.
+fn under_fraction(free: u64, total: u64, fraction: Option<f64>, reserved: u64) -> (u64, u64) {
+    match fraction {
+        Some(share) => {
+            let allowed = (total as f64 * share) as u64;
+            (free.min(allowed.saturating_sub(reserved)), allowed)
+        }
+        None => (free, total),
+    }
 }
 
 /// Returns cached blocks to the driver, so the next plan sees them as free.
@@ -126,9 +174,33 @@ mod tests {
         }
         assert_eq!(peak_allocated_bytes(Device::Cuda(0)), None);
         assert_eq!(memory_info(Device::Cuda(0)), None);
+        assert_eq!(memory_for_this_process(Device::Cuda(0)), None);
         assert_eq!(peak_allocated_bytes(Device::Cpu), None);
         reset_peak(Device::Cuda(0));
         empty_cache(Device::Cuda(0));
         assert!(!set_tf32(true));
+    }
+
+    #[test]
+    fn the_allocator_s_fraction_is_read_from_its_configuration() {
+        assert_eq!(process_memory_fraction("per_process_memory_fraction:0.05"), Some(0.05));
+        assert_eq!(process_memory_fraction("expandable_segments:True, per_process_memory_fraction: 0.5"), Some(0.5));
+        assert_eq!(process_memory_fraction("expandable_segments:True"), None);
+        // Out of (0, 1] the allocator refuses it too; the driver's free memory stays the limit.
+        assert_eq!(process_memory_fraction("per_process_memory_fraction:0"), None);
+        assert_eq!(process_memory_fraction("per_process_memory_fraction:1.5"), None);
+        assert_eq!(process_memory_fraction("per_process_memory_fraction:half"), None);
+    }
+
+    #[test]
+    fn a_fraction_caps_the_free_memory_less_what_the_process_holds() {
+        const GIB: u64 = 1 << 30;
+        // The H200 of the GPU check: 140 GiB free, 5% of it is 7 GiB, 1 GiB of weights already held.
+        assert_eq!(under_fraction(140 * GIB, 140 * GIB, Some(0.05), GIB), (6 * GIB, 7 * GIB));
+        // Other processes use the card: the driver's free memory is the smaller.
+        assert_eq!(under_fraction(2 * GIB, 140 * GIB, Some(0.5), GIB), (2 * GIB, 70 * GIB));
+        assert_eq!(under_fraction(140 * GIB, 140 * GIB, None, GIB), (140 * GIB, 140 * GIB));
+        // Holding more than the share: nothing left, not an underflow.
+        assert_eq!(under_fraction(140 * GIB, 140 * GIB, Some(0.01), 2 * GIB).0, 0);
     }
 }

@@ -47,6 +47,18 @@ int vaebox_cuda_memory_info(int device, uint64_t* free_bytes, uint64_t* total_by
   }
 }
 
+// Bytes this process's caching allocator holds on `device` (in use or cached): what counts against
+// a `per_process_memory_fraction` cap.
+int vaebox_cuda_reserved_bytes(int device, uint64_t* out) {
+  try {
+    const auto stats = cuda_allocator()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    *out = static_cast<uint64_t>(stats.reserved_bytes[0].current);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 // Cached blocks go back to the driver (after an out-of-memory retry, or between jobs).
 int vaebox_cuda_empty_cache() {
   try {

@@ -133,7 +133,7 @@ impl ExecutorHandle {
                 if !device.is_cuda() && config.cpu_allocator == crate::device::HostAllocator::Fast && config.memory_budget_mib > 0 {
                     tracing::warn!("cpu_allocator = \"fast\": glibc keeps freed tensors, so memory_budget_mib is not held on CPU");
                 }
-                let _ = device_tx.send((device, crate::device::cuda::memory_info(device).map(|(_, total)| total)));
+                let _ = device_tx.send((device, crate::device::cuda::memory_for_this_process(device).map(|(_, total)| total)));
                 serve(Executor { config, device, models: LoadedModels::default() }, inbox, None);
             })
             .expect("spawn executor thread");
@@ -266,7 +266,7 @@ impl Executor {
             // Blocks the allocator caches from earlier jobs are free for this one but not to the driver.
             crate::device::cuda::empty_cache(self.device);
         }
-        match (budget_mib, crate::device::cuda::memory_info(self.device)) {
+        match (budget_mib, crate::device::cuda::memory_for_this_process(self.device)) {
             // The loaded weights are already off the free memory, so what is left is working memory.
             (0, Some((free, _))) => (free >> 20).saturating_sub(self.config.device_memory_margin_mib).max(1),
             (budget, _) => budget,

@@ -92,7 +92,7 @@ pub fn block_placement(exec: &Executor, dit: &str, files: &RestorerFiles, kind: 
             if let Some(loaded) = exec.models.restorer_if_loaded(dit, files, kind) {
                 return loaded.dit.placement();
             }
-            let Some((free, _)) = crate::device::cuda::memory_info(exec.device) else { return BlockPlacement::Resident };
+            let Some((free, _)) = crate::device::cuda::memory_for_this_process(exec.device) else { return BlockPlacement::Resident };
             let weights = std::fs::metadata(&files.dit).map(|m| m.len()).unwrap_or(0);
             if weights + (exec.config.device_memory_margin_mib << 20) > free {
                 BlockPlacement::Swapped
