@@ -125,6 +125,18 @@ impl Checkpoints {
         self.can_resume
     }
 
+    /// The PSNR/SSIM sums the checkpoint the job goes on from kept (none: a fresh meter), for figures over
+    /// every frame.
+    pub fn resumed_quality(&self) -> QualityMeter {
+        self.resumed.as_ref().and_then(|c| c.quality.clone()).unwrap_or_default()
+    }
+
+    /// Whether `frames` since the last checkpoint (in the segment in hand, or pushed into a latent file)
+    /// complete a segment, so that a checkpoint is due; never for a job that cannot go on from one.
+    pub fn segment_full(&self, frames: u64) -> bool {
+        self.can_resume && frames >= self.segment_frames
+    }
+
     pub fn resumed_from(&self) -> Option<ResumedFrom> {
         self.resumed.as_ref().map(Checkpoint::resumed_from)
     }

@@ -10,7 +10,6 @@ use tch::{Device, Tensor};
 use crate::executor::resilient::{self, OomFallbacks};
 use super::VaeJob;
 use crate::executor::stage_clock::StageClock;
-use crate::executor::quality::QualityMeter;
 use crate::executor::{frames, ExecError};
 use crate::jobs::plan::{RowSplitHalves, VaeOpPlan, VaeReconstructPlan};
 use crate::jobs::{JobOutcome, Timings};
@@ -87,7 +86,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     // Source frames wait here until their reconstruction comes out (at most a chunk plus one latent's worth).
     let (pushed, mut waiting) = resume_streams(ctx, &checkpoints, &mut encoder, &mut decoder, &mut fallbacks)?;
     // A resumed job's figures go on from the sums its checkpoint kept.
-    let mut quality: QualityMeter = checkpoints.resumed.as_ref().and_then(|c| c.quality.clone()).unwrap_or_default();
+    let mut quality = checkpoints.resumed_quality();
     let group = ctx.vae.temporal_factor();
     let factor = ctx.vae.spatial_factor();
     let mut clock = StageClock::default();
@@ -145,7 +144,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             StageClock::time(&mut clock.write, || sink.write(out))?;
             // A segment ends after the push that fills it: pushes fall where an uninterrupted run's do. The
             // padding push at the end is the last one: a run going on after it would push it again.
-            if !finished_input && checkpoints.can_resume() && sink.frames_in_segment().unwrap_or(0) >= checkpoints.segment_frames {
+            if !finished_input && checkpoints.segment_full(sink.frames_in_segment().unwrap_or(0)) {
                 let row_split = RowSplitHalves { encoder: encoder.row_split(), decoder: decoder.row_split() };
                 let mark = Mark::Reconstruct { inputs: read_frames as i64, state: saved_state(&encoder, &decoder, &waiting), row_split, fallbacks: &fallbacks.log };
                 StageClock::time(&mut clock.write, || checkpoints.save(&mut sink, mark, Some(&quality)))?;
