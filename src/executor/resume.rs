@@ -1,7 +1,8 @@
-//! Going on after a stop. Upscale, restore and the VAE decode write their video as segments
+//! Going on after a stop. Upscale, restore, the VAE decode and reconstruct write their video as segments
 //! (`media::segments`) in a folder beside the output and, after each finished segment, a checkpoint: how far
 //! the job got and what it needs to go on from there (restore: batches done and the frames held for the next
-//! cross-fade; the VAE: latent frames done and its streams' causal caches). Run
+//! cross-fade; the VAE: input frames pushed and its streams' causal caches; reconstruct also the source
+//! frames waiting for their reconstruction and its PSNR/SSIM sums). Run
 //! again — after a server stop, a kill, a power cut, or by another worker on the same data dir — the job
 //! finds the checkpoint, reads its input again without computing up to that point, and appends. A
 //! checkpoint made with other settings or another input (`fingerprint`) is not used.
@@ -14,7 +15,7 @@ use tch::{Device, Tensor};
 use super::media_io::FrameSink;
 use super::quality::QualityMeter;
 use super::{ExecError, Executor, JobSpec};
-use crate::jobs::plan::ResumedFrom;
+use crate::jobs::plan::{ResumedFrom, RowSplitHalves};
 use crate::media::segments::FinishedSegments;
 use crate::media::MediaError;
 use crate::models::nn::causal_cache::{RowSplit, SavedTensors};
@@ -34,7 +35,7 @@ pub struct Checkpoint {
     /// Restore's place in its batches.
     #[serde(default)]
     pub restore: Option<RestoreMark>,
-    /// The VAE decode's place in its latent.
+    /// A VAE stream's (or a reconstruct's two streams') place in its input.
     #[serde(default)]
     pub vae: Option<VaeMark>,
     /// `metrics=true`: the sums over the frames written so far.
@@ -60,8 +61,12 @@ pub struct VaeMark {
     pub inputs: i64,
     /// The file of the streams' saved state (causal caches) after those frames.
     pub state: String,
-    /// The row split the streams ran with (an out-of-memory fallback), and the fallbacks logged so far.
+    /// The row split the streams ran with (an out-of-memory fallback; a reconstruct's encoder's), and the
+    /// fallbacks logged so far.
     pub row_split: Option<RowSplit>,
+    /// A reconstruct's decoder's row split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder_row_split: Option<RowSplit>,
     pub fallbacks: Vec<String>,
 }
 
@@ -73,6 +78,9 @@ pub enum Mark<'a> {
     Restore { batches: i64, dropped: i64, held: Option<&'a Tensor> },
     /// A VAE stream: input frames pushed, the streams' state after them, how they ran.
     Vae { inputs: i64, state: SavedTensors, row_split: Option<RowSplit>, fallbacks: &'a [String] },
+    /// A VAE reconstruct: as `Vae`, with the state of both its streams (and the source frames waiting for
+    /// their reconstruction) in `state`, and each stream's row split.
+    Reconstruct { inputs: i64, state: SavedTensors, row_split: RowSplitHalves, fallbacks: &'a [String] },
 }
 
 impl Checkpoint {
@@ -115,6 +123,18 @@ impl Checkpoints {
     /// Whether the job's checkpoints are used when it runs again (see [`Checkpoints::open`]).
     pub fn can_resume(&self) -> bool {
         self.can_resume
+    }
+
+    /// The PSNR/SSIM sums the checkpoint the job goes on from kept (none: a fresh meter), for figures over
+    /// every frame.
+    pub fn resumed_quality(&self) -> QualityMeter {
+        self.resumed.as_ref().and_then(|c| c.quality.clone()).unwrap_or_default()
+    }
+
+    /// Whether `frames` since the last checkpoint (in the segment in hand, or pushed into a latent file)
+    /// complete a segment, so that a checkpoint is due; never for a job that cannot go on from one.
+    pub fn segment_full(&self, frames: u64) -> bool {
+        self.can_resume && frames >= self.segment_frames
     }
 
     pub fn resumed_from(&self) -> Option<ResumedFrom> {
@@ -187,7 +207,7 @@ impl ResumeFolder {
     /// A checkpoint after `finished`: written whole or not at all, after the frames it names.
     pub fn save(&self, finished: FinishedSegments, work_s: f64, mark: Mark, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| self.io_error("making the checkpoint's folder", e))?;
-        let (mut restore, mut vae, mut tensors_file) = (None, None, None);
+        let (mut restore, mut vae) = (None, None);
         match mark {
             Mark::Frames => {}
             Mark::Restore { batches, dropped, held } => {
@@ -197,22 +217,30 @@ impl ResumeFolder {
                 if let (Some(held), Some(name)) = (held, &name) {
                     self.write_tensors(name, &[("held".to_string(), held.to_device(Device::Cpu).contiguous())])?;
                 }
-                tensors_file = name.clone();
                 restore = Some(RestoreMark { batches, dropped, held: name });
             }
             Mark::Vae { inputs, state, row_split, fallbacks } => {
-                let name = format!("stream_{inputs:06}.safetensors");
-                self.write_tensors(&name, &state)?;
-                tensors_file = Some(name.clone());
-                vae = Some(VaeMark { inputs, state: name, row_split, fallbacks: fallbacks.to_vec() });
+                vae = Some(self.save_streams(inputs, &state, [row_split, None], fallbacks)?);
+            }
+            Mark::Reconstruct { inputs, state, row_split, fallbacks } => {
+                vae = Some(self.save_streams(inputs, &state, [row_split.encoder, row_split.decoder], fallbacks)?);
             }
         }
+        let tensors_file = restore.as_ref().and_then(|mark| mark.held.clone()).or_else(|| vae.as_ref().map(|mark| mark.state.clone()));
         let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore, vae, quality: quality.cloned() };
         let partial = self.dir.join(format!(".{CHECKPOINT}.partial"));
         let text = serde_json::to_vec(&checkpoint).expect("a checkpoint serializes");
         std::fs::write(&partial, text).and_then(|_| sync_and_rename(&partial, &self.dir.join(CHECKPOINT))).map_err(|e| self.io_error("saving the checkpoint", e))?;
         self.remove_tensor_files_but(tensors_file.as_deref());
         Ok(())
+    }
+
+    /// Writes a VAE stream's `state` (a reconstruct's two) after `inputs` frames; `row_split`: the stream's
+    /// and, for a reconstruct, the decoder's (`VaeMark`).
+    fn save_streams(&self, inputs: i64, state: &[(String, Tensor)], [row_split, decoder_row_split]: [Option<RowSplit>; 2], fallbacks: &[String]) -> Result<VaeMark, ExecError> {
+        let name = format!("stream_{inputs:06}.safetensors");
+        self.write_tensors(&name, state)?;
+        Ok(VaeMark { inputs, state: name, row_split, decoder_row_split, fallbacks: fallbacks.to_vec() })
     }
 
     fn write_tensors(&self, name: &str, tensors: &[(String, Tensor)]) -> Result<(), ExecError> {

@@ -91,7 +91,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let total = source.total(info.frames);
     let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers } };
     // A resumed job's figures go on from the sums its checkpoint kept.
-    let mut quality = job.params.metrics.unwrap_or(false).then(|| checkpoints.resumed.as_ref().and_then(|c| c.quality.clone()).unwrap_or_default());
+    let mut quality = job.params.metrics.unwrap_or(false).then(|| checkpoints.resumed_quality());
 
     let mut clock = StageClock::default();
     // Frames the source has given; those a stopped run already wrote are read again, not upscaled again.

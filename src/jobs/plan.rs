@@ -162,6 +162,9 @@ pub struct VaeReconstructPlan {
     /// Frames written.
     pub frames: u64,
     pub row_split: RowSplitHalves,
+    /// The run went on from where a stopped one had got to; absent when it started from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
 }
 
 /// The row split each half of a reconstruct ended with; null for a half whose convolutions ran whole.
@@ -461,7 +464,7 @@ mod tests {
         };
         let encode = VaeEncodePlan { latent_shape: vec![1, 16, 3, 18, 22], padded_frames: 1, normalized: true, row_split: None, resumed_from: None };
         let decode = VaeDecodePlan { latent_shape: vec![1, 16, 3, 18, 22], latent_frames_per_push: 2, frames: 9, row_split: split, resumed_from: None };
-        let reconstruct = VaeReconstructPlan { frames: 10, row_split: RowSplitHalves { encoder: None, decoder: split } };
+        let reconstruct = VaeReconstructPlan { frames: 10, row_split: RowSplitHalves { encoder: None, decoder: split }, resumed_from: None };
         vec![
             (
                 JobPlan::Upscale(upscale),
@@ -525,7 +528,7 @@ mod tests {
     #[test]
     fn a_vae_job_s_replans_come_before_its_run_s_own_fallbacks() {
         let row_split = RowSplitHalves { encoder: None, decoder: None };
-        let mut plan = vae_plan(VaeOpPlan::Reconstruct(VaeReconstructPlan { frames: 1, row_split }));
+        let mut plan = vae_plan(VaeOpPlan::Reconstruct(VaeReconstructPlan { frames: 1, row_split, resumed_from: None }));
         plan.prepend_fallbacks(&["re-planned for 1024 MiB".into(), "re-planned for 512 MiB".into()]);
         let expected = ["re-planned for 1024 MiB", "re-planned for 512 MiB", "decode: out of memory on 2 latent frames: 1 + 1"];
         assert_eq!(plan.fallbacks, expected);

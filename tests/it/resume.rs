@@ -1,7 +1,8 @@
 //! A job stopped hard (SIGKILL: no shutdown code runs, as in a crash or a power cut) goes on from its last
 //! checkpoint when it runs again, on the same box after a restart or on another worker of the queue, and
 //! its result equals an uninterrupted run's frame for frame: a restore killed in its third of five
-//! batches goes on from the third, an upscale from its last finished segment.
+//! batches goes on from the third, an upscale from its last finished segment, the VAE ops from their last
+//! checkpoint (a reconstruct with the same PSNR/SSIM).
 use crate::common;
 
 use std::path::Path;
@@ -244,4 +245,38 @@ async fn a_vae_encode_killed_mid_clip_goes_on_from_its_checkpoint_and_writes_the
     assert_eq!(latent.len(), whole_latent.len());
     assert!(latent == whole_latent, "the resumed encode's latent file differs from the uninterrupted run's");
     assert!(segments_folder(&server, &id).is_none(), "the checkpoint folder is gone once the latent is whole");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vae_reconstruct_killed_mid_clip_goes_on_from_its_checkpoint_with_the_same_frames_and_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_models(dir.path(), &models_with_small_wan21(dir.path()));
+    let client = client();
+    // 61 frames pushed 4 at a time; a checkpoint after each push that writes frames.
+    let input = clip(dir.path(), 61);
+    let query = "op=vae_reconstruct&model=wan21-small&dtype=f32&output_format=ffv1&filename=clip.mkv";
+
+    let whole = run_job(&client, &server, query, input.clone()).await;
+    assert!(whole["plan"].get("resumed_from").is_none(), "{}", whole["plan"]);
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), WIDTH, HEIGHT).await;
+    assert_eq!(whole_frames.len(), 61);
+    assert_eq!(whole["metrics"]["frames_compared"], 61, "{}", whole["metrics"]);
+
+    let id = submit(&client, &server, query, input).await;
+    // Killed once both streams' state after 16 to 44 input frames is on disk (some of them still waiting
+    // for their reconstruction: the encoder holds frames for its next group of 4).
+    let seen = wait_for_checkpoint(&server, &id, "after 16 to 44 frames", |c| c["vae"]["inputs"].as_i64().is_some_and(|n| (16..45).contains(&n))).await["frames"].as_u64().unwrap();
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    let resumed = &job["plan"]["resumed_from"];
+    let kept = resumed["frame"].as_u64().unwrap_or(0);
+    assert!(kept >= seen && kept < 61, "kept {kept} frames, the checkpoint seen had {seen}: {}", job["plan"]);
+    assert!(resumed["saved_s"].as_f64().unwrap() > 0.0, "{resumed}");
+    assert_eq!(job["plan"]["frames"], 61);
+    assert_same_frames(&result_frames(&client, &server, &job, dir.path(), WIDTH, HEIGHT).await, &whole_frames);
+    // PSNR and SSIM over the whole clip, from the checkpoint's sums and the rest: to the last bit.
+    assert_eq!(job["metrics"], whole["metrics"]);
+    assert!(segments_folder(&server, &id).is_none(), "the segments are gone once the result is whole");
 }

@@ -150,7 +150,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
                 StageClock::time(&mut clock.write, || sink.write(&frames))?;
                 done += frames.size()[0] as u64;
                 // A segment ends after the push that fills it: pushes fall where an uninterrupted run's do.
-                if sink.frames_in_segment() >= checkpoints.segment_frames && checkpoints.can_resume() {
+                if checkpoints.segment_full(sink.frames_in_segment()) {
                     let mark = Mark::Vae { inputs: start, state: decoder.save_state(), row_split: decoder.row_split(), fallbacks: &fallbacks.log };
                     StageClock::time(&mut clock.write, || sink.checkpoint(&checkpoints, mark))?;
                 }

@@ -180,7 +180,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         })? {
             StageClock::time(&mut clock.write, || sink.write(&z))?;
         }
-        if done - checkpointed >= checkpoints.segment_frames && checkpoints.can_resume() {
+        if checkpoints.segment_full(done - checkpointed) {
             StageClock::time(&mut clock.write, || -> Result<(), ExecError> {
                 sink.writer.sync()?;
                 let mark = Mark::Vae { inputs: done as i64, state: encoder.save_state(), row_split: encoder.row_split(), fallbacks: &fallbacks.log };

@@ -14,8 +14,8 @@ use crate::jobs::plan::{JobPlan, VaeOpPlan, VaePlan};
 use crate::jobs::{JobOutcome, Progress, QualityMetrics, Timings};
 use crate::models::Op;
 use crate::media::latent;
-use crate::executor::media_io::{input_media, read_frames, write_frames, OutputVideo};
-use crate::media::{self, FrameReader, FrameWriter, MediaInfo};
+use crate::executor::media_io::{input_media, read_frames};
+use crate::media::{self, FrameReader, MediaInfo};
 use crate::models::registry::{self, ModelEntry};
 use crate::models::vae::VideoVae;
 use crate::tiling::grid::SpatialTiles;
@@ -176,10 +176,6 @@ impl VaeJob<'_> {
 
     fn reader(&self, info: &MediaInfo) -> Result<FrameReader, ExecError> {
         read_frames(self.exec, self.job, info, self.chunk_frames)
-    }
-
-    fn writer(&self, video: OutputVideo) -> Result<FrameWriter, ExecError> {
-        write_frames(self.exec, self.job, video)
     }
 
     /// Frames in [0, 1] `[n, 3, H, W]` → the model's input `[1, 3, n, H', W']` in [-1, 1].
