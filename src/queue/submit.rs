@@ -134,7 +134,7 @@ impl Queue {
                 return Err(e.into());
             }
         };
-        crate::jobs::telemetry::job_created(job.op, bytes);
+        crate::jobs::telemetry::job_created(job.op, origin.from_try.is_none().then_some(bytes));
         self.wake.notify_one();
         let _ = self.events.send(id);
         tracing::info!(%id, op = job.op.as_str(), model = %job.model, bytes, "job queued");

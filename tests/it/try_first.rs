@@ -170,6 +170,12 @@ async fn the_whole_clip_of_a_try_is_the_job_the_whole_upload_makes() {
     assert!(whole_frames == direct_frames, "the whole clip's frames are not those of the same job uploaded whole");
     let seconds = audio_seconds(&whole_path);
     assert!((seconds - 40.0 / FPS as f64).abs() < 0.05, "the whole clip's sound lasts {seconds} s");
+    // Three jobs, two uploads: the whole clip received nothing.
+    let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let series = |name: &str| metrics.lines().find_map(|line| line.strip_prefix(name)?.trim().parse::<f64>().ok());
+    let clip_bytes = std::fs::metadata(&clip).unwrap().len() as f64;
+    assert_eq!(series(r#"vaebox_jobs_created_total{op="upscale"}"#), Some(3.0), "{metrics}");
+    assert_eq!(series(r#"vaebox_upload_bytes_total{op="upscale"}"#), Some(2.0 * clip_bytes), "{metrics}");
 
     // A job over its whole input has no more of it to run, a whole clip included.
     for id in [direct["id"].as_str().unwrap(), &whole_id] {
