@@ -146,6 +146,10 @@ codes! {
     JOB_NOT_FINISHED = "job-not-finished";
     /// Cancelling a job that already ended.
     JOB_ALREADY_FINISHED = "job-already-finished";
+    /// The whole clip of a job that ran over its whole input already (it has no range).
+    JOB_HAS_NO_RANGE = "job-has-no-range";
+    /// The whole clip of a job whose input is no longer kept (its files were removed).
+    INPUT_GONE = "input-gone";
     /// The job was cancelled.
     CANCELLED = "cancelled";
     /// The stored job cannot be run as it stands (a model or scale that went away).

@@ -49,7 +49,6 @@
     pollTimer: null,
     places: new Map(),    // id of a queued job -> { position, waitS } (see queuePlaces)
     workerCount: 0,       // workers /healthz names: they share the queue's work (none: no wait is guessed)
-    tries: new Map(),     // id of a "try first" job -> { entries, file }: what "Run the whole clip" sends
   };
 
   // ---------- helpers ----------
@@ -510,8 +509,8 @@
     if (entries) upload(entries, state.file);
   }
 
-  // "Try first N s": the same settings over the clip's first seconds. The page keeps the file and the
-  // settings, so the whole clip can be sent from the short job's card once its result looks right.
+  // "Try first N s": the same settings over the clip's first seconds. The whole clip is run from the short
+  // job's card once its result looks right; the server keeps the file for it (see runWhole).
   function tryFirst() {
     if (state.xhr || !state.file) return;
     const seconds = Number($("try-seconds").value);
@@ -522,14 +521,26 @@
     }
     const entries = formEntries();
     if (!entries) return;
-    const file = state.file;
-    upload([...entries, ["duration", String(seconds)]], file, (job) => state.tries.set(job.id, { entries, file }));
+    upload([...entries, ["duration", String(seconds)]], state.file);
   }
 
-  function runWhole(job) {
-    const tried = state.tries.get(job.id);
-    if (!tried || state.xhr) return;
-    upload(tried.entries, tried.file);
+  // The whole clip of a job over part of its input, made by the server from the input that job kept, with
+  // its settings: nothing is sent again, so it works after a reload and for tries sent by curl or a script.
+  async function runWhole(job, btn) {
+    btn.disabled = true;
+    try {
+      const whole = await api("POST", `/v1/jobs/${encodeURIComponent(job.id)}/whole`);
+      if (whole && whole.id) {
+        whole._localAt = Date.now();
+        upsertJob(whole, true);
+        render();
+        syncStreams();
+        toast(["Queued the whole clip as ", h("a", { href: `#job-${whole.id}`, text: shortId(whole.id) })]);
+      }
+    } catch (e) {
+      toast(errorNode(e), true);
+    }
+    btn.disabled = false;
   }
 
   // The form's fields as [name, value] pairs, checked as far as the page can; null after showing why not.
@@ -560,8 +571,8 @@
     return entries;
   }
 
-  // Sends the fields and the file as a job; `onQueued(job)` when the box took it.
-  function upload(entries, file, onQueued) {
+  // Sends the fields and the file as a job.
+  function upload(entries, file) {
     const fd = new FormData();
     // Text fields first so a streaming server can validate before reading the file.
     for (const [k, v] of entries) fd.append(k, v);
@@ -601,7 +612,6 @@
         $("file").value = "";
         setFile(null);
         if (job && job.id) {
-          if (onQueued) onQueued(job);
           job._localAt = Date.now();
           upsertJob(job, true);
           render();
@@ -1044,6 +1054,7 @@
         [job.op, job.model,
           sizeText(params),
           rangeText(params.range),
+          job.from_try ? `whole clip of ${shortId(job.from_try)}` : null,
           params.dtype ? params.dtype : null,
           job.priority ? `prio ${job.priority}` : null,
           callbackText(job.callback)].filter(Boolean).join(" · ")));
@@ -1055,8 +1066,8 @@
         "aria-label": `Download ${job.output.file_name || "result"}`,
       }, "Download"));
     }
-    if (st === "succeeded" && state.tries.has(job.id)) {
-      actions.append(h("button", { type: "button", onclick: () => runWhole(job), "aria-label": `Run the whole clip of ${title} with the same settings` }, "Run the whole clip"));
+    if (st === "succeeded" && params.range) {
+      actions.append(h("button", { type: "button", onclick: (e) => runWhole(job, e.currentTarget), "aria-label": `Run the whole clip of ${title} with the same settings` }, "Run the whole clip"));
     }
     if (canCompare(job)) {
       actions.append(h("button", { type: "button", onclick: () => openCompare(job.id), "aria-label": `Compare ${title} before and after` }, "Compare"));

@@ -114,7 +114,7 @@ fn queue_status(e: &QueueError) -> StatusCode {
         QueueError::JobNotFound(_) => StatusCode::NOT_FOUND,
         QueueError::NotFinished(_) => StatusCode::CONFLICT,
         QueueError::OutputTooLarge(_) | QueueError::NoWorkerFits(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        QueueError::ResultGone(_) => StatusCode::GONE,
+        QueueError::ResultGone(_) | QueueError::InputGone(_) => StatusCode::GONE,
         QueueError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
         QueueError::PreviewUnavailable(_) => StatusCode::CONFLICT,
         QueueError::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,

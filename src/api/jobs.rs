@@ -1,5 +1,5 @@
-//! `/v1/jobs`: create, list, read, follow (SSE), download, cancel, delete; each reads the request, asks
-//! the queue, and renders its answer.
+//! `/v1/jobs`: create, list, read, follow (SSE), download, cancel, run a try's whole clip, delete; each
+//! reads the request, asks the queue, and renders its answer.
 use std::convert::Infallible;
 
 use axum::extract::{Path, RawQuery, Request, State};
@@ -217,6 +217,39 @@ pub(super) async fn serve_file(path: &std::path::Path, request: Request, disposi
 )]
 pub async fn cancel(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
     Ok(Json(app.queue.cancel(&id, |job| caller.sees(job)).await?))
+}
+
+/// Run the whole clip of a try
+///
+/// A new job over the whole input of a job that ran over part of it (`start` or `start_frame`, `frames` or
+/// `duration`): the same op, model, settings, priority and webhook, no range, and `from_try` naming the
+/// short job. Its input is the one the short job kept on the server, so nothing is uploaded again. The short
+/// job may be queued, running or ended; its input is kept as long as the job is (until it is deleted, or
+/// `retention_hours` after it ended). The whole clip is checked as an upload is.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/whole",
+    operation_id = "run_whole",
+    tag = "jobs",
+    params(JobId),
+    responses(
+        (status = 202, description = "Queued: the whole-clip job", body = Job),
+        (status = 400, body = ErrorBody, description = "The job ran over its whole input already (job-has-no-range); its model or \
+            webhook is no longer taken by this box (unknown-model, model-weights-missing, callback-not-configured, \
+            callback-host-not-allowed)"),
+        (status = 404, body = ErrorBody, description = "job-not-found"),
+        (status = 410, body = ErrorBody, description = "The job's input is no longer kept (input-gone)"),
+        (status = 422, body = ErrorBody, description = "The whole clip is over the box's limits (media-too-large, output-too-large), \
+            or no worker can hold the job (no-worker-fits)"),
+        (status = 429, body = ErrorBody, description = "Queue full (queue-full)"),
+        Faults,
+    )
+)]
+pub async fn whole(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let tried = find(&app, &caller, &id).await?;
+    let ticket = app.queue.admit(caller.owner()).await?;
+    let job = app.queue.submit_whole(&tried, caller.owner(), ticket).await?;
+    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
 }
 
 /// Delete a finished job and its files

@@ -110,8 +110,8 @@ use crate::models::Op;
         let upscale = Timings { queued: Some(0.004), compute: Some(0.3), total: Some(2.0), ..Timings::default() };
         let restore = Timings { compute: Some(700.0), dit: Some(650.0), color_fix: Some(0.02), ..Timings::default() };
         metrics::with_local_recorder(&recorder, || {
-            job_created(Op::Upscale, 5_000);
-            job_created(Op::Upscale, 3 << 30);
+            job_created(Op::Upscale, Some(5_000));
+            job_created(Op::Upscale, Some(3 << 30));
             job_finished(Op::Upscale, JobStatus::Succeeded, &upscale);
             job_finished(Op::Upscale, JobStatus::Failed, &Timings { total: Some(0.001), ..Timings::default() });
             job_finished(Op::Restore, JobStatus::Succeeded, &restore);

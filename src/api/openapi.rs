@@ -33,6 +33,7 @@ use super::{jobs, preview, remote, system};
         preview::thumbnail,
         preview::preview,
         jobs::cancel,
+        jobs::whole,
         remote::decode,
         remote::encode,
         system::models,

@@ -349,6 +349,9 @@ pub struct Job {
     pub owner: Option<String>,
     /// The webhook (`callback_url`) and its deliveries; null when the job has none.
     pub callback: Option<super::callback::CallbackInfo>,
+    /// A whole-clip job made from a short try (`POST /v1/jobs/{id}/whole`): the try's id; null for a job
+    /// submitted with its own upload.
+    pub from_try: Option<Uuid>,
     #[serde(skip)]
     pub input_path: String,
     #[serde(skip)]

@@ -33,11 +33,14 @@ pub fn stages(t: &Timings) -> [(&'static str, Option<f64>); 11] {
     ]
 }
 
-/// An upload became a queued job.
-pub fn job_created(op: Op, upload_bytes: u64) {
+/// A job was queued, with the bytes received for it: none for a try's whole clip, which runs on the input
+/// the box kept.
+pub fn job_created(op: Op, upload_bytes: Option<u64>) {
     counter!(JOBS_CREATED, "op" => op.as_str()).increment(1);
-    counter!(UPLOAD_BYTES_TOTAL, "op" => op.as_str()).increment(upload_bytes);
-    histogram!(UPLOAD_BYTES, "op" => op.as_str()).record(upload_bytes as f64);
+    if let Some(upload_bytes) = upload_bytes {
+        counter!(UPLOAD_BYTES_TOTAL, "op" => op.as_str()).increment(upload_bytes);
+        histogram!(UPLOAD_BYTES, "op" => op.as_str()).record(upload_bytes as f64);
+    }
 }
 
 /// A job left the executor. Only a succeeded job's stages enter the histograms: a job that failed

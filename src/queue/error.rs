@@ -20,6 +20,9 @@ pub enum QueueError {
     OutputTooLarge(String),
     #[error("the result of job {0} is no longer kept (synchronous calls return it once; others after retention_hours)")]
     ResultGone(String),
+    /// The input of a job whose files were removed (by a synchronous call's answer, or by hand).
+    #[error("the input of job {0} is no longer kept; upload the file again")]
+    InputGone(String),
     #[error("{0}")]
     PreviewUnavailable(String),
     #[error("the box's disk is (nearly) full; uploads resume once space is freed (delete finished jobs)")]
@@ -57,6 +60,7 @@ impl QueueError {
             QueueError::NotFinished(_) => codes::JOB_NOT_FINISHED,
             QueueError::OutputTooLarge(_) => codes::OUTPUT_TOO_LARGE,
             QueueError::ResultGone(_) => codes::RESULT_GONE,
+            QueueError::InputGone(_) => codes::INPUT_GONE,
             QueueError::PreviewUnavailable(_) => codes::PREVIEW_UNAVAILABLE,
             QueueError::InsufficientStorage => codes::INSUFFICIENT_STORAGE,
             QueueError::TokenQueueFull { .. } | QueueError::QueueFull { .. } => codes::QUEUE_FULL,

@@ -17,6 +17,7 @@ pub mod scheduler;
 mod staged;
 mod submit;
 mod waited;
+mod whole;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -17,6 +17,15 @@ pub struct Submission {
     pub ticket: Ticket,
 }
 
+/// Who a job is for and what made it.
+pub(super) struct Origin {
+    pub owner: Option<String>,
+    /// The box whose open connection waits for the result (a synchronous call); none for an ordinary job.
+    pub answered_by: Option<String>,
+    /// The short try a whole-clip job was made from.
+    pub from_try: Option<Uuid>,
+}
+
 impl Queue {
     /// A place in the queue (see `admission`), held until the job is queued or the upload fails.
     /// Refused before the body is read when the data dir's disk is below `min_free_disk_mib`.
@@ -37,12 +46,26 @@ impl Queue {
     /// As `submit`, under an id the caller chose and recorded first (a watch folder's file), so that after a
     /// restart it can tell whether the job exists.
     pub async fn submit_as(&self, submission: Submission, id: Uuid) -> Result<Job, QueueError> {
-        let Submission { mut request, input, kind, owner, ticket } = submission;
-        let probed = inspect_input(&self.config, &mut request, &input.path, kind).await?;
-        self.refuse_if_no_worker_fits(&request).await?;
+        let Submission { request, input, kind, owner, ticket } = submission;
         // A synchronous call is answered on this box's connection, and nowhere else.
         let answered_by = (kind == InputKind::Tensor).then(|| self.config.worker_name());
-        let job = self.enqueue(id, input, request, probed, owner, answered_by).await?;
+        let origin = Origin { owner, answered_by, from_try: None };
+        self.check_and_enqueue(id, request, input, kind, origin, ticket).await
+    }
+
+    /// The input's checks, then the job's row; its place in the queue is given back once the row exists.
+    pub(super) async fn check_and_enqueue(
+        &self,
+        id: Uuid,
+        mut request: JobRequest,
+        input: StagedFile,
+        kind: InputKind,
+        origin: Origin,
+        ticket: Ticket,
+    ) -> Result<Job, QueueError> {
+        let probed = inspect_input(&self.config, &mut request, &input.path, kind).await?;
+        self.refuse_if_no_worker_fits(&request).await?;
+        let job = self.enqueue(id, input, request, probed, origin).await?;
         drop(ticket);
         Ok(job)
     }
@@ -71,8 +94,7 @@ impl Queue {
         file: StagedFile,
         request: JobRequest,
         probed: Probed,
-        owner: Option<String>,
-        answered_by: Option<String>,
+        origin: Origin,
     ) -> Result<Job, QueueError> {
         let job_dir = self.job_dir(id);
         tokio::fs::create_dir_all(&job_dir).await?;
@@ -99,10 +121,11 @@ impl Queue {
             input_bytes: bytes,
             input_media: probed.media,
             probe_s: probed.seconds,
-            owner,
+            owner: origin.owner,
             device_bytes_needed: request.device_bytes_needed,
-            answered_by,
+            answered_by: origin.answered_by,
             callback_url: request.callback_url,
+            from_try: origin.from_try,
         };
         let job = match self.store.insert(new_job).await {
             Ok(job) => job,
@@ -111,7 +134,7 @@ impl Queue {
                 return Err(e.into());
             }
         };
-        crate::jobs::telemetry::job_created(job.op, bytes);
+        crate::jobs::telemetry::job_created(job.op, origin.from_try.is_none().then_some(bytes));
         self.wake.notify_one();
         let _ = self.events.send(id);
         tracing::info!(%id, op = job.op.as_str(), model = %job.model, bytes, "job queued");

@@ -30,6 +30,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/jobs/{id}/thumbnail", &["get"]),
     ("/v1/jobs/{id}/preview", &["get"]),
     ("/v1/jobs/{id}/cancel", &["post"]),
+    ("/v1/jobs/{id}/whole", &["post"]),
 ];
 
 fn schema<'a>(doc: &'a Value, name: &str) -> &'a Value {

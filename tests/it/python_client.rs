@@ -1,8 +1,9 @@
 //! The Python client (clients/python) against the real server: its generated module is the box's current
 //! document, `pip install` builds it offline, and the `vaebox` command submits a folder and downloads the
 //! results next to the inputs, continues an interrupted download with a Range request, lists, shows and
-//! cancels jobs, and reports the box's refusals by code. Run from its source folder (`PYTHONPATH`), with
-//! the project's Python (`VAEBOX_PYTHON`, else `.venv`): nothing is installed outside a temporary folder.
+//! cancels jobs, runs a try's whole clip, and reports the box's refusals by code. Run from its source
+//! folder (`PYTHONPATH`), with the project's Python (`VAEBOX_PYTHON`, else `.venv`): nothing is installed
+//! outside a temporary folder.
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -275,4 +276,17 @@ async fn the_command_submits_a_folder_downloads_resumes_lists_and_cancels() {
     assert_eq!(again.status.code(), Some(1));
     assert!(text(&again.stderr).starts_with("error: job-already-finished: "), "{}", text(&again.stderr));
     assert!(!work.join("long_x4.mp4").exists());
+
+    // The whole clip of a part: a new job over the input the box kept, named after the part's job; a job
+    // over its whole input is refused.
+    let tried = ok(&["submit"], vaebox(&server, &work, &["submit", "long.mp4", "--param", "frames=2"]));
+    let tried = tried.split('\t').next().unwrap().to_string();
+    let whole = ok(&["whole"], vaebox(&server, &work, &["whole", &tried]));
+    let whole = whole.split('\t').next().unwrap().to_string();
+    let job: Value = serde_json::from_str(&ok(&["status"], vaebox(&server, &work, &["status", &whole, "--json"]))).unwrap();
+    assert_eq!((job["from_try"].as_str(), job["input"]["media"]["frames"].as_u64()), (Some(tried.as_str()), Some(40)), "{job}");
+    ok(&["cancel"], vaebox(&server, &work, &["cancel", &whole]));
+    let refused = vaebox(&server, &work, &["whole", &whole]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused.stderr).starts_with("error: job-has-no-range: "), "{}", text(&refused.stderr));
 }

@@ -461,6 +461,7 @@ async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox
         device_bytes_needed: 3 << 30,
         answered_by: None,
         callback_url: None,
+        from_try: None,
     };
     let id = uuid::Uuid::new_v4();
     store.insert(new_job(id)).await.unwrap();

@@ -95,6 +95,7 @@ class Job(_JobRequired, total=False):
     worker: Optional[str]
     owner: Optional[str]
     callback: Optional[Dict[str, Any]]
+    from_try: Optional[str]
 
 
 class _JobListRequired(TypedDict):

@@ -1,4 +1,5 @@
-"""The `vaebox` command: submit files or folders, follow them, list, cancel and download jobs.
+"""The `vaebox` command: submit files or folders, follow them, list, cancel and download jobs, run a try's
+whole clip.
 
 The box's address comes from --url, else VAEBOX_CLIENT_URL, else http://127.0.0.1:8080; an access token
 from --token, else VAEBOX_CLIENT_TOKEN. (Not VAEBOX_URL: the server reads every VAEBOX_* variable as
@@ -75,6 +76,10 @@ def parser() -> argparse.ArgumentParser:
     cancel = commands.add_parser("cancel", parents=[connection], help="cancel a queued or running job")
     cancel.add_argument("id")
     cancel.set_defaults(command=cancel_command)
+
+    whole = commands.add_parser("whole", parents=[connection], help="run the whole clip of a job over part of its input")
+    whole.add_argument("id")
+    whole.set_defaults(command=whole_command)
 
     download = commands.add_parser("download", parents=[connection], help="save a job's result (continues an interrupted download)")
     download.add_argument("id")
@@ -186,6 +191,12 @@ def status_command(client: Client, args) -> int:
 
 def cancel_command(client: Client, args) -> int:
     job = client.cancel(args.id)
+    print(f"{job['id']}\t{job['status']}")
+    return 0
+
+
+def whole_command(client: Client, args) -> int:
+    job = client.run_whole(args.id)
     print(f"{job['id']}\t{job['status']}")
     return 0
 

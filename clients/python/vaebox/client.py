@@ -66,6 +66,11 @@ class Client:
     def cancel(self, job_id: str) -> Job:
         return self.transport.json("POST", job_path(job_id) + "/cancel")
 
+    def run_whole(self, job_id: str) -> Job:
+        """The whole clip of a job over part of its input: a new job made by the box from the input that job
+        kept, with the same settings and no range (its `from_try` names that job)."""
+        return self.transport.json("POST", job_path(job_id) + "/whole")
+
     def models(self) -> List[ModelInfo]:
         return self.transport.json("GET", "/v1/models")["models"]
 

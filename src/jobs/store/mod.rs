@@ -65,6 +65,8 @@ pub struct NewJob {
     pub answered_by: Option<String>,
     /// The webhook to call when the job ends (checked against the config at submission).
     pub callback_url: Option<String>,
+    /// The short job (a range of the same input) this whole-clip job was made from.
+    pub from_try: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -53,8 +53,8 @@ impl JobStore for PgStore {
         let row: JobRow = sqlx::query_as(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
                                input_media, timings, created_at, owner, device_bytes_needed, answered_by,
-                               callback_url, callback_state)
-             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                               callback_url, callback_state, from_try)
+             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
              RETURNING *",
         )
         .bind(job.id.to_string())
@@ -73,6 +73,7 @@ impl JobStore for PgStore {
         .bind(&job.answered_by)
         .bind(&job.callback_url)
         .bind(job.callback_url.as_ref().map(|_| CallbackState::Pending.as_str()))
+        .bind(job.from_try.map(|id| id.to_string()))
         .fetch_one(&self.pool)
         .await?;
         row.into_job()

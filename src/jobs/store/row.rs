@@ -41,6 +41,7 @@ pub(super) struct JobRow {
     callback_url: Option<String>,
     callback_state: Option<String>,
     callback_deliveries: Option<String>,
+    from_try: Option<String>,
 }
 
 /// An RFC 3339 instant `offset` from now, in the form `now_rfc3339` writes (so text order is time order).
@@ -125,6 +126,7 @@ impl JobRow {
             owner: self.owner,
             worker: self.worker,
             callback,
+            from_try: self.from_try.map(parse_id).transpose()?,
             input_path: self.input_path,
             output_path: self.output_path,
         })

@@ -48,8 +48,8 @@ impl JobStore for SqliteStore {
         sqlx::query(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
                                input_media, timings, created_at, owner, device_bytes_needed, answered_by,
-                               callback_url, callback_state)
-             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               callback_url, callback_state, from_try)
+             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(job.id.to_string())
         .bind(job.op.as_str())
@@ -67,6 +67,7 @@ impl JobStore for SqliteStore {
         .bind(&job.answered_by)
         .bind(&job.callback_url)
         .bind(job.callback_url.as_ref().map(|_| CallbackState::Pending.as_str()))
+        .bind(job.from_try.map(|id| id.to_string()))
         .execute(&self.pool)
         .await?;
         self.fetch_existing(job.id).await
@@ -510,6 +511,7 @@ mod tests {
             device_bytes_needed: 0,
             answered_by: None,
             callback_url: None,
+            from_try: None,
         };
         store.insert(new).await.unwrap();
         let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
