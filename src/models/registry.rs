@@ -14,7 +14,8 @@ use super::family::interpolator::InterpolatorFamily;
 use super::family::upscaler::UpscalerFamily;
 use super::family::Family;
 use super::op::Op;
-use crate::models::wan::published_latent_stats;
+use crate::models::seedvr2::SeedVr2Config;
+use crate::models::wan::{published_latent_stats, WanConfig};
 
 #[derive(Debug, Clone)]
 pub struct ModelEntry {
@@ -32,7 +33,7 @@ pub struct ModelEntry {
     pub pairs_with: Option<String>,
 }
 
-pub const DEFAULT_UPSCALE_MODEL: &str = "realesrgan-animevideov3";
+pub use super::op::DEFAULT_UPSCALE_MODEL;
 /// VAE checkpoints are looked for here, below `models_dir`.
 pub const VAE_DIR: &str = "vae";
 /// SeedVR2 DiT checkpoints and their text embeddings are looked for here, below `models_dir`.
@@ -275,6 +276,18 @@ pub fn check_normalization(model: &str, family: Family, latent_channels: Option<
     Err(if decoding { NormalizeRefusal::Decode { model, family, channels } } else { NormalizeRefusal::Encode { model, family, channels } })
 }
 
+/// A VAE's `(spatial, temporal)` factors: pixels per latent cell along H and W, and pixel frames per latent
+/// frame after the first. From its family's released configuration, which is what the header detection
+/// recognises (the loaded model reads its own from the checkpoint's shapes); `None` for a family that is no VAE.
+pub fn vae_factors(family: Family) -> Option<(i64, i64)> {
+    match family {
+        Family::Wan21 => Some(WanConfig::wan21()).map(|c| (c.spatial_factor(), c.temporal_factor())),
+        Family::Wan22 => Some(WanConfig::wan22()).map(|c| (c.spatial_factor(), c.temporal_factor())),
+        Family::Seedvr2 => Some(SeedVr2Config::seedvr2()).map(|c| (c.spatial_factor(), c.temporal_factor())),
+        Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => None,
+    }
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ModelInfo {
     pub name: String,
@@ -343,6 +356,16 @@ mod tests {
 
     fn latent_channels(entries: &[ModelEntry], name: &str) -> Option<i64> {
         entries.iter().find(|e| e.name == name).unwrap_or_else(|| panic!("{name} not listed")).latent_channels
+    }
+
+    /// The factors the queue sizes a decode by are the released models' (Wan 2.2 folds 2×2 pixels into
+    /// channels on top of the 8× of the others); an upscaler has none.
+    #[test]
+    fn vae_factors_are_the_released_configurations() {
+        assert_eq!(vae_factors(Family::Wan21), Some((8, 4)));
+        assert_eq!(vae_factors(Family::Wan22), Some((16, 4)));
+        assert_eq!(vae_factors(Family::Seedvr2), Some((8, 4)));
+        assert_eq!(vae_factors(Family::Realesrgan), None);
     }
 
     #[test]
