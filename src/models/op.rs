@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::family::ModelKind;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
@@ -31,6 +33,8 @@ pub struct OpSpec {
     /// The scale a job gets when it names none; `None`: the op has no scale (a scale given is dropped). The one
     /// place these defaults are written: the checks before queueing fill them in, so a queued job has it.
     pub default_scale: Option<i64>,
+    /// The kind of model that does it: every model of that kind lists the op.
+    pub done_by: ModelKind,
     /// The model a job without one gets; `None`: the one model of this box that can do the op.
     pub default_model: Option<&'static str>,
     /// The output's width and height, from the input's.
@@ -132,60 +136,96 @@ impl VaeOp {
     }
 }
 
-/// What the VAE ops share; each spec names what differs.
-const VAE_SPEC: OpSpec = OpSpec {
-    name: "",
+// Every field spelt out in every spec (no `..BASE`): a new op's spec does not compile until it says each.
+const UPSCALE: OpSpec = OpSpec {
+    name: "upscale",
     reads: Reads::Media,
-    writes: Writes::Video { stills: false, pixel_tensor: false },
+    writes: Writes::Video { stills: true, pixel_tensor: false },
+    default_scale: Some(4),
+    done_by: ModelKind::Upscaler,
+    default_model: Some(DEFAULT_UPSCALE_MODEL),
+    size: OutputSize::Scaled,
+    retimes: Retimes::WhenAsked,
+    output_name: OutputName::Scale,
+    device_need: DeviceNeed::ModelFiles,
+    own_settings: None,
+    vae: None,
+};
+
+const VAE_ENCODE: OpSpec = OpSpec {
+    name: "vae_encode",
+    reads: Reads::Media,
+    writes: Writes::Latent,
     default_scale: None,
+    done_by: ModelKind::Vae,
     default_model: None,
     size: OutputSize::NoLarger,
     retimes: Retimes::Never,
     output_name: OutputName::Suffix(""),
     device_need: DeviceNeed::ModelFiles,
     own_settings: None,
-    vae: None,
+    vae: Some(VaeOp::Encode),
 };
-
-const UPSCALE: OpSpec = OpSpec {
-    name: "upscale",
-    writes: Writes::Video { stills: true, pixel_tensor: false },
-    default_scale: Some(4),
-    default_model: Some(DEFAULT_UPSCALE_MODEL),
-    size: OutputSize::Scaled,
-    retimes: Retimes::WhenAsked,
-    output_name: OutputName::Scale,
-    ..VAE_SPEC
-};
-
-const VAE_ENCODE: OpSpec = OpSpec { name: "vae_encode", writes: Writes::Latent, vae: Some(VaeOp::Encode), ..VAE_SPEC };
 
 const VAE_DECODE: OpSpec = OpSpec {
     name: "vae_decode",
     reads: Reads::Latent,
     writes: Writes::Video { stills: false, pixel_tensor: true },
+    default_scale: None,
+    done_by: ModelKind::Vae,
+    default_model: None,
     size: OutputSize::DecodedLatent,
+    retimes: Retimes::Never,
     output_name: OutputName::Suffix("_decoded"),
+    device_need: DeviceNeed::ModelFiles,
+    own_settings: None,
     vae: Some(VaeOp::Decode),
-    ..VAE_SPEC
 };
 
-const VAE_RECONSTRUCT: OpSpec =
-    OpSpec { name: "vae_reconstruct", output_name: OutputName::Suffix("_reconstructed"), vae: Some(VaeOp::Reconstruct), ..VAE_SPEC };
+const VAE_RECONSTRUCT: OpSpec = OpSpec {
+    name: "vae_reconstruct",
+    reads: Reads::Media,
+    writes: Writes::Video { stills: false, pixel_tensor: false },
+    default_scale: None,
+    done_by: ModelKind::Vae,
+    default_model: None,
+    size: OutputSize::NoLarger,
+    retimes: Retimes::Never,
+    output_name: OutputName::Suffix("_reconstructed"),
+    device_need: DeviceNeed::ModelFiles,
+    own_settings: None,
+    vae: Some(VaeOp::Reconstruct),
+};
 
 const RESTORE: OpSpec = OpSpec {
     name: "restore",
+    reads: Reads::Media,
     writes: Writes::Video { stills: true, pixel_tensor: false },
     default_scale: Some(2),
+    done_by: ModelKind::Dit,
+    default_model: None,
     size: OutputSize::RestoreTarget,
+    retimes: Retimes::Never,
     output_name: OutputName::Suffix("_restored"),
     device_need: DeviceNeed::PairedVae,
     own_settings: Some(OwnSettings::Restore),
-    ..VAE_SPEC
+    vae: None,
 };
 
-const INTERPOLATE: OpSpec =
-    OpSpec { name: "interpolate", size: OutputSize::Same, retimes: Retimes::Always, output_name: OutputName::Rate, ..VAE_SPEC };
+const INTERPOLATE: OpSpec = OpSpec {
+    name: "interpolate",
+    reads: Reads::Media,
+    writes: Writes::Video { stills: false, pixel_tensor: false },
+    default_scale: None,
+    done_by: ModelKind::Interpolator,
+    default_model: None,
+    size: OutputSize::Same,
+    retimes: Retimes::Always,
+    output_name: OutputName::Rate,
+    device_need: DeviceNeed::ModelFiles,
+    own_settings: None,
+    vae: None,
+};
 
 impl Op {
     pub const ALL: [Op; 6] = [Op::Upscale, Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct, Op::Restore, Op::Interpolate];
@@ -221,6 +261,11 @@ impl Op {
         given.or(self.default_scale()).unwrap_or(1)
     }
 
+    /// The ops a model of `kind` can do, in `ALL`'s order (as `GET /v1/models` lists them).
+    pub fn done_by(kind: ModelKind) -> Vec<Op> {
+        Op::ALL.into_iter().filter(|op| op.spec().done_by == kind).collect()
+    }
+
     pub fn parse(s: &str) -> Option<Op> {
         Op::ALL.into_iter().find(|op| op.as_str() == s)
     }
@@ -237,6 +282,15 @@ mod tests {
         let schema = serde_json::to_value(<Op as utoipa::PartialSchema>::schema()).unwrap();
         let listed: Vec<&str> = Op::ALL.iter().map(|op| op.as_str()).collect();
         assert_eq!(schema["enum"], serde_json::json!(listed));
+    }
+
+    /// What each kind of model is listed as doing in `GET /v1/models`.
+    #[test]
+    fn each_kind_of_model_does_its_ops() {
+        assert_eq!(Op::done_by(ModelKind::Upscaler), [Op::Upscale]);
+        assert_eq!(Op::done_by(ModelKind::Vae), [Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct]);
+        assert_eq!(Op::done_by(ModelKind::Dit), [Op::Restore]);
+        assert_eq!(Op::done_by(ModelKind::Interpolator), [Op::Interpolate]);
     }
 
     /// The names are what serde writes (job rows, the API); two specs sharing one would make one op unreachable.

@@ -58,8 +58,6 @@ pub fn upscaler_family(family: Family) -> Option<&'static UpscalerFamily> {
     UPSCALER_FAMILIES.iter().copied().find(|f| f.family == family)
 }
 
-const VAE_OPS: [Op; 3] = [Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct];
-
 /// Every job creation and every `GET /v1/models` scans; the headers behind it are read once per file version.
 static HEADERS: LazyLock<HeaderCache> = LazyLock::new(HeaderCache::default);
 
@@ -76,7 +74,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
         .map(|(family, model)| ModelEntry {
             name: model.name.into(),
             family,
-            ops: vec![Op::Upscale],
+            ops: Op::done_by(family.kind()),
             scales: model.scales.to_vec(),
             files: model.paths(models_dir),
             description: model.description.into(),
@@ -89,7 +87,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
         ModelEntry {
             name: model.name.into(),
             family,
-            ops: vec![Op::Interpolate],
+            ops: Op::done_by(family.kind()),
             scales: vec![],
             files: vec![models_dir.join(model.file)],
             description: model.description.into(),
@@ -107,7 +105,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
                 description: format!("{} video VAE from {}", family.as_str(), inside(models_dir, &path)),
                 name,
                 family,
-                ops: VAE_OPS.to_vec(),
+                ops: Op::done_by(family.kind()),
                 scales: vec![],
                 files: vec![path],
                 variant: None,
@@ -124,7 +122,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
                 description: format!("SeedVR2 {} restoration DiT from {}", variant.unwrap_or("?"), inside(models_dir, &path)),
                 name,
                 family: Family::Seedvr2Dit,
-                ops: vec![Op::Restore],
+                ops: Op::done_by(Family::Seedvr2Dit.kind()),
                 scales: vec![1, 2, 3, 4],
                 // Missing text embeddings show as a missing file, so the model is listed as not present.
                 files: vec![path, text.clone().unwrap_or_else(|| models_dir.join(DIT_DIR).join(TEXT_EMBEDDING_FILES[2]))],

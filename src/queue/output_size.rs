@@ -90,3 +90,49 @@ pub fn check_output_size(request: &JobRequest, input: &InputSize, limits: &Media
     }
     Err(QueueError::OutputTooLarge(format!("the {} would write {width}×{height}×{frames} frames: {}", request.op.as_str(), over.join(", "))))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DtypeChoice;
+    use crate::jobs::{InterpolateParams, JobParams};
+    use crate::models::family::Family;
+    use crate::models::Op;
+
+    fn request(op: Op, family: Family, params: JobParams) -> JobRequest {
+        JobRequest {
+            op,
+            model: "m".into(),
+            family,
+            latent_channels: None,
+            priority: 0,
+            params,
+            device_bytes_needed: 0,
+            callback_url: None,
+            output_format_given: false,
+        }
+    }
+
+    fn video() -> InputSize {
+        InputSize::Video { width: 176, height: 144, frames: 10, fps_rational: "30/1".into() }
+    }
+
+    /// Each op's spec decides: scaled, retimed, decoded by the VAE's own factors, or not checked.
+    #[test]
+    fn each_op_sizes_its_output_from_its_spec() {
+        let plain = || JobParams::new(DtypeChoice::Auto);
+        let twice = || JobParams { interpolate: Some(InterpolateParams { factor: Some(2), ..Default::default() }), ..plain() };
+        let size = |op, family, params, input: &InputSize| output_size(&request(op, family, params), input).unwrap();
+        assert_eq!(size(Op::Upscale, Family::Realesrgan, JobParams { scale: Some(2), ..plain() }, &video()), Some((352, 288, 10)));
+        let retimed = size(Op::Interpolate, Family::Rife, twice(), &video()).unwrap();
+        assert_eq!((retimed.0, retimed.1), (176, 144));
+        assert!(retimed.2 > 10, "{retimed:?}");
+        assert_eq!(size(Op::Upscale, Family::Realesrgan, JobParams { scale: Some(2), ..twice() }, &video()), Some((352, 288, retimed.2)));
+        assert_eq!(size(Op::VaeEncode, Family::Wan21, plain(), &video()), None);
+        assert_eq!(size(Op::VaeReconstruct, Family::Wan21, plain(), &video()), None);
+        let latent = InputSize::Latent([1, 16, 3, 4, 5]);
+        assert_eq!(size(Op::VaeDecode, Family::Wan21, plain(), &latent), Some((40, 32, 9)));
+        assert_eq!(size(Op::VaeDecode, Family::Wan22, plain(), &latent), Some((80, 64, 9)), "Wan 2.2 folds 2×2 pixels too");
+        assert_eq!(size(Op::Upscale, Family::Realesrgan, plain(), &latent), None, "refused by the latent checks, not here");
+    }
+}
