@@ -16,7 +16,7 @@ use vaebox::media::ProcessPriority;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
 use vaebox::jobs::{JobOutcome, JobParams, JobPlan, OutputFormat, Progress, Timings};
-use vaebox::models::Op;
+use vaebox::models::{Op, Writes};
 use vaebox::models::registry;
 use run_args::RunArgs;
 use vaebox::queue::{self, InputKind, JobOptions, JobRequest, Probed, QueueError};
@@ -346,9 +346,9 @@ fn summary(outcome: &JobOutcome) -> String {
 
 /// The output's extension is the format's: safetensors in a `.mp4` plays nowhere.
 fn check_output_extension(output: &Path, op: Op, format: Option<OutputFormat>, still: bool) -> anyhow::Result<()> {
-    let (expected, what) = match op {
-        Op::VaeEncode => ("safetensors", "a latent".to_string()),
-        Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => {
+    let (expected, what) = match op.spec().writes {
+        Writes::Latent => ("safetensors", "a latent".to_string()),
+        Writes::Video { .. } => {
             let format = format.unwrap_or(OutputFormat::H264);
             (format.extension_for(still), format!("output format {}", format.as_str()))
         }

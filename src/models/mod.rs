@@ -16,7 +16,7 @@ pub mod wan;
 mod op;
 pub mod registry;
 pub mod vae;
-pub use op::Op;
+pub use op::{DeviceNeed, Op, OpSpec, OutputName, OutputSize, OwnSettings, Reads, Retimes, VaeOp, Writes};
 
 use std::path::PathBuf;
 

@@ -14,7 +14,8 @@ use super::family::interpolator::InterpolatorFamily;
 use super::family::upscaler::UpscalerFamily;
 use super::family::Family;
 use super::op::Op;
-use crate::models::wan::published_latent_stats;
+use crate::models::seedvr2::SeedVr2Config;
+use crate::models::wan::{published_latent_stats, WanConfig};
 
 #[derive(Debug, Clone)]
 pub struct ModelEntry {
@@ -32,7 +33,7 @@ pub struct ModelEntry {
     pub pairs_with: Option<String>,
 }
 
-pub const DEFAULT_UPSCALE_MODEL: &str = "realesrgan-animevideov3";
+pub use super::op::DEFAULT_UPSCALE_MODEL;
 /// VAE checkpoints are looked for here, below `models_dir`.
 pub const VAE_DIR: &str = "vae";
 /// SeedVR2 DiT checkpoints and their text embeddings are looked for here, below `models_dir`.
@@ -57,8 +58,6 @@ pub fn upscaler_family(family: Family) -> Option<&'static UpscalerFamily> {
     UPSCALER_FAMILIES.iter().copied().find(|f| f.family == family)
 }
 
-const VAE_OPS: [Op; 3] = [Op::VaeEncode, Op::VaeDecode, Op::VaeReconstruct];
-
 /// Every job creation and every `GET /v1/models` scans; the headers behind it are read once per file version.
 static HEADERS: LazyLock<HeaderCache> = LazyLock::new(HeaderCache::default);
 
@@ -75,7 +74,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
         .map(|(family, model)| ModelEntry {
             name: model.name.into(),
             family,
-            ops: vec![Op::Upscale],
+            ops: Op::done_by(family.kind()),
             scales: model.scales.to_vec(),
             files: model.paths(models_dir),
             description: model.description.into(),
@@ -88,7 +87,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
         ModelEntry {
             name: model.name.into(),
             family,
-            ops: vec![Op::Interpolate],
+            ops: Op::done_by(family.kind()),
             scales: vec![],
             files: vec![models_dir.join(model.file)],
             description: model.description.into(),
@@ -106,7 +105,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
                 description: format!("{} video VAE from {}", family.as_str(), inside(models_dir, &path)),
                 name,
                 family,
-                ops: VAE_OPS.to_vec(),
+                ops: Op::done_by(family.kind()),
                 scales: vec![],
                 files: vec![path],
                 variant: None,
@@ -123,7 +122,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
                 description: format!("SeedVR2 {} restoration DiT from {}", variant.unwrap_or("?"), inside(models_dir, &path)),
                 name,
                 family: Family::Seedvr2Dit,
-                ops: vec![Op::Restore],
+                ops: Op::done_by(Family::Seedvr2Dit.kind()),
                 scales: vec![1, 2, 3, 4],
                 // Missing text embeddings show as a missing file, so the model is listed as not present.
                 files: vec![path, text.clone().unwrap_or_else(|| models_dir.join(DIT_DIR).join(TEXT_EMBEDDING_FILES[2]))],
@@ -275,6 +274,18 @@ pub fn check_normalization(model: &str, family: Family, latent_channels: Option<
     Err(if decoding { NormalizeRefusal::Decode { model, family, channels } } else { NormalizeRefusal::Encode { model, family, channels } })
 }
 
+/// A VAE's `(spatial, temporal)` factors: pixels per latent cell along H and W, and pixel frames per latent
+/// frame after the first. From its family's released configuration, which is what the header detection
+/// recognises (the loaded model reads its own from the checkpoint's shapes); `None` for a family that is no VAE.
+pub fn vae_factors(family: Family) -> Option<(i64, i64)> {
+    match family {
+        Family::Wan21 => Some(WanConfig::wan21()).map(|c| (c.spatial_factor(), c.temporal_factor())),
+        Family::Wan22 => Some(WanConfig::wan22()).map(|c| (c.spatial_factor(), c.temporal_factor())),
+        Family::Seedvr2 => Some(SeedVr2Config::seedvr2()).map(|c| (c.spatial_factor(), c.temporal_factor())),
+        Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => None,
+    }
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ModelInfo {
     pub name: String,
@@ -343,6 +354,16 @@ mod tests {
 
     fn latent_channels(entries: &[ModelEntry], name: &str) -> Option<i64> {
         entries.iter().find(|e| e.name == name).unwrap_or_else(|| panic!("{name} not listed")).latent_channels
+    }
+
+    /// The factors the queue sizes a decode by are the released models' (Wan 2.2 folds 2×2 pixels into
+    /// channels on top of the 8× of the others); an upscaler has none.
+    #[test]
+    fn vae_factors_are_the_released_configurations() {
+        assert_eq!(vae_factors(Family::Wan21), Some((8, 4)));
+        assert_eq!(vae_factors(Family::Wan22), Some((16, 4)));
+        assert_eq!(vae_factors(Family::Seedvr2), Some((8, 4)));
+        assert_eq!(vae_factors(Family::Realesrgan), None);
     }
 
     #[test]

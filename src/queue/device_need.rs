@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::config::BlockSwap;
 use crate::jobs::JobParams;
-use crate::models::Op;
+use crate::models::{DeviceNeed, Op};
 use crate::models::registry::{self, ModelEntry};
 
 /// What the need is worked out from.
@@ -21,10 +21,10 @@ pub struct NeedOf<'a> {
 
 pub fn device_bytes_needed(job: NeedOf<'_>) -> u64 {
     let NeedOf { models_dir, entry, op, params, block_swap } = job;
-    let resident = match op {
-        Op::Restore if block_swap == BlockSwap::Never => files_bytes(entry) + paired_vae_bytes(models_dir, entry, params),
-        Op::Restore => paired_vae_bytes(models_dir, entry, params),
-        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => files_bytes(entry),
+    let resident = match op.spec().device_need {
+        DeviceNeed::PairedVae if block_swap == BlockSwap::Never => files_bytes(entry) + paired_vae_bytes(models_dir, entry, params),
+        DeviceNeed::PairedVae => paired_vae_bytes(models_dir, entry, params),
+        DeviceNeed::ModelFiles => files_bytes(entry),
     };
     resident + params.memory_budget_mib.unwrap_or(0).saturating_mul(1 << 20)
 }

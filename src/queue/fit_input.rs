@@ -5,16 +5,16 @@ use super::{JobRequest, QueueError};
 use crate::error_codes as codes;
 use crate::jobs::OutputFormat;
 use crate::media::{sequence, MediaInfo};
-use crate::models::Op;
+use crate::models::Writes;
 
 /// The output format once the input is known: upscale and restore write a still (PNG, JPEG or WebP) as a
 /// PNG (`png` unless the client asked for `png16`) and refuse a video format for it; a video's `png` keeps
 /// its meaning from before stills, a zip of 16-bit frames (`png16`).
 /// A zip of PNG frames takes the job's `fps` (`sequence_fps`), which nothing else takes.
 pub fn fit_to_input(request: &mut JobRequest, info: &mut MediaInfo) -> Result<(), QueueError> {
-    let writes_stills = match request.op {
-        Op::Upscale | Op::Restore => true,
-        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => false,
+    let writes_stills = match request.op.spec().writes {
+        Writes::Video { stills, .. } => stills,
+        Writes::Latent => false,
     };
     let is_sequence = info.container == sequence::CONTAINER;
     if let Some(rational) = request.params.sequence_fps.clone() {

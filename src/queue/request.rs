@@ -11,7 +11,7 @@ use crate::error_codes as codes;
 use crate::executor::restore::{self, RestoreSettings};
 use crate::executor::interpolate::settings::InterpolateSettings;
 use crate::jobs::{InterpolateParams, JobParams, OutputFormat, RestoreParams};
-use crate::models::Op;
+use crate::models::{Op, OwnSettings, Retimes, Writes};
 use crate::models::registry;
 
 /// What a client asks for, typed (`parameters::read` makes it from the fields); `None`s take the default
@@ -51,13 +51,11 @@ pub struct JobRequest {
     pub output_format_given: bool,
 }
 
-/// The model by name, able to do `op`, with its weights on this box.
-/// The model a job without one gets: for `upscale` the built-in upscaler; for the other ops the one
+/// The model a job without one gets: the op's default (for `upscale` the built-in upscaler), else the one
 /// model of this box that can do the op, and when there are several, a refusal naming them.
 pub fn default_model(models_dir: &Path, op: Op) -> Result<String, QueueError> {
-    match op {
-        Op::Upscale => return Ok(registry::DEFAULT_UPSCALE_MODEL.into()),
-        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => {}
+    if let Some(model) = op.spec().default_model {
+        return Ok(model.into());
     }
     let able: Vec<String> = registry::scan(models_dir).into_iter().filter(|m| m.ops.contains(&op) && m.present()).map(|m| m.name).collect();
     match able.as_slice() {
@@ -73,6 +71,7 @@ pub fn default_model(models_dir: &Path, op: Op) -> Result<String, QueueError> {
     }
 }
 
+/// The model by name, able to do `op`, with its weights on this box.
 pub fn find_model(models_dir: &Path, op: Op, name: &str) -> Result<registry::ModelEntry, QueueError> {
     let entry = registry::find(models_dir, name).ok_or_else(|| {
         let known: Vec<_> = registry::scan(models_dir).into_iter().map(|m| m.name).collect();
@@ -125,15 +124,16 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         None => default_model(models_dir, op)?,
     };
     let entry = find_model(models_dir, op, &model)?;
-    let scale = match op {
-        Op::Upscale | Op::Restore => {
-            let scale = op.scale_or_default(options.params.scale);
+    let spec = op.spec();
+    let scale = match spec.default_scale {
+        Some(default) => {
+            let scale = options.params.scale.unwrap_or(default);
             if !entry.scales.contains(&scale) {
                 return Err(bad_scale(&scale.to_string(), &entry.scales));
             }
             Some(scale)
         }
-        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
+        None => None,
     };
     if !PRIORITY.bounds().contains(&options.priority) {
         return Err(bad_priority(&options.priority.to_string()));
@@ -141,27 +141,30 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     if let Some(tile) = options.params.tile.filter(|t| *t != 0 && !tiles().contains(t)) {
         return Err(bad_tile(&tile.to_string()));
     }
-    if op == Op::VaeEncode && options.params.normalize == Some(true) {
+    // `normalize` is applied to the latent the op writes.
+    if spec.writes == Writes::Latent && options.params.normalize == Some(true) {
         registry::check_normalization(&entry.name, entry.family, entry.latent_channels, false)?;
     }
     if let Some(mib) = options.params.memory_budget_mib.filter(|mib| *mib > MAX_MEMORY_BUDGET_MIB) {
         return Err(bad_memory_budget(&mib.to_string()));
     }
-    let restore = match op {
-        Op::Restore => Some(check_restore(options.params.restore.clone().unwrap_or_default(), options.params.scale, scale, &entry.name, models_dir)?),
-        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Interpolate => None,
+    let restore = match spec.own_settings {
+        Some(OwnSettings::Restore) => {
+            Some(check_restore(options.params.restore.clone().unwrap_or_default(), options.params.scale, scale, &entry.name, models_dir)?)
+        }
+        None => None,
     };
     let resolve_interpolation = |params: Option<&InterpolateParams>| {
         InterpolateSettings::resolve(params).map_err(|why| QueueError::refused(codes::INVALID_INTERPOLATE_PARAMETER, why)).map(|s| s.params())
     };
-    let interpolate = match (op, options.params.interpolate.as_ref()) {
-        (Op::Interpolate, given) => Some(resolve_interpolation(given)?),
-        // An upscale that interpolates as well needs an interpolator on this box.
-        (Op::Upscale, Some(given)) => {
+    let interpolate = match (spec.retimes, options.params.interpolate.as_ref()) {
+        (Retimes::Always, given) => Some(resolve_interpolation(given)?),
+        // An op that interpolates as well when asked needs an interpolator on this box.
+        (Retimes::WhenAsked, Some(given)) => {
             default_model(models_dir, Op::Interpolate)?;
             Some(resolve_interpolation(Some(given))?)
         }
-        (Op::Upscale, None) | (Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore, _) => None,
+        (Retimes::WhenAsked, None) | (Retimes::Never, _) => None,
     };
     let range = options.params.range.clone().filter(|range| !range.is_empty());
     if let Some(range) = &range {
@@ -205,19 +208,20 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
 }
 
 /// The format the job will write, resolved against the config's default and checked against the op
-/// and this ffmpeg's encoders (`None` for `vae_encode`, whose result is a latent).
+/// and this ffmpeg's encoders (`None` for an op whose result is a latent).
 fn check_output_format(op: Op, asked: Option<OutputFormat>, config: &Config) -> Result<Option<OutputFormat>, QueueError> {
-    match (op, asked) {
-        (Op::VaeEncode, None) => return Ok(None),
-        (Op::VaeEncode, Some(format)) => {
-            let why = format!("vae_encode writes a latent (safetensors); output_format `{}` is for video results", format.as_str());
+    let pixel_tensor = match (op.spec().writes, asked) {
+        (Writes::Latent, None) => return Ok(None),
+        (Writes::Latent, Some(format)) => {
+            let why = format!("{} writes a latent (safetensors); output_format `{}` is for video results", op.as_str(), format.as_str());
             return Err(QueueError::refused(codes::INVALID_OUTPUT_FORMAT, why));
         }
-        (Op::Upscale | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate, _) => {}
-    }
+        (Writes::Video { pixel_tensor, .. }, _) => pixel_tensor,
+    };
     let format = asked.unwrap_or(config.output_format);
-    if format.only_for_vae_decode() && op != Op::VaeDecode {
-        return Err(QueueError::refused(codes::INVALID_OUTPUT_FORMAT, format!("output_format safetensors is for vae_decode, not {}", op.as_str())));
+    if format.only_for_vae_decode() && !pixel_tensor {
+        let takers: Vec<&str> = Op::ALL.into_iter().filter(|op| matches!(op.spec().writes, Writes::Video { pixel_tensor: true, .. })).map(Op::as_str).collect();
+        return Err(QueueError::refused(codes::INVALID_OUTPUT_FORMAT, format!("output_format safetensors is for {}, not {}", takers.join(", "), op.as_str())));
     }
     if !crate::media::available_formats(&config.media_tools()).get(&format).copied().unwrap_or(false) {
         let encoder = format.encoder().unwrap_or("?");

@@ -1,7 +1,7 @@
 //! The scheduler: claims the next queued job from the store, hands it to the executor, writes
 //! progress and the outcome back, and announces every change to listeners (SSE); finished jobs are
 //! reported to `telemetry`.
-use crate::models::Op;
+use crate::models::{OutputName, Writes};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -345,22 +345,25 @@ pub fn output_path_for(job: &Job) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "video".into());
     let still = job.input.media.as_ref().is_some_and(|media| media.still);
-    let extension = job.params.output_format.unwrap_or(OutputFormat::H264).extension_for(still);
-    let name = match job.op {
-        Op::Upscale => {
-            let interpolated = job.params.interpolate.as_ref().and_then(|p| p.factor).map(|factor| format!("_x{factor}fps")).unwrap_or_default();
-            format!("{stem}_x{}{interpolated}.{extension}", Op::Upscale.scale_or_default(job.params.scale))
+    let spec = job.op.spec();
+    let extension = match spec.writes {
+        Writes::Latent => "latent.safetensors",
+        Writes::Video { .. } => job.params.output_format.unwrap_or(OutputFormat::H264).extension_for(still),
+    };
+    let factor = job.params.interpolate.as_ref().and_then(|p| p.factor);
+    let label = match spec.output_name {
+        OutputName::Suffix(suffix) => suffix.to_string(),
+        OutputName::Scale => {
+            let interpolated = factor.map(|factor| format!("_x{factor}fps")).unwrap_or_default();
+            format!("_x{}{interpolated}", job.op.scale_or_default(job.params.scale))
         }
-        Op::VaeEncode => format!("{stem}.latent.safetensors"),
-        Op::VaeDecode => format!("{stem}_decoded.{extension}"),
-        Op::VaeReconstruct => format!("{stem}_reconstructed.{extension}"),
-        Op::Restore => format!("{stem}_restored.{extension}"),
-        Op::Interpolate => match job.params.interpolate.as_ref().and_then(|p| p.fps.as_deref()) {
+        OutputName::Rate => match job.params.interpolate.as_ref().and_then(|p| p.fps.as_deref()) {
             // `60000/1001` → `in_60000-1001fps.mp4`; a factor: `in_x2fps.mp4`.
-            Some(fps) => format!("{stem}_{}fps.{extension}", fps.strip_suffix("/1").unwrap_or(fps).replace('/', "-")),
-            None => format!("{stem}_x{}fps.{extension}", job.params.interpolate.as_ref().and_then(|p| p.factor).unwrap_or(DEFAULT_FACTOR)),
+            Some(fps) => format!("_{}fps", fps.strip_suffix("/1").unwrap_or(fps).replace('/', "-")),
+            None => format!("_x{}fps", factor.unwrap_or(DEFAULT_FACTOR)),
         },
     };
+    let name = format!("{stem}{label}.{extension}");
     let name = match &job.params.range {
         // `in_x4.mp4` over part of the input: `in_x4_12.5s+5s.mp4`, `in_x4_f120+48f.mp4`.
         Some(range) => match name.split_once('.') {
@@ -396,5 +399,67 @@ async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Le
         }
         let _ = events.send(id);
         tokio::time::sleep(PROGRESS_INTERVAL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DtypeChoice;
+    use crate::media::InputRange;
+    use crate::models::Op;
+
+    fn job(op: Op, params: JobParams) -> Job {
+        Job {
+            id: Uuid::nil(),
+            status: JobStatus::Queued,
+            op,
+            model: "m".into(),
+            priority: 0,
+            params,
+            created_at: String::new(),
+            started_at: None,
+            finished_at: None,
+            input: InputInfo { file_name: "in.mp4".into(), bytes: 0, media: None },
+            output: None,
+            progress: None,
+            timings: None,
+            plan: None,
+            metrics: None,
+            error: None,
+            attempts: 0,
+            worker: None,
+            owner: None,
+            callback: None,
+            input_path: "/jobs/1/in.mp4".into(),
+            output_path: None,
+        }
+    }
+
+    fn name(op: Op, params: JobParams) -> String {
+        let path = output_path_for(&job(op, params));
+        assert_eq!(path.parent(), Some(std::path::Path::new("/jobs/1")), "next to the input");
+        path.file_name().unwrap().to_string_lossy().into_owned()
+    }
+
+    /// Every op's name for its output, as the op's spec gives it (clients and tests match these names).
+    #[test]
+    fn each_op_names_its_output() {
+        let plain = || JobParams::new(DtypeChoice::Auto);
+        let retimed = |factor, fps: Option<&str>| JobParams {
+            interpolate: Some(InterpolateParams { factor, fps: fps.map(str::to_string), ..Default::default() }),
+            ..plain()
+        };
+        assert_eq!(name(Op::Upscale, plain()), "in_x4.mp4", "the default scale");
+        assert_eq!(name(Op::Upscale, JobParams { scale: Some(2), ..retimed(Some(3), None) }), "in_x2_x3fps.mp4");
+        assert_eq!(name(Op::VaeEncode, plain()), "in.latent.safetensors");
+        assert_eq!(name(Op::VaeDecode, plain()), "in_decoded.mp4");
+        assert_eq!(name(Op::VaeReconstruct, JobParams { output_format: Some(OutputFormat::Ffv1), ..plain() }), "in_reconstructed.mkv");
+        assert_eq!(name(Op::Restore, plain()), "in_restored.mp4");
+        assert_eq!(name(Op::Interpolate, retimed(None, Some("60000/1001"))), "in_60000-1001fps.mp4");
+        assert_eq!(name(Op::Interpolate, retimed(None, Some("60/1"))), "in_60fps.mp4");
+        assert_eq!(name(Op::Interpolate, plain()), "in_x2fps.mp4");
+        let part = InputRange { start_frame: Some(120), frames: Some(48), ..Default::default() };
+        assert_eq!(name(Op::VaeEncode, JobParams { range: Some(part), ..plain() }), "in_f120+48f.latent.safetensors");
     }
 }

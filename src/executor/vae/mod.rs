@@ -12,7 +12,7 @@ use tch::{Kind, Tensor};
 use super::{ExecError, Executor, JobHooks, JobSpec};
 use crate::jobs::plan::{JobPlan, VaeOpPlan, VaePlan};
 use crate::jobs::{JobOutcome, Progress, QualityMetrics, Timings};
-use crate::models::Op;
+use crate::models::VaeOp;
 use crate::media::latent;
 use crate::executor::media_io::{input_media, read_frames};
 use crate::media::{self, FrameReader, MediaInfo};
@@ -34,6 +34,7 @@ struct VaeJob<'a> {
     exec: &'a Executor,
     job: &'a JobSpec,
     hooks: &'a JobHooks,
+    vae_op: VaeOp,
     entry: ModelEntry,
     vae: &'a VideoVae,
     /// Pixel frames per push: whole latent groups, as the plan chose.
@@ -49,6 +50,7 @@ struct VaeJob<'a> {
 }
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
+    let vae_op = job.op.spec().vae.ok_or_else(|| ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str())))?;
     let entry = registry::find(&exec.config.models_dir, &job.model)
         .filter(|e| e.family.is_vae())
         .ok_or_else(|| ExecError::Invalid(format!("{} is not a VAE on this box", job.model)))?;
@@ -56,7 +58,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let load_started = Instant::now();
     let (vae, _) = exec.models.vae(&entry, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
-    let mut planning = job_planning(exec, job, &vae, kind, timings)?;
+    let mut planning = job_planning(exec, job, vae_op, &vae, kind, timings)?;
     let element_bytes = kind.elt_size_in_bytes() as i64;
     let mut replans = Vec::new();
     loop {
@@ -66,6 +68,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             exec,
             job,
             hooks,
+            vae_op,
             entry: entry.clone(),
             vae: &vae,
             chunk_frames,
@@ -78,11 +81,10 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         // Out-of-memory anywhere in the run (also outside a retried push: joining halves, blending)
         // comes back here as an error, so the job can be re-planned.
         let result = super::attempt::attempt(|| {
-            tch::no_grad(|| match job.op {
-                Op::VaeEncode => encode::run(&ctx, timings),
-                Op::VaeDecode => decode::run(&ctx, timings),
-                Op::VaeReconstruct => reconstruct::run(&ctx, timings),
-                Op::Upscale | Op::Restore | Op::Interpolate => Err(ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str()))),
+            tch::no_grad(|| match vae_op {
+                VaeOp::Encode => encode::run(&ctx, timings),
+                VaeOp::Decode => decode::run(&ctx, timings),
+                VaeOp::Reconstruct => reconstruct::run(&ctx, timings),
             })
         });
         match result {
@@ -130,18 +132,17 @@ fn latent_dims(exec: &Executor, job: &JobSpec, vae: &VideoVae, timings: &mut Tim
 /// What the job is planned from: temporal chunk first (exact), spatial tiles only when one chunk of
 /// whole frames exceeds the budget. Without a budget, or without a memory model for this family,
 /// whole frames at the configured chunk.
-fn job_planning(exec: &Executor, job: &JobSpec, vae: &VideoVae, kind: Kind, timings: &mut Timings) -> Result<JobPlanning, ExecError> {
+fn job_planning(exec: &Executor, job: &JobSpec, vae_op: VaeOp, vae: &VideoVae, kind: Kind, timings: &mut Timings) -> Result<JobPlanning, ExecError> {
     let max_latent_frames = (exec.config.chunk_frames as i64 / vae.temporal_factor()).max(1);
     let budget_mib = exec.working_budget_mib(job);
     let Some(memory) = MemoryModel::for_vae(vae, kind, exec.device) else {
         return Ok(JobPlanning { request: None, budget_mib, max_latent_frames });
     };
     let latent = latent_dims(exec, job, vae, timings)?;
-    let op = match job.op {
-        Op::VaeEncode => TiledOp::Encode,
-        Op::VaeDecode => TiledOp::Decode,
-        Op::VaeReconstruct => TiledOp::Reconstruct,
-        Op::Upscale | Op::Restore | Op::Interpolate => return Err(ExecError::Invalid(format!("{} is not a VAE op", job.op.as_str()))),
+    let op = match vae_op {
+        VaeOp::Encode => TiledOp::Encode,
+        VaeOp::Decode => TiledOp::Decode,
+        VaeOp::Reconstruct => TiledOp::Reconstruct,
     };
     let limits = PlanLimits { budget_mib, max_latent_frames };
     Ok(JobPlanning::for_vae(vae, op, latent, limits, Some(memory)))
@@ -206,12 +207,7 @@ impl VaeJob<'_> {
     }
 
     fn progress(&self, done: u64, total: u64, since: Instant) {
-        let stage = match self.job.op {
-            Op::VaeEncode => "encode",
-            Op::VaeDecode => "decode",
-            Op::VaeReconstruct => "reconstruct",
-            Op::Upscale | Op::Restore | Op::Interpolate => unreachable!("not a VAE op"),
-        };
+        let stage = self.vae_op.stage();
         self.hooks.progress.send_replace(Progress::frames(done, total.max(done), since.elapsed().as_secs_f64()).at(stage));
     }
 
