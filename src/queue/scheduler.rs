@@ -431,6 +431,7 @@ mod tests {
             worker: None,
             owner: None,
             callback: None,
+            from_try: None,
             input_path: "/jobs/1/in.mp4".into(),
             output_path: None,
         }
