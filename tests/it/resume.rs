@@ -325,6 +325,8 @@ async fn killed_past_the_cut_and_resumed(query: &str, width: usize, height: usiz
     let kept = resumed["frame"].as_u64().unwrap_or(0);
     assert!(kept >= seen && kept < total, "kept {kept} frames, the checkpoint seen had {seen}: {}", job["plan"]);
     assert!(resumed["saved_s"].as_f64().unwrap() > 0.0, "{resumed}");
+    let compute = |job: &Value| job["timings"]["compute"].as_f64().unwrap_or(f64::NAN);
+    println!("{query}: compute {:.2} s whole, {:.2} s going on from frame {kept} of {total}", compute(&whole), compute(&job));
     assert_same_frames(&result_frames(&client, &server, &job, dir.path(), width, height).await, &whole_frames);
     assert!(segments_folder(&server, &id).is_none(), "the segments are gone once the result is whole");
     (whole, job)
