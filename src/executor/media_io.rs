@@ -5,7 +5,7 @@ use std::path::Path;
 use super::{ExecError, Executor, JobSpec};
 use crate::media::segments::{FinishedSegments, SegmentedWriter};
 use crate::jobs::{JobOutcome, JobPlan, OutputFormat, QualityMetrics, Timings};
-use crate::media::{Colour, FrameReader, FrameSpan, FrameWriter, MediaError, MediaInfo, ReadConfig, RgbFrames, SampleDepth, StillWriter, WriteConfig};
+use crate::media::{Colour, FrameReader, FrameSpan, MediaError, MediaInfo, ReadConfig, RgbFrames, SampleDepth, StillWriter, WriteConfig};
 
 /// Chunks waiting between ffmpeg and the model, each way; enough to hide jitter, small enough to bound memory.
 const QUEUE_CHUNKS: usize = 2;
@@ -55,10 +55,6 @@ pub fn read_frames(exec: &Executor, job: &JobSpec, info: &MediaInfo, chunk_frame
     Ok(FrameReader::spawn(&exec.config.tools, config)?)
 }
 
-pub fn write_frames(exec: &Executor, job: &JobSpec, video: OutputVideo) -> Result<FrameWriter, ExecError> {
-    Ok(FrameWriter::spawn(&exec.config.tools, write_config(exec, job, video))?)
-}
-
 fn write_config(exec: &Executor, job: &JobSpec, video: OutputVideo) -> WriteConfig {
     let keep_streams = video.from_input_video && job.params.keep_audio != Some(false);
     WriteConfig {
@@ -91,7 +87,7 @@ pub fn input_media(exec: &Executor, job: &JobSpec, timings: &mut Timings) -> Res
     Ok(info)
 }
 
-/// Where upscale and restore put their frames: the video in segments a stopped job goes on from, or for a
+/// Where upscale, restore and interpolate put their frames: the video in segments a stopped job goes on from, or for a
 /// still written as PNG the still's writer (which also takes the alpha plane).
 pub enum FrameSink {
     Video(SegmentedWriter),
@@ -168,12 +164,6 @@ pub fn finish_output(exec: &Executor, job: &JobSpec, sink: FrameSink) -> Result<
             Ok(crate::media::probe(&exec.config.tools, &job.output_path, &crate::media::MediaLimits::unlimited()).ok())
         }
     }
-}
-
-/// Waits for the encoder to finish the job's video, and probes what it wrote (`output_media`).
-pub fn finish_video(exec: &Executor, job: &JobSpec, writer: FrameWriter) -> Result<Option<MediaInfo>, ExecError> {
-    writer.finish()?;
-    Ok(output_media(exec, job))
 }
 
 /// The written video as probed, for the job's `output.media`: none for a zip of PNG frames, which is not a

@@ -1,4 +1,4 @@
-//! Going on after a stop. Upscale, restore, the VAE decode and reconstruct write their video as segments
+//! Going on after a stop. Upscale, interpolate, restore, the VAE decode and reconstruct write their video as segments
 //! (`media::segments`) in a folder beside the output and, after each finished segment, a checkpoint: how far
 //! the job got and what it needs to go on from there (restore: batches done and the frames held for the next
 //! cross-fade; the VAE: input frames pushed and its streams' causal caches; reconstruct also the source
@@ -17,7 +17,7 @@ use super::quality::QualityMeter;
 use super::{ExecError, Executor, JobSpec};
 use crate::jobs::plan::{ResumedFrom, RowSplitHalves};
 use crate::media::segments::FinishedSegments;
-use crate::media::MediaError;
+use crate::media::{MediaError, RgbFrames};
 use crate::models::nn::causal_cache::{RowSplit, SavedTensors};
 
 const CHECKPOINT: &str = "checkpoint.json";
@@ -155,6 +155,30 @@ impl Checkpoints {
     pub fn discard(&mut self) {
         self.folder.remove();
         self.resumed = None;
+    }
+
+    /// `run` cut where the segments end: the first piece fills at most the segment in hand, each other one
+    /// at most a whole segment, so that segments end at whole multiples of `segment_frames` however the
+    /// chunks fall.
+    pub fn split_at_segments(&self, sink: &FrameSink, mut run: RgbFrames) -> Vec<RgbFrames> {
+        let mut room = self.segment_frames - sink.frames_in_segment().unwrap_or(0);
+        let mut pieces = Vec::new();
+        while run.count > 0 {
+            let rest = run.split_off(room as usize);
+            pieces.push(run);
+            run = rest;
+            room = self.segment_frames;
+        }
+        pieces
+    }
+
+    /// A checkpoint once the segment in hand is full, for a job whose frame count alone says where it goes
+    /// on (`Mark::Frames`).
+    pub fn save_frames_when_full(&self, sink: &mut FrameSink, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
+        if sink.frames_in_segment() != Some(self.segment_frames) {
+            return Ok(());
+        }
+        self.save(sink, Mark::Frames, quality)
     }
 
     /// Finishes the segment in hand and records it with what going on from it needs (`mark`).

@@ -8,7 +8,7 @@ use tch::Tensor;
 
 use super::media_io::{finish_output, input_media, read_frames, video_outcome, write_output, OutputVideo};
 use super::frame_workers::FrameWorkers;
-use super::resume::{Checkpoints, Mark};
+use super::resume::Checkpoints;
 use super::stage_clock::StageClock;
 use super::{alpha, frames, ExecError, Executor, JobHooks, JobSpec};
 use crate::executor::tiled::upscale::upscale_tiled;
@@ -94,10 +94,12 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let mut quality = job.params.metrics.unwrap_or(false).then(|| checkpoints.resumed_quality());
 
     let mut clock = StageClock::default();
-    // Frames the source has given; those a stopped run already wrote are read again, not upscaled again.
-    let (mut done, kept) = (0u64, checkpoints.finished().frames);
+    // Frames the source has given; those a stopped run already wrote are read again, not upscaled again
+    // (nor, re-timed, interpolated again: the retimer passes over them).
+    let kept = checkpoints.finished().frames;
     let frames_started = Instant::now();
     hooks.progress.send_replace(Progress::frames(0, total, 0.0).at("upscale"));
+    let mut done = source.pass_over(kept, &mut clock)?;
     // Each chunk allocates and frees the same activations; under the bounded allocator they would be fresh
     // mappings faulted in page by page every time (2.1× the compute at bf16, docs/benchmarks.md).
     let heap_reuse = crate::device::HeapReuse::for_call();
@@ -116,25 +118,19 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         // tensor, which would need the whole chunk's output twice at once.
         let outputs = StageClock::time(&mut clock.compute, || tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks)))?;
         let mut index = 0;
-        for mut run in outputs {
-            // Segments end at whole multiples of `segment_frames`, however the chunks fall.
-            while run.count > 0 {
-                let room = checkpoints.segment_frames - writer.frames_in_segment().unwrap_or(0);
-                let rest = run.split_off(room as usize);
+        for run in outputs {
+            for piece in checkpoints.split_at_segments(&writer, run) {
                 if let Some(meter) = quality.as_mut() {
                     // Area-averaged back to the input's size: each input pixel against the mean of the
                     // scale × scale pixels made from it, as written (rounded to the output's depth).
-                    for i in 0..run.count {
-                        let pooled = frames::written_frame(&run, i).to_device(exec.device).avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>);
+                    for i in 0..piece.count {
+                        let pooled = frames::written_frame(&piece, i).to_device(exec.device).avg_pool2d([scale, scale], [scale, scale], [0, 0], false, true, None::<i64>);
                         meter.add(&frames_in.narrow(0, index, 1), &pooled);
                         index += 1;
                     }
                 }
-                StageClock::time(&mut clock.write, || writer.write(run))?;
-                if writer.frames_in_segment() == Some(checkpoints.segment_frames) {
-                    StageClock::time(&mut clock.write, || checkpoints.save(&mut writer, Mark::Frames, quality.as_ref()))?;
-                }
-                run = rest;
+                StageClock::time(&mut clock.write, || writer.write(piece))?;
+                StageClock::time(&mut clock.write, || checkpoints.save_frames_when_full(&mut writer, quality.as_ref()))?;
             }
         }
         hooks.progress.send_replace(Progress::frames(done, total.max(done), frames_started.elapsed().as_secs_f64()).at("upscale"));
@@ -187,6 +183,16 @@ impl FrameSource<'_> {
         match self {
             FrameSource::Read(_) => input_frames,
             FrameSource::Retimed(retimer) => retimer.output_frames(),
+        }
+    }
+
+    /// Passes over up to `frames` frames a stopped run already wrote, where that saves work: the retimer's,
+    /// without calling its model. The decoder's frames are read and dropped chunk by chunk instead (none
+    /// passed over here). Returns the frames passed over.
+    fn pass_over(&mut self, frames: u64, clock: &mut StageClock) -> Result<u64, ExecError> {
+        match self {
+            FrameSource::Read(_) => Ok(0),
+            FrameSource::Retimed(retimer) => retimer.pass_over(frames, clock),
         }
     }
 

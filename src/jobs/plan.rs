@@ -75,6 +75,9 @@ pub struct InterpolatePlan {
     pub flow_scale: f64,
     /// Frame pairs per model call.
     pub pairs_per_call: usize,
+    /// The run went on from where a stopped one had got to; absent when it started from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
 }
 
 /// `vae_encode`, `vae_decode`, `vae_reconstruct`: what the planner chose, and the op's own part.

@@ -280,3 +280,73 @@ async fn a_vae_reconstruct_killed_mid_clip_goes_on_from_its_checkpoint_with_the_
     assert_eq!(job["metrics"], whole["metrics"]);
     assert!(segments_folder(&server, &id).is_none(), "the segments are gone once the result is whole");
 }
+
+/// Input frames of the re-timed clip below; bikes.mp4 cuts to another shot at its frame 30.
+const CUT_CLIP_FRAMES: u32 = 8;
+
+/// Frames 26 to 33 of bikes.mp4 at 128×96, losslessly: a cut between input frames 3 and 4.
+fn cut_clip(dir: &Path) -> Vec<u8> {
+    let path = dir.join("cut.mkv");
+    let keep = format!("trim=start_frame=26:end_frame={},setpts=PTS-STARTPTS,scale={WIDTH}:{HEIGHT},setsar=1", 26 + CUT_CLIP_FRAMES);
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-i"])
+        .arg(media("bikes.mp4"))
+        .args(["-vf", &keep, "-an", "-c:v", "ffv1"])
+        .arg(&path)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success());
+    std::fs::read(path).unwrap()
+}
+
+/// Runs `query` (three frames out per input frame) on [`cut_clip`] whole, then again killed once its
+/// checkpoint holds 13 to 19 of the 24 frames (past the cut; a pair's frames may be split between the
+/// runs) and restarted. The restart goes on from there and writes the uninterrupted run's frames; returns
+/// both jobs.
+async fn killed_past_the_cut_and_resumed(query: &str, width: usize, height: usize) -> (Value, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &SETTINGS);
+    let client = client();
+    let input = cut_clip(dir.path());
+    let total = 3 * CUT_CLIP_FRAMES as u64;
+
+    let whole = run_job(&client, &server, query, input.clone()).await;
+    assert!(whole["plan"].get("resumed_from").is_none(), "{}", whole["plan"]);
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), width, height).await;
+    assert_eq!(whole_frames.len() as u64, total);
+
+    let id = submit(&client, &server, query, input).await;
+    let seen = wait_for_checkpoint(&server, &id, "of 13 to 19 frames", |c| c["frames"].as_u64().is_some_and(|frames| (13..20).contains(&frames))).await["frames"].as_u64().unwrap();
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    let resumed = &job["plan"]["resumed_from"];
+    let kept = resumed["frame"].as_u64().unwrap_or(0);
+    assert!(kept >= seen && kept < total, "kept {kept} frames, the checkpoint seen had {seen}: {}", job["plan"]);
+    assert!(resumed["saved_s"].as_f64().unwrap() > 0.0, "{resumed}");
+    let compute = |job: &Value| job["timings"]["compute"].as_f64().unwrap_or(f64::NAN);
+    println!("{query}: compute {:.2} s whole, {:.2} s going on from frame {kept} of {total}", compute(&whole), compute(&job));
+    assert_same_frames(&result_frames(&client, &server, &job, dir.path(), width, height).await, &whole_frames);
+    assert!(segments_folder(&server, &id).is_none(), "the segments are gone once the result is whole");
+    (whole, job)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interpolate_killed_mid_clip_goes_on_from_its_last_segment_and_equals_an_uninterrupted_run() {
+    let query = "op=interpolate&factor=3&dtype=f32&output_format=ffv1&filename=cut.mkv";
+    let (whole, job) = killed_past_the_cut_and_resumed(query, WIDTH, HEIGHT).await;
+    assert_eq!((whole["plan"]["scene_cuts"].clone(), whole["plan"]["interpolated"].as_u64()), (serde_json::json!([4]), Some(12)), "{}", whole["plan"]);
+    // The frames passed over count as an uninterrupted run counts them: made by the model, or across the cut.
+    let mut plan = job["plan"].clone();
+    plan.as_object_mut().unwrap().remove("resumed_from");
+    assert_eq!(plan, whole["plan"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upscale_that_interpolates_goes_on_from_its_last_segment_and_equals_an_uninterrupted_run() {
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=2&interpolate=3&dtype=f32&output_format=ffv1&filename=cut.mkv";
+    let (whole, job) = killed_past_the_cut_and_resumed(query, 2 * WIDTH, 2 * HEIGHT).await;
+    assert_eq!(whole["plan"]["interpolation"]["scene_cuts"], serde_json::json!([4]), "{}", whole["plan"]);
+    assert_eq!((&job["plan"]["interpolation"], &job["plan"]["frames"]), (&whole["plan"]["interpolation"], &whole["plan"]["frames"]));
+}

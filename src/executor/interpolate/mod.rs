@@ -1,7 +1,8 @@
 //! The interpolate op: ffmpeg decode → RIFE between neighbouring frames → ffmpeg encode at the new rate.
 //! Input frames at an output time are written as they are; the frames between come from the model, or,
 //! across a scene cut, are the earlier frame held. The output lasts as long as the input (its last frame
-//! held), so the audio and subtitles copied beside it stay in step.
+//! held), so the audio and subtitles copied beside it stay in step. It is written in segments: a stopped job
+//! goes on from its last one (`resume`), passing over the frames written without calling the model.
 pub mod schedule;
 pub mod settings;
 pub mod retimer;
@@ -9,10 +10,11 @@ pub mod window;
 
 use std::time::Instant;
 
-use super::media_io::{finish_video, input_media, read_frames, video_outcome, write_frames, OutputVideo};
+use super::media_io::{finish_output, input_media, read_frames, video_outcome, write_segments, OutputVideo};
+use super::resume::Checkpoints;
 use super::stage_clock::StageClock;
 use super::{frames, ExecError, Executor, JobHooks, JobSpec};
-use crate::jobs::plan::JobPlan;
+use crate::jobs::plan::{InterpolatePlan, JobPlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::models::registry;
 use retimer::Retimer;
@@ -34,24 +36,37 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let chunk_frames = exec.config.chunk_frames;
     let window = FrameWindow::new(read_frames(exec, job, &info, chunk_frames)?, exec.device);
     let mut retimer = Retimer::for_input(&*model, &info, &settings, window)?;
-    let mut writer = write_frames(exec, job, OutputVideo { fps_rational: retimer.output_rate().as_text(), ..OutputVideo::like(&info, info.width, info.height) })?;
+    let output_rate = retimer.output_rate();
+    // Every output frame is the job's to write (a still input too: its frame held, as a video), so any run
+    // can go on from its last segment.
+    let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "interpolate": format!("{settings:?}") });
+    let checkpoints = Checkpoints::open(exec, job, resume_settings, output_rate.as_f64(), true);
+    let output = OutputVideo { fps_rational: output_rate.as_text(), ..OutputVideo::like(&info, info.width, info.height) };
+    let mut writer = write_segments(exec, job, output, &checkpoints.folder.dir, checkpoints.finished())?;
     let depth = writer.depth();
 
     let total = retimer.output_frames();
     let mut clock = StageClock::default();
-    let mut written = 0u64;
     let started = Instant::now();
     hooks.progress.send_replace(Progress::frames(0, total, 0.0).at("interpolate"));
+    // The frames a stopped run wrote are passed over, not made again.
+    let mut written = retimer.pass_over(checkpoints.finished().frames, &mut clock)?;
     loop {
         hooks.check_cancelled()?;
         let Some(chunk) = retimer.next_chunk(chunk_frames, &mut clock)? else { break };
         written += chunk.size()[0] as u64;
-        StageClock::time(&mut clock.write, || -> Result<(), ExecError> { Ok(writer.write(frames::to_rgb(&chunk, depth)?)?) })?;
+        let rgb = StageClock::time(&mut clock.write, || frames::to_rgb(&chunk, depth))?;
+        for piece in checkpoints.split_at_segments(&writer, rgb) {
+            StageClock::time(&mut clock.write, || writer.write(piece))?;
+            StageClock::time(&mut clock.write, || checkpoints.save_frames_when_full(&mut writer, None))?;
+        }
         hooks.progress.send_replace(Progress::frames(written, total.max(written), started.elapsed().as_secs_f64()).at("interpolate"));
     }
     hooks.check_cancelled()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
-    let output_media = StageClock::time(&mut clock.write, || finish_video(exec, job, writer))?;
+    let output_media = StageClock::time(&mut clock.write, || finish_output(exec, job, writer))?;
+    checkpoints.folder.remove();
     clock.record(timings, written, started);
-    Ok(video_outcome(job, output_media, timings, JobPlan::Interpolate(retimer.plan(written)), None))
+    let plan = InterpolatePlan { resumed_from: checkpoints.resumed_from(), ..retimer.plan(written) };
+    Ok(video_outcome(job, output_media, timings, JobPlan::Interpolate(plan), None))
 }

@@ -82,6 +82,7 @@ impl<'m> Retimer<'m> {
             scene_threshold: self.scene_threshold,
             flow_scale: self.flow_scale,
             pairs_per_call: 1,
+            resumed_from: None,
         }
     }
 
@@ -123,6 +124,36 @@ impl<'m> Retimer<'m> {
             return Ok(None);
         }
         Ok(Some(Tensor::cat(&frames, 0)))
+    }
+
+    /// Passes over up to `frames` output frames without making them: a resumed job's, already written. Their
+    /// input frames are read and their pairs measured for cuts, as making them would, so that what the plan
+    /// counts (`interpolated`, `scene_cuts`) and where the input is read from are an uninterrupted run's; the
+    /// model is not called. A pair's frames may be passed over in part: `next_chunk` makes the rest, each
+    /// time on its own (RIFE's bisection gives every time the frame it gives among the pair's others).
+    /// Returns the frames passed over: fewer once the input ends early.
+    pub fn pass_over(&mut self, frames: u64, clock: &mut StageClock) -> Result<u64, ExecError> {
+        let end = (self.next + frames).min(self.retiming.output_frames());
+        let start = self.next;
+        while self.next < end {
+            let passed = match self.retiming.source(self.next) {
+                Source::Input(index) => match StageClock::time(&mut clock.read, || self.window.frame(index))? {
+                    Some(_) => 1,
+                    None => break,
+                },
+                Source::Between { first, .. } => {
+                    let times = (self.times_between(first).len() as u64).min(end - self.next);
+                    let pair = StageClock::time(&mut clock.read, || Ok::<_, ExecError>((self.window.frame(first)?, self.window.frame(first + 1)?)))?;
+                    let (Some(a), Some(b)) = pair else { break };
+                    if !self.is_cut(first, &a, &b) {
+                        self.interpolated += times;
+                    }
+                    times
+                }
+            };
+            self.next += passed;
+        }
+        Ok(self.next - start)
     }
 
     /// The times of every output frame from `self.next` on that lies between input frames `first` and `first + 1`.
