@@ -80,6 +80,16 @@ async fn wait_for_checkpoint_after_batch(server: &Server, id: &str, batches: i64
     .await;
 }
 
+/// The server killed with SIGKILL and started again on the same data; the job `id` then ran to the end,
+/// succeeded, in its second attempt.
+async fn restarted_and_finished(client: &reqwest::Client, server: Server, id: &str) -> (Server, Value) {
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(client, &server, id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    (server, job)
+}
+
 /// The job's last checkpoint on disk.
 fn checkpoint(server: &Server, id: &str) -> Option<Value> {
     let text = std::fs::read_to_string(segments_folder(server, id)?.join("checkpoint.json")).ok()?;
@@ -116,10 +126,7 @@ async fn a_restore_killed_in_its_third_batch_goes_on_from_it_after_a_restart_and
     // The job's stage is polled, and on a fast machine batch 3's DiT can come and go between two polls;
     // the checkpoint file after batch 2 is there until batch 3 ends.
     wait_for_checkpoint_after_batch(&server, &id, 2).await;
-    let server = server.restart_after_kill9();
-    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
-    assert_eq!(job["status"], "succeeded", "{job}");
-    assert_eq!(job["attempts"], 2, "{job}");
+    let (server, job) = restarted_and_finished(&client, server, &id).await;
     let resumed = &job["plan"]["resumed_from"];
     // Batches 1 and 2 wrote 3 frames each; the frames batch 2 held for the blend came from the checkpoint.
     assert_eq!((resumed["batch"].as_i64(), resumed["frame"].as_u64()), (Some(2), Some(6)), "{}", job["plan"]);
@@ -143,9 +150,7 @@ async fn an_upscale_killed_mid_clip_goes_on_from_its_last_segment_and_equals_an_
 
     let id = submit(&client, &server, query, input).await;
     wait_for_checkpoint(&server, &id, "of 4 to 9 frames", |c| c["frames"].as_u64().is_some_and(|frames| (4..10).contains(&frames))).await;
-    let server = server.restart_after_kill9();
-    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
-    assert_eq!(job["status"], "succeeded", "{job}");
+    let (server, job) = restarted_and_finished(&client, server, &id).await;
     let kept = job["plan"]["resumed_from"]["frame"].as_u64().unwrap_or(0);
     assert!((4..12).contains(&kept), "the rerun kept no finished segment: {}", job["plan"]);
     assert_same_frames(&result_frames(&client, &server, &job, dir.path(), 2 * WIDTH, 2 * HEIGHT).await, &whole_frames);
@@ -207,10 +212,7 @@ async fn a_vae_decode_killed_mid_latent_goes_on_from_its_checkpoint_and_equals_a
     let id = submit(&client, &server, query, input).await;
     // Killed once the decoder's state after 4 to 11 latent frames is on disk.
     let seen = wait_for_checkpoint(&server, &id, "after 4 to 11 latent frames", |c| c["vae"]["inputs"].as_i64().is_some_and(|n| (4..12).contains(&n))).await["frames"].as_u64().unwrap();
-    let server = server.restart_after_kill9();
-    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
-    assert_eq!(job["status"], "succeeded", "{job}");
-    assert_eq!(job["attempts"], 2, "{job}");
+    let (server, job) = restarted_and_finished(&client, server, &id).await;
     let resumed = &job["plan"]["resumed_from"];
     let kept = resumed["frame"].as_u64().unwrap_or(0);
     assert!(kept >= seen && kept < total as u64, "kept {kept} frames, the checkpoint seen had {seen}: {}", job["plan"]);
@@ -235,10 +237,7 @@ async fn a_vae_encode_killed_mid_clip_goes_on_from_its_checkpoint_and_writes_the
 
     let id = submit(&client, &server, query, input).await;
     let seen = wait_for_checkpoint(&server, &id, "after 16 to 44 frames", |c| c["vae"]["inputs"].as_i64().is_some_and(|n| (16..45).contains(&n))).await["frames"].as_u64().unwrap();
-    let server = server.restart_after_kill9();
-    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
-    assert_eq!(job["status"], "succeeded", "{job}");
-    assert_eq!(job["attempts"], 2, "{job}");
+    let (server, job) = restarted_and_finished(&client, server, &id).await;
     let kept = job["plan"]["resumed_from"]["frame"].as_u64().unwrap_or(0);
     assert!(kept >= seen && kept < 16, "kept {kept} latent frames, the checkpoint seen had {seen}: {}", job["plan"]);
     let latent = fetch(&client, &server, &job).await;
@@ -266,10 +265,7 @@ async fn a_vae_reconstruct_killed_mid_clip_goes_on_from_its_checkpoint_with_the_
     // Killed once both streams' state after 16 to 44 input frames is on disk (some of them still waiting
     // for their reconstruction: the encoder holds frames for its next group of 4).
     let seen = wait_for_checkpoint(&server, &id, "after 16 to 44 frames", |c| c["vae"]["inputs"].as_i64().is_some_and(|n| (16..45).contains(&n))).await["frames"].as_u64().unwrap();
-    let server = server.restart_after_kill9();
-    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
-    assert_eq!(job["status"], "succeeded", "{job}");
-    assert_eq!(job["attempts"], 2, "{job}");
+    let (server, job) = restarted_and_finished(&client, server, &id).await;
     let resumed = &job["plan"]["resumed_from"];
     let kept = resumed["frame"].as_u64().unwrap_or(0);
     assert!(kept >= seen && kept < 61, "kept {kept} frames, the checkpoint seen had {seen}: {}", job["plan"]);
@@ -317,10 +313,7 @@ async fn killed_past_the_cut_and_resumed(query: &str, width: usize, height: usiz
 
     let id = submit(&client, &server, query, input).await;
     let seen = wait_for_checkpoint(&server, &id, "of 13 to 19 frames", |c| c["frames"].as_u64().is_some_and(|frames| (13..20).contains(&frames))).await["frames"].as_u64().unwrap();
-    let server = server.restart_after_kill9();
-    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
-    assert_eq!(job["status"], "succeeded", "{job}");
-    assert_eq!(job["attempts"], 2, "{job}");
+    let (server, job) = restarted_and_finished(&client, server, &id).await;
     let resumed = &job["plan"]["resumed_from"];
     let kept = resumed["frame"].as_u64().unwrap_or(0);
     assert!(kept >= seen && kept < total, "kept {kept} frames, the checkpoint seen had {seen}: {}", job["plan"]);
