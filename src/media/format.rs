@@ -151,8 +151,8 @@ impl OutputFormat {
         !matches!(self, OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors)
     }
 
-    /// Only a VAE decode produces float frames a tensor file can hold as they are.
-    pub fn only_for_vae_decode(self) -> bool {
+    /// Float frames in a tensor file: only an op whose spec says it writes a pixel tensor can (`OpSpec::writes`).
+    pub fn is_pixel_tensor(self) -> bool {
         self == OutputFormat::Safetensors
     }
 }

@@ -219,7 +219,7 @@ fn check_output_format(op: Op, asked: Option<OutputFormat>, config: &Config) -> 
         (Writes::Video { pixel_tensor, .. }, _) => pixel_tensor,
     };
     let format = asked.unwrap_or(config.output_format);
-    if format.only_for_vae_decode() && !pixel_tensor {
+    if format.is_pixel_tensor() && !pixel_tensor {
         let takers: Vec<&str> = Op::ALL.into_iter().filter(|op| matches!(op.spec().writes, Writes::Video { pixel_tensor: true, .. })).map(Op::as_str).collect();
         return Err(QueueError::refused(codes::INVALID_OUTPUT_FORMAT, format!("output_format safetensors is for {}, not {}", takers.join(", "), op.as_str())));
     }
