@@ -35,6 +35,13 @@ impl SqliteStore {
         row.map(JobRow::into_job).transpose()
     }
 
+    /// A transaction that takes SQLite's write lock at its start. A deferred one that reads and then
+    /// writes fails at once with SQLITE_BUSY_SNAPSHOT (517, "database is locked") whenever another
+    /// connection committed in between, and the busy timeout does not wait for that case.
+    async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
     async fn fetch_existing(&self, id: Uuid) -> Result<Job, StoreError> {
         self.fetch(id)
             .await?
@@ -102,7 +109,7 @@ impl JobStore for SqliteStore {
         // In a transaction whose commit is checked: as a bare statement, `RETURNING` hands the row back
         // before SQLite has written it, so a claim that failed to commit (a full disk) ran the job all
         // the same, and again at every poll.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_transaction().await?;
         let claimed = sqlx::query(
             "UPDATE jobs SET status = 'running', started_at = ?1, attempts = attempts + 1, progress = ?6,
                              worker = ?2, lease_until = ?3
@@ -209,7 +216,7 @@ impl JobStore for SqliteStore {
     }
 
     async fn request_cancel(&self, id: Uuid) -> Result<CancelOutcome, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_transaction().await?;
         let status: Option<String> = sqlx::query_scalar("SELECT status FROM jobs WHERE id = ?")
             .bind(id.to_string())
             .fetch_optional(&mut *tx)
@@ -331,7 +338,7 @@ impl JobStore for SqliteStore {
     }
 
     async fn expire_leases(&self, max_attempts: i64) -> Result<Expired, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_transaction().await?;
         let now = now_rfc3339();
         let rows = sqlx::query(
             "SELECT id, worker, attempts, lease_until, lost_leases, cancel_requested FROM jobs
@@ -385,7 +392,7 @@ impl JobStore for SqliteStore {
             return Ok(None);
         }
         // As `claim_next`: the claim's commit is checked before the webhook is sent.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_transaction().await?;
         let claimed = sqlx::query(
             "UPDATE jobs SET callback_claimed_by = ?1, callback_claimed_until = ?2
              WHERE id = (SELECT id FROM jobs WHERE callback_state = 'pending' AND status IN ('succeeded', 'failed', 'cancelled')
@@ -563,5 +570,53 @@ mod tests {
         assert_eq!(serde_json::to_string(&plan_of(earlier)).unwrap(), stored);
         let metrics = listed[0].metrics.unwrap();
         assert_eq!(serde_json::to_value(metrics).unwrap(), json!({"psnr_db": null, "ssim": 0.5, "frames_compared": 2}));
+    }
+
+    // CI once answered a cancel with 500 "database is locked": its read-then-write transaction met the
+    // executor's progress writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_beside_a_stream_of_progress_writes_is_never_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap());
+        let mut new = |id| NewJob {
+            id,
+            op: Op::Upscale,
+            model: "realesrgan-animevideov3".into(),
+            priority: 0,
+            params: JobParams::new(DtypeChoice::Auto),
+            input_name: "clip.mp4".into(),
+            input_path: "/nowhere/clip.mp4".into(),
+            input_bytes: 1,
+            input_media: None,
+            probe_s: None,
+            owner: None,
+            device_bytes_needed: 0,
+            answered_by: None,
+            callback_url: None,
+            from_try: None,
+        };
+        let (writing, cancelled) = (Uuid::new_v4(), Uuid::new_v4());
+        store.insert(new(writing)).await.unwrap();
+        let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
+        let claimed = store.claim_next(&claim).await.unwrap().unwrap();
+        store.insert(new(cancelled)).await.unwrap();
+        store.claim_next(&claim).await.unwrap().unwrap();
+        let lease = Lease { id: writing, worker: "here".into(), attempt: claimed.attempts };
+        let writer = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for done in 0..2000 {
+                    store.set_progress(&lease, &Progress::starting(done)).await.unwrap();
+                }
+            })
+        };
+        let mut cancels = 0;
+        while !writer.is_finished() {
+            let outcome = store.request_cancel(cancelled).await;
+            assert!(matches!(outcome, Ok(CancelOutcome::Requested(_))), "cancel {cancels}: {:?}", outcome.err());
+            cancels += 1;
+        }
+        writer.await.unwrap();
+        assert!(cancels > 10, "the cancels ran beside the writes: {cancels}");
     }
 }
