@@ -1502,7 +1502,8 @@
   // A run that went on from a stopped one's checkpoint: where, and what that saved.
   function resumedText(v) {
     const batch = isNum(v.batch) ? `batch ${v.batch + 1}, ` : "";
-    return `from ${batch}frame ${v.frame} (${isNum(v.saved_s) ? `${v.saved_s.toFixed(1)} s` : DASH} of work kept)`;
+    const tiles = isNum(v.tiles) ? `${v.tiles} tile${v.tiles === 1 ? "" : "s"} spooled, ` : "";
+    return `from ${batch}${tiles}frame ${v.frame} (${isNum(v.saved_s) ? `${v.saved_s.toFixed(1)} s` : DASH} of work kept)`;
   }
 
   function planBlock(job) {

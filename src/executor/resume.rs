@@ -14,6 +14,7 @@ use tch::{Device, Tensor};
 
 use super::media_io::FrameSink;
 use super::quality::QualityMeter;
+use super::tiled::tile_major::TileMajorMark;
 use super::{ExecError, Executor, JobSpec};
 use crate::jobs::plan::{ResumedFrom, RowSplitHalves};
 use crate::media::segments::FinishedSegments;
@@ -38,6 +39,9 @@ pub struct Checkpoint {
     /// A VAE stream's (or a reconstruct's two streams') place in its input.
     #[serde(default)]
     pub vae: Option<VaeMark>,
+    /// A tile-major decode's place in its tiles and blends (its spools are in the folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile_major: Option<TileMajorMark>,
     /// `metrics=true`: the sums over the frames written so far.
     #[serde(default)]
     pub quality: Option<QualityMeter>,
@@ -78,6 +82,8 @@ pub enum Mark<'a> {
     Restore { batches: i64, dropped: i64, held: Option<&'a Tensor> },
     /// A VAE stream: input frames pushed, the streams' state after them, how they ran.
     Vae { inputs: i64, state: SavedTensors, row_split: Option<RowSplit>, fallbacks: &'a [String] },
+    /// A tile-major decode: its place, and the state of the tile in hand's stream (empty between tiles).
+    TileMajor { at: &'a TileMajorMark, state: SavedTensors, fallbacks: &'a [String] },
     /// A VAE reconstruct: as `Vae`, with the state of both its streams (and the source frames waiting for
     /// their reconstruction) in `state`, and each stream's row split.
     Reconstruct { inputs: i64, state: SavedTensors, row_split: RowSplitHalves, fallbacks: &'a [String] },
@@ -89,7 +95,12 @@ impl Checkpoint {
     }
 
     pub fn resumed_from(&self) -> ResumedFrom {
-        ResumedFrom { frame: self.frames, batch: self.restore.as_ref().map(|mark| mark.batches), saved_s: self.work_s }
+        ResumedFrom {
+            frame: self.frames,
+            batch: self.restore.as_ref().map(|mark| mark.batches),
+            tiles: self.tile_major.as_ref().map(|mark| mark.tiles_done),
+            saved_s: self.work_s,
+        }
     }
 }
 
@@ -231,7 +242,7 @@ impl ResumeFolder {
     /// A checkpoint after `finished`: written whole or not at all, after the frames it names.
     pub fn save(&self, finished: FinishedSegments, work_s: f64, mark: Mark, quality: Option<&QualityMeter>) -> Result<(), ExecError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| self.io_error("making the checkpoint's folder", e))?;
-        let (mut restore, mut vae) = (None, None);
+        let (mut restore, mut vae, mut tile_major) = (None, None, None);
         match mark {
             Mark::Frames => {}
             Mark::Restore { batches, dropped, held } => {
@@ -244,14 +255,21 @@ impl ResumeFolder {
                 restore = Some(RestoreMark { batches, dropped, held: name });
             }
             Mark::Vae { inputs, state, row_split, fallbacks } => {
-                vae = Some(self.save_streams(inputs, &state, [row_split, None], fallbacks)?);
+                vae = Some(self.save_streams(&format!("stream_{inputs:06}.safetensors"), inputs, &state, [row_split, None], fallbacks)?);
+            }
+            Mark::TileMajor { at, state, fallbacks } => {
+                let inputs = at.pushes_done as i64 * at.latent_frames_per_push;
+                // Named per tile too: each tile pushes the same frames.
+                let name = format!("stream_t{:04}_{inputs:06}.safetensors", at.tiles_done);
+                vae = Some(self.save_streams(&name, inputs, &state, [at.row_split, None], fallbacks)?);
+                tile_major = Some(at.clone());
             }
             Mark::Reconstruct { inputs, state, row_split, fallbacks } => {
-                vae = Some(self.save_streams(inputs, &state, [row_split.encoder, row_split.decoder], fallbacks)?);
+                vae = Some(self.save_streams(&format!("stream_{inputs:06}.safetensors"), inputs, &state, [row_split.encoder, row_split.decoder], fallbacks)?);
             }
         }
         let tensors_file = restore.as_ref().and_then(|mark| mark.held.clone()).or_else(|| vae.as_ref().map(|mark| mark.state.clone()));
-        let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore, vae, quality: quality.cloned() };
+        let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore, vae, tile_major, quality: quality.cloned() };
         let partial = self.dir.join(format!(".{CHECKPOINT}.partial"));
         let text = serde_json::to_vec(&checkpoint).expect("a checkpoint serializes");
         std::fs::write(&partial, text).and_then(|_| sync_and_rename(&partial, &self.dir.join(CHECKPOINT))).map_err(|e| self.io_error("saving the checkpoint", e))?;
@@ -259,12 +277,11 @@ impl ResumeFolder {
         Ok(())
     }
 
-    /// Writes a VAE stream's `state` (a reconstruct's two) after `inputs` frames; `row_split`: the stream's
-    /// and, for a reconstruct, the decoder's (`VaeMark`).
-    fn save_streams(&self, inputs: i64, state: &[(String, Tensor)], [row_split, decoder_row_split]: [Option<RowSplit>; 2], fallbacks: &[String]) -> Result<VaeMark, ExecError> {
-        let name = format!("stream_{inputs:06}.safetensors");
-        self.write_tensors(&name, state)?;
-        Ok(VaeMark { inputs, state: name, row_split, decoder_row_split, fallbacks: fallbacks.to_vec() })
+    /// Writes a VAE stream's `state` (a reconstruct's two) after `inputs` frames in the file `name`;
+    /// `row_split`: the stream's and, for a reconstruct, the decoder's (`VaeMark`).
+    fn save_streams(&self, name: &str, inputs: i64, state: &[(String, Tensor)], [row_split, decoder_row_split]: [Option<RowSplit>; 2], fallbacks: &[String]) -> Result<VaeMark, ExecError> {
+        self.write_tensors(name, state)?;
+        Ok(VaeMark { inputs, state: name.to_string(), row_split, decoder_row_split, fallbacks: fallbacks.to_vec() })
     }
 
     fn write_tensors(&self, name: &str, tensors: &[(String, Tensor)]) -> Result<(), ExecError> {

@@ -241,6 +241,10 @@ pub struct ResumedFrom {
     /// Restore: the batch the run went on with (batches before it were not restored again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<i64>,
+    /// A tile-major VAE decode: the spatial tiles it had decoded over the whole clip, kept and not decoded
+    /// again (the tile in hand went on from its last checkpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiles: Option<usize>,
     /// Seconds the stopped run had worked for what was kept: the time saved.
     pub saved_s: f64,
 }

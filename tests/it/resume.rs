@@ -190,17 +190,22 @@ async fn a_restore_whose_worker_is_killed_goes_on_from_its_checkpoint_on_the_oth
 /// Latent frames of the decode below: 1 + 4 × 15 = 61 frames out, a push (and a checkpoint) per latent frame.
 const LATENT_FRAMES: i64 = 16;
 
+/// A Wan 2.1 latent file of `frames` latent frames of 12 × 16 cells (96 × 128 pixels). Random values:
+/// every frame differs from every other.
+fn random_latent(dir: &Path, frames: i64) -> Vec<u8> {
+    tch::manual_seed(3);
+    let latent = tch::Tensor::randn([1, 16, frames, 12, 16], (tch::Kind::Float, tch::Device::Cpu));
+    let path = dir.join("latent.safetensors");
+    tch::Tensor::write_safetensors(&[("latent", &latent)], &path).unwrap();
+    std::fs::read(&path).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vae_decode_killed_mid_latent_goes_on_from_its_checkpoint_and_equals_an_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
     let server = server_with_models(dir.path(), &models_with_small_wan21(dir.path()));
     let client = client();
-    // 12 × 16 latent cells: 96 × 128 pixels. Random values: every frame differs from every other.
-    tch::manual_seed(3);
-    let latent = tch::Tensor::randn([1, 16, LATENT_FRAMES, 12, 16], (tch::Kind::Float, tch::Device::Cpu));
-    let path = dir.path().join("latent.safetensors");
-    tch::Tensor::write_safetensors(&[("latent", &latent)], &path).unwrap();
-    let input = std::fs::read(&path).unwrap();
+    let input = random_latent(dir.path(), LATENT_FRAMES);
     let query = "op=vae_decode&model=wan21-small&dtype=f32&output_format=ffv1&filename=latent.safetensors";
     let total = 1 + 4 * (LATENT_FRAMES as usize - 1);
 
@@ -220,6 +225,71 @@ async fn a_vae_decode_killed_mid_latent_goes_on_from_its_checkpoint_and_equals_a
     assert_eq!(job["plan"]["frames"], total);
     assert_same_frames(&result_frames(&client, &server, &job, dir.path(), 128, 96).await, &whole_frames);
     assert!(segments_folder(&server, &id).is_none(), "the segments are gone once the result is whole");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vae_decode_to_a_tensor_killed_mid_latent_goes_on_from_its_checkpoint_and_writes_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_models(dir.path(), &models_with_small_wan21(dir.path()));
+    let client = client();
+    let input = random_latent(dir.path(), LATENT_FRAMES);
+    let query = "op=vae_decode&model=wan21-small&dtype=f32&output_format=safetensors&filename=latent.safetensors";
+    let total = 1 + 4 * (LATENT_FRAMES as u64 - 1);
+
+    let whole = run_job(&client, &server, query, input.clone()).await;
+    assert!(whole["plan"].get("resumed_from").is_none(), "{}", whole["plan"]);
+    let whole_tensor = fetch(&client, &server, &whole).await;
+
+    let id = submit(&client, &server, query, input).await;
+    let seen = wait_for_checkpoint(&server, &id, "after 4 to 11 latent frames", |c| c["vae"]["inputs"].as_i64().is_some_and(|n| (4..12).contains(&n))).await["frames"].as_u64().unwrap();
+    let (server, job) = restarted_and_finished(&client, server, &id).await;
+    let kept = job["plan"]["resumed_from"]["frame"].as_u64().unwrap_or(0);
+    assert!(kept >= seen && kept < total, "kept {kept} frames, the checkpoint seen had {seen}: {}", job["plan"]);
+    let tensor = fetch(&client, &server, &job).await;
+    assert_eq!(tensor.len(), whole_tensor.len());
+    assert!(tensor == whole_tensor, "the resumed decode's tensor file differs from the uninterrupted run's");
+    assert!(segments_folder(&server, &id).is_none(), "the checkpoint folder is gone once the tensor is whole");
+}
+
+/// Latent frames of the tile-major decode below (37 frames out), and its query: a budget below one frame of
+/// every tile's causal caches, so each tile runs over the whole clip in turn (three tiles here).
+const TILE_MAJOR_LATENT_FRAMES: i64 = 10;
+const TILE_MAJOR: &str = "op=vae_decode&model=wan21-small&dtype=f32&memory_budget_mib=24&output_format=ffv1&filename=latent.safetensors";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tile_major_decode_killed_in_its_second_tile_and_again_in_its_blends_goes_on_each_time_and_equals_an_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_models(dir.path(), &models_with_small_wan21(dir.path()));
+    let client = client();
+    let input = random_latent(dir.path(), TILE_MAJOR_LATENT_FRAMES);
+    let total = 1 + 4 * (TILE_MAJOR_LATENT_FRAMES as u64 - 1);
+
+    let whole = run_job(&client, &server, TILE_MAJOR, input.clone()).await;
+    assert_eq!(whole["plan"]["tile_major"], true, "{}", whole["plan"]);
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), 128, 96).await;
+    assert_eq!(whole_frames.len() as u64, total);
+
+    let id = submit(&client, &server, TILE_MAJOR, input).await;
+    // Killed part-way through the second tile: its stream's state after 3 to 7 of 10 latent frames is on disk.
+    let place = |c: &Value, key: &str| c["tile_major"][key].as_u64().unwrap_or(u64::MAX);
+    wait_for_checkpoint(&server, &id, "in the second tile", |c| place(c, "tiles_done") == 1 && (3..8).contains(&place(c, "pushes_done"))).await;
+    let first_spool = segments_folder(&server, &id).unwrap().join("tile-0.f32");
+    let first_tile_written = std::fs::metadata(&first_spool).unwrap().modified().unwrap();
+    let server = server.restart_after_kill9();
+    // Killed again while the tiles are blended into frames: 3 to 7 of the 10 pushes' frames written.
+    let blending = wait_for_checkpoint(&server, &id, "in the blends", |c| c["frames"].as_u64().unwrap_or(0) > 0 && (3..8).contains(&place(c, "pushes_done"))).await;
+    assert_eq!(std::fs::metadata(&first_spool).unwrap().modified().unwrap(), first_tile_written, "the first tile was decoded again after the first kill");
+    let tiles = place(&blending, "tiles_done");
+    assert!(tiles >= 2 && tiles != u64::MAX, "{blending}");
+    let server = server.restart_after_kill9();
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!((job["status"].as_str(), job["attempts"].as_i64()), (Some("succeeded"), Some(3)), "{job}");
+    let resumed = &job["plan"]["resumed_from"];
+    let kept = resumed["frame"].as_u64().unwrap_or(0);
+    assert!(kept >= blending["frames"].as_u64().unwrap() && kept < total, "kept {kept} frames, the checkpoint seen: {blending}; {}", job["plan"]);
+    assert_eq!(resumed["tiles"].as_u64(), Some(tiles), "{resumed}");
+    assert_same_frames(&result_frames(&client, &server, &job, dir.path(), 128, 96).await, &whole_frames);
+    assert!(segments_folder(&server, &id).is_none(), "the spools and segments are gone once the result is whole");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

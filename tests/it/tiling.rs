@@ -10,7 +10,7 @@ use vaebox::bench::tiling::bench::decode_spec;
 use vaebox::bench::tiling::measure::{ChildRunner, ModelSpec, RunSpec};
 use vaebox::bench::tiling::synthetic_video;
 use vaebox::executor::tiled::streams::{TiledDecoder, TiledEncoder};
-use vaebox::executor::tiled::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
+use vaebox::executor::tiled::tile_major::{no_checkpoints, plain_push, TileMajorDecode, TileMajorHooks};
 use vaebox::models::ModelError;
 use vaebox::models::family::Family;
 use vaebox::models::family::vae::StreamOutput;
@@ -290,18 +290,19 @@ fn tile_major_decode_goes_below_the_cache_floor() {
     let tiles = chosen.spatial.expect("tiles");
 
     let spool = tempfile::tempdir_in(dir.path()).unwrap();
-    let decode = TileMajorDecode { vae: &vae, tiles, latent_frames_per_push: chosen.latent_frames_per_chunk, output: StreamOutput::Pipeline };
+    let decode = TileMajorDecode { vae: &vae, tiles, latent_frames_per_push: chosen.latent_frames_per_chunk, output: StreamOutput::Pipeline, checkpoint_frames: 0 };
     let mut chunks = Vec::new();
     let tile_count = tch::no_grad(|| {
         let hooks = TileMajorHooks {
             step: &mut |_, _| Ok(()),
             push: &mut plain_push::<ModelError>,
-            emit: &mut |chunk| {
+            emit: &mut |chunk, _| {
                 chunks.push(chunk);
                 Ok(())
             },
+            checkpoint: &mut no_checkpoints,
         };
-        decode.run(&latent, spool.path(), hooks)
+        decode.run(&latent, spool.path(), None, hooks)
     })
     .expect("tile-major decode")
     .0;

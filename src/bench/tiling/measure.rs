@@ -13,7 +13,7 @@ use tch::{Device, Kind, Tensor};
 use super::fixtures::{load_vae, parse_family, synthetic_video};
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, DtypeChoice};
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
-use crate::executor::tiled::tile_major::{plain_push, TileMajorDecode, TileMajorHooks};
+use crate::executor::tiled::tile_major::{no_checkpoints, plain_push, TileMajorDecode, TileMajorHooks};
 use crate::models::family::vae::StreamOutput;
 use crate::models::vae::VideoVae;
 use crate::models::nn::causal_cache::RowSplit;
@@ -237,7 +237,7 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
         TiledOp::Decode if spec.tile_major => {
             let tiles = spec.tiles.context("a tile-major run needs tiles")?;
             let spool = tempfile::tempdir().context("spool directory")?;
-            let decode = TileMajorDecode { vae, tiles, latent_frames_per_push: spec.latent_frames_per_push, output: StreamOutput::Pipeline };
+            let decode = TileMajorDecode { vae, tiles, latent_frames_per_push: spec.latent_frames_per_push, output: StreamOutput::Pipeline, checkpoint_frames: 0 };
             // The executor's pushes: the first one starts at latent frame 0 and is a whole chunk.
             let hooks = TileMajorHooks {
                 step: &mut |_, _| Ok(()),
@@ -245,12 +245,13 @@ fn run_stream(vae: &VideoVae, spec: &RunSpec, input: &Tensor, sink: &mut Sink) -
                     let _checkpoint = spec.checkpointed.then(|| decoder.checkpoint());
                     plain_push::<anyhow::Error>(decoder, latent)
                 },
-                emit: &mut |chunk| {
+                emit: &mut |chunk, _| {
                     sink.take(chunk);
                     Ok(())
                 },
+                checkpoint: &mut no_checkpoints,
             };
-            Ok(decode.run(input, spool.path(), hooks)?.0)
+            Ok(decode.run(input, spool.path(), None, hooks)?.0)
         }
         TiledOp::Decode => {
             let mut stream = TiledDecoder::new(vae, spec.tiles);

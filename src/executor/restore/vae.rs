@@ -150,7 +150,7 @@ fn decode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, elemen
     let size = |len: i64| PushSize::of(vae, plan.spatial.as_ref(), element_bytes, [len * vae.temporal_factor(), h * factor, w * factor]);
     if let (true, Some(tiles)) = (plan.tile_major, plan.spatial) {
         // The batch's output is held whole anyway, so the tiles blend in memory, with no spool.
-        let order = TileMajorDecode { vae, tiles, latent_frames_per_push: push, output: StreamOutput::Raw };
+        let order = TileMajorDecode { vae, tiles, latent_frames_per_push: push, output: StreamOutput::Raw, checkpoint_frames: 0 };
         return order.run_in_memory(latent, &mut |decoder, slice| resilient::decode(decoder, slice, &size(slice.size()[2]), pushes));
     }
     let mut decoder = TiledDecoder::with_output(vae, plan.spatial, StreamOutput::Raw);

@@ -1,5 +1,5 @@
 //! `vae_decode`: a latent file → an MP4 (or a float tensor for `/v1/decode`).
-use std::path::Path;
+use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
 use tch::Tensor;
@@ -9,7 +9,7 @@ use super::{VaeJob, DEFAULT_LATENT_FPS};
 use crate::executor::stage_clock::StageClock;
 use crate::executor::ExecError;
 use crate::executor::frames::{self, VideoTensorWriter};
-use crate::executor::tiled::tile_major::{TileMajorDecode, TileMajorHooks};
+use crate::executor::tiled::tile_major::{TileMajorDecode, TileMajorHooks, TileMajorResume};
 use crate::jobs::plan::{VaeDecodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, OutputFormat, Timings};
 use crate::media::latent::{read_latent, LatentError, LatentMeta};
@@ -20,20 +20,28 @@ use crate::media::{Colour, MediaInfo};
 use crate::models::ModelError;
 use crate::models::family::vae::StreamOutput;
 use crate::models::nn::causal_cache::RowSplit;
-use crate::tiling::grid::SpatialTiles;
 
 /// Where decoded frames go: the video, in segments a stopped job goes on from, or a float32 `sample`
-/// tensor for `/v1/decode` (written whole: a stopped one starts over).
+/// tensor for `/v1/decode` (written in place, synced before each checkpoint that counts its frames).
 enum DecodeSink {
     Video(FrameSink),
-    Tensor(VideoTensorWriter),
+    /// The tensor and its frames at the last checkpoint.
+    Tensor { writer: VideoTensorWriter, checkpointed: u64 },
 }
 
 impl DecodeSink {
-    fn open(ctx: &VaeJob, frames: u64, height: i64, width: i64, fps: &str, checkpoints: &Checkpoints) -> Result<DecodeSink, ExecError> {
+    /// A tensor file a checkpoint counted frames in but that is not there as it was written: the
+    /// checkpoint is discarded (start over).
+    fn open(ctx: &VaeJob, frames: u64, height: i64, width: i64, fps: &str, checkpoints: &mut Checkpoints) -> Result<DecodeSink, ExecError> {
         if ctx.job.params.output_format == Some(OutputFormat::Safetensors) {
             let shape = [1, 3, frames as i64, height, width];
-            return Ok(DecodeSink::Tensor(VideoTensorWriter::create(&ctx.job.output_path, "sample", shape, &Default::default())?));
+            let counted = checkpoints.resumed.as_ref().map(|c| c.frames);
+            let (writer, continued) = VideoTensorWriter::resume_or_create(&ctx.job.output_path, "sample", shape, &Default::default(), counted, checkpoints.can_resume())?;
+            if !continued && counted.is_some_and(|n| n > 0) {
+                checkpoints.discard();
+            }
+            let checkpointed = writer.written();
+            return Ok(DecodeSink::Tensor { writer, checkpointed });
         }
         // A latent says nothing of the colour it came from: the defaults for the size, written explicitly.
         let video = OutputVideo {
@@ -55,22 +63,28 @@ impl DecodeSink {
                 let depth = sink.depth();
                 Ok(sink.write(frames::to_rgb(&VaeJob::to_unit_range(frames), depth)?)?)
             }
-            DecodeSink::Tensor(writer) => writer.append(&frames.permute([1, 0, 2, 3]).unsqueeze(0)),
+            DecodeSink::Tensor { writer, .. } => writer.append(&frames.permute([1, 0, 2, 3]).unsqueeze(0)),
         }
     }
 
+    /// Frames written since the last checkpoint.
     fn frames_in_segment(&self) -> u64 {
         match self {
             DecodeSink::Video(sink) => sink.frames_in_segment().unwrap_or(0),
-            DecodeSink::Tensor(_) => 0,
+            DecodeSink::Tensor { writer, checkpointed } => writer.written() - checkpointed,
         }
     }
 
-    /// Ends the video's segment and records how to go on after it (`mark`).
+    /// Ends the video's segment (or syncs the tensor) and records how to go on after it (`mark`).
     fn checkpoint(&mut self, checkpoints: &Checkpoints, mark: Mark) -> Result<(), ExecError> {
         match self {
             DecodeSink::Video(sink) => checkpoints.save(sink, mark, None),
-            DecodeSink::Tensor(_) => Ok(()),
+            DecodeSink::Tensor { writer, checkpointed } => {
+                writer.sync()?;
+                checkpoints.save_written(writer.written(), mark)?;
+                *checkpointed = writer.written();
+                Ok(())
+            }
         }
     }
 
@@ -78,17 +92,15 @@ impl DecodeSink {
     fn finish(self, ctx: &VaeJob) -> Result<Option<MediaInfo>, ExecError> {
         match self {
             DecodeSink::Video(sink) => finish_output(ctx.exec, ctx.job, sink),
-            DecodeSink::Tensor(writer) => writer.finish().map(|()| None),
+            DecodeSink::Tensor { writer, .. } => writer.finish().map(|()| None),
         }
     }
 }
 
-/// The decode's checkpoints. Only a video decoded time-major goes on after a stop: a tile-major decode
-/// runs every tile over the whole clip before the first frame is whole, and a tensor is written whole.
+/// The decode's checkpoints, a segment's worth of frames apart (at the latent's rate for a tensor too).
 fn decode_checkpoints(ctx: &VaeJob, fps: &str) -> Checkpoints {
-    let resumable = ctx.job.params.output_format != Some(OutputFormat::Safetensors) && !(ctx.tile_plan.tile_major && ctx.tiles.is_some());
     let rate = crate::media::parse_rate(fps).map_or(16.0, |(_, rate)| rate);
-    ctx.checkpoints(rate, resumable)
+    ctx.checkpoints(rate, true)
 }
 
 /// Puts `decoder` where the checkpoint the job goes on from left it: the latent frames pushed and the
@@ -123,19 +135,37 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let produced = 1 + (latent_frames - 1) * ctx.vae.temporal_factor();
     let total = file.meta.source_frames.map(|n| (n as i64).min(produced)).unwrap_or(produced) as u64;
     let fps = file.meta.fps_rational.clone().unwrap_or_else(|| DEFAULT_LATENT_FPS.into());
-    let checkpoints = decode_checkpoints(ctx, &fps);
-    let mut sink = DecodeSink::open(ctx, total, height, width, &fps, &checkpoints)?;
-    let latents_per_push = (ctx.chunk_frames as i64 / ctx.vae.temporal_factor()).max(1);
-    let (done, fallback_log, row_split) = match (ctx.tile_plan.tile_major, ctx.tiles) {
+    let mut checkpoints = decode_checkpoints(ctx, &fps);
+    let mut fallbacks = OomFallbacks::default();
+    let tile_major = match (ctx.tile_plan.tile_major, ctx.tiles) {
         (true, Some(tiles)) => {
-            let mut fallbacks = OomFallbacks::default();
-            let job = TileMajorJob { tiles, height, width, total, started, full_height: full.0, full_width: full.1 };
-            let (written, row_split) = decode_tile_major(ctx, &latent, &job, &mut sink, &mut clock, &mut fallbacks)?;
-            (written, fallbacks.log, row_split)
+            let decode = TileMajorDecode {
+                vae: ctx.vae,
+                tiles,
+                latent_frames_per_push: ctx.tile_plan.latent_frames_per_chunk,
+                output: StreamOutput::Pipeline,
+                checkpoint_frames: if checkpoints.can_resume() { checkpoints.segment_frames } else { 0 },
+            };
+            // Before the sink opens: a checkpoint that cannot be gone on from is discarded with its segments.
+            let from = tile_major_resume(ctx, &mut checkpoints, &decode, &latent.size(), &mut fallbacks)?;
+            Some((decode, from))
         }
-        _ => {
+        _ => None,
+    };
+    let mut sink = DecodeSink::open(ctx, total, height, width, &fps, &mut checkpoints)?;
+    // The sink may have discarded the checkpoint (its tensor file was not as counted): start over.
+    if checkpoints.resumed.is_none() {
+        fallbacks = OomFallbacks::default();
+    }
+    let tile_major = tile_major.map(|(decode, from)| (decode, from.filter(|_| checkpoints.resumed.is_some())));
+    let latents_per_push = (ctx.chunk_frames as i64 / ctx.vae.temporal_factor()).max(1);
+    let (done, row_split) = match tile_major {
+        Some((decode, from)) => {
+            let job = TileMajorJob { height, width, total, started, full_height: full.0, full_width: full.1 };
+            decode_tile_major(ctx, &decode, from, &latent, &job, &mut sink, &checkpoints, &mut clock, &mut fallbacks)?
+        }
+        None => {
             let mut decoder = ctx.decoder();
-            let mut fallbacks = OomFallbacks::default();
             let (mut start, mut done) = resume_decoder(ctx, &checkpoints, &mut decoder, &mut fallbacks)?;
             while start < latent_frames && done < total {
                 ctx.hooks.check_cancelled()?;
@@ -156,7 +186,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
                 }
                 ctx.progress(done, total, started);
             }
-            (done, fallbacks.log, decoder.row_split())
+            (done, decoder.row_split())
         }
     };
     ctx.hooks.check_cancelled()?;
@@ -171,7 +201,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
         row_split,
         resumed_from: checkpoints.resumed_from(),
     };
-    let plan = ctx.plan(fallback_log, VaeOpPlan::Decode(op));
+    let plan = ctx.plan(fallbacks.log, VaeOpPlan::Decode(op));
     Ok(ctx.outcome(output_media, timings, plan, None))
 }
 
@@ -183,12 +213,8 @@ fn frames_to_write(decoded: &Tensor, height: i64, width: i64, remaining: u64) ->
     frames.narrow(0, 0, keep)
 }
 
-/// Tile-major spool directories, beside the job's output.
-const SPOOL_PREFIX: &str = ".spool-";
-
 /// What the tile-major path needs to know of the decode.
 struct TileMajorJob {
-    tiles: SpatialTiles,
     /// The output's size and frame count (the decode is cropped and trimmed to them).
     height: i64,
     width: i64,
@@ -199,36 +225,47 @@ struct TileMajorJob {
     started: Instant,
 }
 
-/// The tile-major path (`plan.tile_major`): tiles over the whole clip, spooled next to the output,
-/// blended per push and handed to the sink as they come; a push that runs out of memory is retried
-/// like a time-major one (`fallbacks`). Returns the frames written and the row split the last tile
+/// Where a tile-major decode goes on from: the checkpoint's place, when it was made by a tile-major run of
+/// this shape and the spools it counts are there; otherwise the checkpoint is discarded (start over).
+fn tile_major_resume(ctx: &VaeJob, checkpoints: &mut Checkpoints, decode: &TileMajorDecode, latent_shape: &[i64], fallbacks: &mut OomFallbacks) -> Result<Option<TileMajorResume>, ExecError> {
+    let Some(checkpoint) = &checkpoints.resumed else { return Ok(None) };
+    let (Some(at), Some(mark)) = (&checkpoint.tile_major, &checkpoint.vae) else {
+        checkpoints.discard();
+        return Ok(None);
+    };
+    if !decode.can_go_on(latent_shape, &checkpoints.folder.dir, at) {
+        tracing::info!(id = %ctx.job.id, "a tile-major checkpoint whose spools are not whole; starting over");
+        checkpoints.discard();
+        return Ok(None);
+    }
+    let stream = checkpoints.folder.tensors(&mark.state, ctx.exec.device)?;
+    fallbacks.log.clone_from(&mark.fallbacks);
+    Ok(Some(TileMajorResume { at: at.clone(), stream }))
+}
+
+/// The tile-major path (`plan.tile_major`): tiles over the whole clip, spooled in the job's resume folder,
+/// blended per push and handed to the sink as they come; a push that runs out of memory is retried like a
+/// time-major one (`fallbacks`). Checkpoints record the tile in hand's stream while tiles run, and the
+/// segments written while the blends run. Returns the frames written and the row split the last tile
 /// ended with.
+#[allow(clippy::too_many_arguments)]
 fn decode_tile_major(
     ctx: &VaeJob,
+    decode: &TileMajorDecode,
+    from: Option<TileMajorResume>,
     latent: &Tensor,
     job: &TileMajorJob,
     sink: &mut DecodeSink,
+    checkpoints: &Checkpoints,
     clock: &mut StageClock,
     fallbacks: &mut OomFallbacks,
 ) -> Result<(u64, Option<RowSplit>), ExecError> {
-    let beside_output = ctx.job.output_path.parent().unwrap_or(Path::new("."));
-    // The job's directory is its own: a spool found there is a run of this job that was killed.
-    for stale in std::fs::read_dir(beside_output).into_iter().flatten().flatten() {
-        if stale.file_name().to_string_lossy().starts_with(SPOOL_PREFIX) {
-            let _ = std::fs::remove_dir_all(stale.path());
-        }
-    }
-    let spool = tempfile::Builder::new()
-        .prefix(SPOOL_PREFIX)
-        .tempdir_in(beside_output)
-        .map_err(|source| ModelError::Io { path: beside_output.to_path_buf(), source })?;
-    let decode = TileMajorDecode {
-        vae: ctx.vae,
-        tiles: job.tiles,
-        latent_frames_per_push: ctx.tile_plan.latent_frames_per_chunk,
-        output: StreamOutput::Pipeline,
-    };
-    let (mut done, mut write_s) = (0u64, 0.0);
+    let spool = &checkpoints.folder.dir;
+    std::fs::create_dir_all(spool).map_err(|source| ModelError::Io { path: spool.clone(), source })?;
+    let kept = checkpoints.finished().frames;
+    let mut done = kept;
+    let write_s = Cell::new(0.0);
+    let fallbacks = RefCell::new(fallbacks);
     let run_started = Instant::now();
     let total = job.total;
     let hooks = TileMajorHooks {
@@ -239,19 +276,30 @@ fn decode_tile_major(
         },
         push: &mut |decoder, slice| {
             let size = ctx.push_size(slice.size()[2] * ctx.vae.temporal_factor(), job.full_height, job.full_width);
-            resilient::decode(decoder, slice, &size, fallbacks)
+            resilient::decode(decoder, slice, &size, &mut fallbacks.borrow_mut())
         },
-        emit: &mut |chunk| {
+        emit: &mut |chunk, after| {
+            let started = Instant::now();
             let frames = frames_to_write(&chunk, job.height, job.width, total - done);
-            StageClock::time(&mut write_s, || sink.write(&frames))?;
+            sink.write(&frames)?;
             done += frames.size()[0] as u64;
+            if checkpoints.segment_full(sink.frames_in_segment()) {
+                sink.checkpoint(checkpoints, Mark::TileMajor { at: after, state: Vec::new(), fallbacks: &fallbacks.borrow().log })?;
+            }
+            write_s.set(write_s.get() + started.elapsed().as_secs_f64());
+            Ok(())
+        },
+        checkpoint: &mut |at, stream| {
+            let started = Instant::now();
+            checkpoints.save_written(0, Mark::TileMajor { at, state: stream.save_state(), fallbacks: &fallbacks.borrow().log })?;
+            write_s.set(write_s.get() + started.elapsed().as_secs_f64());
             Ok(())
         },
     };
-    let (_, row_split) = decode.run::<ExecError>(&latent.to_device(ctx.exec.device), spool.path(), hooks)?;
+    let (_, row_split) = decode.run::<ExecError>(&latent.to_device(ctx.exec.device), spool, from, hooks)?;
     ctx.progress(done, total, job.started);
-    clock.compute += run_started.elapsed().as_secs_f64() - write_s;
-    clock.write += write_s;
+    clock.compute += run_started.elapsed().as_secs_f64() - write_s.get();
+    clock.write += write_s.get();
     Ok((done, row_split))
 }
 

@@ -169,9 +169,10 @@ impl VaeJob<'_> {
 
     /// The op's checkpoints (`rate`: the output's frames per second). What decides the output besides the
     /// job: the precision and the spatial tiles (their seams are blended); not the push length (the causal
-    /// cache is exact), so a job re-planned to shorter pushes still goes on from its checkpoint.
+    /// cache is exact), so a job re-planned to shorter pushes still goes on from its checkpoint. The tile
+    /// order, since a tile-major checkpoint records another place than a time-major one.
     fn checkpoints(&self, rate: f64, resumable: bool) -> Checkpoints {
-        let settings = serde_json::json!({ "kind": format!("{:?}", self.kind), "tiles": self.tiles });
+        let settings = serde_json::json!({ "kind": format!("{:?}", self.kind), "tiles": self.tiles, "tile_major": self.tile_plan.tile_major });
         Checkpoints::open(self.exec, self.job, settings, rate, resumable)
     }
 

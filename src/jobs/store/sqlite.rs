@@ -578,7 +578,7 @@ mod tests {
     async fn a_cancel_beside_a_stream_of_progress_writes_is_never_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = std::sync::Arc::new(SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap());
-        let mut new = |id| NewJob {
+        let new = |id| NewJob {
             id,
             op: Op::Upscale,
             model: "realesrgan-animevideov3".into(),
