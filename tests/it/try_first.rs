@@ -197,6 +197,31 @@ async fn the_whole_clip_of_a_try_is_the_job_the_whole_upload_makes() {
     assert_eq!(files_under(&jobs_dir), Vec::<std::path::PathBuf>::new(), "files left once no job needs them");
 }
 
+/// With a shared storage, asked of a box that has no copy of the try's input (another box of the fleet took
+/// the upload; here its folder is removed by hand): the whole clip's input comes from the storage, and the
+/// whole job runs over all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_clip_of_a_try_comes_from_the_shared_storage_when_the_box_kept_no_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    small_clip(&clip);
+    let storage = format!("file://{}", dir.path().join("shared").display());
+    let server = Server::start(dir.path(), &[("VAEBOX_STORAGE", &storage)]);
+    let client = client();
+    let upscale = "op=upscale&model=realesrgan-animevideov3&scale=2&output_format=ffv1&filename=clip.mp4";
+
+    let tried = finished(&client, &server, &format!("{upscale}&start_frame=10&frames=6"), &clip).await;
+    let tried_id = tried["id"].as_str().unwrap();
+    assert_eq!(tried["progress"]["done"], 6, "{tried}");
+    std::fs::remove_dir_all(dir.path().join("data/jobs").join(tried_id)).unwrap();
+    let (status, whole) = ask_whole(&client, &server, tried_id).await;
+    assert_eq!(status, 202, "{whole}");
+    let whole = wait_for_final(&client, &server, whole["id"].as_str().unwrap(), std::time::Duration::from_secs(300)).await;
+    assert_eq!((whole["status"].as_str(), whole["progress"]["done"].as_u64()), (Some("succeeded"), Some(CLIP_FRAMES as u64)), "{whole}");
+    let frames = stored_frames(&fetch(&client, &server, &whole).await, &dir.path().join("whole.mkv"), "rgb24");
+    assert_eq!(frames.len(), CLIP_FRAMES as usize * 128 * 96 * 3);
+}
+
 /// The whole clip is held to the box's limits as an upload is, and a try whose files are gone cannot give
 /// one; a refusal leaves no file behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
