@@ -16,6 +16,7 @@ use super::media_io::FrameSink;
 use super::quality::QualityMeter;
 use super::tiled::tile_major::TileMajorMark;
 use super::{ExecError, Executor, JobSpec};
+use crate::jobs::files::RESUME_FOLDER_SUFFIX;
 use crate::jobs::plan::{ResumedFrom, RowSplitHalves};
 use crate::media::segments::FinishedSegments;
 use crate::media::{MediaError, RgbFrames};
@@ -212,7 +213,7 @@ impl ResumeFolder {
     /// `settings`: what else decides the output's frames (restore's batch shape, the precision, …).
     pub fn for_job(exec: &Executor, job: &JobSpec, settings: serde_json::Value) -> ResumeFolder {
         let stem = job.output_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let dir = job.output_path.with_file_name(format!(".{stem}.resume"));
+        let dir = job.output_path.with_file_name(format!(".{stem}{RESUME_FOLDER_SUFFIX}"));
         let input = std::fs::metadata(&job.input_path).ok();
         let modified = input.as_ref().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs());
         let fingerprint = serde_json::json!({

@@ -274,12 +274,26 @@ impl Scheduler {
         self.record_outcome(&lease, &result, &timings).await;
         match &result {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
-            Err(e) => tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed"),
+            Err(e) => {
+                tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed");
+                self.drop_checkpoints_if_ended(id).await;
+            }
         }
         if !self.keep_local_copies {
             self.files.drop_local_copies(id).await;
         }
         let _ = self.events.send(id);
+    }
+
+    /// A job that failed or was cancelled never runs again: its checkpoints go. Asked of the store, not
+    /// taken from this run's result: a run that lost its lease stops as cancelled while the job goes on
+    /// elsewhere, from those checkpoints when the data dir is shared.
+    async fn drop_checkpoints_if_ended(&self, id: Uuid) {
+        if let Ok(Some(job)) = self.store.get(id).await {
+            if job.status.is_terminal() {
+                self.files.remove_checkpoints(id).await;
+            }
+        }
     }
 
     /// With shared storage, the result is put there before the job is recorded as succeeded: whoever

@@ -292,6 +292,23 @@ async fn a_tile_major_decode_killed_in_its_second_tile_and_again_in_its_blends_g
     assert!(segments_folder(&server, &id).is_none(), "the spools and segments are gone once the result is whole");
 }
 
+/// A cancelled job never runs again: its checkpoints go with it, a tile-major decode's raw spools too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tile_major_decode_cancelled_part_way_leaves_no_spools_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_models(dir.path(), &models_with_small_wan21(dir.path()));
+    let client = client();
+    let id = submit(&client, &server, TILE_MAJOR, random_latent(dir.path(), TILE_MAJOR_LATENT_FRAMES)).await;
+    wait_for_checkpoint(&server, &id, "in the first tile", |c| c["tile_major"]["pushes_done"].as_u64().is_some_and(|n| n >= 2)).await;
+    let folder = segments_folder(&server, &id).unwrap();
+    assert!(folder.join("tile-0.f32").exists(), "no spool in {}", folder.display());
+    let cancelled = client.post(server.url(&format!("/v1/jobs/{id}/cancel"))).send().await.unwrap();
+    assert!(cancelled.status().is_success(), "{}", cancelled.status());
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "cancelled", "{job}");
+    assert!(!folder.exists(), "a cancelled job kept its checkpoints: {:?}", std::fs::read_dir(&folder).map(|d| d.count()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vae_encode_killed_mid_clip_goes_on_from_its_checkpoint_and_writes_the_same_latent() {
     let dir = tempfile::tempdir().unwrap();

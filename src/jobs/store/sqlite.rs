@@ -501,9 +501,9 @@ mod tests {
     use crate::device::DtypeChoice;
     use crate::jobs::plan::{JobPlan, UpscalePlan};
 
-    async fn succeeded_job(store: &SqliteStore, plan: JobPlan) -> Uuid {
-        let id = Uuid::new_v4();
-        let new = NewJob {
+    /// An upscale of a one-byte clip nobody will read.
+    fn new_job(id: Uuid) -> NewJob {
+        NewJob {
             id,
             op: Op::Upscale,
             model: "realesrgan-animevideov3".into(),
@@ -519,8 +519,12 @@ mod tests {
             answered_by: None,
             callback_url: None,
             from_try: None,
-        };
-        store.insert(new).await.unwrap();
+        }
+    }
+
+    async fn succeeded_job(store: &SqliteStore, plan: JobPlan) -> Uuid {
+        let id = Uuid::new_v4();
+        store.insert(new_job(id)).await.unwrap();
         let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
         let claimed = store.claim_next(&claim).await.unwrap().unwrap();
         assert_eq!(claimed.id, id);
@@ -578,28 +582,11 @@ mod tests {
     async fn a_cancel_beside_a_stream_of_progress_writes_is_never_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = std::sync::Arc::new(SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap());
-        let new = |id| NewJob {
-            id,
-            op: Op::Upscale,
-            model: "realesrgan-animevideov3".into(),
-            priority: 0,
-            params: JobParams::new(DtypeChoice::Auto),
-            input_name: "clip.mp4".into(),
-            input_path: "/nowhere/clip.mp4".into(),
-            input_bytes: 1,
-            input_media: None,
-            probe_s: None,
-            owner: None,
-            device_bytes_needed: 0,
-            answered_by: None,
-            callback_url: None,
-            from_try: None,
-        };
         let (writing, cancelled) = (Uuid::new_v4(), Uuid::new_v4());
-        store.insert(new(writing)).await.unwrap();
+        store.insert(new_job(writing)).await.unwrap();
         let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
         let claimed = store.claim_next(&claim).await.unwrap().unwrap();
-        store.insert(new(cancelled)).await.unwrap();
+        store.insert(new_job(cancelled)).await.unwrap();
         store.claim_next(&claim).await.unwrap().unwrap();
         let lease = Lease { id: writing, worker: "here".into(), attempt: claimed.attempts };
         let writer = {
