@@ -110,14 +110,10 @@ fn read_query(request: &Request) -> Result<(RemoteQuery, Option<String>), ApiErr
     Ok((params::from_map(fields)?, compute))
 }
 
-/// `true`/`false` (diffusers writes Python's `True`/`False`).
+/// `true`/`false` as the queue reads a yes or no (diffusers writes Python's `True`/`False`).
 fn boolean(name: &str, raw: &Option<String>, code: &'static str) -> Result<Option<bool>, ApiError> {
-    match raw.as_deref().map(|v| v.trim().to_ascii_lowercase()) {
-        None => Ok(None),
-        Some(v) if matches!(v.as_str(), "true" | "1" | "yes") => Ok(Some(true)),
-        Some(v) if matches!(v.as_str(), "false" | "0" | "no") => Ok(Some(false)),
-        Some(v) => Err(bad(code, format!("`{name}` `{v}` is not true or false"))),
-    }
+    let Some(raw) = raw.as_deref() else { return Ok(None) };
+    crate::queue::parameters::boolean(raw).map(Some).ok_or_else(|| bad(code, format!("`{name}` `{}` is not true or false", raw.trim())))
 }
 
 fn number(key: &str, value: &Option<String>) -> Result<Option<f64>, ApiError> {

@@ -15,7 +15,7 @@ use crate::error_codes as codes;
 use crate::models::Op;
 
 pub use fields::{preset_text, JobFields};
-pub use read::read;
+pub use read::{boolean, read};
 pub use table::{taken_by, METRICS, PARAMETERS, PRIORITY, TILE};
 
 pub struct Parameter {

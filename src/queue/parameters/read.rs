@@ -51,6 +51,16 @@ pub fn read(fields: &JobFields, models_dir: &Path) -> Result<JobOptions, QueueEr
     Ok(JobOptions { op, model: Some(model), priority, callback_url: fields.get("callback_url").map(String::from), params })
 }
 
+/// A yes or no as the query string, the form and the `params` JSON write it: `true`/`1`/`yes` or
+/// `false`/`0`/`no`, in any case (diffusers writes Python's `True`/`False`).
+pub fn boolean(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Some(true),
+        "false" | "0" | "no" => Some(false),
+        _ => None,
+    }
+}
+
 /// `raw` as its row's kind of value, in the form `JobParams` deserialises.
 fn typed(parameter: &Parameter, op: Op, raw: &str) -> Result<Json, QueueError> {
     let name = parameter.name;
@@ -59,10 +69,9 @@ fn typed(parameter: &Parameter, op: Op, raw: &str) -> Result<Json, QueueError> {
     let not_a_number = || refused(format!("{name} `{raw}` is not a number"));
     Ok(match &parameter.value {
         Value::Text => Json::from(text),
-        Value::Bool => match text.to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" => Json::from(true),
-            "false" | "0" | "no" => Json::from(false),
-            other => return Err(refused(format!("{name} `{other}` is not true or false"))),
+        Value::Bool => match boolean(text) {
+            Some(value) => Json::from(value),
+            None => return Err(refused(format!("{name} `{text}` is not true or false"))),
         },
         Value::Int | Value::IntOf(_) => Json::from(text.parse::<i64>().map_err(|_| not_a_number())?),
         Value::U32 => Json::from(text.parse::<u32>().map_err(|_| not_a_number())?),
