@@ -138,9 +138,13 @@ impl Boxes {
 
     /// SIGKILL to the worker that runs job `id`; returns the job as it was then.
     async fn kill_its_worker(&mut self, client: &reqwest::Client, id: &str) -> Value {
+        self.stop_its_worker(client, id, WorkerProcess::kill9).await
+    }
+
+    async fn stop_its_worker(&mut self, client: &reqwest::Client, id: &str, stop: impl FnOnce(&mut WorkerProcess)) -> Value {
         let (_, running) = get_json(client, &self.api.url(&format!("/v1/jobs/{id}"))).await;
         let first = running["worker"].as_str().expect("the running job names its worker").to_string();
-        self.workers.iter_mut().find(|w| first.contains(&w.name)).expect("one of the two workers").kill9();
+        stop(self.workers.iter_mut().find(|w| first.contains(&w.name)).expect("one of the two workers"));
         running
     }
 
@@ -183,6 +187,29 @@ async fn a_restore_whose_worker_is_killed_goes_on_from_its_stored_checkpoint_on_
     let running = boxes.kill_its_worker(&client, &id).await;
     let job = boxes.finished_elsewhere(&client, &id, &running).await;
     assert_eq!(job["plan"]["resumed_from"]["batch"], 2, "{}\n{}", job["plan"], boxes.log());
+    assert_same_frames(&result_frames(&client, &boxes.api, &job, dir.path(), WIDTH, HEIGHT).await, &whole_frames);
+}
+
+/// A graceful stop with no grace left (SIGTERM, `shutdown_grace_s = 0`) hands the job back to the queue once
+/// its last checkpoint is in the storage; the other worker goes on from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_whose_worker_stops_gracefully_is_handed_over_with_its_last_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let mut boxes = Boxes::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_SHUTDOWN_GRACE_S", "0")]);
+    let client = client();
+    let input = clip(dir.path(), RESTORE_FRAMES);
+
+    let whole = run_job(&client, &boxes.api, RESTORE, input.clone()).await;
+    let whole_frames = result_frames(&client, &boxes.api, &whole, dir.path(), WIDTH, HEIGHT).await;
+
+    let id = submit(&client, &boxes.api, RESTORE, input).await;
+    boxes.wait_for_stored(&id, "after batch 2", |c| batches(c) == 2, |c| batches(c) > 2).await;
+    let running = boxes.stop_its_worker(&client, &id, |worker| worker.sigterm()).await;
+    let job = boxes.finished_elsewhere(&client, &id, &running).await;
+    let resumed = job["plan"]["resumed_from"]["batch"].as_i64().unwrap_or(0);
+    assert!((2..5).contains(&resumed), "{}\n{}", job["plan"], boxes.log());
+    assert!(boxes.log().contains("job stopped by the shutdown; it is back in the queue"), "{}", boxes.log());
     assert_same_frames(&result_frames(&client, &boxes.api, &job, dir.path(), WIDTH, HEIGHT).await, &whole_frames);
 }
 
