@@ -204,6 +204,7 @@ async fn run_job(executor: &ExecutorHandle, job: OneJob<'_>) -> anyhow::Result<J
         input_media: job.probed.media,
         output_path: job.output.to_path_buf(),
         timings: Timings { probe: job.probed.seconds, ..Timings::default() },
+        shared_checkpoints: None,
     };
     let (progress, mut progress_rx) = watch::channel(Progress::default());
     let printer = job.show_progress.then(|| {

@@ -54,6 +54,9 @@ pub struct JobSpec {
     pub output_path: PathBuf,
     /// Stages measured before the executor got the job (`queued`, `probe`).
     pub timings: Timings,
+    /// With a shared storage (`storage`): the job may go on on another box, so its checkpoints know the
+    /// input by what every box sees of it, and each one is reported here to be put into the storage.
+    pub shared_checkpoints: Option<crate::jobs::shared_resume::CheckpointReports>,
 }
 
 /// The settings of the executor thread: the box's config (read through `Deref`, so every setting is

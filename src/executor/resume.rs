@@ -16,13 +16,11 @@ use super::media_io::FrameSink;
 use super::quality::QualityMeter;
 use super::tiled::tile_major::TileMajorMark;
 use super::{ExecError, Executor, JobSpec};
-use crate::jobs::files::RESUME_FOLDER_SUFFIX;
 use crate::jobs::plan::{ResumedFrom, RowSplitHalves};
+use crate::jobs::shared_resume::{resume_dir, CheckpointReports, CHECKPOINT};
 use crate::media::segments::FinishedSegments;
 use crate::media::{MediaError, RgbFrames};
 use crate::models::nn::causal_cache::{RowSplit, SavedTensors};
-
-const CHECKPOINT: &str = "checkpoint.json";
 
 /// What a job had finished when it last wrote a checkpoint.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -207,24 +205,33 @@ impl Checkpoints {
 pub struct ResumeFolder {
     pub dir: PathBuf,
     fingerprint: String,
+    /// With a shared storage, where each checkpoint is reported to be put there.
+    reports: Option<CheckpointReports>,
 }
 
 impl ResumeFolder {
     /// `settings`: what else decides the output's frames (restore's batch shape, the precision, …).
     pub fn for_job(exec: &Executor, job: &JobSpec, settings: serde_json::Value) -> ResumeFolder {
-        let stem = job.output_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let dir = job.output_path.with_file_name(format!(".{stem}{RESUME_FOLDER_SUFFIX}"));
         let input = std::fs::metadata(&job.input_path).ok();
-        let modified = input.as_ref().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs());
+        let bytes = input.as_ref().map(|m| m.len());
+        let input = match job.shared_checkpoints {
+            // The job's input in the storage is written once; each box's copy has its own path and time,
+            // and the job may go on on another box.
+            Some(_) => serde_json::json!({ "name": job.input_path.file_name().map(|n| n.to_string_lossy()), "bytes": bytes }),
+            None => {
+                let modified = input.and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs());
+                serde_json::json!({ "path": job.input_path, "bytes": bytes, "modified": modified })
+            }
+        };
         let fingerprint = serde_json::json!({
             "op": job.op.as_str(),
             "model": job.model,
             "params": job.params,
-            "input": { "path": job.input_path, "bytes": input.map(|m| m.len()), "modified": modified },
+            "input": input,
             "encoder": { "crf": exec.config.output_crf, "preset": exec.config.output_preset, "checkpoint_s": exec.config.checkpoint_s },
             "settings": settings,
         });
-        ResumeFolder { dir, fingerprint: fingerprint.to_string() }
+        ResumeFolder { dir: resume_dir(&job.output_path), fingerprint: fingerprint.to_string(), reports: job.shared_checkpoints.clone() }
     }
 
     /// The last checkpoint, if one was made for this job with these settings; any other is removed with
@@ -273,8 +280,11 @@ impl ResumeFolder {
         let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore, vae, tile_major, quality: quality.cloned() };
         let partial = self.dir.join(format!(".{CHECKPOINT}.partial"));
         let text = serde_json::to_vec(&checkpoint).expect("a checkpoint serializes");
-        std::fs::write(&partial, text).and_then(|_| sync_and_rename(&partial, &self.dir.join(CHECKPOINT))).map_err(|e| self.io_error("saving the checkpoint", e))?;
+        std::fs::write(&partial, &text).and_then(|_| sync_and_rename(&partial, &self.dir.join(CHECKPOINT))).map_err(|e| self.io_error("saving the checkpoint", e))?;
         self.remove_tensor_files_but(tensors_file.as_deref());
+        if let Some(reports) = &self.reports {
+            reports.saved(&self.dir, &text);
+        }
         Ok(())
     }
 

@@ -79,13 +79,19 @@ impl Blobs {
         self.root.clone().join("jobs").join(id.to_string())
     }
 
+    /// `name` may name a file in a folder of the job's (`resume/segment_000000.mkv`).
     fn key(&self, id: Uuid, name: &str) -> Key {
-        self.job_prefix(id).join(name)
+        name.split('/').fold(self.job_prefix(id), |key, part| key.join(part))
     }
 
     /// Puts `local` under the job's key of the same file name (in parts when it is large).
     pub async fn put_file(&self, id: Uuid, local: &Path) -> Result<(), BlobError> {
-        let key = self.key(id, &file_name(local));
+        self.put_file_as(id, &file_name(local), local).await
+    }
+
+    /// Puts `local` under the job's `name`.
+    pub async fn put_file_as(&self, id: Uuid, name: &str, local: &Path) -> Result<(), BlobError> {
+        let key = self.key(id, name);
         let mut file = tokio::fs::File::open(local).await?;
         let mut writer = BufWriter::with_capacity(self.store.clone(), key, PART_BYTES);
         if let Err(e) = tokio::io::copy(&mut file, &mut writer).await {
@@ -95,6 +101,43 @@ impl Blobs {
             return Err(e.into());
         }
         writer.shutdown().await?;
+        Ok(())
+    }
+
+    /// Puts a small file, whole, under the job's `name`.
+    pub async fn put_bytes(&self, id: Uuid, name: &str, bytes: Bytes) -> Result<(), BlobError> {
+        self.store.put(&self.key(id, name), bytes.into()).await?;
+        Ok(())
+    }
+
+    /// The job's stored `name`, whole, in memory (a small file).
+    pub async fn get_bytes(&self, id: Uuid, name: &str) -> Result<Bytes, BlobError> {
+        Ok(self.store.get(&self.key(id, name)).await?.bytes().await?)
+    }
+
+    /// The names of the files stored in the job's `folder`, relative to it (`frames/frame_000000.png`).
+    pub async fn list_folder(&self, id: Uuid, folder: &str) -> Result<Vec<String>, BlobError> {
+        let prefix = self.key(id, folder);
+        let listed: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
+        Ok(listed
+            .iter()
+            .filter_map(|meta| Some(meta.location.prefix_match(&prefix)?.map(|part| part.as_ref().to_string()).collect::<Vec<_>>().join("/")))
+            .filter(|name| !name.is_empty())
+            .collect())
+    }
+
+    /// Removes the job's stored `name`; one that is not there is no error.
+    pub async fn delete(&self, id: Uuid, name: &str) -> Result<(), BlobError> {
+        match self.store.delete(&self.key(id, name)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes the files stored in the job's `folder`.
+    pub async fn delete_folder(&self, id: Uuid, folder: &str) -> Result<(), BlobError> {
+        let keys = self.store.list(Some(&self.key(id, folder))).map_ok(|meta| meta.location).boxed();
+        self.store.delete_stream(keys).try_collect::<Vec<_>>().await?;
         Ok(())
     }
 

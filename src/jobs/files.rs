@@ -29,6 +29,11 @@ impl JobFiles {
         self.blobs.as_deref()
     }
 
+    /// The shared storage, for what outlives a call (a job's checkpoint uploads).
+    pub fn shared_blobs(&self) -> Option<Arc<Blobs>> {
+        self.blobs.clone()
+    }
+
     pub fn job_dir(&self, id: Uuid) -> PathBuf {
         self.jobs_dir.join(id.to_string())
     }

@@ -9,6 +9,7 @@ pub mod model;
 pub mod plan;
 pub mod preflight;
 pub mod retention;
+pub mod shared_resume;
 pub mod store;
 pub mod telemetry;
 

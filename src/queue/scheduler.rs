@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::jobs::disk::DiskReserve;
 use crate::jobs::files::{JobFiles, Patience};
 use crate::jobs::model::*;
+use crate::jobs::shared_resume::{resume_dir, SharedCheckpoints};
 use crate::jobs::store::{Claim, JobStore, Lease, LeaseState, WorkerInfo};
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
 
@@ -233,10 +234,13 @@ impl Scheduler {
         let timings = Timings { queued, probe: job.timings.as_ref().and_then(|t| t.probe), ..Timings::default() };
         let patience = Patience { give_up_after: self.storage_wait, cancelled: &cancel };
         let fetched = patience.retry("fetching the job's input", || self.files.ensure_local(id, &job.input_path)).await;
-        let (result, timings) = match fetched {
-            Err(e) => (Err(storage_error(&patience, format!("the job's input could not be fetched: {e}"))), timings),
+        let (result, timings, checkpoints) = match fetched {
+            Err(e) => (Err(storage_error(&patience, format!("the job's input could not be fetched: {e}"))), timings, None),
             Ok(input) => {
                 job.input_path = input.to_string_lossy().into_owned();
+                let output_path = output_path_for(&job);
+                // With a shared storage, a checkpoint another box made goes on here, and this box's go up.
+                let checkpoints = SharedCheckpoints::start(&self.files, id, resume_dir(&output_path), &patience, cancel.clone()).await;
                 let spec = JobSpec {
                     id,
                     op: job.op,
@@ -244,16 +248,20 @@ impl Scheduler {
                     params: job.params.clone(),
                     input_path: input,
                     input_media: job.input.media.clone(),
-                    output_path: output_path_for(&job),
+                    output_path,
                     timings,
+                    shared_checkpoints: checkpoints.as_ref().map(SharedCheckpoints::reports),
                 };
                 let (result, timings) = self.executor.run(spec, JobHooks { progress: progress_tx, cancel: cancel.clone() }).await;
-                (self.share_result(id, result, &patience).await, timings)
+                (self.share_result(id, result, &patience).await, timings, checkpoints)
             }
         };
         let _ = forwarder.await;
         self.cancels.remove(id);
         if matches!(result, Err(ExecError::Cancelled)) && self.cancels.is_stopping() {
+            if let Some(checkpoints) = checkpoints {
+                checkpoints.hand_over().await;
+            }
             // Back in the queue (cancelled if a user asked), not counted as an attempt; if the store cannot
             // take it now, the job is left `running` and the next start re-queues it.
             match self.store.give_back(&lease).await {
@@ -272,6 +280,12 @@ impl Scheduler {
         // Before the outcome is stored: whoever sees the job final then finds it in /metrics too.
         crate::jobs::telemetry::job_finished(job.op, status, &timings);
         self.record_outcome(&lease, &result, &timings).await;
+        if let Some(checkpoints) = checkpoints {
+            match &result {
+                Ok(_) => checkpoints.remove().await,
+                Err(_) => checkpoints.stop().await,
+            }
+        }
         match &result {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => {

@@ -152,6 +152,13 @@ impl WorkerProcess {
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().expect("wait for the worker").is_none()
     }
+
+    /// SIGTERM, as `systemctl stop` sends it: the worker stops claiming and hands its running job back once
+    /// its `shutdown_grace_s` is over.
+    pub fn sigterm(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("run kill");
+        assert!(status.success());
+    }
 }
 
 impl Drop for WorkerProcess {

@@ -45,6 +45,7 @@ mod restore_dit_tiles;
 mod restore_reference;
 mod restore_scenes;
 mod resume;
+mod resume_across_boxes;
 mod retention;
 mod rife_parity;
 mod seedvr2_dit_reference;

@@ -11,16 +11,16 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-const WIDTH: usize = 128;
-const HEIGHT: usize = 96;
+pub(crate) const WIDTH: usize = 128;
+pub(crate) const HEIGHT: usize = 96;
 /// Five batches of 5 frames sharing 2: 5 + 4 × 3.
-const RESTORE_FRAMES: u32 = 17;
-const RESTORE: &str = "op=restore&model=seedvr2-3b-small&scale=1&batch_frames=5&batch_overlap=2&scene_threshold=0&seed=7&output_format=ffv1&filename=clip.mp4";
+pub(crate) const RESTORE_FRAMES: u32 = 17;
+pub(crate) const RESTORE: &str = "op=restore&model=seedvr2-3b-small&scale=1&batch_frames=5&batch_overlap=2&scene_threshold=0&seed=7&output_format=ffv1&filename=clip.mp4";
 /// A segment (and a checkpoint) after every restore batch, and after every upscaled frame.
-const SETTINGS: [(&str, &str); 2] = [("VAEBOX_CHECKPOINT_S", "0"), ("VAEBOX_CHUNK_FRAMES", "2")];
+pub(crate) const SETTINGS: [(&str, &str); 2] = [("VAEBOX_CHECKPOINT_S", "0"), ("VAEBOX_CHUNK_FRAMES", "2")];
 
 /// `frames` frames of a real clip at 128×96, losslessly.
-fn clip(dir: &Path, frames: u32) -> Vec<u8> {
+pub(crate) fn clip(dir: &Path, frames: u32) -> Vec<u8> {
     let path = dir.join(format!("clip{frames}.mkv"));
     let status = std::process::Command::new("ffmpeg")
         .args(["-nostdin", "-v", "error", "-y", "-i"])
@@ -38,7 +38,7 @@ fn frames(result: &[u8], path: &Path, width: usize, height: usize) -> Vec<Vec<u8
     stored_frames(result, path, "rgb48le").chunks_exact(width * height * 6).map(<[u8]>::to_vec).collect()
 }
 
-async fn submit(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> String {
+pub(crate) async fn submit(client: &reqwest::Client, server: &Server, query: &str, body: Vec<u8>) -> String {
     let (status, job) = upload_raw(client, server, query, body).await;
     assert_eq!(status, 202, "{job}");
     job["id"].as_str().unwrap().to_string()
@@ -96,12 +96,12 @@ fn checkpoint(server: &Server, id: &str) -> Option<Value> {
     serde_json::from_str(&text).ok()
 }
 
-async fn result_frames(client: &reqwest::Client, server: &Server, job: &Value, dir: &Path, width: usize, height: usize) -> Vec<Vec<u8>> {
+pub(crate) async fn result_frames(client: &reqwest::Client, server: &Server, job: &Value, dir: &Path, width: usize, height: usize) -> Vec<Vec<u8>> {
     let name = format!("{}.mkv", job["id"].as_str().unwrap());
     frames(&fetch(client, server, job).await, &dir.join(name), width, height)
 }
 
-fn assert_same_frames(resumed: &[Vec<u8>], whole: &[Vec<u8>]) {
+pub(crate) fn assert_same_frames(resumed: &[Vec<u8>], whole: &[Vec<u8>]) {
     assert_eq!(resumed.len(), whole.len(), "frame count");
     for (index, (a, b)) in resumed.iter().zip(whole).enumerate() {
         assert!(a == b, "frame {index} of the resumed run differs from the uninterrupted run's");
