@@ -1,0 +1,112 @@
+//! The SQLite store's own tests: plans stored by earlier versions, and transactions beside concurrent writes.
+use serde_json::json;
+
+use super::*;
+use crate::device::DtypeChoice;
+use crate::jobs::plan::{JobPlan, UpscalePlan};
+
+/// An upscale of a one-byte clip nobody will read.
+fn new_job(id: Uuid) -> NewJob {
+    NewJob {
+        id,
+        op: Op::Upscale,
+        model: "realesrgan-animevideov3".into(),
+        priority: 0,
+        params: JobParams::new(DtypeChoice::Auto),
+        input_name: "clip.mp4".into(),
+        input_path: "/nowhere/clip.mp4".into(),
+        input_bytes: 1,
+        input_media: None,
+        probe_s: None,
+        owner: None,
+        device_bytes_needed: 0,
+        answered_by: None,
+        callback_url: None,
+        from_try: None,
+    }
+}
+
+async fn succeeded_job(store: &SqliteStore, plan: JobPlan) -> Uuid {
+    let id = Uuid::new_v4();
+    store.insert(new_job(id)).await.unwrap();
+    let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
+    let claimed = store.claim_next(&claim).await.unwrap().unwrap();
+    assert_eq!(claimed.id, id);
+    let outcome = JobOutcome {
+        output_name: "out.mp4".into(),
+        output_path: "/nowhere/out.mp4".into(),
+        output_bytes: 1,
+        output_media: None,
+        timings: Timings::default(),
+        plan: Some(plan),
+        metrics: Some(QualityMetrics { psnr_db: None, ssim: Some(0.5), frames_compared: 2 }),
+    };
+    store.succeed(&Lease { id, worker: "here".into(), attempt: claimed.attempts }, &outcome).await.unwrap();
+    id
+}
+
+#[tokio::test]
+async fn plans_written_by_an_earlier_version_are_listed_as_they_were_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap();
+    let plan = UpscalePlan {
+        chunk_frames: 8,
+        tile: 0,
+        overlap: 19,
+        receptive_radius: 19,
+        exact: true,
+        blend: false,
+        tiles_per_frame: 1,
+        scale: 4,
+        frames: 2,
+        fallbacks: vec![],
+        frame_workers: 1,
+        interpolation: None,
+        resumed_from: None,
+    };
+    let current = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
+    // An upscale plan as versions before the out-of-memory fallbacks, blending and frame workers wrote it.
+    let earlier = succeeded_job(&store, JobPlan::Upscale(plan.clone())).await;
+    let stored =
+        r#"{"chunk_frames":8,"exact":true,"frames":2,"overlap":19,"receptive_radius":19,"scale":4,"tile":0,"tiles_per_frame":1}"#;
+    sqlx::query("UPDATE jobs SET plan = ? WHERE id = ?").bind(stored).bind(earlier.to_string()).execute(&store.pool).await.unwrap();
+
+    let listed = store.list(&ListFilter { limit: 10, ..ListFilter::default() }).await.unwrap();
+    let plan_of = |id| listed.iter().find(|job| job.id == id).unwrap().plan.clone().unwrap();
+    assert_eq!(plan_of(current), JobPlan::Upscale(plan));
+    assert_eq!(plan_of(earlier), JobPlan::Other(serde_json::from_str(stored).unwrap()));
+    assert_eq!(serde_json::to_string(&plan_of(earlier)).unwrap(), stored);
+    let metrics = listed[0].metrics.unwrap();
+    assert_eq!(serde_json::to_value(metrics).unwrap(), json!({"psnr_db": null, "ssim": 0.5, "frames_compared": 2}));
+}
+
+// CI once answered a cancel with 500 "database is locked": its read-then-write transaction met the
+// executor's progress writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_beside_a_stream_of_progress_writes_is_never_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap());
+    let (writing, cancelled) = (Uuid::new_v4(), Uuid::new_v4());
+    store.insert(new_job(writing)).await.unwrap();
+    let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
+    let claimed = store.claim_next(&claim).await.unwrap().unwrap();
+    store.insert(new_job(cancelled)).await.unwrap();
+    store.claim_next(&claim).await.unwrap().unwrap();
+    let lease = Lease { id: writing, worker: "here".into(), attempt: claimed.attempts };
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for done in 0..2000 {
+                store.set_progress(&lease, &Progress::starting(done)).await.unwrap();
+            }
+        })
+    };
+    let mut cancels = 0;
+    while !writer.is_finished() {
+        let outcome = store.request_cancel(cancelled).await;
+        assert!(matches!(outcome, Ok(CancelOutcome::Requested(_))), "cancel {cancels}: {:?}", outcome.err());
+        cancels += 1;
+    }
+    writer.await.unwrap();
+    assert!(cancels > 10, "the cancels ran beside the writes: {cancels}");
+}
