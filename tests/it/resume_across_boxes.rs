@@ -153,6 +153,11 @@ impl Boxes {
         let job = wait_for_final(client, &self.api, id, Duration::from_secs(300)).await;
         assert_eq!(job["status"], "succeeded", "{job}\n{}", self.log());
         assert_ne!(job["worker"], running["worker"], "the other worker finished it: {job}");
+        // The worker removes them right after it records the success, which the API may show first.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.storage.resume_files(id).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         assert_eq!(self.storage.resume_files(id), Vec::<String>::new(), "a finished job's checkpoints are removed from the storage");
         job
     }
