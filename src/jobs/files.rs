@@ -10,10 +10,6 @@ use uuid::Uuid;
 
 use super::blobs::{file_name, BlobError, Blobs};
 
-/// How a job's checkpoint folder ends (`.NAME.resume` beside the output `NAME.ext`): its segments,
-/// checkpoint and, for a tile-major VAE decode, the tiles' raw spools.
-pub const RESUME_FOLDER_SUFFIX: &str = ".resume";
-
 #[derive(Clone)]
 pub struct JobFiles {
     jobs_dir: PathBuf,
@@ -82,19 +78,6 @@ impl JobFiles {
     pub async fn drop_local_copies(&self, id: Uuid) {
         if self.blobs.is_some() {
             self.remove_folder(id).await;
-        }
-    }
-
-    /// The job's checkpoint folders on this box: of no use once the job has ended without a result (it
-    /// never runs again), and a tile-major decode's spools there are as large as the decoded video.
-    pub async fn remove_checkpoints(&self, id: Uuid) {
-        let Ok(mut entries) = tokio::fs::read_dir(self.job_dir(id)).await else { return };
-        while let Ok(Some(entry)) = entries.next_entry().await {
-            if entry.file_name().to_string_lossy().ends_with(RESUME_FOLDER_SUFFIX) {
-                if let Err(error) = tokio::fs::remove_dir_all(entry.path()).await {
-                    tracing::warn!(%id, %error, "could not remove a job's checkpoints");
-                }
-            }
         }
     }
 

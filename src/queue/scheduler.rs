@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::jobs::disk::DiskReserve;
 use crate::jobs::files::{JobFiles, Patience};
 use crate::jobs::model::*;
-use crate::jobs::shared_resume::{resume_dir, SharedCheckpoints};
+use crate::jobs::shared_resume::{remove_dir, resume_dir, SharedCheckpoints};
 use crate::jobs::store::{Claim, JobStore, Lease, LeaseState, WorkerInfo};
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
 
@@ -290,7 +290,7 @@ impl Scheduler {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => {
                 tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed");
-                self.drop_checkpoints_if_ended(id).await;
+                self.drop_checkpoints_if_ended(&job).await;
             }
         }
         if !self.keep_local_copies {
@@ -302,11 +302,16 @@ impl Scheduler {
     /// A job that failed or was cancelled never runs again: its checkpoints go. Asked of the store, not
     /// taken from this run's result: a run that lost its lease stops as cancelled while the job goes on
     /// elsewhere, from those checkpoints when the data dir is shared.
-    async fn drop_checkpoints_if_ended(&self, id: Uuid) {
-        if let Ok(Some(job)) = self.store.get(id).await {
-            if job.status.is_terminal() {
-                self.files.remove_checkpoints(id).await;
-            }
+    /// Checkpoints are large: a tile-major decode's raw spools are as large as the decoded video.
+    async fn drop_checkpoints_if_ended(&self, job: &Job) {
+        let Ok(Some(now)) = self.store.get(job.id).await else { return };
+        if !now.status.is_terminal() {
+            return;
+        }
+        // This box's copy: the output's path as the job records it may be another box's.
+        let dir = self.files.local(job.id, &resume_dir(&output_path_for(job)).to_string_lossy());
+        if let Err(error) = remove_dir(&dir).await {
+            tracing::warn!(id = %job.id, %error, "could not remove a job's checkpoints");
         }
     }
 

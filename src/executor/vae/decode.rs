@@ -144,7 +144,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
                 tiles,
                 latent_frames_per_push: ctx.tile_plan.latent_frames_per_chunk,
                 output: StreamOutput::Pipeline,
-                checkpoint_frames: if checkpoints.can_resume() { checkpoints.segment_frames } else { 0 },
+                checkpoint_frames: checkpoints.segment_frames,
             };
             // Before the sink opens: a checkpoint that cannot be gone on from is discarded with its segments.
             let from = tile_major_resume(ctx, &mut checkpoints, &decode, &latent.size(), &mut fallbacks)?;
@@ -262,8 +262,7 @@ fn decode_tile_major(
 ) -> Result<(u64, Option<RowSplit>), ExecError> {
     let spool = &checkpoints.folder.dir;
     std::fs::create_dir_all(spool).map_err(|source| ModelError::Io { path: spool.clone(), source })?;
-    let kept = checkpoints.finished().frames;
-    let mut done = kept;
+    let mut done = checkpoints.finished().frames;
     let write_s = Cell::new(0.0);
     let fallbacks = RefCell::new(fallbacks);
     let run_started = Instant::now();

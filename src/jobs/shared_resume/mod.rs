@@ -33,7 +33,7 @@ const STOP_WAIT: Duration = Duration::from_secs(60);
 /// The folder of a job's segments and checkpoint: `.NAME.resume` beside the output `NAME.ext`.
 pub fn resume_dir(output: &Path) -> PathBuf {
     let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    output.with_file_name(format!(".{stem}{}", crate::jobs::files::RESUME_FOLDER_SUFFIX))
+    output.with_file_name(format!(".{stem}.resume"))
 }
 
 /// The storage's name of a file of the resume folder.
@@ -225,7 +225,8 @@ fn frames_in(checkpoint: &[u8]) -> Option<u64> {
     serde_json::from_slice::<serde_json::Value>(checkpoint).ok()?["frames"].as_u64()
 }
 
-async fn remove_dir(dir: &Path) -> std::io::Result<()> {
+/// Removes `dir` and what it holds; one that is not there is no error.
+pub async fn remove_dir(dir: &Path) -> std::io::Result<()> {
     match tokio::fs::remove_dir_all(dir).await {
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
         _ => Ok(()),
