@@ -13,7 +13,7 @@ use crate::error_codes as codes;
 use crate::jobs::OutputFormat;
 use crate::media::safetensors::{self, Dtype};
 use crate::models::Op;
-use crate::queue::{check_output_size, output_size, InputSize, JobRequest};
+use crate::queue::{check_output_size, InputSize, JobRequest};
 
 /// What the client sent besides the tensor.
 pub struct RemoteCall {
@@ -27,7 +27,7 @@ pub struct RemoteCall {
     /// `/v1/decode` of a 4-D latent: the answer is `[B, 3, H, W]`, images as the client sent latents of images.
     pub images: bool,
     /// Written into each item's tensor header, read by the executor as a latent's metadata
-    /// (`normalized`, `height`, `width`).
+    /// (`normalized`).
     pub metadata: BTreeMap<String, String>,
 }
 
@@ -146,8 +146,8 @@ fn refuse_decode_only(query: &RemoteQuery) -> Result<(), ApiError> {
     Err(bad(codes::PARAMETER_NOT_FOR_OP, format!("/v1/encode does not take {} (only /v1/decode); leave it out", names.join(", "))))
 }
 
-/// Decode's own options: the answer's form, and what each latent's header says (normalized, the size).
-fn decode_options(query: &RemoteQuery, job: &mut JobRequest, item_shape: [i64; 5], batch: i64) -> Result<BTreeMap<String, String>, ApiError> {
+/// Decode's own options: the answer's form, and what each latent's header says (normalized).
+fn decode_options(query: &RemoteQuery, job: &mut JobRequest, batch: i64) -> Result<BTreeMap<String, String>, ApiError> {
     job.params.output_format = Some(match query.output_type.as_deref().unwrap_or("pt") {
         "pt" => OutputFormat::Safetensors,
         "mp4" if batch > 1 => {
@@ -174,14 +174,12 @@ fn decode_options(query: &RemoteQuery, job: &mut JobRequest, item_shape: [i64; 5
     if boolean("normalize", &query.normalize, codes::INVALID_NORMALIZE)? == Some(true) {
         metadata.insert("normalized".into(), "true".into());
     }
-    let full = output_size(job, &InputSize::Latent(item_shape))?;
-    for (key, value, full) in [("width", size("width", &query.width)?, full.map(|f| f.0)), ("height", size("height", &query.height)?, full.map(|f| f.1))] {
-        let (Some(value), Some(full)) = (value, full) else { continue };
-        if u64::from(value) > full {
-            return Err(bad(codes::INVALID_QUERY, format!("`{key}` {value} is over the decoded {full}: height and width crop the frames, they do not scale")));
-        }
-        metadata.insert(key.into(), value.to_string());
-    }
+    // diffusers documents height and width as the image size of a packed ([B, sequence, C]) latent, which
+    // they unpack; a 4-D or 5-D latent has its size in its shape, and clients send what they like for it
+    // (ComfyUI-HFRemoteVae: T·8 and h·8 for a video). They are checked as numbers and the frames come
+    // back whole: read as a crop, they cut a video's frames to T·8 rows.
+    size("height", &query.height)?;
+    size("width", &query.width)?;
     Ok(metadata)
 }
 
@@ -225,7 +223,7 @@ pub fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCal
     job.params.latent_shift = latent_shift;
     let mut metadata = BTreeMap::new();
     if op == Op::VaeDecode {
-        metadata = decode_options(&query, &mut job, item_shape, batch)?;
+        metadata = decode_options(&query, &mut job, batch)?;
         check_output_size(&job, &InputSize::Latent(item_shape), &app.config.media_limits())?;
     }
     Ok(RemoteCall { job, dtype, item_shape, batch, images: op == Op::VaeDecode && frame_added, metadata })

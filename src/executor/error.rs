@@ -10,7 +10,7 @@ pub enum ExecError {
     #[error(transparent)]
     Media(#[from] MediaError),
     #[error(transparent)]
-    Model(#[from] ModelError),
+    Model(ModelError),
     #[error(transparent)]
     Latent(#[from] LatentError),
     #[error("{0}")]
@@ -25,6 +25,16 @@ pub enum ExecError {
     Panicked(String),
     #[error("the shared storage: {0}")]
     Storage(String),
+}
+
+impl From<ModelError> for ExecError {
+    /// A model stopped for a cancel is the job's cancel, whichever layer saw it.
+    fn from(e: ModelError) -> Self {
+        match e {
+            ModelError::Stopped => ExecError::Cancelled,
+            other => ExecError::Model(other),
+        }
+    }
 }
 
 impl From<tch::TchError> for ExecError {

@@ -40,6 +40,9 @@ pub enum ModelError {
     Torch(#[from] tch::TchError),
     #[error("out of memory: a host buffer of {bytes} bytes could not be allocated")]
     HostOutOfMemory { bytes: usize },
+    /// A caller's stop (a cancelled job) seen between two pieces of work (tiles).
+    #[error("stopped: the job was cancelled")]
+    Stopped,
 }
 
 impl ModelError {
@@ -54,6 +57,7 @@ impl ModelError {
             ModelError::Torch(e) if is_out_of_memory(e) => codes::OUT_OF_MEMORY,
             ModelError::Torch(_) => codes::TORCH_ERROR,
             ModelError::HostOutOfMemory { .. } => codes::OUT_OF_MEMORY,
+            ModelError::Stopped => codes::CANCELLED,
         }
     }
 }

@@ -183,6 +183,46 @@ async fn cancelling_stops_a_running_job_and_a_queued_one() {
     assert_eq!(result.status(), 409);
 }
 
+/// A cancel takes effect between tiles, not at the end of the chunk: an 8-frame chunk of 720p in 64 px tiles is
+/// well over half a minute of 2-core CPU, and the job stops within seconds of the cancel, still in its first chunk,
+/// leaving no output (ComfyUI's interrupt reached a job that then ran 28 s to its chunk's end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_stops_a_job_in_the_middle_of_its_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("wide.mp4");
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-i"])
+        .arg(media("carphone_pristine.mp4"))
+        .args(["-frames:v", "8", "-vf", "scale=1280:720", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"])
+        .arg(&clip)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let server = Server::start(dir.path(), &[("VAEBOX_CHUNK_FRAMES", "8")]);
+    let client = client();
+    let (_, job) = upload_raw(&client, &server, "op=upscale&model=realesrgan-animevideov3&scale=2&tile=64&dtype=f32", std::fs::read(&clip).unwrap()).await;
+    let id = job["id"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{id}"))).await;
+        if job["progress"]["stage"] == "upscale" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline && job["status"] != "succeeded", "the job never reached its chunk: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let asked = std::time::Instant::now();
+    assert_eq!(client.post(server.url(&format!("/v1/jobs/{id}/cancel"))).send().await.unwrap().status(), 200);
+    let job = wait_for_final(&client, &server, id, Duration::from_secs(120)).await;
+    let took = asked.elapsed();
+    assert_eq!((job["status"].as_str(), job["progress"]["done"].as_u64()), (Some("cancelled"), Some(0)), "{job}");
+    assert!(took < Duration::from_secs(6), "the cancel took {took:?}: the chunk ran on to its end");
+    let leftovers: Vec<_> =
+        files_under(&server.data_dir.join("data/jobs").join(id)).into_iter().filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("input.")).collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_models_metrics_openapi_and_page_are_served() {
     let dir = tempfile::tempdir().unwrap();

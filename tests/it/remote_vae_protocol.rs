@@ -170,17 +170,15 @@ async fn every_query_parameter_is_applied_or_refused() {
     let shape = [1, 16, 2, 4, 6];
     let latent = values(16 * 2 * 4 * 6, 6);
     let full = decode(&client, &server, "", &shape, &latent).await.tensor();
-    // height and width crop the decoded frames (as for a latent whose source was padded).
-    let cropped = decode(&client, &server, "height=24&width=40", &shape, &latent).await;
-    assert_eq!(cropped.shape, Some(vec![1, 3, 5, 24, 40]), "{}", String::from_utf8_lossy(&cropped.body));
-    let cropped = cropped.tensor();
-    let expected: Vec<f32> = (0..3 * 5).flat_map(|plane| (0..24).flat_map(move |y| (0..40).map(move |x| (plane, y, x)))).map(|(plane, y, x)| full[plane * 32 * 48 + y * 48 + x]).collect();
-    assert_eq!(cropped, expected);
+    // height and width (a packed latent's image size in diffusers) leave a 5-D latent's frames whole.
+    let sized = decode(&client, &server, "height=24&width=40", &shape, &latent).await;
+    assert_eq!(sized.shape, Some(vec![1, 3, 5, 32, 48]), "{}", String::from_utf8_lossy(&sized.body));
+    assert_eq!(sized.tensor(), full);
     // diffusers' defaults (do_scaling=True, image_format=jpg) decode the latent as sent.
     let defaults = decode(&client, &server, "do_scaling=True&image_format=jpg&partial_postprocess=False", &shape, &latent).await;
     assert_eq!(defaults.tensor(), full);
     let refusals = [
-        ("/v1/decode", "height=40", "invalid-query"),
+        ("/v1/decode", "height=-40", "invalid-query"),
         ("/v1/decode", "width=0", "invalid-query"),
         ("/v1/decode", "do_scaling=false&scaling_factor=0.5", "invalid-query"),
         ("/v1/decode", "do_scaling=sometimes", "invalid-boolean"),
@@ -234,4 +232,46 @@ async fn a_client_that_hangs_up_cancels_its_decode() {
     assert!(job["progress"]["done"].as_u64().unwrap() < job["progress"]["total"].as_u64().unwrap(), "{job}");
     let after = decode(&client, &server, "", &[1, 16, 1, 2, 2], &values(64, 8)).await;
     assert_eq!(after.shape, Some(vec![1, 3, 1, 16, 16]), "{}", String::from_utf8_lossy(&after.body));
+}
+
+/// Exactly what ComfyUI-HFRemoteVae (d904d40) sends, through diffusers' `remote_decode`: `do_scaling=False`,
+/// `output_type=pt`, `partial_postprocess=False`, the shape and dtype, `height = shape[2]·8` and
+/// `width = shape[3]·8` — for a video latent the frame count and the rows — and a `tensor/binary` body (the
+/// endpoint URL names f32, as a user does to compare). The
+/// frames come back whole: read as a crop, 9×64×64 came back 9×24×64 and 33 frames of 64×64 were refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hf_remote_vae_nodes_get_whole_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let client = client();
+    for (shape, decoded) in [
+        (vec![1usize, 16, 3, 8, 8], vec![1usize, 3, 9, 64, 64]),
+        (vec![1, 16, 9, 8, 8], vec![1, 3, 33, 64, 64]),
+        (vec![1, 16, 8, 8], vec![1, 3, 64, 64]),
+    ] {
+        let latent = values(shape.iter().product(), 9);
+        let query = format!(
+            "do_scaling=False&output_type=pt&partial_postprocess=False&{}&dtype=float32&height={}&width={}",
+            shape_query(&shape),
+            shape[2] * 8,
+            shape[3] * 8
+        );
+        let response = client
+            .post(server.url(&format!("/v1/decode/?model=wan21-small&dtype=f32&{query}")))
+            .header("Content-Type", "tensor/binary")
+            .header("Accept", "tensor/binary")
+            .body(bytes(&latent))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let header = response.headers().get("shape").map(|v| v.to_str().unwrap().to_string());
+        let body = response.bytes().await.unwrap();
+        assert_eq!(status, 200, "{shape:?}: {}", String::from_utf8_lossy(&body));
+        let answered: Vec<usize> = serde_json::from_str(&header.unwrap()).unwrap();
+        assert_eq!(answered, decoded, "{shape:?}");
+        // Whole frames are what the same latent decodes to without height and width.
+        let plain = decode(&client, &server, "", &shape, &latent).await;
+        assert_eq!(floats(&body), plain.tensor(), "{shape:?}");
+    }
 }
