@@ -116,6 +116,11 @@ if [[ $WITH_TESTS == 1 ]]; then
     say "installing test references into .venv (ncnn, numpy, pillow, diffusers, gguf)"
     $PY -m pip install -q --disable-pip-version-check ncnn numpy pillow diffusers gguf
   fi
+  # A validator nobody here wrote for the OpenAPI document (tests/it/openapi.rs).
+  if ! $PY -c "import openapi_spec_validator" 2>/dev/null; then
+    say "installing openapi-spec-validator into .venv (checks /openapi.json in the tests)"
+    $PY -m pip install -q --disable-pip-version-check "openapi-spec-validator==0.7.*"
+  fi
   # An S3-compatible server for the shared-storage tests (tests/common/moto.rs starts it on loopback).
   if ! $PY -c "import moto.server" 2>/dev/null; then
     say "installing moto[server] into .venv (an S3-compatible server for the tests)"

@@ -29,7 +29,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let role = config.role;
     preflight::check_writable(&config.data_dir, "data_dir")?;
     preflight::check_default_output_format(&config)?;
-    crate::api::presets::check(&config.presets).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
+    crate::api::presets::check(&config).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
     crate::queue::callbacks::check_token_urls(&config).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
     // Watch folders are an API's front door, like uploads: a worker-only process does not watch them.
     let watch_fields = match role.serves_http() {
@@ -99,8 +99,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         }
         .run(),
     );
+    // Where this process serves its API, once bound: webhooks may not be sent into it.
+    let own_api = Arc::new(std::sync::OnceLock::new());
     if !config.callback_secret.is_empty() {
-        tokio::spawn(crate::queue::callbacks::Deliverer::new(&config, store.clone(), events.clone()).run());
+        tokio::spawn(crate::queue::callbacks::Deliverer::new(&config, store.clone(), events.clone(), own_api.clone()).run());
     }
     let cancels = CancelFlags::default();
     let metrics = Metrics::install()?;
@@ -176,7 +178,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
             tokio::spawn(Retention { store: store.clone(), files: files.clone(), keep }.run());
         }
-        Some(listen_http(&config, state).await?)
+        Some(listen_http(&config, state, &own_api).await?)
     } else {
         // Scripts read this line to know the worker is claiming.
         println!("vaebox worker {} claiming jobs (device {device})", worker_names.join(","));
@@ -197,7 +199,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn listen_http(config: &Config, state: AppState) -> anyhow::Result<listen::Connections> {
+async fn listen_http(config: &Config, state: AppState, own_api: &std::sync::OnceLock<std::net::SocketAddr>) -> anyhow::Result<listen::Connections> {
     if !config.listen_addr().ip().is_loopback() && config.tokens.is_empty() {
         tracing::warn!(
             listen = %config.listen_addr(),
@@ -208,6 +210,7 @@ async fn listen_http(config: &Config, state: AppState) -> anyhow::Result<listen:
     }
     let listener = tokio::net::TcpListener::bind(config.listen_addr()).await?;
     let addr = listener.local_addr()?;
+    let _ = own_api.set(addr);
     // Tests and scripts read this line to find the port when `listen` ends in :0.
     println!("vaebox listening on http://{addr} (device {})", state.device);
     tracing::info!(%addr, device = %state.device, "listening");

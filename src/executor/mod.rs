@@ -16,6 +16,7 @@ mod quality;
 mod replan;
 mod resilient;
 mod resume;
+mod segment_digests;
 mod stage_clock;
 pub mod restore;
 pub mod scene;

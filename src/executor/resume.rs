@@ -6,6 +6,7 @@
 //! again — after a server stop, a kill, a power cut, or by another worker on the same data dir — the job
 //! finds the checkpoint, reads its input again without computing up to that point, and appends. A
 //! checkpoint made with other settings or another input (`fingerprint`) is not used.
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -14,6 +15,7 @@ use tch::{Device, Tensor};
 
 use super::media_io::FrameSink;
 use super::quality::QualityMeter;
+use super::segment_digests::{self, SegmentDigest};
 use super::tiled::tile_major::TileMajorMark;
 use super::{ExecError, Executor, JobSpec};
 use crate::jobs::plan::{ResumedFrom, RowSplitHalves};
@@ -44,6 +46,19 @@ pub struct Checkpoint {
     /// `metrics=true`: the sums over the frames written so far.
     #[serde(default)]
     pub quality: Option<QualityMeter>,
+    /// The finished segments as written, checked before going on (`None`: a checkpoint from before them; an
+    /// empty list: a PNG output, whose frames are checked instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_digests: Option<Vec<SegmentDigest>>,
+}
+
+impl Checkpoint {
+    /// Whether the frame count alone says where the job goes on (an upscale's, an interpolation's), so that
+    /// it may go on from an earlier segment than the checkpoint's: streams, held frames and quality sums
+    /// belong to the checkpoint's place only.
+    fn may_go_on_earlier(&self) -> bool {
+        self.restore.is_none() && self.vae.is_none() && self.tile_major.is_none() && self.quality.is_none()
+    }
 }
 
 /// Where restore's batches stood at a checkpoint.
@@ -207,6 +222,8 @@ pub struct ResumeFolder {
     fingerprint: String,
     /// With a shared storage, where each checkpoint is reported to be put there.
     reports: Option<CheckpointReports>,
+    /// The finished segments' digests so far (each hashed once, when its checkpoint is written).
+    digests: RefCell<Vec<SegmentDigest>>,
 }
 
 impl ResumeFolder {
@@ -231,7 +248,7 @@ impl ResumeFolder {
             "encoder": { "crf": exec.config.output_crf, "preset": exec.config.output_preset, "checkpoint_s": exec.config.checkpoint_s },
             "settings": settings,
         });
-        ResumeFolder { dir: resume_dir(&job.output_path), fingerprint: fingerprint.to_string(), reports: job.shared_checkpoints.clone() }
+        ResumeFolder { dir: resume_dir(&job.output_path), fingerprint: fingerprint.to_string(), reports: job.shared_checkpoints.clone(), digests: RefCell::default() }
     }
 
     /// The last checkpoint, if one was made for this job with these settings; any other is removed with
@@ -239,12 +256,65 @@ impl ResumeFolder {
     pub fn load(&self) -> Option<Checkpoint> {
         let text = std::fs::read_to_string(self.dir.join(CHECKPOINT)).ok()?;
         match serde_json::from_str::<Checkpoint>(&text) {
-            Ok(checkpoint) if checkpoint.fingerprint == self.fingerprint => return Some(checkpoint),
+            Ok(checkpoint) if checkpoint.fingerprint == self.fingerprint => match self.verified(checkpoint) {
+                Some(checkpoint) => {
+                    *self.digests.borrow_mut() = checkpoint.segment_digests.clone().unwrap_or_default();
+                    return Some(checkpoint);
+                }
+                None => {}
+            },
             Ok(_) => tracing::info!(dir = %self.dir.display(), "a checkpoint made with other settings; starting over"),
             Err(error) => tracing::warn!(dir = %self.dir.display(), %error, "an unreadable checkpoint; starting over"),
         }
         self.remove();
         None
+    }
+
+    /// The checkpoint as far as the folder still holds what it names: whole; cut back to its last good
+    /// segment where the frame count alone says where to go on; else `None` (start over). Never a checkpoint
+    /// that names frames the folder does not hold.
+    fn verified(&self, checkpoint: Checkpoint) -> Option<Checkpoint> {
+        let Some(digests) = &checkpoint.segment_digests else { return Some(checkpoint) };
+        if checkpoint.segments == 0 {
+            return Some(checkpoint);
+        }
+        if digests.is_empty() {
+            // A PNG output: its frames, one file each.
+            if segment_digests::frames_present(&self.dir, checkpoint.frames) {
+                return Some(checkpoint);
+            }
+            tracing::warn!(dir = %self.dir.display(), frames = checkpoint.frames, "frames the checkpoint names are missing; starting over");
+            return None;
+        }
+        let claimed: u64 = digests.iter().map(|d| d.frames).sum();
+        let good = segment_digests::good_prefix(&self.dir, digests);
+        if digests.len() == checkpoint.segments && good == digests.len() && claimed == checkpoint.frames {
+            return Some(checkpoint);
+        }
+        if good > 0 && claimed == checkpoint.frames && checkpoint.may_go_on_earlier() {
+            let kept = digests[..good].to_vec();
+            let frames = kept.iter().map(|d| d.frames).sum();
+            tracing::warn!(dir = %self.dir.display(), segments = checkpoint.segments, good, frames, "a segment is not as its checkpoint recorded it; going on from the last good one");
+            return Some(Checkpoint { segments: good, frames, segment_digests: Some(kept), ..checkpoint });
+        }
+        tracing::warn!(dir = %self.dir.display(), segments = checkpoint.segments, good, claimed, frames = checkpoint.frames, "the segments are not as the checkpoint recorded them; starting over");
+        None
+    }
+
+    /// The digests with the segments `finished` adds: each save finishes one segment, whose frames are those
+    /// past the ones before it. A PNG output has frame files, not segments: none.
+    fn digests_with(&self, finished: FinishedSegments) -> Result<Vec<SegmentDigest>, ExecError> {
+        let mut digests = self.digests.borrow_mut();
+        let before: u64 = digests.iter().map(|d| d.frames).sum();
+        let new = finished.segments.saturating_sub(digests.len());
+        for index in digests.len()..finished.segments {
+            let frames = if new == 1 { finished.frames - before } else { 0 };
+            match segment_digests::digest(&self.dir, index, frames).map_err(|e| self.io_error("hashing a finished segment", e))? {
+                Some(digest) => digests.push(digest),
+                None => return Ok(Vec::new()),
+            }
+        }
+        Ok(digests.clone())
     }
 
     /// A checkpoint after `finished`: written whole or not at all, after the frames it names.
@@ -277,7 +347,8 @@ impl ResumeFolder {
             }
         }
         let tensors_file = restore.as_ref().and_then(|mark| mark.held.clone()).or_else(|| vae.as_ref().map(|mark| mark.state.clone()));
-        let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore, vae, tile_major, quality: quality.cloned() };
+        let segment_digests = Some(self.digests_with(finished)?);
+        let checkpoint = Checkpoint { fingerprint: self.fingerprint.clone(), segments: finished.segments, frames: finished.frames, work_s, restore, vae, tile_major, quality: quality.cloned(), segment_digests };
         let partial = self.dir.join(format!(".{CHECKPOINT}.partial"));
         let text = serde_json::to_vec(&checkpoint).expect("a checkpoint serializes");
         std::fs::write(&partial, &text).and_then(|_| sync_and_rename(&partial, &self.dir.join(CHECKPOINT))).map_err(|e| self.io_error("saving the checkpoint", e))?;

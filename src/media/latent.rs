@@ -142,8 +142,9 @@ pub fn latent_header(path: &Path) -> Result<LatentSummary, LatentError> {
         return Err(LatentError::BadShape { shape });
     }
     let meta = LatentMeta::from_strings(&header.metadata);
-    if let Some(fps) = meta.fps_rational.as_deref().filter(|fps| crate::media::probe::parse_rate(fps).is_none()) {
-        return Err(LatentError::BadMetadata(format!("fps `{fps}` is not a frame rate (N/D with N and D above 0, such as 30000/1001)")));
+    // The rate the decoded video is written at: ffmpeg and players take up to 1000, as an upload's `fps` is.
+    if let Some(fps) = meta.fps_rational.as_deref().filter(|fps| crate::media::sequence::parse_fps(fps).is_none()) {
+        return Err(LatentError::BadMetadata(format!("fps `{fps}` is not a frame rate above 0 and up to 1000 (N/D, such as 30000/1001)")));
     }
     Ok(LatentSummary { shape, meta, entry })
 }

@@ -396,15 +396,10 @@ pub fn output_path_for(job: &Job) -> PathBuf {
             None => format!("_x{}fps", factor.unwrap_or(DEFAULT_FACTOR)),
         },
     };
-    let name = format!("{stem}{label}.{extension}");
-    let name = match &job.params.range {
-        // `in_x4.mp4` over part of the input: `in_x4_12.5s+5s.mp4`, `in_x4_f120+48f.mp4`.
-        Some(range) => match name.split_once('.') {
-            Some((base, extensions)) => format!("{base}_{}.{extensions}", range_label(range)),
-            None => format!("{name}_{}", range_label(range)),
-        },
-        None => name,
-    };
+    // `in_x4.mp4` over part of the input: `in_x4_12.5s+5s.mp4`, `in_x4_f120+48f.mp4`; before the extension
+    // the op wrote, whatever dots the input's own name has (`cam.2024_x4_0s+5s.mp4`).
+    let range = job.params.range.as_ref().map(|range| format!("_{}", range_label(range))).unwrap_or_default();
+    let name = format!("{stem}{label}{range}.{extension}");
     input.parent().map(|dir| dir.join(&name)).unwrap_or_else(|| PathBuf::from(name))
 }
 
@@ -495,5 +490,17 @@ mod tests {
         assert_eq!(name(Op::Interpolate, plain()), "in_x2fps.mp4");
         let part = InputRange { start_frame: Some(120), frames: Some(48), ..Default::default() };
         assert_eq!(name(Op::VaeEncode, JobParams { range: Some(part), ..plain() }), "in_f120+48f.latent.safetensors");
+    }
+
+    /// A dotted input name (as a camera or a watch folder gives them) keeps its part's tag at the end of the
+    /// name, before the extension the op wrote, not after its first dot.
+    #[test]
+    fn a_dotted_name_gets_its_range_before_the_extension() {
+        let mut dotted = job(Op::Upscale, JobParams { range: Some(InputRange { start: Some(12.5), duration: Some(5.0), ..Default::default() }), ..JobParams::new(DtypeChoice::Auto) });
+        dotted.input.file_name = "cam.2024.06.01.mp4".into();
+        let path = output_path_for(&dotted);
+        assert_eq!(path.file_name().unwrap(), "cam.2024.06.01_x4_12.5s+5s.mp4");
+        dotted.op = Op::VaeEncode;
+        assert_eq!(output_path_for(&dotted).file_name().unwrap(), "cam.2024.06.01_12.5s+5s.latent.safetensors");
     }
 }

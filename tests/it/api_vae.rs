@@ -315,6 +315,8 @@ async fn latents_that_cannot_be_decoded_are_refused() {
         ("weights", vec![1, 16, 2, 4, 4], 0.5, Value::Null, "not-a-latent"),
         ("latent", vec![1, 16, 2, 4, 4], 0.5, json!({"fps": "0/0"}), "latent-bad-metadata"),
         ("latent", vec![1, 16, 2, 4, 4], 0.5, json!({"fps": "-5/1"}), "latent-bad-metadata"),
+        // Past any rate a player or ffmpeg takes (the decoded video was written at a million frames a second).
+        ("latent", vec![1, 16, 2, 4, 4], 0.5, json!({"fps": "1000000/1"}), "latent-bad-metadata"),
     ];
     for (name, shape, value, metadata, code) in cases {
         let values = vec![value; shape.iter().product()];

@@ -68,3 +68,38 @@ fn a_preset_with_a_field_no_job_has_stops_start_up() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("presets.typo.scal is not a job field"), "{stderr}");
 }
+
+/// A preset whose values every job would be refused for stops start-up too, naming the preset and why (it
+/// used to start, and every job naming it was refused); a model not in the folder yet does not.
+#[test]
+fn a_preset_with_a_value_no_job_could_run_stops_start_up() {
+    let start = |config: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vaebox"))
+            .arg("serve")
+            .current_dir(dir.path())
+            .env("VAEBOX_LISTEN", "127.0.0.1:0")
+            .env("VAEBOX_DATA_DIR", dir.path().join("data"))
+            .env("VAEBOX_MODELS_DIR", std::path::Path::new(REPO).join("models"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A box that starts prints its address; one that refuses its config exits.
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        (line, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (config, why) in [
+        ("[presets.big]\nop = \"upscale\"\nscale = \"huge\"\n", "presets.big: "),
+        ("[presets.mixed]\nop = \"upscale\"\nseed = 3\n", "presets.mixed: "),
+    ] {
+        let (line, stderr) = start(config);
+        assert!(line.is_empty() && stderr.contains(why), "{config}: {line}{stderr}");
+    }
+    let (line, stderr) = start("[presets.later]\nop = \"restore\"\nmodel = \"seedvr2_ema_7b\"\n");
+    assert!(line.starts_with("vaebox listening on "), "a preset for a model not here yet stopped start-up: {stderr}");
+}

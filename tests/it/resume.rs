@@ -156,6 +156,43 @@ async fn an_upscale_killed_mid_clip_goes_on_from_its_last_segment_and_equals_an_
     assert_same_frames(&result_frames(&client, &server, &job, dir.path(), 2 * WIDTH, 2 * HEIGHT).await, &whole_frames);
 }
 
+/// The segments are checked against their checkpoint before the job goes on: a segment cut short (the job
+/// "succeeded" with 30 of 120 frames), a checkpoint claiming frames it does not hold (a longer result) and a
+/// deleted segment (the job failed) each give the uninterrupted run's frames, going on from the last good
+/// segment where there is one and starting over where the checkpoint cannot be trusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upscale_whose_segments_were_damaged_while_stopped_still_equals_an_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &SETTINGS);
+    let client = client();
+    let input = clip(dir.path(), 12);
+    let query = "op=upscale&model=realesrgan-animevideov3&scale=2&dtype=f32&output_format=ffv1&filename=clip.mkv";
+    let whole = run_job(&client, &server, query, input.clone()).await;
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), 2 * WIDTH, 2 * HEIGHT).await;
+
+    type Damage = fn(&Path, &mut Value);
+    let cut_short: Damage = |folder, _| {
+        let path = folder.join("segment_000001.mkv");
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    };
+    let claims_more: Damage = |_, checkpoint| checkpoint["frames"] = Value::from(checkpoint["frames"].as_u64().unwrap() + 30);
+    let deleted: Damage = |folder, _| std::fs::remove_file(folder.join("segment_000000.mkv")).unwrap();
+    for (what, damage, kept) in [("cut short", cut_short, Some(1)), ("claiming more", claims_more, None), ("deleted", deleted, None)] {
+        let id = submit(&client, &server, query, input.clone()).await;
+        wait_for_checkpoint(&server, &id, "of 4 to 9 frames", |c| c["frames"].as_u64().is_some_and(|frames| (4..10).contains(&frames))).await;
+        server.kill9();
+        let folder = segments_folder(&server, &id).unwrap();
+        let mut checkpoint = checkpoint(&server, &id).unwrap();
+        damage(&folder, &mut checkpoint);
+        std::fs::write(folder.join("checkpoint.json"), checkpoint.to_string()).unwrap();
+        let (restarted, job) = restarted_and_finished(&client, server, &id).await;
+        server = restarted;
+        assert_eq!(job["plan"]["resumed_from"]["frame"].as_u64(), kept, "{what}: {}", job["plan"]);
+        assert_same_frames(&result_frames(&client, &server, &job, dir.path(), 2 * WIDTH, 2 * HEIGHT).await, &whole_frames);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_whose_worker_is_killed_goes_on_from_its_checkpoint_on_the_other_worker() {
     let dir = tempfile::tempdir().unwrap();

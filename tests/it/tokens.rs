@@ -76,6 +76,9 @@ async fn jobs_belong_to_their_token() {
     let events = client.get(format!("{url}/events?access_token={ALICE}")).send().await.unwrap();
     assert_eq!(events.status(), 200);
     drop(events);
+    // The list too (it answered 400 unknown-parameter): every GET takes it.
+    let (status, list) = send_json(client.get(server.url(&format!("/v1/jobs?access_token={ALICE}")))).await;
+    assert_eq!((status, list["jobs"].as_array().map(Vec::len)), (200, Some(1)), "{list}");
     assert_eq!(call(&client, post.clone(), &format!("{url}/cancel?access_token={ALICE}"), None, None).await.0, 401);
 
     // The job finishes for Alice, who may download and delete it.

@@ -149,3 +149,26 @@ fn a_watch_of_a_missing_folder_or_with_a_bad_field_stops_start_up() {
         assert!(!out.status.success() && stderr.contains(expected), "{expected}: {stderr}");
     }
 }
+
+/// A writer that pauses for several poll intervals (6 s here, twelve looks) is not cut short: a file is
+/// taken only once unchanged for `watch_settle_s` (it was taken with 59 of 120 frames).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_pausing_for_seconds_is_not_cut_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let folders = watching(dir.path(), "watch_settle_s = 8");
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let clip = tiny_clip(dir.path());
+    let mut file = std::fs::File::create(folders.input.join("clip.mp4")).unwrap();
+    let half = clip.len() / 2;
+    file.write_all(&clip[..half]).unwrap();
+    file.flush().unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(jobs(&client, &server).await.is_empty(), "a file paused 6 s in its writing was taken");
+    assert_eq!(names_in(&folders.input), ["clip.mp4"], "a half-written file was taken (and refused)");
+    file.write_all(&clip[half..]).unwrap();
+    drop(file);
+    wait_until("the clip's result", Duration::from_secs(90), || folders.output.join("clip_x2.mp4").exists()).await;
+    let jobs = jobs(&client, &server).await;
+    assert_eq!((jobs.len(), jobs[0]["input"]["media"]["frames"].as_u64()), (1, Some(2)), "{jobs:?}");
+}

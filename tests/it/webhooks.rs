@@ -305,3 +305,31 @@ async fn a_token_can_bring_its_webhook() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("tokens.carol.callback_url"), "{stderr}");
 }
+
+/// A `callback_hosts` that holds the box's own address does not let a webhook POST into the box's API (it
+/// made a job on a box without tokens); and a receiver that cannot be reached is recorded in the same words
+/// whether its port was closed or silent, so that deliveries do not map the ports of allowed hosts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_never_calls_the_box_itself_and_records_no_port_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &webhook_env("127.0.0.1", "3600"));
+    let client = client();
+    let clip = tiny_clip(dir.path());
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    let into_the_box = format!("http://127.0.0.1:{port}/v1/jobs?op=upscale&scale=2");
+    let (status, job) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&into_the_box)), clip.clone()).await;
+    assert_eq!(status, 202, "{job}");
+    let job = wait_for_tries(&client, &server, job["id"].as_str().unwrap(), 1, false).await;
+    let error = job["callback"]["deliveries"][0]["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("this box's own API"), "{job}");
+    let (_, listed) = get_json(&client, &server.url("/v1/jobs")).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1, "the webhook made a job: {listed}");
+
+    // A port nobody listens on: the generic words, not "Connection refused".
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nowhere = format!("http://127.0.0.1:{closed}/hook");
+    let (_, job) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&nowhere)), clip).await;
+    let job = wait_for_tries(&client, &server, job["id"].as_str().unwrap(), 1, false).await;
+    let error = job["callback"]["deliveries"][0]["error"].as_str().unwrap_or_default();
+    assert_eq!(error, "the receiver could not be reached or did not answer in time", "{job}");
+}

@@ -6,7 +6,7 @@ mod files;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::error::ApiError;
 use super::params::{self, JobFields};
@@ -65,8 +65,8 @@ pub struct Watcher {
     fields: JobFields,
     /// The folder as the store records it.
     key: String,
-    /// What each file looked like at the last looks: size, time, and how many looks in a row.
-    seen: HashMap<String, (u64, Option<SystemTime>, u32)>,
+    /// What each file looked like at the last looks: size, time, how many looks in a row, and since when.
+    seen: HashMap<String, (u64, Option<SystemTime>, u32, Instant)>,
 }
 
 impl Watcher {
@@ -100,6 +100,7 @@ impl Watcher {
     }
 
     async fn look(&mut self) -> Result<(), ApiError> {
+        let settle = Duration::from_secs_f64(self.app.config.watch_settle_s);
         let open = self.app.queue.store().watch_open(&self.key).await?;
         for file in &open {
             self.follow(file).await?;
@@ -115,12 +116,12 @@ impl Watcher {
             }
             present.push(name.clone());
             let now = (meta.len(), meta.modified().ok());
-            let looks = match self.seen.get(&name) {
-                Some((len, modified, looks)) if (*len, *modified) == now => looks + 1,
-                _ => 1,
+            let (looks, since) = match self.seen.get(&name) {
+                Some((len, modified, looks, since)) if (*len, *modified) == now => (looks + 1, *since),
+                _ => (1, Instant::now()),
             };
-            self.seen.insert(name.clone(), (now.0, now.1, looks));
-            if looks >= STABLE_LOOKS {
+            self.seen.insert(name.clone(), (now.0, now.1, looks, since));
+            if looks >= STABLE_LOOKS && since.elapsed() >= settle {
                 self.seen.remove(&name);
                 self.take(name).await?;
             }
@@ -210,17 +211,22 @@ impl Watcher {
         }
     }
 
+    /// The input moves to `done/`. Until it has, the file stays recorded as open and the move is tried at
+    /// each look: a file left in the folder as done would be taken again as a new one.
     async fn finish(&self, file: &WatchedFile) -> Result<(), ApiError> {
         if let Err(e) = files::move_input(&self.watch.folder, &file.file_name, "done").await {
-            tracing::warn!(watch = self.index, file = %file.file_name, error = %e, "watch folder: cannot move the input to done/");
+            tracing::warn!(watch = self.index, file = %file.file_name, error = %e, "watch folder: cannot move the input to done/; trying again at the next look");
+            return Ok(());
         }
         Ok(self.app.queue.store().watch_set(file.job_id, WatchState::Done, None).await?)
     }
 
+    /// The input moves to `failed/` with its error, or (as in `finish`) stays open until it can.
     async fn fail(&self, file: &WatchedFile, code: &str, message: &str) -> Result<(), ApiError> {
         tracing::warn!(watch = self.index, file = %file.file_name, code, message, "watch folder: the file failed");
         if let Err(e) = files::fail_input(&self.watch.folder, &file.file_name, code, message).await {
-            tracing::warn!(watch = self.index, file = %file.file_name, error = %e, "watch folder: cannot move the input to failed/");
+            tracing::warn!(watch = self.index, file = %file.file_name, error = %e, "watch folder: cannot move the input to failed/; trying again at the next look");
+            return Ok(());
         }
         Ok(self.app.queue.store().watch_set(file.job_id, WatchState::Failed, None).await?)
     }

@@ -2,7 +2,7 @@
 //! try is due, holds it (so one process of several sends it), tries once, records the try and the next.
 //! The store is the truth, so a try due while the box was down is made after start-up.
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -31,10 +31,12 @@ pub struct Deliverer {
     pub retry_first: Duration,
     /// Followers of a job hear of its new try.
     pub events: JobEvents,
+    /// This process's API once it listens: a webhook into it would act on the box as nobody (no token).
+    pub own_api: Arc<OnceLock<SocketAddr>>,
 }
 
 impl Deliverer {
-    pub fn new(config: &Config, store: Arc<dyn JobStore>, events: JobEvents) -> Deliverer {
+    pub fn new(config: &Config, store: Arc<dyn JobStore>, events: JobEvents, own_api: Arc<OnceLock<SocketAddr>>) -> Deliverer {
         Deliverer {
             store,
             // One holder per process: a restarted process must not take over the holds of the one before.
@@ -43,6 +45,7 @@ impl Deliverer {
             hosts: config.callback_hosts(),
             retry_first: Duration::from_secs(config.callback_retry_first_s),
             events,
+            own_api,
         }
     }
 
@@ -98,6 +101,9 @@ impl Deliverer {
     async fn try_once(&self, url: &str, event: &str, id: Uuid, attempt: u32, body: Bytes) -> Result<u16, String> {
         let url = url::Url::parse(url).map_err(|e| format!("the stored URL is unreadable: {e}"))?;
         let address = self.address_of(&url).await?;
+        if self.own_api.get().is_some_and(|api| is_served_by_this_box(address, *api)) {
+            return Err(format!("{address} is this box's own API: a webhook may not call into it"));
+        }
         let host = match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
             None => url.host_str().unwrap_or_default().to_string(),
@@ -140,6 +146,16 @@ impl Deliverer {
         }
         found.first().copied().ok_or_else(|| format!("`{name}` has no address"))
     }
+}
+
+/// Whether `target` reaches `api`, this process's listening socket: the same port on a loopback address, the
+/// address it listens on, or any address of this machine (one a socket can be bound to) when it listens on all.
+fn is_served_by_this_box(target: SocketAddr, api: SocketAddr) -> bool {
+    if target.port() != api.port() {
+        return false;
+    }
+    let ip = target.ip().to_canonical();
+    ip.is_loopback() || ip.is_unspecified() || ip == api.ip() || (api.ip().is_unspecified() && std::net::UdpSocket::bind((ip, 0)).is_ok())
 }
 
 fn in_rfc3339(wait: Duration) -> String {

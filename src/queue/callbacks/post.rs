@@ -24,8 +24,21 @@ pub struct Post<'a> {
     pub body: Bytes,
 }
 
-/// The receiver's status, or why none came.
+/// What a delivery records when no answer came, whatever the reason: a refused connection and one that hangs
+/// tell apart a closed port from a filtered one, and a token may only choose among listed hosts, not map them.
+/// The reason goes to the box's log.
+pub const NO_ANSWER: &str = "the receiver could not be reached or did not answer in time";
+
+/// The receiver's status, or why none came (`NO_ANSWER`; the cause is logged).
 pub async fn send(post: Post<'_>) -> Result<u16, String> {
+    let address = post.address;
+    exchange(post).await.map_err(|why| {
+        tracing::info!(%address, why, "webhook not answered");
+        NO_ANSWER.to_string()
+    })
+}
+
+async fn exchange(post: Post<'_>) -> Result<u16, String> {
     let exchange = async {
         let stream = TcpStream::connect(post.address).await.map_err(|e| format!("cannot connect to {}: {e}", post.address))?;
         let (mut sender, connection) = handshake(TokioIo::new(stream)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
