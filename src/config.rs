@@ -177,8 +177,11 @@ pub struct Config {
     /// Seconds before a failed delivery's first retry; each later wait doubles, up to an hour, for a day.
     pub callback_retry_first_s: u64,
     /// Seconds between two looks at the watch folders; a file is taken once its size and time stayed the
-    /// same over two looks.
+    /// same over two looks and for `watch_settle_s`.
     pub watch_poll_s: f64,
+    /// Seconds a watched file's size and time must stay the same before it is taken: a writer that pauses
+    /// for less (a network copy, a recorder between segments) is not cut short.
+    pub watch_settle_s: f64,
     /// Folders whose arriving files become jobs (`[[watch]]` tables: `folder`, `output`, optional `pattern`
     /// and `extensions`, and job fields or a `preset`).
     pub watch: Vec<WatchFolder>,
@@ -248,6 +251,7 @@ impl Default for Config {
             callback_hosts: Vec::new(),
             callback_retry_first_s: 10,
             watch_poll_s: 2.0,
+            watch_settle_s: 10.0,
             watch: Vec::new(),
         }
     }
@@ -285,6 +289,15 @@ pub const CLIENT_VARIABLES: [&str; 2] = ["VAEBOX_CLIENT_URL", "VAEBOX_CLIENT_TOK
 /// used to wrap to the same plan as 1 MiB).
 pub const MAX_MEMORY_BUDGET_MIB: u64 = 1 << 32;
 
+/// `path` against the working directory when it is relative (the file system is not asked: a folder made
+/// later is the same folder); an empty path, or one the working directory cannot be read for, stays as it is.
+pub fn absolute_path(path: &Path) -> PathBuf {
+    if path.as_os_str().is_empty() {
+        return path.to_path_buf();
+    }
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 impl Config {
     /// Defaults, then the file (explicit path, or `./config.toml` when present), then `VAEBOX_*`.
     pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
@@ -305,7 +318,20 @@ impl Config {
             None => ConfigError::Value { message: e.to_string() },
         })?;
         config.validate()?;
-        Ok(config)
+        Ok(config.with_absolute_paths())
+    }
+
+    /// The folders as absolute paths, read against the working directory once, at load: they reach
+    /// ffmpeg in argument lists and concat lists, which read a relative path against something else (a
+    /// concat list against its own folder), so a relative `data_dir` must not travel further as it is.
+    fn with_absolute_paths(mut self) -> Config {
+        self.data_dir = absolute_path(&self.data_dir);
+        self.models_dir = absolute_path(&self.models_dir);
+        for watch in &mut self.watch {
+            watch.folder = absolute_path(&watch.folder);
+            watch.output = absolute_path(&watch.output);
+        }
+        self
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -388,6 +414,9 @@ impl Config {
         }
         if !(self.watch_poll_s >= 0.1 && self.watch_poll_s <= 3600.0) {
             return invalid("watch_poll_s", "must be between 0.1 and 3600 seconds");
+        }
+        if !(self.watch_settle_s >= 0.0 && self.watch_settle_s <= 86400.0) {
+            return invalid("watch_settle_s", "must be between 0 and 86400 seconds");
         }
         if !self.callback_secret.is_empty() && self.callback_secret.chars().count() < MIN_SECRET_CHARS {
             return invalid("callback_secret", "must be at least 12 characters (or empty: no webhooks)");

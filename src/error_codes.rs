@@ -25,6 +25,8 @@ codes! {
     INVALID_MULTIPART = "invalid-multipart";
     /// The `params` part is not a JSON object.
     INVALID_PARAMS = "invalid-params";
+    /// A still picture (one frame) sent where a clip is needed: `interpolate`, or a range ("Try first").
+    INPUT_IS_A_STILL = "input-is-a-still";
     /// A multipart form without a `file` part.
     MISSING_FILE = "missing-file";
     /// A multipart form with more than one `file` part.
@@ -142,6 +144,9 @@ codes! {
     // Jobs.
     /// No job with that id.
     JOB_NOT_FOUND = "job-not-found";
+    /// A short id (the first characters of a job's id, as the page and the clients show it) that starts
+    /// several jobs' ids: the message lists them.
+    AMBIGUOUS_JOB_ID = "ambiguous-job-id";
     /// The job has no result yet, or cannot be deleted while it is queued or running.
     JOB_NOT_FINISHED = "job-not-finished";
     /// Cancelling a job that already ended.

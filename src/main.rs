@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use tokio::sync::watch;
 
-use vaebox::config::Config;
+use vaebox::config::{absolute_path, Config};
 use vaebox::media::ProcessPriority;
 use vaebox::device::DtypeChoice;
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
@@ -301,11 +301,14 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     // `--preset NAME` as `preset=NAME` over HTTP: the flags given win over the preset's fields.
     let fields = args.job.0.with_preset(&config.presets)?;
     let options = queue::parameters::read(&fields, &config.models_dir)?;
-    let (request, probed) = prepare(config, &options, &args.input).await?;
+    // The job's files are named absolutely: they reach ffmpeg, and its concat lists read relative paths
+    // against their own folder. The person still reads the output's name as they typed it.
+    let (input, output) = (absolute_path(&args.input), absolute_path(&args.output));
+    let (request, probed) = prepare(config, &options, &input).await?;
     let still = probed.media.as_ref().is_some_and(|media| media.still);
     check_output_extension(&args.output, request.op, request.params.output_format, still)?;
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
-    let job = OneJob { request, probed, input: &args.input, output: &args.output, show_progress: true };
+    let job = OneJob { request, probed, input: &input, output: &output, show_progress: true };
     let outcome = run_job(&executor, job).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({
@@ -316,21 +319,22 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
             "metrics": outcome.metrics,
         }))?);
     } else {
-        println!("{}", summary(&outcome));
+        println!("{}", summary(&args.output, &outcome));
     }
     Ok(())
 }
 
 /// `wrote out.mp4: 704×576, 40 frames, 1.2 MiB` and the time it took, for a person (`--json` for tools).
-fn summary(outcome: &JobOutcome) -> String {
+fn summary(output: &Path, outcome: &JobOutcome) -> String {
     let mib = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
     let what = match &outcome.output_media {
+        Some(media) if media.still => format!("{}×{} picture, ", media.width, media.height),
         Some(media) => format!("{}×{}, {} frames, ", media.width, media.height, media.frames),
         None => String::new(),
     };
     let t = &outcome.timings;
     let seconds = |v: Option<f64>| v.map(|s| format!("{s:.1} s")).unwrap_or_else(|| "-".into());
-    let mut lines = vec![format!("wrote {}: {what}{:.1} MiB", outcome.output_path.display(), mib(outcome.output_bytes))];
+    let mut lines = vec![format!("wrote {}: {what}{:.1} MiB", output.display(), mib(outcome.output_bytes))];
     lines.push(format!(
         "took {} (load {}, compute {}){}{}",
         seconds(t.total),

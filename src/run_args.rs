@@ -91,6 +91,8 @@ fn flag_of(parameter: &'static Parameter) -> Option<Arg> {
                 Value::U32 => arg.value_parser(clap::value_parser!(u32)),
                 Value::U64 => arg.value_parser(clap::value_parser!(u64)),
                 Value::Float => arg.value_parser(clap::value_parser!(f64)),
+                // Read as the HTTP field is (`queue::parameters::read`): a number or a timecode.
+                Value::Seconds => arg,
                 Value::Choice { .. } => arg.value_parser(Choice(parameter)),
                 Value::Text | Value::Bool => arg,
             }

@@ -29,6 +29,8 @@
   const COMPUTE_SPLIT_KEYS = ["encode", "dit", "decode", "color_fix"];
   const SEEDVR2_VAE_FAMILY = "seedvr2";
   const PREFS_KEY = "vaebox.form";
+  const OP_FILTER_KEY = "vaebox.opFilter";
+  const VAE_CALL_OPS = new Set(["vae_encode", "vae_decode"]);
 
   const $ = (id) => document.getElementById(id);
 
@@ -42,6 +44,7 @@
     nextOffset: null,
     loaded: PAGE,         // how many jobs to fetch on each poll (grows with "Load more")
     filter: "",
+    opFilter: "",         // the op select (filterOps): the page hides cards itself, the list asked for is the same
     streams: new Map(),   // id -> EventSource
     streamFailures: new Map(),
     openDetails: new Set(), // "<id>:<section>" of <details> the user opened
@@ -110,9 +113,13 @@
     if (!m) return "";
     const parts = [];
     if (isNum(m.width) && isNum(m.height)) parts.push(`${m.width}×${m.height}`);
-    if (isNum(m.frames)) parts.push(`${m.frames} frames`);
-    if (isNum(m.fps)) parts.push(`${m.fps.toFixed(2)} fps`);
-    if (isNum(m.duration_s)) parts.push(fmtSec(m.duration_s));
+    // A still picture has one frame and no rate or length worth a word.
+    if (m.still) parts.push("picture");
+    else {
+      if (isNum(m.frames)) parts.push(`${m.frames} frames`);
+      if (isNum(m.fps)) parts.push(`${m.fps.toFixed(2)} fps`);
+      if (isNum(m.duration_s)) parts.push(fmtSec(m.duration_s));
+    }
     if (m.codec) parts.push(m.codec);
     if (m.has_audio === true) parts.push("audio");
     return parts.join(" · ");
@@ -172,9 +179,13 @@
     if (res.status === 204) return null;
     const text = await res.text();
     if (!res.ok) throw errorFromBody(res.status, res.statusText, text);
-    try { return text ? JSON.parse(text) : null; } catch (_) {
+    let body;
+    try { body = text ? JSON.parse(text) : null; } catch (_) {
       throw new ApiError(res.status, "bad-response", "Server sent invalid JSON.");
     }
+    // Some answers differ by status only (the whole clip: 202 queued now, 200 asked for before).
+    if (body && typeof body === "object") Object.defineProperty(body, "httpStatus", { value: res.status });
+    return body;
   }
 
   function errorNode(err) {
@@ -535,7 +546,9 @@
         upsertJob(whole, true);
         render();
         syncStreams();
-        toast(["Queued the whole clip as ", h("a", { href: `#job-${whole.id}`, text: shortId(whole.id) })]);
+        const link = h("a", { href: `#job-${whole.id}`, text: shortId(whole.id) });
+        if (whole.httpStatus === 200) toast([`The whole clip was asked for before: `, link, ` is ${whole.status}`]);
+        else toast(["Queued the whole clip as ", link]);
       }
     } catch (e) {
       toast(errorNode(e), true);
@@ -609,8 +622,8 @@
         let job = null;
         try { job = JSON.parse(xhr.responseText); } catch (_) { /* ignore */ }
         $("upload").hidden = true;
-        $("file").value = "";
-        setFile(null);
+        // The file stays chosen (input, drop zone, state.file): the next try of another setting is one click,
+        // not a second trip through the file picker.
         if (job && job.id) {
           job._localAt = Date.now();
           upsertJob(job, true);
@@ -1154,10 +1167,11 @@
     before.src = withToken(`/v1/jobs/${id}/preview?side=input`);
     after.src = withToken(`/v1/jobs/${id}/preview?side=output`);
     showCompareTitle();
+    showPlayback();
     // Opened from the address before the list came: the job (its name, its frame rate) is asked for.
     if (!compare.job) {
       api("GET", `/v1/jobs/${encodeURIComponent(id)}`)
-        .then((job) => { if (compare.id === id) { compare.job = job; showCompareTitle(); showPosition(); } })
+        .then((job) => { if (compare.id === id) { compare.job = job; showCompareTitle(); showPlayback(); showPosition(); } })
         .catch(() => {});
     }
     setSplit(split === undefined ? 50 : split);
@@ -1169,6 +1183,17 @@
     const dialog = $("compare");
     if (!dialog.open) dialog.showModal();
     setCompareHash(id);
+  }
+
+  // A still (a picture upscaled or restored) is one frame: Play, the seek bar and the frame steps would do
+  // nothing, so they are hidden; the split works as for a video.
+  function isStill(job) {
+    const still = (media) => !!media && media.still === true;
+    return !!job && (still(job.input && job.input.media) || still(job.output && job.output.media));
+  }
+
+  function showPlayback() {
+    $("compare-playback").hidden = isStill(compare.job);
   }
 
   function showCompareTitle() {
@@ -1419,6 +1444,9 @@
     input_fps: "Input rate", output_fps: "Output rate", input_frames: "Input frames", interpolated: "Made by the model",
     scene_cuts: "Scene cuts at input frames", scene_threshold: "Scene-cut threshold", flow_scale: "Motion estimated at",
     pairs_per_call: "Frame pairs per call", resumed_from: "Resumed",
+    // A restore's front-end options (the form's Advanced fields), in the words the form uses.
+    fit: "Fit", padding: "Padding", prepend_frames: "Mirrored lead frames", input_noise_scale: "Input noise",
+    latent_noise_scale: "Latent noise", uniform_batches: "Last batch",
   };
   // Restore plans say how the frames were batched and sized; their batch_frames/overlap go in the Batches row.
   const PLAN_ORDER = ["tile", "overlap", "chunk_frames", "batches", "output", "resize", "frames", "seed", "color_fix", "dit", "notes"];
@@ -1460,12 +1488,26 @@
     if (k === "spatial_tiles") return tilesText(v);
     if (k === "dit_tiles") return ditTilesText(v);
     if (k === "resumed_from" && typeof v === "object") return resumedText(v);
+    if (Object.hasOwn(RESTORE_OPTION_TEXT, k)) return RESTORE_OPTION_TEXT[k](v);
     if (k === "dit" && typeof v === "object") {
       return [v.variant ? String(v.variant).toUpperCase() : null, isNum(v.blocks) ? `${v.blocks} blocks` : null,
         isNum(v.dim) ? `width ${v.dim}` : null].filter(Boolean).join(" · ") || JSON.stringify(v);
     }
     return typeof v === "object" ? JSON.stringify(v) : String(v);
   }
+
+  // A restore's options as the plan records them; 0 and false read as what they mean ("none"), not as numbers.
+  const noneOr = (v, text) => (v === 0 ? "none" : text);
+  const RESTORE_OPTION_TEXT = {
+    fit: (v) => (v === "pad" ? "pad to multiples of 16 (the padding is cut off the output)" : v === "crop" ? "crop to multiples of 16" : String(v)),
+    // `[rows, columns]` of edge copies added below and to the right.
+    padding: (v) => (Array.isArray(v) && v.length === 2
+      ? (v[0] || v[1] ? `${v[1]} px right, ${v[0]} px below` : "none") : JSON.stringify(v)),
+    prepend_frames: (v) => noneOr(v, `${v} (run before the clip, dropped from the output)`),
+    input_noise_scale: (v) => noneOr(v, String(v)),
+    latent_noise_scale: (v) => noneOr(v, String(v)),
+    uniform_batches: (v) => (v === true ? "padded to the batch length" : v === false ? "as long as it is" : String(v)),
+  };
 
   // A restore's plan per stage: one row each, what the planner chose for it in columns.
   const RESTORE_STAGE_KEYS = ["dit", "vae", "spatial_tiles", "dit_tiles", "device_memory"];
@@ -1621,10 +1663,41 @@
     return card.el;
   }
 
+  // A synchronous /v1/decode or /v1/encode call's job: its result went back in the call's answer and was not
+  // kept, which no other job's output says (kept: false). The API does not say which box answers a call, so
+  // one still running reads as an ordinary job until it has been answered.
+  function isRemoteCall(job) {
+    return VAE_CALL_OPS.has(job.op) && !!job.output && job.output.kept === false;
+  }
+
+  // The op select: remote VAE calls (many and small, from a diffusers pipeline) can bury the jobs sent by
+  // hand, so they can be left out, or shown alone; or one op only.
+  function shownByOpFilter(job) {
+    const f = state.opFilter;
+    if (!job || !f) return true;
+    if (f === "not-remote") return !isRemoteCall(job);
+    if (f === "remote") return isRemoteCall(job);
+    return job.op === f;
+  }
+
+  function storedOpFilter() {
+    try { return localStorage.getItem(OP_FILTER_KEY) || ""; } catch (_) { return ""; }
+  }
+
+  function setOpFilter(value) {
+    const select = $("op-filter");
+    select.value = value || "";
+    if (select.value !== (value || "")) select.value = ""; // a kept choice this page no longer offers
+    state.opFilter = select.value;
+    try { localStorage.setItem(OP_FILTER_KEY, state.opFilter); } catch (_) { /* storage disabled */ }
+  }
+
   function updateCount() {
     const n = state.order.length;
+    const shown = state.order.filter((id) => shownByOpFilter(state.jobs.get(id))).length;
     const active = state.order.filter((id) => { const j = state.jobs.get(id); return j && !TERMINAL.has(j.status); }).length;
-    $("jobs-count").textContent = n ? `(${n}${active ? `, ${active} active` : ""})` : "";
+    const of = shown < n ? `${shown} of ${n} shown` : String(n);
+    $("jobs-count").textContent = n ? `(${of}${active ? `, ${active} active` : ""})` : "";
   }
 
   function render() {
@@ -1638,12 +1711,15 @@
       const job = state.jobs.get(id);
       if (!job) continue;
       const el = renderJob(job);
+      el.hidden = !shownByOpFilter(job);
       const want = prev ? prev.nextSibling : list.firstChild;
       if (want !== el) list.insertBefore(el, want);
       prev = el;
     }
-    $("jobs-empty").hidden = state.order.length > 0;
-    $("jobs-empty").textContent = state.filter ? `No ${state.filter} jobs.` : "No jobs yet.";
+    const shown = state.order.some((id) => shownByOpFilter(state.jobs.get(id)));
+    $("jobs-empty").hidden = shown;
+    $("jobs-empty").textContent = state.order.length ? "No jobs of the chosen op here."
+      : state.filter ? `No ${state.filter} jobs.` : "No jobs yet.";
     $("more").hidden = state.nextOffset === null || state.nextOffset === undefined;
     updateCount();
   }
@@ -1681,11 +1757,14 @@
       render();
       poll();
     });
+    $("op-filter").addEventListener("change", (e) => { setOpFilter(e.target.value); render(); });
     $("refresh").addEventListener("click", () => { state.streamFailures.clear(); poll(); refreshHealth(); });
     $("more").addEventListener("click", loadMore);
     document.addEventListener("visibilitychange", () => { if (!document.hidden) { poll(); refreshHealth(); } });
     window.addEventListener("beforeunload", (e) => { if (state.xhr) { e.preventDefault(); e.returnValue = ""; } });
 
+    // The op select is kept in this browser, as the form's choices are: one who hides remote calls wants them hidden tomorrow.
+    setOpFilter(storedOpFilter());
     setupCompare();
     compareFromHash();
     updateSubmit();

@@ -17,13 +17,13 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::fields;
 use super::openapi::{Binary, Faults};
-use super::params::{self, JobFields, ListQuery, ResultQuery, UploadForm};
+use super::params::{self, EventsQuery, JobFields, ListQuery, ResultQuery, UploadForm};
 use super::stored::StoredFile;
 use super::upload::{self, UploadLimits};
 use super::AppState;
 use crate::error_codes as codes;
 use crate::jobs::{Job, JobStatus, ListFilter};
-use crate::queue::{Followed, InputKind, QueueError, Submission};
+use crate::queue::{Followed, InputKind, QueueError, Submission, Whole};
 
 /// Create a job from an upload
 ///
@@ -99,6 +99,7 @@ pub struct JobList {
 /// List jobs, newest first
 #[utoipa::path(
     get,
+    operation_id = "list_jobs",
     path = "/v1/jobs",
     tag = "jobs",
     params(ListQuery),
@@ -234,6 +235,8 @@ pub async fn cancel(State(app): State<AppState>, Extension(caller): Extension<Ca
     params(JobId),
     responses(
         (status = 202, description = "Queued: the whole-clip job", body = Job),
+        (status = 200, description = "Nothing queued: the whole-clip job asked for before, queued, running or succeeded \
+            (a failed or cancelled one is run again)", body = Job),
         (status = 400, body = ErrorBody, description = "The job ran over its whole input already (job-has-no-range); its model or \
             webhook is no longer taken by this box (unknown-model, model-weights-missing, callback-not-configured, \
             callback-host-not-allowed)"),
@@ -248,8 +251,10 @@ pub async fn cancel(State(app): State<AppState>, Extension(caller): Extension<Ca
 pub async fn whole(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let tried = find(&app, &caller, &id).await?;
     let ticket = app.queue.admit(caller.owner()).await?;
-    let job = app.queue.submit_whole(&tried, caller.owner(), ticket).await?;
-    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+    Ok(match app.queue.submit_whole(&tried, caller.owner(), ticket).await? {
+        Whole::Queued(job) => (StatusCode::ACCEPTED, Json(job)).into_response(),
+        Whole::Already(job) => (StatusCode::OK, Json(job)).into_response(),
+    })
 }
 
 /// Delete a finished job and its files
@@ -274,14 +279,15 @@ pub async fn delete(State(app): State<AppState>, Extension(caller): Extension<Ca
 /// Follow a job: Server-Sent Events
 ///
 /// `event: job` with the whole job as data, at once and whenever it changes, until a final status; when the
-/// server stops first, `event: shutdown` ends the stream.
+/// server stops first, `event: shutdown` ends the stream. With `compact=1` (for a terminal), each change is
+/// an event named by the job's status with one short line of data.
 #[utoipa::path(
     get,
     path = "/v1/jobs/{id}/events",
     tag = "jobs",
-    params(JobId),
+    params(JobId, EventsQuery),
     responses(
-        (status = 200, description = "Event stream; each event's data is a Job", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Event stream; each event's data is a Job (with compact=1: a line of text)", body = String, content_type = "text/event-stream"),
         (status = 404, body = ErrorBody, description = "job-not-found"),
         Faults,
     )
@@ -291,13 +297,25 @@ pub async fn events(
     State(app): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let query: EventsQuery = params::from_query(query.as_deref().unwrap_or(""))?;
+    let compact = params::flag("compact", query.compact.as_deref())?;
     let job = find(&app, &caller, &id).await?;
-    let stream = app.queue.follow(job).map(|followed| {
-        Ok(match followed {
-            Followed::Job(job) => Event::default().event("job").json_data(&job).unwrap_or_default(),
-            Followed::Shutdown => shutdown_event(),
-        })
+    let mut last_line = String::new();
+    let stream = app.queue.follow(job).filter_map(move |followed| {
+        let event = match followed {
+            Followed::Job(job) if compact => {
+                // A change this line does not show (a heartbeat, a timing) is not worth a line of its own.
+                let line = super::event_line::line(&job);
+                let same = line == last_line;
+                last_line = line.clone();
+                (!same).then(|| Event::default().event(job.status.as_str()).data(line))
+            }
+            Followed::Job(job) => Some(Event::default().event("job").json_data(&job).unwrap_or_default()),
+            Followed::Shutdown => Some(shutdown_event()),
+        };
+        std::future::ready(event.map(Ok))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }

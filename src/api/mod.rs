@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod browser;
 pub mod error;
+mod event_line;
 mod fields;
 mod hosts;
 pub mod jobs;

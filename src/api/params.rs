@@ -65,18 +65,23 @@ fn schema_of(row: &crate::queue::Parameter) -> ObjectBuilder {
         Kind::U64 => (Type::Integer, format(KnownFormat::Int64), Some(0)),
         Kind::IntOf(_) => (Type::Integer, None, None),
         Kind::Float => (Type::Number, format(KnownFormat::Double), None),
+        // A number or a timecode (`1:30`): text in the schema, as the query string and the form send it.
+        Kind::Seconds => (Type::String, None, None),
     };
     let values: Option<Vec<Value>> = match &row.value {
         Kind::IntOf(values) => Some(values.iter().map(|v| Value::from(*v)).collect()),
         Kind::Choice { names, .. } => Some(names().into_iter().map(Value::from).collect()),
-        Kind::Text | Kind::Bool | Kind::Int | Kind::U32 | Kind::U64 | Kind::Float => None,
+        Kind::Text | Kind::Bool | Kind::Int | Kind::U32 | Kind::U64 | Kind::Float | Kind::Seconds => None,
     };
     ObjectBuilder::new()
         .schema_type(kind)
         .format(format)
         .default(row.default_value())
         .enum_values(values)
-        .minimum(row.min.or(least))
+        .minimum(match row.value {
+            Kind::Seconds => None,
+            _ => row.min.or(least),
+        })
         .maximum(row.max)
 }
 
@@ -94,6 +99,24 @@ pub struct ListQuery {
     /// Jobs to skip (the list's `next_offset`).
     #[param(value_type = i64, required = false, default = 0, minimum = 0)]
     pub offset: Option<i64>,
+    /// The access token, for a client that cannot send a header (README: allowed on every GET).
+    #[param(value_type = String, required = false)]
+    pub access_token: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}/events`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// true (or 1): for a terminal (`curl -N`): each change is an event named by the job's status (`queued`,
+    /// `running`, `succeeded`, ...) whose data is one short line (`running 42% · dit batch 2/5 · ETA 13s`).
+    /// Without it each event is `job` with the whole job as JSON, for programs.
+    #[param(value_type = bool, required = false, default = false)]
+    pub compact: Option<String>,
+    /// The access token, for a client that cannot send a header (a browser's EventSource).
+    #[param(value_type = String, required = false)]
+    pub access_token: Option<String>,
 }
 
 /// `GET /v1/jobs/{id}/result`.
@@ -185,11 +208,12 @@ pub struct RemoteQuery {
     /// jpg (invalid-query), it changes nothing else.
     #[param(value_type = ImageFormat, inline, required = false)]
     pub image_format: Option<String>,
-    /// decode: the frames' height, at most the decoded one: the frames are cropped to it, as for a latent
-    /// file whose source was padded (invalid-query above it).
+    /// decode: diffusers' image height of a packed ([B, sequence, C]) latent, which this box does not take.
+    /// Checked as a positive integer; a 4-D or 5-D latent comes back whole, whatever it says (clients send
+    /// their own guesses: ComfyUI-HFRemoteVae sends T·8 for a video).
     #[param(value_type = i64, required = false)]
     pub height: Option<String>,
-    /// decode: the frames' width; see height.
+    /// decode: diffusers' image width of a packed latent; see height.
     #[param(value_type = i64, required = false)]
     pub width: Option<String>,
     /// As for POST /v1/jobs.
@@ -352,7 +376,7 @@ mod tests {
 
     #[test]
     fn names_come_from_the_struct() {
-        assert_eq!(field_names::<ListQuery>(), ["status", "limit", "offset"]);
+        assert_eq!(field_names::<ListQuery>(), ["status", "limit", "offset", "access_token"]);
         assert!(field_names::<JobFields>().contains(&"memory_budget_mib"));
         assert!(field_names::<RemoteQuery>().contains(&"partial_postprocess"));
     }

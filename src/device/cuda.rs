@@ -11,6 +11,7 @@ mod ffi {
         pub fn vaebox_cuda_reserved_bytes(device: i32, out: *mut u64) -> i32;
         pub fn vaebox_cuda_empty_cache() -> i32;
         pub fn vaebox_set_tf32(on: bool) -> i32;
+        pub fn vaebox_pin_memory(tensor: *const std::ffi::c_void, out: *mut *mut std::ffi::c_void) -> i32;
     }
 }
 
@@ -202,5 +203,24 @@ mod tests {
         assert_eq!(under_fraction(140 * GIB, 140 * GIB, None, GIB), (140 * GIB, 140 * GIB));
         // Holding more than the share: nothing left, not an underflow.
         assert_eq!(under_fraction(140 * GIB, 140 * GIB, Some(0.01), 2 * GIB).0, 0);
+    }
+}
+
+/// `tensor` (on the host) in page-locked memory, so that copies to a GPU can overlap with work, through the
+/// call torch keeps (`pin_memory()` without a device; tch's passes one, deprecated since torch 2.11). `None`
+/// without the shim or when libtorch refuses (the caller may fall back to tch's call).
+pub fn pinned(tensor: &tch::Tensor) -> Option<tch::Tensor> {
+    #[cfg(cuda_shim)]
+    {
+        let mut out: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: `as_ptr` is tch's handle of a live tensor, the `torch::Tensor*` the shim reads; on success
+        // `out` is a new handle of the same kind, which `from_ptr` takes ownership of.
+        let ok = unsafe { ffi::vaebox_pin_memory(tensor.as_ptr().cast(), &mut out) } == 0;
+        return (ok && !out.is_null()).then(|| unsafe { tch::Tensor::from_ptr(out.cast()) });
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = tensor;
+        None
     }
 }

@@ -86,7 +86,7 @@ impl SegmentedWriter {
     /// `FrameWriter` takes them).
     fn join_videos(&self, partial: &Path) -> Result<(), MediaError> {
         let list = self.dir.join("segments.txt");
-        let lines: String = (0..self.finished.segments).map(|index| format!("file '{}'\n", concat_quoted(&self.segment_path(index)))).collect();
+        let lines: String = (0..self.finished.segments).map(|index| format!("file '{}'\n", concat_quoted(&self.segment_name(index)))).collect();
         std::fs::write(&list, lines).map_err(|e| MediaError::io("listing the segments", e))?;
         let config = &self.config;
         let mut args: Vec<OsString> = Vec::new();
@@ -125,6 +125,14 @@ impl SegmentedWriter {
             return self.frames_dir();
         }
         self.dir.join(format!("segment_{index:06}.{}", self.config.format.extension()))
+    }
+
+    /// A segment as the concat list names it: ffmpeg reads a list's relative paths against the list's own
+    /// folder, which is the segments' folder, so the name alone is right from any working directory (a
+    /// relative `data_dir` named every segment twice over).
+    fn segment_name(&self, index: usize) -> PathBuf {
+        let path = self.segment_path(index);
+        path.file_name().map(PathBuf::from).unwrap_or(path)
     }
 
     fn frames_dir(&self) -> PathBuf {

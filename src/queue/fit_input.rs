@@ -5,7 +5,20 @@ use super::{JobRequest, QueueError};
 use crate::error_codes as codes;
 use crate::jobs::OutputFormat;
 use crate::media::{sequence, MediaInfo};
-use crate::models::Writes;
+use crate::models::{Retimes, Writes};
+
+/// A still picture has no frames to make between, and no part to try first.
+fn refuse_what_needs_a_clip(request: &JobRequest) -> Result<(), QueueError> {
+    let still = |why: String| Err(QueueError::refused(codes::INPUT_IS_A_STILL, why));
+    match request.op.spec().retimes {
+        Retimes::Always => return still(format!("`{}` makes frames between a video's frames; this input is a still picture (one frame)", request.op.as_str())),
+        Retimes::WhenAsked | Retimes::Never => {}
+    }
+    if request.params.range.is_some() {
+        return still("a still picture (one frame) has no part to try first; send it without start, start_frame, frames or duration".into());
+    }
+    Ok(())
+}
 
 /// The output format once the input is known: upscale and restore write a still (PNG, JPEG or WebP) as a
 /// PNG (`png` unless the client asked for `png16`) and refuse a video format for it; a video's `png` keeps
@@ -17,6 +30,9 @@ pub fn fit_to_input(request: &mut JobRequest, info: &mut MediaInfo) -> Result<()
         Writes::Latent => false,
     };
     let is_sequence = info.container == sequence::CONTAINER;
+    if info.still {
+        refuse_what_needs_a_clip(request)?;
+    }
     if let Some(rational) = request.params.sequence_fps.clone() {
         if !is_sequence {
             let why = "fps is the rate of an image sequence (a zip of PNG frames); this input has its own";

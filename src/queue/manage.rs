@@ -7,6 +7,18 @@ use super::{Queue, QueueError};
 use crate::error_codes as codes;
 use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobStatus, ListFilter};
 
+/// Jobs a short id is looked up among (newest first): enough to say that it is ambiguous and list them.
+const SHORT_ID_CANDIDATES: i64 = 16;
+
+/// The least of an id that names a job: below it nearly every id would be ambiguous on a busy box.
+const SHORTEST_ID: usize = 4;
+
+/// A short id as the store holds the start of ids (lower case), or `None` for text that starts no id.
+fn short_id_prefix(raw: &str) -> Option<String> {
+    let plausible = raw.len() >= SHORTEST_ID && raw.len() < 36 && raw.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    plausible.then(|| raw.to_ascii_lowercase())
+}
+
 /// A succeeded job's output file.
 pub struct JobResult {
     pub path: PathBuf,
@@ -17,9 +29,29 @@ pub struct JobResult {
 impl Queue {
     /// The job, if `visible` lets this caller see it (another token's job is as unknown as a missing one).
     /// `raw_id` is the id as the client wrote it; a malformed one is simply not found.
+    /// A short id (the first 8 characters the page, the CLI and the clients show, or any 4 or more) names the
+    /// one visible job whose id starts with it; several are refused with their ids (`ambiguous-job-id`).
     pub async fn find(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<Job, QueueError> {
-        let id = Uuid::parse_str(raw_id).map_err(|_| QueueError::JobNotFound(raw_id.into()))?;
-        self.store.get(id).await?.filter(|job| visible(job)).ok_or_else(|| QueueError::JobNotFound(raw_id.into()))
+        let not_found = || QueueError::JobNotFound(raw_id.into());
+        if let Ok(id) = Uuid::parse_str(raw_id) {
+            return self.store.get(id).await?.filter(|job| visible(job)).ok_or_else(not_found);
+        }
+        let prefix = short_id_prefix(raw_id).ok_or_else(not_found)?;
+        let mut found = Vec::new();
+        for id in self.store.ids_starting_with(&prefix, SHORT_ID_CANDIDATES).await? {
+            if let Some(job) = self.store.get(id).await?.filter(|job| visible(job)) {
+                found.push(job);
+            }
+        }
+        match found.len() {
+            0 => Err(not_found()),
+            1 => Ok(found.remove(0)),
+            _ => {
+                let ids: Vec<String> = found.iter().map(|job| job.id.to_string()).collect();
+                let message = format!("`{raw_id}` starts {} jobs' ids: {}; give more of the id", ids.len(), ids.join(", "));
+                Err(QueueError::refused(codes::AMBIGUOUS_JOB_ID, message))
+            }
+        }
     }
 
     pub async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, QueueError> {

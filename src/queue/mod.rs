@@ -38,6 +38,7 @@ pub use request::{bad_memory_budget, bad_priority, bad_scale, bad_tile, check, d
 pub use staged::StagedFile;
 pub use submit::Submission;
 pub use waited::WaitedJobs;
+pub use whole::Whole;
 
 use crate::config::Config;
 use scheduler::{CancelFlags, JobEvents};

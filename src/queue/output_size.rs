@@ -88,7 +88,25 @@ pub fn check_output_size(request: &JobRequest, input: &InputSize, limits: &Media
     if over.is_empty() {
         return Ok(());
     }
-    Err(QueueError::OutputTooLarge(format!("the {} would write {width}×{height}×{frames} frames: {}", request.op.as_str(), over.join(", "))))
+    let frame_over = width > u64::from(limits.max_width) || height > u64::from(limits.max_height);
+    let hint = match input {
+        InputSize::Video { width, height, .. } if frame_over && request.op.spec().size == OutputSize::Scaled => scale_hint(request, *width, *height, limits),
+        InputSize::Video { .. } | InputSize::Latent(_) => String::new(),
+    };
+    Err(QueueError::OutputTooLarge(format!("the {} would write {width}×{height}×{frames} frames: {}{hint}", request.op.as_str(), over.join(", "))))
+}
+
+/// For a scaled output over the size limits: the model's scales that fit (`; scale 2 fits`), or that none does.
+fn scale_hint(request: &JobRequest, width: u32, height: u32, limits: &MediaLimits) -> String {
+    let scales: Vec<i64> = registry::upscaler_family(request.family)
+        .and_then(|family| family.models.iter().find(|model| model.name == request.model))
+        .map(|model| model.scales.to_vec())
+        .unwrap_or_default();
+    let fits = |scale: &&i64| u64::from(width) * **scale as u64 <= u64::from(limits.max_width) && u64::from(height) * **scale as u64 <= u64::from(limits.max_height);
+    match scales.iter().filter(fits).max() {
+        Some(scale) => format!("; scale {scale} fits (`scale={scale}`)"),
+        None => format!("; no scale of `{}` fits a {width}×{height} input (scales {scales:?})", request.model),
+    }
 }
 
 #[cfg(test)]

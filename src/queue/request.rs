@@ -57,7 +57,7 @@ pub fn default_model(models_dir: &Path, op: Op) -> Result<String, QueueError> {
     if let Some(model) = op.spec().default_model {
         return Ok(model.into());
     }
-    let able: Vec<String> = registry::scan(models_dir).into_iter().filter(|m| m.ops.contains(&op) && m.present()).map(|m| m.name).collect();
+    let able = models_able_to(models_dir, op);
     match able.as_slice() {
         [only] => Ok(only.clone()),
         [] => Err(QueueError::refused(
@@ -71,14 +71,25 @@ pub fn default_model(models_dir: &Path, op: Op) -> Result<String, QueueError> {
     }
 }
 
+/// The models of this box, weights present, that can do `op`.
+fn models_able_to(models_dir: &Path, op: Op) -> Vec<String> {
+    registry::scan(models_dir).into_iter().filter(|m| m.ops.contains(&op) && m.present()).map(|m| m.name).collect()
+}
+
 /// The model by name, able to do `op`, with its weights on this box.
 pub fn find_model(models_dir: &Path, op: Op, name: &str) -> Result<registry::ModelEntry, QueueError> {
     let entry = registry::find(models_dir, name).ok_or_else(|| {
-        let known: Vec<_> = registry::scan(models_dir).into_iter().map(|m| m.name).collect();
-        QueueError::refused(codes::UNKNOWN_MODEL, format!("unknown model `{name}`; this box has {}", known.join(", ")))
+        let able = models_able_to(models_dir, op);
+        let message = match able.is_empty() {
+            true => format!("unknown model `{name}`; no model on this box can do `{}`", op.as_str()),
+            false => format!("unknown model `{name}`; for `{}` this box has {}", op.as_str(), able.join(", ")),
+        };
+        QueueError::refused(codes::UNKNOWN_MODEL, message)
     })?;
     if !entry.ops.contains(&op) {
-        return Err(QueueError::refused(codes::UNSUPPORTED_OP, format!("model `{}` cannot do `{}`", entry.name, op.as_str())));
+        let able = models_able_to(models_dir, op);
+        let which = if able.is_empty() { "no model on this box can".to_string() } else { format!("models that can: {}", able.join(", ")) };
+        return Err(QueueError::refused(codes::UNSUPPORTED_OP, format!("model `{}` cannot do `{}`; {which}", entry.name, op.as_str())));
     }
     if !entry.present() {
         return Err(QueueError::refused(
@@ -127,7 +138,11 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     let spec = op.spec();
     let scale = match spec.default_scale {
         Some(default) => {
-            let scale = options.params.scale.unwrap_or(default);
+            // A model made for one scale (every Real-CUGAN) takes it: the op's default is for models with a choice.
+            let scale = options.params.scale.unwrap_or(match entry.scales.as_slice() {
+                [only] => *only,
+                _ => default,
+            });
             if !entry.scales.contains(&scale) {
                 return Err(bad_scale(&scale.to_string(), &entry.scales));
             }

@@ -17,11 +17,20 @@ use crate::error_codes as codes;
 use crate::jobs::blobs::BlobError;
 use crate::jobs::{Job, JobParams};
 
+/// What asking for a try's whole clip did.
+pub enum Whole {
+    /// A new job, queued.
+    Queued(Job),
+    /// The whole-clip job made before, still queued or running, or done: nothing new was queued.
+    Already(Job),
+}
+
 impl Queue {
     /// Queues the whole clip of `tried` for `owner`, in the place `ticket` holds. The try may be queued,
     /// running or ended: what it needs is a range and its input. The whole clip is checked as an upload
     /// would be (the box's limits on frames and size hold for all of it).
-    pub async fn submit_whole(&self, tried: &Job, owner: Option<String>, ticket: Ticket) -> Result<Job, QueueError> {
+    /// A whole clip asked for again while one is queued, running or done is that one (`Whole::Already`).
+    pub async fn submit_whole(&self, tried: &Job, owner: Option<String>, ticket: Ticket) -> Result<Whole, QueueError> {
         if tried.params.range.is_none() {
             let why = format!(
                 "job {} ran over its whole input (no start, start_frame, frames or duration): there is no more of it to run",
@@ -29,10 +38,13 @@ impl Queue {
             );
             return Err(QueueError::refused(codes::JOB_HAS_NO_RANGE, why));
         }
+        if let Some(already) = self.store.whole_of(tried.id).await? {
+            return Ok(Whole::Already(already));
+        }
         let request = self.whole_request(tried)?;
         let input = self.link_input_of(tried).await?;
         let origin = Origin { owner, answered_by: None, from_try: Some(tried.id) };
-        self.check_and_enqueue(Uuid::new_v4(), request, input, InputKind::File, origin, ticket).await
+        Ok(Whole::Queued(self.check_and_enqueue(Uuid::new_v4(), request, input, InputKind::File, origin, ticket).await?))
     }
 
     /// The try's request without its range, checked against what the box has now (a model taken away since

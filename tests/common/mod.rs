@@ -35,14 +35,19 @@ pub struct Server {
 impl Server {
     /// Starts a server on a fresh data dir; `env` adds `VAEBOX_*` overrides.
     pub fn start(data_dir: &Path, env: &[(&str, &str)]) -> Server {
-        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Self::spawn(data_dir.to_path_buf(), env, None)
+        Self::spawn(data_dir.to_path_buf(), test_settings(data_dir, env), None)
     }
 
     /// As `start`, with the server's log (stderr) appended to `log` instead of the test's output.
     pub fn start_logged(data_dir: &Path, env: &[(&str, &str)], log: &Path) -> Server {
-        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Self::spawn(data_dir.to_path_buf(), env, Some(log.to_path_buf()))
+        Self::spawn(data_dir.to_path_buf(), test_settings(data_dir, env), Some(log.to_path_buf()))
+    }
+
+    /// `vaebox serve` as `scripts/run.sh` starts it, in `folder` (laid out as the repository root): on the
+    /// `config.toml` there and its relative `data_dir` and `models_dir`, nothing overridden but the port
+    /// (tests run side by side). `data_dir` is `folder`.
+    pub fn start_as_the_readme_says(folder: &Path) -> Server {
+        Self::spawn(folder.to_path_buf(), vec![("VAEBOX_LISTEN".into(), "127.0.0.1:0".into())], None)
     }
 
     fn spawn(data_dir: PathBuf, env: Vec<(String, String)>, log: Option<PathBuf>) -> Server {
@@ -100,11 +105,6 @@ fn spawn_vaebox(data_dir: &Path, env: &[(String, String)], log: Option<&Path>, r
     command
         .arg("serve")
         .current_dir(data_dir)
-        .env("VAEBOX_LISTEN", "127.0.0.1:0")
-        .env("VAEBOX_DATA_DIR", data_dir.join("data"))
-        .env("VAEBOX_MODELS_DIR", Path::new(REPO).join("models"))
-        .env("VAEBOX_THREADS", "2")
-        .env("VAEBOX_LOG", "info,tower_http=warn,sqlx=warn")
         .stdout(Stdio::piped())
         .stderr(match log {
             Some(path) => Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open the log file")),
@@ -127,6 +127,20 @@ fn spawn_vaebox(data_dir: &Path, env: &[(String, String)], log: Option<&Path>, r
     (child, rest)
 }
 
+/// The settings every test server starts with (a loopback port of its own, `DIR/data`, the repository's
+/// models, two threads), then the test's own `VAEBOX_*` overrides.
+fn test_settings(data_dir: &Path, env: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut settings: Vec<(String, String)> = vec![
+        ("VAEBOX_LISTEN".into(), "127.0.0.1:0".into()),
+        ("VAEBOX_DATA_DIR".into(), data_dir.join("data").display().to_string()),
+        ("VAEBOX_MODELS_DIR".into(), Path::new(REPO).join("models").display().to_string()),
+        ("VAEBOX_THREADS".into(), "2".into()),
+        ("VAEBOX_LOG".into(), "info,tower_http=warn,sqlx=warn".into()),
+    ];
+    settings.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    settings
+}
+
 /// `vaebox serve --role worker`: claims jobs from the shared database, serves no HTTP; killed on drop.
 pub struct WorkerProcess {
     child: Child,
@@ -136,7 +150,7 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts a worker on `data_dir` (the API's, shared) under `name`; `env` adds `VAEBOX_*` overrides.
     pub fn start(data_dir: &Path, name: &str, env: &[(&str, &str)], log: Option<&Path>) -> WorkerProcess {
-        let mut env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut env = test_settings(data_dir, env);
         env.push(("VAEBOX_ROLE".into(), "worker".into()));
         env.push(("VAEBOX_WORKER_NAME".into(), name.into()));
         let (child, _) = spawn_vaebox(data_dir, &env, log, "vaebox worker ");

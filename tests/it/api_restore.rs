@@ -327,3 +327,42 @@ async fn restore_progress_names_its_stages_and_reaches_the_end() {
     assert!(stages.iter().any(|s| s.contains(" batch ")), "no batch stage was streamed: {stages:?}");
     assert!(running.iter().all(|p| !p["stage"].is_null()), "a running job always names its stage: {running:?}");
 }
+
+/// Progress moves within a batch's VAE stages, push by push: the first batch's encode was a third of a job at
+/// 0 % with no ETA, and the ETA stood still through each decode. The job's progress is sampled while it
+/// runs (the box stores it every 250 ms): some sample inside the first encode is past 0 with an ETA, and
+/// one decode shows more than one fraction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_moves_within_the_vae_stages() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_CHUNK_FRAMES", "4")]);
+    let client = client();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 41, false, &clip);
+    // One batch of 41 frames at 352×288, the VAE pushing one latent frame (4 frames) at a time.
+    let query = "op=restore&model=seedvr2-3b-small&scale=1&batch_frames=41&dtype=f32&filename=clip.mp4";
+    let (status, job) = upload_raw(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let mut samples: Vec<(String, f64, Option<f64>)> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{id}"))).await;
+        let progress = &job["progress"];
+        if let (Some(stage), Some(fraction)) = (progress["stage"].as_str(), progress["fraction"].as_f64()) {
+            samples.push((stage.to_string(), fraction, progress["eta_s"].as_f64()));
+        }
+        if job["status"] != "running" && job["status"] != "queued" {
+            assert_eq!(job["status"], "succeeded", "{job}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the restore did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let in_encode: Vec<_> = samples.iter().filter(|(stage, _, _)| stage == "encode batch 1/1").collect();
+    assert!(in_encode.iter().any(|(_, fraction, eta)| *fraction > 0.0 && eta.is_some()), "the first encode stood at 0 %: {samples:?}");
+    let decode_fractions: std::collections::BTreeSet<u64> =
+        samples.iter().filter(|(stage, _, _)| stage == "decode batch 1/1").map(|(_, fraction, _)| fraction.to_bits()).collect();
+    assert!(decode_fractions.len() > 1, "the decode's progress stood still: {samples:?}");
+}

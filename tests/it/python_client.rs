@@ -159,6 +159,8 @@ async fn the_command_submits_a_folder_downloads_resumes_lists_and_cancels() {
         assert!(stderr.contains(&format!("{name}  saved {}\n", Path::new("clips").join(result).display())), "{stderr}");
     }
     assert!(!stderr.contains('\r'), "a redrawn line in a log: {stderr:?}");
+    // What the folder held besides: named, with why it was not sent.
+    assert!(stderr.contains(&format!("skipped {}: not a video, picture or zip of frames", Path::new("clips").join("notes.txt").display())), "{stderr}");
 
     // list, status (by the token: without it the box refuses, and the command says how).
     let listed = ok(&["list"], vaebox(&server, &work, &["list"]));
@@ -289,4 +291,44 @@ async fn the_command_submits_a_folder_downloads_resumes_lists_and_cancels() {
     let refused = vaebox(&server, &work, &["whole", &whole]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(text(&refused.stderr).starts_with("error: job-has-no-range: "), "{}", text(&refused.stderr));
+}
+
+/// What a newcomer meets at the prompt: a box without presets says so, a listing cut short by its reader
+/// (`vaebox list | head`) ends quietly, and a folder with nothing to send says what it skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_says_what_it_did_not_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("notes")).unwrap();
+    std::fs::write(work.join("notes/readme.txt"), "text").unwrap();
+    std::fs::create_dir_all(work.join("notes/older")).unwrap();
+    let server = Server::start(dir.path(), &[("VAEBOX_TOKENS", &format!("alice:{SECRET}"))]);
+
+    let presets = vaebox(&server, &work, &["presets"]);
+    assert!(presets.status.success());
+    assert!(text(&presets.stderr).contains("this box has no presets"), "{}", text(&presets.stderr));
+
+    let sent = vaebox(&server, &work, &["submit", "notes"]);
+    assert_eq!(sent.status.code(), Some(1));
+    let stderr = text(&sent.stderr);
+    for line in ["skipped notes/older: a folder (subfolders are not sent)", "skipped notes/readme.txt: not a video, picture or zip of frames", "error: no-files: notes holds no file to send (2 skipped)"] {
+        assert!(stderr.contains(line), "{line}: {stderr}");
+    }
+
+    // A job to list, then a reader that is gone before the first line.
+    small_clip(2, Some((32, 24)), &work.join("a.mp4"));
+    ok(&["submit"], vaebox(&server, &work, &["submit", "a.mp4", "--param", "scale=2"]));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let listed = Command::new(python())
+        .args(["-m", "vaebox", "list"])
+        .current_dir(&work)
+        .env("PYTHONPATH", client_dir())
+        .env("VAEBOX_CLIENT_URL", &server.base)
+        .env("VAEBOX_CLIENT_TOKEN", SECRET)
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    assert_eq!(text(&listed.stderr), "", "a closed pipe is not an error");
 }

@@ -148,6 +148,9 @@ async fn the_whole_clip_of_a_try_is_the_job_the_whole_upload_makes() {
     assert_eq!(status, 202, "{whole}");
     let whole_id = whole["id"].as_str().unwrap().to_string();
     assert_eq!((whole["from_try"].as_str(), &tried["from_try"]), (Some(tried_id.as_str()), &Value::Null), "{whole}");
+    // Asked again while it is queued or running: that job (200), nothing new queued.
+    let (status, again) = ask_whole(&client, &server, &tried_id).await;
+    assert_eq!((status, again["id"].as_str()), (200, Some(whole_id.as_str())), "{again}");
     let mut untried = tried["params"].clone();
     assert!(untried.as_object_mut().unwrap().remove("range").is_some(), "{tried}");
     assert_eq!(whole["params"], untried, "the try's settings without its range");
@@ -274,6 +277,10 @@ async fn the_page_runs_the_whole_clip_of_a_try_it_did_not_send() {
     let whole_card = "[...document.querySelectorAll('.job-meta')].some((meta) => meta.textContent.includes('whole clip of'))";
     assert!(browser.wait_until(whole_card, std::time::Duration::from_secs(15)).is_some(), "the whole job's card does not say where it came from");
 
+    // Clicked again: the page says the whole clip was asked for before, and nothing new is queued.
+    browser.eval(&format!("{}.click()", button(&tried_id)));
+    let said = "document.getElementById('toast').textContent.includes('The whole clip was asked for before')";
+    assert!(browser.wait_until(said, std::time::Duration::from_secs(15)).is_some(), "a second click does not say the whole clip was asked for");
     let (_, listed) = get_json(&client, &server.url("/v1/jobs")).await;
     let made: Vec<&Value> = listed["jobs"].as_array().unwrap().iter().filter(|job| job["from_try"] == tried["id"]).collect();
     assert_eq!(made.len(), 1, "{listed}");

@@ -651,3 +651,274 @@ fn wait_for_both_videos(browser: &mut Browser) {
     assert!(browser.wait_until(ready, Duration::from_secs(60)).is_some(), "the previews did not load");
 }
 
+
+// ---------- keeping the file, a narrower window, the plan in words, the op filter, stills ----------
+
+/// The narrowest window the two-column layout is made for: the form's column keeps its width, the jobs get the rest.
+const NARROW_WIDTH: u32 = 1024;
+const NARROW_HEIGHT: u32 = 800;
+
+/// Puts `bytes` into the form's file input as the file `name`, as choosing it does.
+fn choose_file(browser: &mut Browser, name: &str, bytes: &[u8]) {
+    let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes);
+    browser.eval(&format!(
+        r#"(() => {{
+  const bytes = Uint8Array.from(atob({}), (c) => c.charCodeAt(0));
+  const files = new DataTransfer();
+  files.items.add(new File([bytes], {}, {{ type: "video/mp4" }}));
+  const input = document.getElementById("file");
+  input.files = files.files;
+  input.dispatchEvent(new Event("change"));
+}})()"#,
+        js(encoded),
+        js(name)
+    ));
+}
+
+/// How many cards are titled `name`.
+fn cards_titled(name: &str) -> String {
+    format!("[...document.querySelectorAll('.job-title')].filter((t) => t.textContent === {}).length", js(name))
+}
+
+/// After a successful submit the form still holds the file: the input has it, the drop zone names it and
+/// Submit is enabled, so another setting is one click away; and that click sends the same file again (a
+/// second job with the file's name and every one of its bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_form_keeps_its_file_after_a_submit_and_sends_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let bytes = std::fs::read(&clip).unwrap();
+    // No worker: the jobs wait in the queue, nothing runs.
+    let server = queue_only_server(dir.path());
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    choose_op(&mut browser, "upscale");
+    choose_file(&mut browser, "again.mp4", &bytes);
+    browser.eval("document.getElementById('submit').click()");
+    let first = browser.wait_until(&format!("{} === 1", cards_titled("again.mp4")), Duration::from_secs(30));
+    assert!(first.is_some(), "the first job's card did not show: {}", browser.eval("document.getElementById('form-error').textContent"));
+
+    let form = browser.eval(
+        "(() => { const $ = (id) => document.getElementById(id); const files = $('file').files;
+           return { file: files.length ? [files[0].name, files[0].size] : null,
+                    named: !$('file-info').hidden && $('file-info').textContent.includes('again.mp4'),
+                    dropzone: $('dropzone').classList.contains('has-file'), submit_enabled: !$('submit').disabled }; })()",
+    );
+    let kept = json!({ "file": ["again.mp4", bytes.len()], "named": true, "dropzone": true, "submit_enabled": true });
+    assert_eq!(form, kept, "the form let go of the file after the submit");
+
+    browser.eval("document.getElementById('submit').click()");
+    let second = browser.wait_until(&format!("{} === 2", cards_titled("again.mp4")), Duration::from_secs(30));
+    assert!(second.is_some(), "Submit did not send the kept file again: {}", browser.eval("document.getElementById('form-error').textContent"));
+    let (_, listed) = get_json(&client(), &server.url("/v1/jobs")).await;
+    let sent: Vec<(Value, Value)> = listed["jobs"].as_array().unwrap().iter().map(|j| (j["input"]["file_name"].clone(), j["input"]["bytes"].clone())).collect();
+    assert_eq!(sent, vec![(json!("again.mp4"), json!(bytes.len())); 2], "the server did not get the file twice: {listed}");
+}
+
+/// At 1024 px a succeeded try's card (Download, Run the whole clip, Compare and Delete) keeps its title
+/// readable: at most two lines, not a letter per line beside the buttons; every button stays inside the
+/// card and the page does not scroll sideways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_cards_keep_a_readable_title_beside_four_buttons_at_1024_px() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 8, false, &clip);
+    let server = Server::start(dir.path(), &[]);
+    let job = run_job(&client(), &server, "op=upscale&scale=2&duration=0.2&filename=try-at-1024.mp4", std::fs::read(&clip).unwrap()).await;
+    let card = format!("#job-{}", job["id"].as_str().unwrap());
+
+    let mut browser = Browser::start(NARROW_WIDTH, NARROW_HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    let four = format!("document.querySelectorAll({}).length === 4", js(format!("{card} .job-actions > *")));
+    assert!(browser.wait_until(&four, Duration::from_secs(15)).is_some(), "the try's card does not show four buttons");
+    let labels = browser.eval(&format!("[...document.querySelectorAll({})].map((b) => b.textContent)", js(format!("{card} .job-actions > *"))));
+    assert_eq!(labels, json!(["Download", "Run the whole clip", "Compare", "Delete"]));
+
+    let title = Rect::of(&mut browser, &format!("{card} .job-title"));
+    let line = browser.eval(&format!("parseFloat(getComputedStyle(document.querySelector({})).lineHeight)", js(format!("{card} .job-title"))));
+    let line = line.as_f64().unwrap();
+    assert!(title.height() <= 2.0 * line + 1.0, "the title takes {} px, {} lines of {line} px: {title:?}", title.height(), title.height() / line);
+    let outer = Rect::of(&mut browser, &card);
+    for i in 1..=4 {
+        let button = Rect::of(&mut browser, &format!("{card} .job-actions > :nth-child({i})"));
+        assert!(button.left >= outer.left && button.right <= outer.right, "button {i} sticks out of the card: {button:?} in {outer:?}");
+    }
+    let page_width = browser.eval("document.documentElement.scrollWidth").as_f64().unwrap();
+    assert!(page_width <= NARROW_WIDTH as f64, "the page is {page_width} px wide in a {NARROW_WIDTH} px window");
+}
+
+/// At 1024 px the Output select is wide enough for each of its options' labels (measured as
+/// `selects_show_every_model_name_in_full` does) and lies inside the form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_select_shows_every_format_in_full_at_1024_px() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let mut browser = Browser::start(NARROW_WIDTH, NARROW_HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    let measured = browser.eval(
+        r#"(() => {
+  const select = document.getElementById("output-format");
+  const probe = select.cloneNode(true);
+  probe.removeAttribute("id");
+  Object.assign(probe.style, { fieldSizing: "content", width: "auto", minWidth: "0", maxWidth: "none", position: "absolute", visibility: "hidden" });
+  select.after(probe);
+  const has = select.getBoundingClientRect().width;
+  const options = [...select.options].map((option) => { probe.value = option.value; return { label: option.text, needs: probe.getBoundingClientRect().width, has }; });
+  probe.remove();
+  return { options, scroll: [select.scrollWidth, select.clientWidth] };
+})()"#,
+    );
+    let options = measured["options"].as_array().unwrap();
+    assert!(options.len() >= 7, "{measured}");
+    let cut: Vec<&Value> = options.iter().filter(|m| m["needs"].as_f64().unwrap() > m["has"].as_f64().unwrap() + 0.5).collect();
+    assert!(cut.is_empty(), "the Output select cuts off: {cut:#?}");
+    let (scroll, inner) = (measured["scroll"][0].as_f64().unwrap(), measured["scroll"][1].as_f64().unwrap());
+    assert!(scroll <= inner + 1.0, "the select's text overflows it: {measured}");
+    let (select, form) = (Rect::of(&mut browser, "#output-format"), Rect::of(&mut browser, "#job-form"));
+    assert!(select.left >= form.left && select.right <= form.right, "the select sticks out of the form: {select:?} in {form:?}");
+}
+
+/// A restore's plan names every row in words, as the form does ("Fit", "Padding", "Mirrored lead frames",
+/// "Input noise", "Latent noise"): no row is headed by one of the plan's own keys, and no value is JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_plan_names_every_row_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
+    let query = "op=restore&model=seedvr2-3b-small&height=96&width=112&batch_frames=5&batch_overlap=2&seed=7&filename=clip.mp4";
+    let job = run_job(&client(), &server, query, std::fs::read(&clip).unwrap()).await;
+    let id = job["id"].as_str().unwrap();
+    let keys: Vec<&String> = job["plan"].as_object().expect("a restore plan").keys().collect();
+    for key in ["fit", "padding", "prepend_frames", "input_noise_scale", "latent_noise_scale"] {
+        assert!(keys.iter().any(|k| *k == key), "the plan has no {key}: {}", job["plan"]);
+    }
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    let rows = format!(
+        "(() => {{ const plan = [...document.querySelectorAll({})].find((d) => d.querySelector('summary').textContent.startsWith('Restore plan'));
+           return plan && [...plan.querySelectorAll('table.kv > tbody > tr')].map((tr) => [tr.querySelector('th').textContent, tr.querySelector('td').textContent]); }})()",
+        js(format!("#job-{id} details.block"))
+    );
+    let rows = browser.wait_until(&rows, Duration::from_secs(15)).unwrap_or_else(|| panic!("the card shows no restore plan"));
+    let rows: Vec<(String, String)> = serde_json::from_value(rows).unwrap();
+    let raw: Vec<&(String, String)> = rows.iter().filter(|(head, _)| keys.iter().any(|k| *k == head) || head.contains('_') || !head.starts_with(|c: char| c.is_uppercase())).collect();
+    assert!(raw.is_empty(), "rows headed by the plan's keys: {raw:?}\nall rows: {rows:?}");
+    for label in ["Fit", "Padding", "Mirrored lead frames", "Input noise", "Latent noise"] {
+        assert!(rows.iter().any(|(head, _)| head == label), "no {label} row: {rows:?}");
+    }
+    let json_values: Vec<&(String, String)> = rows.iter().filter(|(_, value)| value.starts_with(['[', '{'])).collect();
+    assert!(json_values.is_empty(), "values shown as JSON: {json_values:?}");
+}
+
+/// Whether the card of job `id` takes up room on the page (a hidden card has no box).
+fn card_shown(browser: &mut Browser, id: &str) -> bool {
+    browser.eval(&format!("document.getElementById({}).getClientRects().length > 0", js(format!("job-{id}")))) == json!(true)
+}
+
+/// Chooses `value` in the job list's op select, as the user does.
+fn filter_ops(browser: &mut Browser, value: &str) {
+    browser.eval(&format!("(() => {{ const f = document.getElementById('op-filter'); f.value = {}; f.dispatchEvent(new Event('change')); }})()", js(value)));
+}
+
+/// The job list's op select hides synchronous remote VAE calls (a `/v1/decode` call's job, its result
+/// returned and not kept) and keeps the jobs sent by hand, an ordinary VAE encode included; it shows the
+/// remote calls alone, or one op only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_op_filter_hides_remote_vae_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_wan21(dir.path());
+    std::os::unix::fs::symlink(Path::new(REPO).join("models/realesrgan"), models.join("realesrgan")).unwrap();
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let latent = vec![0u8; 16 * 2 * 2 * 4];
+    let response = client.post(server.url("/v1/decode?model=wan21-small&shape=1&shape=16&shape=1&shape=2&shape=2&dtype=float32")).body(latent).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let remote = response.headers()["x-vaebox-job"].to_str().unwrap().to_string();
+    let (_, remote_job) = get_json(&client, &server.url(&format!("/v1/jobs/{remote}"))).await;
+    assert_eq!(remote_job["output"]["kept"], json!(false), "the call's result is still kept: {remote_job}");
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 5, false, &clip);
+    let upscale = run_job(&client, &server, "op=upscale&scale=2&filename=by-hand.mp4", std::fs::read(&clip).unwrap()).await;
+    let encode = run_job(&client, &server, "op=vae_encode&model=wan21-small&filename=encode-by-hand.mp4", std::fs::read(&clip).unwrap()).await;
+    let (upscale, encode) = (upscale["id"].as_str().unwrap(), encode["id"].as_str().unwrap());
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    let remote = remote.as_str();
+    let all_listed = [remote, upscale, encode].map(|id| format!("document.getElementById({})", js(format!("job-{id}")))).join(" && ");
+    assert!(browser.wait_until(&all_listed, Duration::from_secs(15)).is_some(), "the three jobs are not all listed");
+    let shown = |browser: &mut Browser| [remote, upscale, encode].map(|id| card_shown(browser, id));
+    assert_eq!(shown(&mut browser), [true, true, true], "a card is hidden with no filter chosen");
+
+    filter_ops(&mut browser, "not-remote");
+    assert_eq!(shown(&mut browser), [false, true, true], "without remote calls: [remote call, upscale, VAE encode] shown");
+    filter_ops(&mut browser, "remote");
+    assert_eq!(shown(&mut browser), [true, false, false], "remote calls only: [remote call, upscale, VAE encode] shown");
+    filter_ops(&mut browser, "upscale");
+    assert_eq!(shown(&mut browser), [false, true, false], "upscale only: [remote call, upscale, VAE encode] shown");
+    filter_ops(&mut browser, "");
+    assert_eq!(shown(&mut browser), [true, true, true], "all ops: [remote call, upscale, VAE encode] shown");
+}
+
+/// A 64 × 48 PNG cut from a real photograph (scikit-image's astronaut).
+fn small_png(out: &Path) {
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-i"])
+        .arg(media("astronaut.png"))
+        .args(["-vf", "crop=64:48:180:60", "-pix_fmt", "rgb24"])
+        .arg(out)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg could not cut the picture");
+}
+
+const PLAYBACK_CONTROLS: [&str; 4] = ["compare-play", "compare-seek", "compare-prev", "compare-next"];
+
+/// Which of Play, the seek bar and the two frame steps the window shows (a hidden one has no box).
+fn playback_shown(browser: &mut Browser) -> Value {
+    browser.eval(&format!("{}.map((id) => document.getElementById(id).getClientRects().length > 0)", js(PLAYBACK_CONTROLS)))
+}
+
+/// A still picture's card says "picture", not "1 frames"; its before/after view has no Play, seek bar or
+/// frame steps (one frame has nothing to play or step through) while the split still moves the cut; a
+/// video's view, opened after it, has them all again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_shows_a_still_without_playback_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("face.png");
+    small_png(&png);
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let still = run_job(&client, &server, "op=upscale&scale=2&filename=face.png", std::fs::read(&png).unwrap()).await;
+    assert_eq!(still["input"]["media"]["still"], json!(true), "{still}");
+    let video = run_job(&client, &server, "op=upscale&scale=2&filename=video.mp4", std::fs::read(&clip).unwrap()).await;
+    let (still, video) = (still["id"].as_str().unwrap(), video["id"].as_str().unwrap());
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    let compare = |id: &str| format!("document.querySelector({})", js(format!("#job-{id} .job-actions button[aria-label^='Compare']")));
+    assert!(browser.wait_until(&format!("{} && {}", compare(still), compare(video)), Duration::from_secs(15)).is_some(), "no Compare buttons");
+    let facts = browser.eval(&format!("document.querySelector({}).textContent", js(format!("#job-{still} .facts"))));
+    let facts = facts.as_str().unwrap();
+    assert!(facts.contains("picture") && !facts.contains("1 frames"), "the still's card: {facts}");
+
+    browser.eval(&format!("{}.click()", compare(still)));
+    wait_for_both_videos(&mut browser);
+    assert_eq!(playback_shown(&mut browser), json!([false, false, false, false]), "a still's view shows {PLAYBACK_CONTROLS:?}");
+    assert!(shown_at_its_centre(&mut browser, "#compare-split"), "the still's view has no split");
+    browser.eval("(() => { const split = document.getElementById('compare-split'); split.value = '30'; split.dispatchEvent(new Event('input')); })()");
+    let cut = browser.eval("[document.getElementById('compare-after').style.clipPath, document.getElementById('compare-divider').style.left]");
+    assert_eq!(cut, json!(["inset(0px 0px 0px 30%)", "30%"]), "the split did not move the cut");
+
+    browser.eval("document.getElementById('compare-close').click()");
+    browser.eval(&format!("{}.click()", compare(video)));
+    wait_for_both_videos(&mut browser);
+    assert_eq!(playback_shown(&mut browser), json!([true, true, true, true]), "a video's view after a still's lacks some of {PLAYBACK_CONTROLS:?}");
+}

@@ -61,10 +61,10 @@ PARAMETERS: Dict[str, Parameter] = {
     'factor': Parameter('factor', 'integer', ('interpolate',), default=2, minimum=2, maximum=4),
     'fps': Parameter('fps', 'string', ('upscale', 'restore', 'interpolate')),
     'scene_threshold': Parameter('scene_threshold', 'number', ('restore', 'interpolate'), default=0.1, minimum=0, maximum=1),
-    'start': Parameter('start', 'number', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=0),
+    'start': Parameter('start', 'string', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate')),
     'start_frame': Parameter('start_frame', 'integer', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=0),
     'frames': Parameter('frames', 'integer', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=1),
-    'duration': Parameter('duration', 'number', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate')),
+    'duration': Parameter('duration', 'string', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate')),
     'callback_url': Parameter('callback_url', 'string', ('upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate')),
     'filename': Parameter('filename', 'string', ('upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate')),
 }

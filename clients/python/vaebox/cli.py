@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 
 from .client import Client
 from .errors import BoxError
-from .files import files_to_submit
+from .files import sorted_files
 from .progress import ProgressLine
 
 URL_VARIABLE = "VAEBOX_CLIENT_URL"
@@ -29,10 +29,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         url = getattr(args, "url", None) or os.environ.get(URL_VARIABLE) or DEFAULT_URL
         client = Client(url, getattr(args, "token", None) or os.environ.get(TOKEN_VARIABLE) or None)
-        return args.command(client, args)
+        code = args.command(client, args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+        return code
     except BoxError as error:
         print(f"error: {error.code}: {error.message}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # before OSError, which it is
+        # `vaebox list | head`: the reader has what it wanted. Python would complain again at exit, flushing
+        # into the closed pipe, unless stdout goes nowhere from here on.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as error:  # a file here: missing, unreadable, a folder that does not exist
         print(f"error: local-file: {error}", file=sys.stderr)
         return 1
@@ -112,9 +119,11 @@ def job_fields(args) -> Dict[str, str]:
 def submit_command(client: Client, args) -> int:
     fields = job_fields(args)
     if args.path.is_dir():
-        paths = files_to_submit(args.path, args.op)
+        paths, skipped = sorted_files(args.path, args.op)
+        for path, why in skipped:
+            print(f"skipped {path}: {why}", file=sys.stderr)
         if not paths:
-            raise BoxError("no-files", f"{args.path} holds no video files")
+            raise BoxError("no-files", f"{args.path} holds no file to send ({len(skipped)} skipped)")
     elif args.path.is_file():
         paths = [args.path]
     else:
@@ -226,6 +235,8 @@ def presets_command(client: Client, args) -> int:
     if args.json:
         print(json.dumps(presets, indent=2))
         return 0
+    if not presets:
+        print("this box has no presets (an administrator adds them as [presets.NAME] tables in its config.toml)", file=sys.stderr)
     for name, fields in presets.items():
         print(name + "\t" + " ".join(f"{k}={v}" for k, v in fields.items()))
     return 0

@@ -10,6 +10,8 @@ mod prepend;
 mod settings;
 pub mod vae;
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Instant;
 
 use tch::{Kind, Tensor};
@@ -62,7 +64,14 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let checkpoints = Checkpoints::open(exec, job, resume_settings, info.fps, !info.still);
     let factor = restorer.vae.spatial_factor();
     let dit_tiles = memory.dit_tiles.map(|tiles| blended_tiles(&tiles, geometry.model_h() / factor, geometry.model_w() / factor, exec.device)).unwrap_or_default();
-    let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory, dit_tiles, checkpoints };
+    let stage_span: Rc<RefCell<Option<StageSpan>>> = Rc::default();
+    let reporting = Rc::clone(&stage_span);
+    vae.report_pushes(Box::new(move |within| {
+        if let Some(span) = reporting.borrow().as_ref() {
+            hooks.progress.send_replace(span.at(within));
+        }
+    }));
+    let pipeline = Pipeline { exec, job, hooks, restorer: &restorer, settings: &settings, geometry, info: &info, memory, dit_tiles, checkpoints, stage_span };
     tch::no_grad(|| pipeline.run(&mut vae, timings))
 }
 
@@ -78,6 +87,24 @@ struct Pipeline<'a> {
     /// The DiT's spatial tiles and their blend weights; empty: the whole latent in one call.
     dit_tiles: Vec<DitTile>,
     checkpoints: Checkpoints,
+    /// The batch stage in hand, for the VAE's pushes to report within.
+    stage_span: Rc<RefCell<Option<StageSpan>>>,
+}
+
+/// A batch stage's part of the job: its progress runs from `from` to `to` as the stage's pushes are done.
+struct StageSpan {
+    progress: Progress,
+    from: f64,
+    to: f64,
+    started: Instant,
+}
+
+impl StageSpan {
+    /// The job's progress with `within` of the stage done.
+    fn at(&self, within: f64) -> Progress {
+        let fraction = self.from + (self.to - self.from) * within.clamp(0.0, 1.0);
+        self.progress.clone().with_fraction(fraction, self.started.elapsed().as_secs_f64())
+    }
 }
 
 /// `tiles` over a `height × width` latent, each with its raised-cosine weight (all summing to one).
@@ -134,6 +161,12 @@ fn fraction_at(index: i64, batches: i64, stage: Stage, timed: &StageSeconds) -> 
     let weights = if timed.total() > 0.0 { timed } else { &FIRST_BATCH_SHARES };
     let before: f64 = Stage::ALL.iter().take_while(|s| **s != stage).map(|s| s.of(weights)).sum();
     (index as f64 + before / weights.total()) / batches.max(1) as f64
+}
+
+/// The job's share done when `stage` of batch `index` ends (where the next stage starts).
+fn fraction_after(index: i64, batches: i64, stage: Stage, timed: &StageSeconds) -> f64 {
+    let weights = if timed.total() > 0.0 { timed } else { &FIRST_BATCH_SHARES };
+    fraction_at(index, batches, stage, timed) + stage.of(weights) / weights.total() / batches.max(1) as f64
 }
 
 impl Pipeline<'_> {
@@ -294,10 +327,11 @@ impl Pipeline<'_> {
         let progress = self.progress(clock, started);
         let timed = clock.stages;
         let mut starting = |stage: Stage| {
-            let elapsed = started.elapsed().as_secs_f64();
-            let fraction = fraction_at(index, batches, stage, &timed);
-            let stage = format!("{} batch {}/{batches}", stage.as_str(), index + 1);
-            self.hooks.progress.send_replace(progress.clone().with_fraction(fraction, elapsed).at(stage));
+            let (from, to) = (fraction_at(index, batches, stage, &timed), fraction_after(index, batches, stage, &timed));
+            let progress = progress.clone().at(format!("{} batch {}/{batches}", stage.as_str(), index + 1));
+            let span = StageSpan { progress, from, to, started };
+            self.hooks.progress.send_replace(span.at(0.0));
+            *self.stage_span.borrow_mut() = Some(span);
         };
         let out = one_step::restore_tiled_in_stages(vae, &self.restorer.models(), step, &self.dit_tiles, &mut starting)?;
         clock.stages.add(&out.seconds);

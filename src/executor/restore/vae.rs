@@ -30,6 +30,11 @@ pub struct StreamSettings {
     pub device: Device,
 }
 
+/// Told after each push of a VAE stage how much of that stage is done (0 to 1): a restore's progress then
+/// moves within its VAE stages, which were most of a batch at a standstill (the first batch's encode was a
+/// third of a job at 0 % with no ETA).
+pub type PushedShare<'a> = Box<dyn Fn(f64) + 'a>;
+
 /// One per job: what had to give in one batch (a shorter push, a smaller budget) holds for the next.
 pub struct StreamedVae<'a> {
     vae: &'a VideoVae,
@@ -41,6 +46,7 @@ pub struct StreamedVae<'a> {
     pub plans: VaeStagePlans,
     /// What gave since the last [`StreamedVae::take_fallbacks`], in order, each line naming its stage.
     fallbacks: Vec<String>,
+    pushed: Option<PushedShare<'a>>,
 }
 
 /// One direction's state across batches.
@@ -69,7 +75,13 @@ impl<'a> StreamedVae<'a> {
             settings,
             plans: VaeStagePlans::default(),
             fallbacks: Vec::new(),
+            pushed: None,
         })
+    }
+
+    /// `pushed` is told the share of the stage done after each push from now on.
+    pub fn report_pushes(&mut self, pushed: PushedShare<'a>) {
+        self.pushed = Some(pushed);
     }
 
     /// The re-plans and push-level fallbacks since the last call, in the order they happened.
@@ -129,7 +141,7 @@ impl<'a> StreamedVae<'a> {
 
 
 /// Pushes of `latent_frames_per_chunk · t` frames; the stream takes care of the first one being `1 + 4a`.
-fn encode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, video: &Tensor) -> Result<Tensor, ExecError> {
+fn encode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, video: &Tensor, pushed: Option<&dyn Fn(f64)>) -> Result<Tensor, ExecError> {
     let group = vae.temporal_factor();
     let (_, _, frames, height, width) = video.size5()?;
     let push = plan.latent_frames_per_chunk * group;
@@ -139,11 +151,14 @@ fn encode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, elemen
         let len = push.min(frames - start);
         let size = PushSize::of(vae, plan.spatial.as_ref(), element_bytes, [len, height, width]);
         parts.extend(resilient::encode(&mut encoder, &video.narrow(2, start, len), group, &size, pushes)?);
+        if let Some(pushed) = pushed {
+            pushed((start + len) as f64 / frames as f64);
+        }
     }
     Ok(Tensor::f_cat(&parts, 2)?)
 }
 
-fn decode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, latent: &Tensor) -> Result<Tensor, ExecError> {
+fn decode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, latent: &Tensor, pushed: Option<&dyn Fn(f64)>) -> Result<Tensor, ExecError> {
     let (_, _, frames, h, w) = latent.size5()?;
     let factor = vae.spatial_factor();
     let push = plan.latent_frames_per_chunk;
@@ -158,6 +173,9 @@ fn decode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, elemen
     for start in (0..frames).step_by(push as usize) {
         let len = push.min(frames - start);
         parts.push(resilient::decode(&mut decoder, &latent.narrow(2, start, len), &size(len), pushes)?);
+        if let Some(pushed) = pushed {
+            pushed((start + len) as f64 / frames as f64);
+        }
     }
     Ok(Tensor::f_cat(&parts, 2)?)
 }
@@ -177,12 +195,17 @@ impl BatchVae for StreamedVae<'_> {
         let (_, _, frames, height, width) = video.size5()?;
         let (t, f) = (self.vae.temporal_factor(), self.vae.spatial_factor());
         let latent = [(frames - 1) / t + 1, height / f, width / f];
-        let moments = self.run_stage(TiledOp::Encode, latent, |vae, plan, pushes, bytes| encode_planned(vae, plan, pushes, bytes, video))?;
-        Ok(split_moments(&moments)?)
+        let pushed = self.pushed.take();
+        let moments = self.run_stage(TiledOp::Encode, latent, |vae, plan, pushes, bytes| encode_planned(vae, plan, pushes, bytes, video, pushed.as_deref()));
+        self.pushed = pushed;
+        Ok(split_moments(&moments?)?)
     }
 
     fn decode(&mut self, latent: &Tensor) -> Result<Tensor, ExecError> {
         let (_, _, t, h, w) = latent.size5()?;
-        self.run_stage(TiledOp::Decode, [t, h, w], |vae, plan, pushes, bytes| decode_planned(vae, plan, pushes, bytes, latent))
+        let pushed = self.pushed.take();
+        let decoded = self.run_stage(TiledOp::Decode, [t, h, w], |vae, plan, pushes, bytes| decode_planned(vae, plan, pushes, bytes, latent, pushed.as_deref()));
+        self.pushed = pushed;
+        decoded
     }
 }

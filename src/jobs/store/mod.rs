@@ -157,6 +157,11 @@ pub const CALLER_GONE_MESSAGE: &str =
 pub trait JobStore: Send + Sync + 'static {
     async fn insert(&self, job: NewJob) -> Result<Job, StoreError>;
     async fn get(&self, id: Uuid) -> Result<Option<Job>, StoreError>;
+    /// The newest whole-clip job of the try `tried` that is queued, running or succeeded (a failed or
+    /// cancelled one may be run again).
+    async fn whole_of(&self, tried: Uuid) -> Result<Option<Job>, StoreError>;
+    /// The ids that start with `prefix` (the lower-case hex and hyphens of a short id), newest first, at most `limit`.
+    async fn ids_starting_with(&self, prefix: &str, limit: i64) -> Result<Vec<Uuid>, StoreError>;
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError>;
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError>;
     /// Atomically moves the next queued job this worker can run (highest priority, then oldest) to

@@ -250,6 +250,25 @@ impl JobStore for PgStore {
         Ok(())
     }
 
+    async fn whole_of(&self, tried: Uuid) -> Result<Option<Job>, StoreError> {
+        let row: Option<JobRow> = sqlx::query_as(
+            "SELECT * FROM jobs WHERE from_try = $1 AND status IN ('queued', 'running', 'succeeded') ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(tried.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(JobRow::into_job).transpose()
+    }
+
+    async fn ids_starting_with(&self, prefix: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM jobs WHERE substr(id, 1, length($1)) = $1 ORDER BY seq DESC LIMIT $2")
+            .bind(prefix)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        parse_ids(ids)
+    }
+
     async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < $1

@@ -233,7 +233,10 @@ impl Weights {
         for key in keys {
             let mut tensor = self.tensors.read(&key, Device::Cpu, LoadAs::KeepFp8(self.kind))?;
             if self.device.is_cuda() {
-                tensor = tensor.f_pin_memory(self.device)?;
+                tensor = match crate::device::cuda::pinned(&tensor) {
+                    Some(pinned) => pinned,
+                    None => tensor.f_pin_memory(self.device)?,
+                };
             }
             self.used.borrow_mut().insert(key.clone());
             taken.insert(key, tensor);

@@ -44,6 +44,9 @@ pub enum Value {
     /// Read as `u64`; at least 0.
     U64,
     Float,
+    /// A time in seconds: a number (`90`, `2.5`) or a timecode, `M:SS` or `H:MM:SS`, seconds with a
+    /// fraction (`1:30`, `1:02:03.5`), as a player shows it.
+    Seconds,
     /// One of these integers (`scale`: the values some op takes; the model's own are checked later).
     IntOf(&'static [i64]),
     /// One of `names()`; `canonical` reads any spelling it takes (`fp16`) as the stored name.

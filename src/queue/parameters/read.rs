@@ -61,6 +61,26 @@ pub fn boolean(text: &str) -> Option<bool> {
     }
 }
 
+/// Seconds from `90`, `2.5`, `1:30` (minutes and seconds) or `1:02:03.5` (hours, minutes, seconds): the
+/// minutes and seconds of a timecode are below 60 and only its last part has a fraction.
+pub fn seconds(text: &str) -> Option<f64> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let last = parts.last()?.parse::<f64>().ok().filter(|s| s.is_finite())?;
+    if parts.len() == 1 {
+        return Some(last);
+    }
+    let whole = |part: &&str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    let last_text = parts[parts.len() - 1];
+    if parts.len() > 3 || !parts[..parts.len() - 1].iter().all(whole) || !last_text.starts_with(|c: char| c.is_ascii_digit()) || last >= 60.0 {
+        return None;
+    }
+    let leading: Vec<f64> = parts[..parts.len() - 1].iter().map(|part| part.parse::<f64>().unwrap_or(f64::NAN)).collect();
+    if parts.len() == 3 && leading[1] >= 60.0 {
+        return None;
+    }
+    Some(leading.iter().fold(0.0, |total, part| total * 60.0 + part) * 60.0 + last)
+}
+
 /// `raw` as its row's kind of value, in the form `JobParams` deserialises.
 fn typed(parameter: &Parameter, op: Op, raw: &str) -> Result<Json, QueueError> {
     let name = parameter.name;
@@ -78,6 +98,10 @@ fn typed(parameter: &Parameter, op: Op, raw: &str) -> Result<Json, QueueError> {
         Value::U64 => Json::from(text.parse::<u64>().map_err(|_| not_a_number())?),
         Value::Float => {
             let value = text.parse::<f64>().map_err(|_| not_a_number())?;
+            serde_json::Number::from_f64(value).map(Json::Number).ok_or_else(not_a_number)?
+        }
+        Value::Seconds => {
+            let value = seconds(text).ok_or_else(|| refused(format!("{name} `{raw}` is not seconds (`90`, `2.5`) or a timecode (`1:30`, `1:02:03.5`)")))?;
             serde_json::Number::from_f64(value).map(Json::Number).ok_or_else(not_a_number)?
         }
         Value::Choice { names, canonical } => match canonical(text) {
@@ -99,6 +123,7 @@ mod tests {
             Value::Bool => "true",
             Value::Int | Value::U32 | Value::U64 | Value::IntOf(_) => "2",
             Value::Float => "0.5",
+            Value::Seconds => "1:30",
             Value::Choice { names, .. } => names()[0],
         }
     }

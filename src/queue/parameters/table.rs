@@ -56,8 +56,9 @@ pub const SCALE: Parameter = Parameter {
     name: "scale",
     // Restore's; upscale's (the model's, 2 or 4) are among them.
     value: Value::IntOf(&restore::SCALES),
-    doc: "Output size over input size: upscale 2 or 4 (one of the model's `scales` in /v1/models), restore 1 to 4 (the \
-          output's area is the input's times scale²).",
+    doc: "Output size over input size. upscale: one of the model's `scales` in /v1/models (Real-ESRGAN 2 or 4; a \
+          Real-CUGAN model has one, its own, taken when scale is not given); restore: 1 to 4, each side times scale \
+          (the output's area is the input's times scale²).",
     default: PerOp(Op::default_scale),
     stored: Stored::At("scale"),
     code: Some(codes::INVALID_SCALE),
@@ -346,9 +347,9 @@ pub const SCENE_THRESHOLD: Parameter = Parameter {
 
 pub const START: Parameter = Parameter {
     name: "start",
-    value: Value::Float,
+    value: Value::Seconds,
     doc: "Start this many seconds into the input (at the first frame at or after that time) instead of at its first \
-          frame. Audio and subtitles are cut alike.",
+          frame: seconds (`90`) or a timecode (`1:30`, `1:02:03.5`). Audio and subtitles are cut alike.",
     min: Some(0),
     stored: Stored::At("range.start"),
     ..ROW
@@ -373,9 +374,9 @@ pub const FRAMES: Parameter = Parameter {
 
 pub const DURATION: Parameter = Parameter {
     name: "duration",
-    value: Value::Float,
+    value: Value::Seconds,
     doc: "Take the frames that start within this many seconds, instead of frames (\"try the first 5 seconds\": \
-          duration=5).",
+          duration=5); a timecode (`0:05`, `1:00:00`) too.",
     stored: Stored::At("range.duration"),
     ..ROW
 };
