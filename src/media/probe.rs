@@ -77,6 +77,14 @@ pub fn probe(tools: &MediaTools, path: &Path, limits: &MediaLimits) -> Result<Me
         check_limits(&info, limits)?;
         return Ok(info);
     }
+    if let Some((width, height)) = super::still::declared_png_size(path) {
+        if width > limits.max_width {
+            return Err(MediaError::too_large("width", width, limits.max_width));
+        }
+        if height > limits.max_height {
+            return Err(MediaError::too_large("height", height, limits.max_height));
+        }
+    }
     let (json, warnings) = run_ffprobe(tools, path, &["-count_packets", "-show_entries", SHOW_ENTRIES])
         .map_err(|e| classify_ffprobe_failure(e, path))?;
     let report: ProbeReport = serde_json::from_str(&json)

@@ -28,6 +28,16 @@ impl PreviewSide {
     }
 }
 
+/// Why a job shows no output video: "yet" only where one may still come (a synchronous call's result went
+/// back in its answer; a latent, a tensor or a failed job never has one).
+fn no_video_output(job: &Job) -> &'static str {
+    match (job.status.is_terminal(), &job.output) {
+        (false, _) => "it has no video output yet",
+        (true, Some(output)) if !output.kept => "its result went back to the caller in the call's answer and was not kept",
+        (true, _) => "it has no video output",
+    }
+}
+
 /// One side of a job, when that side is a video.
 struct VideoSide<'a> {
     path: PathBuf,
@@ -39,7 +49,10 @@ impl Queue {
     pub async fn thumbnail(&self, job: &Job) -> Result<PathBuf, QueueError> {
         let (side, video) = match output_video(job) {
             Some(video) => (PreviewSide::Output, video),
-            None => (PreviewSide::Input, input_video(job).ok_or_else(|| unavailable(job, "its input is not a video and it has no video output yet"))?),
+            None => {
+                let why = format!("its input is not a video and {}", no_video_output(job));
+                (PreviewSide::Input, input_video(job).ok_or_else(|| unavailable(job, &why))?)
+            }
         };
         let video = self.on_this_box(job, video).await?;
         let png = self.preview_dir(job)?.join(format!("thumbnail-{}.png", side.as_str()));
@@ -59,7 +72,7 @@ impl Queue {
         };
         let Some(video) = video else {
             let why = match side {
-                PreviewSide::Output => "it has no video output (yet)",
+                PreviewSide::Output => no_video_output(job),
                 PreviewSide::Input => "its input is not a video",
             };
             return Err(unavailable(job, why));

@@ -258,3 +258,33 @@ async fn uploads_are_refused_when_the_disk_is_below_the_free_space_floor() {
     let (status, _) = get_json(&client, &server.url("/v1/jobs")).await;
     assert_eq!(status, 200);
 }
+
+/// A PNG's chunk: length, type, data, CRC-32 of type and data.
+fn png_chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut crc = 0xffff_ffffu32;
+    for byte in kind.iter().chain(data) {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+        }
+    }
+    [&(data.len() as u32).to_be_bytes()[..], kind, data, &(!crc).to_be_bytes()].concat()
+}
+
+/// A picture larger than the box takes is refused as too large, naming the side (a 20000×20000 PNG was
+/// refused as not a video: ffprobe gives up on such a picture before it says its size).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picture_past_the_size_limits_is_refused_as_too_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let mut header = Vec::new();
+    header.extend_from_slice(&20000u32.to_be_bytes());
+    header.extend_from_slice(&20000u32.to_be_bytes());
+    header.extend_from_slice(&[8, 2, 0, 0, 0]);
+    // One zlib-compressed empty row is enough for ffprobe to look at the picture.
+    let png = [&b"\x89PNG\r\n\x1a\n"[..], &png_chunk(b"IHDR", &header), &png_chunk(b"IDAT", &[0x78, 0x9c, 0x63, 0, 0, 0, 1, 0, 1]), &png_chunk(b"IEND", &[])].concat();
+    let (s, b) = upload_raw(&client, &server, "op=upscale&scale=2&filename=huge.png", png).await;
+    assert_error(s, &b, 422, "media-too-large");
+    assert!(b["error"]["message"].as_str().unwrap().contains("width is 20000, the limit is 4096"), "{b}");
+}

@@ -273,5 +273,10 @@ async fn hf_remote_vae_nodes_get_whole_frames() {
         // Whole frames are what the same latent decodes to without height and width.
         let plain = decode(&client, &server, "", &shape, &latent).await;
         assert_eq!(floats(&body), plain.tensor(), "{shape:?}");
+        // Its job shows no preview, and says why without promising one ("yet").
+        let (status, answer) = get_json(&client, &server.url(&format!("/v1/jobs/{}/preview?side=output", plain.jobs[0]))).await;
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!((status, answer["error"]["code"].as_str()), (409, Some("preview-unavailable")), "{answer}");
+        assert!(message.contains("went back to the caller") && !message.contains("yet"), "{message}");
     }
 }

@@ -333,3 +333,39 @@ async fn a_webhook_never_calls_the_box_itself_and_records_no_port_state() {
     let error = job["callback"]["deliveries"][0]["error"].as_str().unwrap_or_default();
     assert_eq!(error, "the receiver could not be reached or did not answer in time", "{job}");
 }
+
+/// Webhooks go out side by side, a few at a time per host: ten jobs whose receiver never answers do not hold
+/// another receiver's webhook behind their tries (one at a time, oldest first, they held it 8 min 30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_receiver_does_not_hold_another_hosts_webhook() {
+    let dir = tempfile::tempdir().unwrap();
+    // Accepts connections and never answers: each try there lasts the whole timeout.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}/hook", silent.local_addr().unwrap());
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for stream in silent.incoming().flatten() {
+            keep.lock().unwrap().push(stream);
+        }
+    });
+    let receiver = Receiver::start(&[]).await;
+    // The healthy receiver by name, the silent one by address: two hosts.
+    let server = Server::start(dir.path(), &webhook_env("127.0.0.1,localhost", "3600"));
+    let client = client();
+    let clip = tiny_clip(dir.path());
+    for _ in 0..10 {
+        let (status, job) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&silent_url)), clip.clone()).await;
+        assert_eq!(status, 202, "{job}");
+    }
+    let healthy = format!("http://localhost:{}/hook", receiver.address.port());
+    let (_, job) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&healthy)), clip).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    wait_for_final(&client, &server, &id, Duration::from_secs(120)).await;
+    let ended = Instant::now();
+    while receiver.received().is_empty() {
+        assert!(ended.elapsed() < Duration::from_secs(20), "the healthy receiver's webhook waited behind the silent one's tries");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(receiver.received()[0].delivery, id);
+}

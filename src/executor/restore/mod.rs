@@ -102,7 +102,8 @@ struct StageSpan {
 impl StageSpan {
     /// The job's progress with `within` of the stage done.
     fn at(&self, within: f64) -> Progress {
-        let fraction = self.from + (self.to - self.from) * within.clamp(0.0, 1.0);
+        // Never past `to`, the next stage's start as `fraction_at` counts it: the fraction never goes back.
+        let fraction = (self.from + (self.to - self.from) * within.clamp(0.0, 1.0)).min(self.to);
         self.progress.clone().with_fraction(fraction, self.started.elapsed().as_secs_f64())
     }
 }
@@ -163,10 +164,13 @@ fn fraction_at(index: i64, batches: i64, stage: Stage, timed: &StageSeconds) -> 
     (index as f64 + before / weights.total()) / batches.max(1) as f64
 }
 
-/// The job's share done when `stage` of batch `index` ends (where the next stage starts).
+/// The job's share done when `stage` of batch `index` ends: the next stage's start, the same number
+/// `fraction_at` gives it (computed another way, it came out one rounding step lower, and went back).
 fn fraction_after(index: i64, batches: i64, stage: Stage, timed: &StageSeconds) -> f64 {
-    let weights = if timed.total() > 0.0 { timed } else { &FIRST_BATCH_SHARES };
-    fraction_at(index, batches, stage, timed) + stage.of(weights) / weights.total() / batches.max(1) as f64
+    match Stage::ALL.iter().skip_while(|s| **s != stage).nth(1) {
+        Some(next) => fraction_at(index, batches, *next, timed),
+        None => (index + 1) as f64 / batches.max(1) as f64,
+    }
 }
 
 impl Pipeline<'_> {

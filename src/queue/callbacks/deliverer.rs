@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use uuid::Uuid;
 
+use super::host_slots::HostSlots;
 use super::post::{self, Post};
 use super::signature;
 use crate::config::{CallbackHosts, Config};
@@ -19,6 +20,9 @@ use crate::queue::scheduler::JobEvents;
 const POLL: Duration = Duration::from_secs(1);
 /// A held webhook is another process's again after this (its holder died mid-try): past one try's timeout.
 const HOLD: Duration = Duration::from_secs(60);
+/// Webhook tries in flight at once, and at one receiver host.
+const IN_FLIGHT: usize = 16;
+const PER_HOST: usize = 2;
 /// Looking the receiver's name up.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -49,10 +53,28 @@ impl Deliverer {
         }
     }
 
+    /// Tries side by side, `IN_FLIGHT` at most and `PER_HOST` at one host: a webhook due waits on no other
+    /// host's slow receiver. A webhook held while its host has its share in flight is left held and comes
+    /// back when the hold ends.
     pub async fn run(self) {
+        let deliverer = Arc::new(self);
+        let places = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+        let hosts = HostSlots::default();
         loop {
-            match self.store.claim_callback(&self.holder, HOLD).await {
-                Ok(Some(job)) => self.deliver(job).await,
+            let place = places.clone().acquire_owned().await.expect("the semaphore is never closed");
+            match deliverer.store.claim_callback(&deliverer.holder, HOLD).await {
+                Ok(Some(job)) => {
+                    let host = job.callback.as_ref().and_then(|c| url::Url::parse(&c.url).ok()).and_then(|url| url.host_str().map(str::to_string)).unwrap_or_default();
+                    let Some(slot) = hosts.take(&host, PER_HOST) else {
+                        tracing::debug!(id = %job.id, host, "webhook: its host has its share of tries in flight; later");
+                        continue;
+                    };
+                    let deliverer = deliverer.clone();
+                    tokio::spawn(async move {
+                        deliverer.deliver(job).await;
+                        drop((slot, place));
+                    });
+                }
                 Ok(None) => tokio::time::sleep(POLL).await,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the webhooks due; trying again");

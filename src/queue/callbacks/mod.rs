@@ -2,6 +2,7 @@
 //! `Deliverer` in every process takes it from the store, signs the job's JSON (`signature`) and POSTs it
 //! (`post`), retrying with back-off until a 2xx answers or a day has gone by.
 mod deliverer;
+mod host_slots;
 mod post;
 pub mod signature;
 

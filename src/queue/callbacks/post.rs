@@ -12,6 +12,8 @@ use tokio::net::TcpStream;
 
 /// Connecting, sending and the answer's head together; a receiver slower than this counts as down.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// Connecting alone: a receiver on the LAN answers a connection in milliseconds.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What to send, and where.
 pub struct Post<'a> {
@@ -40,7 +42,10 @@ pub async fn send(post: Post<'_>) -> Result<u16, String> {
 
 async fn exchange(post: Post<'_>) -> Result<u16, String> {
     let exchange = async {
-        let stream = TcpStream::connect(post.address).await.map_err(|e| format!("cannot connect to {}: {e}", post.address))?;
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(post.address))
+            .await
+            .map_err(|_| format!("no connection to {} within {} s", post.address, CONNECT_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("cannot connect to {}: {e}", post.address))?;
         let (mut sender, connection) = handshake(TokioIo::new(stream)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
         // Dropped (and the connection with it) when this call returns.
         let connection = tokio::spawn(connection);
