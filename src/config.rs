@@ -11,6 +11,7 @@ use crate::media::{MediaLimits, MediaTools, OutputFormat, ProcessPriority};
 
 mod callback_hosts;
 mod deployment;
+mod paths;
 mod text_values;
 mod tokens;
 mod watch;
@@ -19,6 +20,7 @@ pub use tokens::AccessToken;
 use tokens::{tokens_from_env, MIN_SECRET_CHARS};
 pub use callback_hosts::CallbackHosts;
 pub use watch::WatchFolder;
+pub use paths::absolute_path;
 pub use deployment::{DatabaseTarget, DeviceEntry, Role};
 pub use text_values::TextValue;
 use text_values::as_text;
@@ -289,15 +291,6 @@ pub const CLIENT_VARIABLES: [&str; 2] = ["VAEBOX_CLIENT_URL", "VAEBOX_CLIENT_TOK
 /// used to wrap to the same plan as 1 MiB).
 pub const MAX_MEMORY_BUDGET_MIB: u64 = 1 << 32;
 
-/// `path` against the working directory when it is relative (the file system is not asked: a folder made
-/// later is the same folder); an empty path, or one the working directory cannot be read for, stays as it is.
-pub fn absolute_path(path: &Path) -> PathBuf {
-    if path.as_os_str().is_empty() {
-        return path.to_path_buf();
-    }
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
-}
-
 impl Config {
     /// Defaults, then the file (explicit path, or `./config.toml` when present), then `VAEBOX_*`.
     pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
@@ -319,19 +312,6 @@ impl Config {
         })?;
         config.validate()?;
         Ok(config.with_absolute_paths())
-    }
-
-    /// The folders as absolute paths, read against the working directory once, at load: they reach
-    /// ffmpeg in argument lists and concat lists, which read a relative path against something else (a
-    /// concat list against its own folder), so a relative `data_dir` must not travel further as it is.
-    fn with_absolute_paths(mut self) -> Config {
-        self.data_dir = absolute_path(&self.data_dir);
-        self.models_dir = absolute_path(&self.models_dir);
-        for watch in &mut self.watch {
-            watch.folder = absolute_path(&watch.folder);
-            watch.output = absolute_path(&watch.output);
-        }
-        self
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -37,12 +37,7 @@ impl Queue {
             return self.store.get(id).await?.filter(|job| visible(job)).ok_or_else(not_found);
         }
         let prefix = short_id_prefix(raw_id).ok_or_else(not_found)?;
-        let mut found = Vec::new();
-        for id in self.store.ids_starting_with(&prefix, SHORT_ID_CANDIDATES).await? {
-            if let Some(job) = self.store.get(id).await?.filter(|job| visible(job)) {
-                found.push(job);
-            }
-        }
+        let mut found: Vec<Job> = self.store.jobs_with_id_prefix(&prefix, SHORT_ID_CANDIDATES).await?.into_iter().filter(|job| visible(job)).collect();
         match found.len() {
             0 => Err(not_found()),
             1 => Ok(found.remove(0)),

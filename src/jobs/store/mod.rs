@@ -160,8 +160,9 @@ pub trait JobStore: Send + Sync + 'static {
     /// The newest whole-clip job of the try `tried` that is queued, running or succeeded (a failed or
     /// cancelled one may be run again).
     async fn whole_of(&self, tried: Uuid) -> Result<Option<Job>, StoreError>;
-    /// The ids that start with `prefix` (the lower-case hex and hyphens of a short id), newest first, at most `limit`.
-    async fn ids_starting_with(&self, prefix: &str, limit: i64) -> Result<Vec<Uuid>, StoreError>;
+    /// The jobs whose ids start with `prefix` (the lower-case hex and hyphens of a short id), newest first, at
+    /// most `limit`.
+    async fn jobs_with_id_prefix(&self, prefix: &str, limit: i64) -> Result<Vec<Job>, StoreError>;
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError>;
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError>;
     /// Atomically moves the next queued job this worker can run (highest priority, then oldest) to

@@ -276,13 +276,13 @@ impl JobStore for SqliteStore {
         row.map(JobRow::into_job).transpose()
     }
 
-    async fn ids_starting_with(&self, prefix: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
-        let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM jobs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY seq DESC LIMIT ?2")
+    async fn jobs_with_id_prefix(&self, prefix: &str, limit: i64) -> Result<Vec<Job>, StoreError> {
+        let rows: Vec<JobRow> = sqlx::query_as("SELECT * FROM jobs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY seq DESC LIMIT ?2")
             .bind(prefix)
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        parse_ids(ids)
+        rows.into_iter().map(JobRow::into_job).collect()
     }
 
     async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
