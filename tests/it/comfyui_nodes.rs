@@ -2,8 +2,9 @@
 //! tensors in ComfyUI's layouts against a real box with access tokens: VAE decode and encode against the Wan 2.1
 //! reference case, an upscale against the box's own job on the same frames, a SeedVR2 restore, sound (ComfyUI's
 //! AUDIO) through both, progress from the job's event stream (and polling without it), the box's errors as
-//! exceptions, and ComfyUI's Cancel cancelling the box's job, queued or running
-//! (`tests/python/comfyui_nodes_check.py` does the calls).
+//! exceptions, and ComfyUI's Cancel cancelling the box's job, queued or running; the model inputs as ComfyUI's
+//! prompt validation sees them, with a second box that has a model the first lacks, and each computing node's
+//! precision reaching the box (`tests/python/comfyui_nodes_check.py` does the calls).
 use crate::common;
 
 use std::path::Path;
@@ -53,6 +54,13 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {TOKEN}").parse().unwrap());
     let client = reqwest::Client::builder().default_headers(headers).build().unwrap();
+    // A second box, without tokens, whose only model is the same small Wan 2.1 VAE under a name the first lacks.
+    let second_dir = tempfile::tempdir().unwrap();
+    let second_models = second_dir.path().join("models/vae");
+    std::fs::create_dir_all(&second_models).unwrap();
+    std::fs::copy(models.join("vae/wan21-small.safetensors"), second_models.join("wan21-second.safetensors")).unwrap();
+    let second_models = second_dir.path().join("models");
+    let second = Server::start(second_dir.path(), &[("VAEBOX_MODELS_DIR", second_models.to_str().unwrap())]);
 
     // The box's own upscale of the frames, at its own dtype as the node's is.
     let (raw, mkv) = frames(dir.path());
@@ -70,6 +78,7 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
         WIDTH.to_string(),
         HEIGHT.to_string(),
         reference.display().to_string(),
+        second.base.clone(),
     ];
     let stdout = tokio::task::spawn_blocking(move || {
         let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
@@ -87,9 +96,29 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
         let problems = result[key].as_object().unwrap();
         assert!(problems.len() == 5 && problems.values().all(|p| p == &json!([])), "{key}: {result}");
     }
-    // The model input: a text field when the box cannot be asked, its list of VAEs when it can.
-    assert_eq!(result["decode_model_input_without_box"], "STRING");
+    // The model input is a COMBO that takes any name a box serves: with no box to ask, a name typed for one
+    // passes ComfyUI's validation; with the box, its VAEs, Wan 2.1 first by default (not the first listed).
+    assert_eq!(result["decode_model_input_without_box"], "COMBO", "{result}");
+    assert_eq!(result["typed_name_without_box_errors"], json!([]), "{result}");
     assert_eq!(result["decode_model_input"], json!(["seedvr2-vae-small", "wan21-small"]));
+    assert_eq!(result["decode_model_default"], "wan21-small", "{result}");
+    // A connection node to the second box: its model passes validation, joins the list, and runs there.
+    assert_eq!(result["second_box_prompt_errors"], json!([]), "{result}");
+    let listed = result["decode_model_input_after_second_box"].as_array().cloned().unwrap_or_default();
+    assert!(listed.contains(&json!("wan21-second")) && listed.contains(&json!("wan21-small")), "{result}");
+    assert!(max_abs(&result, "second_box_decode_max_abs") <= 1e-4, "{result}");
+    let refused = result["second_box_unknown_model_error"].as_str().unwrap_or_default();
+    assert!(refused.contains("unknown model `wan21-small`; for `vae_decode` this box has wan21-second"), "{result}");
+    // A name no box serves for the op is refused by validation with the op's models, not the box's every model.
+    let errors = result["unknown_model_prompt_errors"].to_string();
+    assert!(errors.contains("unknown model `no-such-model`; for `upscale` this box has realesrgan-animevideov3"), "{result}");
+    assert!(!errors.contains("wan21") && !errors.contains("seedvr2") && !errors.contains("Value not in list"), "{result}");
+    let errors = result["wrong_op_prompt_errors"].to_string();
+    assert!(errors.contains("model `wan21-small` cannot do `upscale`; models that can: realesrgan-animevideov3"), "{result}");
+    // Every node that computes has a precision; upscale's and restore's reach their jobs as `dtype`.
+    let computing = json!(["VaeboxRestore", "VaeboxUpscale", "VaeboxVAEDecode", "VaeboxVAEEncode"]);
+    assert_eq!(result["precision_inputs"], computing, "{result}");
+    assert_eq!((&result["upscale_precision_error"], &result["upscale_job_dtype"]), (&Value::Null, &json!("f32")), "{result}");
     assert_eq!(result["restore_model_input"], json!(["seedvr2-3b-small", "seedvr2-7b-small"]));
     assert_eq!(result["upscale_model_input_has_animevideov3"], true);
     assert!(result["no_token_error"].as_str().is_some_and(|e| e.contains("unauthorized") && e.contains("token")), "{result}");
@@ -165,6 +194,7 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     assert_eq!(result["restore_job_status"], "cancelled", "{result}");
     let params = &result["restore_job_params"]["restore"];
     assert_eq!((&params["resolution"], &params["seed"], &params["color_fix"]), (&json!(64), &json!(7), &json!("lab")), "{result}");
+    assert_eq!(result["restore_job_params"]["dtype"], "bf16", "{result}");
     assert_eq!(result["encode_cancel_raised"], "comfy", "{result}");
     assert_eq!(result["encode_cancelled_job_op"], "vae_encode", "{result}");
     assert_eq!(result["encode_cancelled_job_status"], "cancelled", "{result}");

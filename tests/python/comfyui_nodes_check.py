@@ -1,13 +1,15 @@
 """Loads clients/comfyui the way ComfyUI loads a custom node package and calls its nodes against a running box
 with tensors in ComfyUI's layouts. Prints one JSON object of measurements; tests/it/comfyui_nodes.rs asserts on it.
 
-usage: comfyui_nodes_check.py BASE_URL TOKEN PACKAGE_DIR CASE_FILE FRAMES_RGB24 WIDTH HEIGHT REFERENCE_ZIP
+usage: comfyui_nodes_check.py BASE_URL TOKEN PACKAGE_DIR CASE_FILE FRAMES_RGB24 WIDTH HEIGHT REFERENCE_ZIP SECOND_URL
   TOKEN          the box's access token
   CASE_FILE      the Wan 2.1 reference case (sample, latent_mu, latent_mu_normalized, decoded)
   FRAMES_RGB24   a few frames of a real clip, packed rgb24
   REFERENCE_ZIP  the box's own upscale of those frames (realesrgan-animevideov3 x2, output_format=png)
+  SECOND_URL     a second box, no token, whose only model is the small Wan 2.1 VAE as wan21-second
 """
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -24,11 +26,11 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-base, token, package_dir, case_file, frames_file, width, height, reference_zip = sys.argv[1:9]
+base, token, package_dir, case_file, frames_file, width, height, reference_zip, second_base = sys.argv[1:10]
 width, height = int(width), int(height)
 out = {}
 
-# The model lists are read from the box ComfyUI is told about; first from none (the text-field fallback).
+# The model lists are read from the boxes ComfyUI is told about; first from none (the README's names).
 os.environ["COMFY_VAEBOX_URL"] = "http://127.0.0.1:9"
 
 
@@ -65,26 +67,99 @@ def spec_problems(cls):
     return problems
 
 
+def box(method, path, body=None):
+    request = urllib.request.Request(base + path, data=body, method=method, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def error_of(call):
+    """The text of what `call()` raises; None when it raises nothing."""
+    try:
+        call()
+    except Exception as e:
+        return str(e)
+
+
+class Source:  # an upstream node (a sampler, a loader): what it hands on is known only when it runs
+    INPUT_TYPES = classmethod(lambda cls: {"required": {}})
+    RETURN_TYPES = ("LATENT", "IMAGE", "VAEBOX")
+
+
+def validate_like_comfyui(prompt, node_id, validated):
+    """ComfyUI's execution.validate_inputs (0.3.x), cut to what these nodes use: a linked input's node is validated
+    first; a constant COMBO value not in its list is "Value not in list" unless VALIDATE_INPUTS names that input;
+    then VALIDATE_INPUTS gets the named inputs, a linked one as None. The node's errors; [] when valid."""
+    if node_id in validated:
+        return validated[node_id]
+    node = prompt[node_id]
+    cls = dict(nodes, Source=Source)[node["class_type"]]
+    spec = cls.INPUT_TYPES()
+    declared = {**spec["required"], **spec.get("optional", {})}
+    validate = getattr(cls, "VALIDATE_INPUTS", None)
+    named = inspect.getfullargspec(validate).args if validate else []
+    errors = []
+    for name, value in node["inputs"].items():
+        kind = declared[name][0]
+        if isinstance(value, list):
+            if validate_like_comfyui(prompt, value[0], validated):
+                errors.append(f"{name}: its node is invalid")
+        elif name not in named and isinstance(kind, list) and value not in kind:
+            listed = f"(list of length {len(kind)})" if len(kind) > 20 else str(kind)
+            errors.append(f"Value not in list: {name}: '{value}' not in {listed}")
+    if validate:
+        given = {k: None if isinstance(v, list) else v for k, v in node["inputs"].items() if k in named}
+        verdict = validate(**given)
+        if verdict is not True:
+            errors.append(f"Custom validation failed for node: {verdict}")
+    validated[node_id] = errors
+    return errors
+
+
+def prompt_errors(class_type, url, **inputs):
+    """The errors ComfyUI's validation gives a prompt where `class_type` takes `inputs` and a connection to `url`
+    (None: from a loader) and Source's outputs; [] when it would run."""
+    connection = {"class_type": "VaeboxConnection", "inputs": {"url": url}} if url else {"class_type": "Source", "inputs": {}}
+    links = {"samples": ["source", 0], "images": ["source", 1], "pixels": ["source", 1], "vaebox": ["box", 0]}
+    wanted = [n for n in nodes[class_type].INPUT_TYPES()["required"] if n in links]
+    node = {"class_type": class_type, "inputs": dict({n: links[n] for n in wanted}, **inputs)}
+    prompt = {"source": {"class_type": "Source", "inputs": {}}, "box": connection, "node": node}
+    validated = {}
+    return validate_like_comfyui(prompt, "box", validated) + validate_like_comfyui(prompt, "node", validated)
+
+
 package = load_like_comfyui(package_dir)
 nodes = package.NODE_CLASS_MAPPINGS
 out["nodes"] = sorted(nodes)
 out["display_names"] = sorted(package.NODE_DISPLAY_NAME_MAPPINGS.values())
 out["comfy_loaded"] = "comfy" in sys.modules
 out["spec_problems"] = {name: spec_problems(cls) for name, cls in nodes.items()}
-out["decode_model_input_without_box"] = nodes["VaeboxVAEDecode"].INPUT_TYPES()["required"]["model"][0]
+# No box answers: still a COMBO, and a name typed for a box (in a saved workflow or an API prompt) passes.
+without_box = nodes["VaeboxVAEDecode"].INPUT_TYPES()["required"]["model"]
+out["decode_model_input_without_box"] = "COMBO" if isinstance(without_box[0], list) else without_box[0]
+out["typed_name_without_box_errors"] = prompt_errors("VaeboxVAEDecode", None, model="wan21-small")
 os.environ["COMFY_VAEBOX_URL"] = base
 os.environ["COMFY_VAEBOX_TOKEN"] = token
-out["decode_model_input"] = nodes["VaeboxVAEDecode"].INPUT_TYPES()["required"]["model"][0]
+decode_model = nodes["VaeboxVAEDecode"].INPUT_TYPES()["required"]["model"]
+out["decode_model_input"] = decode_model[0]
+out["decode_model_default"] = decode_model[1]["default"]
+# Precision on every node that computes (the connection only connects).
+out["precision_inputs"] = sorted(n for n, c in nodes.items() if "precision" in c.INPUT_TYPES().get("optional", {}))
 out["upscale_model_input_has_animevideov3"] = "realesrgan-animevideov3" in nodes["VaeboxUpscale"].INPUT_TYPES()["required"]["model"][0]
 out["restore_model_input"] = nodes["VaeboxRestore"].INPUT_TYPES()["required"]["model"][0]
 out["spec_problems_with_box"] = {name: spec_problems(cls) for name, cls in nodes.items()}
 
+# A connection node pointing at a second box: a model only it has passes validation, joins the listed names, runs.
+out["second_box_prompt_errors"] = prompt_errors("VaeboxVAEDecode", second_base, model="wan21-second")
+out["decode_model_input_after_second_box"] = nodes["VaeboxVAEDecode"].INPUT_TYPES()["required"]["model"][0]
+(second_box,) = nodes["VaeboxConnection"]().connect(second_base, "")
+# A name no known box serves for the op is refused before anything runs, in the box's words (its op's models);
+# a VAE for an upscale as the box says it (it cannot do the op).
+out["unknown_model_prompt_errors"] = prompt_errors("VaeboxUpscale", base, model="no-such-model")
+out["wrong_op_prompt_errors"] = prompt_errors("VaeboxUpscale", base, model="wan21-small")
+
 os.environ.pop("COMFY_VAEBOX_TOKEN")
-try:
-    nodes["VaeboxConnection"]().connect(base, "")
-    out["no_token_error"] = None
-except Exception as e:
-    out["no_token_error"] = str(e)
+out["no_token_error"] = error_of(lambda: nodes["VaeboxConnection"]().connect(base, ""))
 (vaebox,) = nodes["VaeboxConnection"]().connect(base, token)
 
 # VAE decode and encode in f32 (the box's own dtype may be bf16), on the case's first 2 latent frames: the
@@ -103,6 +178,10 @@ out["decode_max_abs"] = (image - expected_image).abs().max().item()
 normalized = case["latent_mu_normalized"][:, :, :LATENT_FRAMES]
 (image,) = decode.decode(vaebox, {"samples": normalized}, "wan21-small", normalized=True, precision="f32")
 out["decode_normalized_max_abs"] = (image - expected_image).abs().max().item()
+(image,) = decode.decode(second_box, {"samples": case["latent_mu"][:, :, :LATENT_FRAMES]}, "wan21-second", precision="f32")
+out["second_box_decode_max_abs"] = (image - expected_image).abs().max().item()
+# The second box refuses the first box's VAE, naming its own.
+out["second_box_unknown_model_error"] = error_of(lambda: decode.decode(second_box, {"samples": case["latent_mu"][:, :, :1]}, "wan21-small"))
 
 # VAE encode: IMAGE frames of the reference sample.
 pixels = ((case["sample"][:, :, :FRAMES] + 1) / 2)[0].permute(1, 2, 3, 0).contiguous()
@@ -194,22 +273,11 @@ if reference.shape == tuple(upscaled.shape):
 out["upscale_vs_nearest_max_abs"] = float(np.abs(upscaled.numpy() - np.repeat(np.repeat(images.numpy(), 2, 1), 2, 2)).max())
 
 # An error code becomes a readable exception.
-try:
-    nodes["VaeboxUpscale"]().upscale(vaebox, images, "no-such-model", 2, 24.0)
-    out["unknown_model_error"] = None
-except Exception as e:
-    out["unknown_model_error"] = str(e)
-try:
-    nodes["VaeboxConnection"]().connect("http://127.0.0.1:9", "")
-    out["unreachable_error"] = None
-except Exception as e:
-    out["unreachable_error"] = str(e)
-
-
-def box(method, path, body=None):
-    request = urllib.request.Request(base + path, data=body, method=method, headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())
+out["unknown_model_error"] = error_of(lambda: nodes["VaeboxUpscale"]().upscale(vaebox, images, "no-such-model", 2, 24.0))
+# Upscale's precision reaches the box as its job's dtype.
+out["upscale_precision_error"] = error_of(lambda: nodes["VaeboxUpscale"]().upscale(vaebox, images, "realesrgan-animevideov3", 2, 24.0, precision="f32"))
+out["upscale_job_dtype"] = box("GET", "/v1/jobs?limit=1")["jobs"][0]["params"].get("dtype")
+out["unreachable_error"] = error_of(lambda: nodes["VaeboxConnection"]().connect("http://127.0.0.1:9", ""))
 
 
 def blocker():
@@ -303,10 +371,12 @@ out["cancelled_job_status"] = settle(node_job["id"])
 # Restore's inputs become fields the box takes (it checks them all before queueing; the small DiT is not run).
 cancel_requested[0] = True
 try:
-    nodes["VaeboxRestore"]().restore(vaebox, images, "seedvr2-3b-small", 2, 64, 7, "lab", 24.0)
+    nodes["VaeboxRestore"]().restore(vaebox, images, "seedvr2-3b-small", 2, 64, 7, "lab", 24.0, precision="bf16")
     out["restore_cancel_raised"] = None
 except Interrupted:
     out["restore_cancel_raised"] = "comfy"
+except TypeError as e:  # a node without the input
+    out["restore_cancel_raised"] = repr(e)
 node_job = newest_job()
 out["restore_job_op"] = node_job["op"]
 out["restore_job_params"] = node_job["params"]

@@ -1,7 +1,21 @@
-"""The model input of a node: a list of the box's models for an op when the box answers while ComfyUI builds
-its menus, else a text field. The box named by COMFY_VAEBOX_URL (default http://127.0.0.1:8080) is asked, with
-COMFY_VAEBOX_TOKEN; a connection node pointing at another box takes the name typed or picked all the same."""
+"""The model input of a node, and its check when ComfyUI validates a prompt.
+
+ComfyUI knows the graph's box only when a node runs: `INPUT_TYPES` is a class method, and `VALIDATE_INPUTS` gets
+no linked input (the `vaebox` from the connection node arrives as None). So this module keeps the boxes this
+ComfyUI has been told about: the one at $COMFY_VAEBOX_URL (token $COMFY_VAEBOX_TOKEN) and each box a connection
+node named (when ComfyUI validated it or it ran), most recent first.
+
+- The input is a COMBO of the models of those boxes that can do the node's op, asked again on each `INPUT_TYPES`
+  call (ComfyUI's /object_info: at start and on Refresh) once CACHE_S has passed, LIST_TIMEOUT_S at most.
+- Its default VAE follows a fixed rule (the box marks none): Wan 2.1, then Wan 2.2, then SeedVR2, each in the
+  boxes' order; the upscaler is the box's own default, realesrgan-animevideov3.
+- The nodes name `model` in `VALIDATE_INPUTS`, so ComfyUI skips its "Value not in list" check and asks
+  `check_name` instead: a name any known box serves for the op passes, typed or listed; one that every known box
+  answered without is refused in the box's own words (its op's models); when a box cannot be asked, or a
+  connection's URL is not known before it runs, the name passes and the connected box decides when the node runs.
+- With no box reachable the list holds the names the box's README uses, still a COMBO whose typed names pass."""
 import os
+import threading
 import time
 
 from .connection import DEFAULT_URL, Connection
@@ -9,30 +23,155 @@ from .errors import VaeboxError
 
 URL_VARIABLE = "COMFY_VAEBOX_URL"
 TOKEN_VARIABLE = "COMFY_VAEBOX_TOKEN"
-# ComfyUI asks for every node's inputs at once; a box that is away must not stall its start.
+# ComfyUI asks for every node's inputs at once, on its event loop; a box that is away must not stall it.
 LIST_TIMEOUT_S = 1.5
-CACHE_S = 30.0
+# A list is asked again after this: long enough for one /object_info or one prompt's validation, short enough
+# that a model put on a box shows on the next Refresh.
+CACHE_S = 10.0
+# Connection nodes' boxes remembered; the oldest is forgotten past this.
+MAX_BOXES = 8
+# The upscaler a box uses when a job names none (src/models/op.rs).
+BOX_DEFAULT_UPSCALER = "realesrgan-animevideov3"
+# The VAE a node starts with: the family of ComfyUI's most common video latents first (Wan 2.1's VAE also
+# serves Wan 2.2 14B), then Wan 2.2 (the 5B), then SeedVR2 (restore's own VAE, rarely a graph's latent).
+VAE_FAMILY_PREFERENCE = ("wan21", "wan22", "seedvr2")
+# With no box to ask: the names the box's README gives its files, so the COMBO is not empty.
+NAMES_WITHOUT_BOX = {
+    "vae_decode": ["wan_2.1_vae", "wan2.2_vae", "ema_vae_fp16"],
+    "vae_encode": ["wan_2.1_vae", "wan2.2_vae", "ema_vae_fp16"],
+    "upscale": [BOX_DEFAULT_UPSCALER, "realesrgan-x4plus"],
+    "restore": ["seedvr2_ema_3b_fp16", "seedvr2_ema_7b_fp16"],
+}
 
-_cache = {}
+_lock = threading.Lock()
+_connected = {}  # url -> token, in the order connection nodes named them (dicts keep it)
+_answers = {}  # url -> (monotonic time asked, its models or None when it did not answer)
+_last_listed = {}  # url -> its models at its last answer: the list still shows them while it is away
+_unaddressed_connection = [False]  # a connection node whose URL came from a link (unknown until it runs)
 
 
-def box_models():
-    """The box's models, or None when it cannot be asked; kept CACHE_S seconds per URL."""
-    url = os.environ.get(URL_VARIABLE) or DEFAULT_URL
-    cached = _cache.get(url)
-    if cached is not None and time.monotonic() - cached[0] < CACHE_S:
-        return cached[1]
+def env_box():
+    return os.environ.get(URL_VARIABLE) or DEFAULT_URL, os.environ.get(TOKEN_VARIABLE, "")
+
+
+def remember_box(url, token=""):
+    """A connection node named this box: its models join the lists, most recent first. None: a URL fed by a link,
+    which makes name checks lenient (that box cannot be asked before the node runs)."""
+    if url is None:
+        _unaddressed_connection[0] = True
+        return
     try:
-        models = Connection(url, os.environ.get(TOKEN_VARIABLE, "")).models(timeout=LIST_TIMEOUT_S)
-    except (VaeboxError, ValueError, KeyError):
+        url = Connection(url, token).url
+    except ValueError:
+        return
+    with _lock:
+        _connected.pop(url, None)
+        _connected[url] = token or os.environ.get(TOKEN_VARIABLE, "")
+        while len(_connected) > MAX_BOXES:
+            _connected.pop(next(iter(_connected)))
+
+
+def known_boxes():
+    """(url, token) of each box this ComfyUI knows: connection nodes' most recent first, then $COMFY_VAEBOX_URL."""
+    with _lock:
+        boxes = list(reversed(_connected.items()))
+    url, token = env_box()
+    try:
+        url = Connection(url, token).url
+    except ValueError:
+        return boxes
+    return boxes + ([(url, token)] if url not in dict(boxes) else [])
+
+
+def _ask(url, token):
+    try:
+        models = Connection(url, token).models(timeout=LIST_TIMEOUT_S)
+    except (VaeboxError, ValueError, KeyError, TypeError):
         models = None
-    _cache[url] = (time.monotonic(), models)
-    return models
+    with _lock:
+        _answers[url] = (time.monotonic(), models)
+        if models is not None:
+            _last_listed[url] = models
 
 
-def model_input(op, default=""):
-    """A ComfyUI input spec for a model that can do `op`."""
-    names = [m["name"] for m in box_models() or [] if op in m.get("ops", []) and m.get("present", True)]
-    if names:
-        return (names, {"default": default if default in names else names[0]})
-    return ("STRING", {"default": default, "tooltip": "a model name from the box's GET /v1/models"})
+def answers(boxes, fresh=False):
+    """{url: models or None} for `boxes`, asking those whose answer is older than CACHE_S (all with `fresh`) side
+    by side, so that boxes away cost LIST_TIMEOUT_S together, not each."""
+    now = time.monotonic()
+    with _lock:
+        stale = [(u, t) for u, t in boxes if fresh or u not in _answers or now - _answers[u][0] >= CACHE_S]
+    askers = [threading.Thread(target=_ask, args=box, daemon=True) for box in stale]
+    for asker in askers:
+        asker.start()
+    for asker in askers:
+        asker.join(LIST_TIMEOUT_S + 1.0)
+    with _lock:
+        return {u: _answers.get(u, (0.0, None))[1] for u, _ in boxes}
+
+
+def able(models, op):
+    """The models of one box's list that can do `op`, their files present, in the box's order."""
+    return [m for m in models if op in m.get("ops", []) and m.get("present", True)]
+
+
+def default_name(entries, op, preferred):
+    """The input's first value: `preferred` when listed, a VAE by VAE_FAMILY_PREFERENCE, else the first."""
+    names = [m["name"] for m in entries]
+    if preferred in names:
+        return preferred
+    if op in ("vae_decode", "vae_encode"):
+        for family in VAE_FAMILY_PREFERENCE:
+            for model in entries:
+                if model.get("family") == family:
+                    return model["name"]
+    return names[0]
+
+
+def model_input(op, preferred=""):
+    """A ComfyUI COMBO spec for a model that can do `op`, listed from the boxes this ComfyUI knows."""
+    boxes = known_boxes()
+    listed = answers(boxes)
+    entries, seen = [], set()
+    for url, _ in boxes:
+        with _lock:
+            models = listed.get(url) or _last_listed.get(url) or []
+        for model in able(models, op):
+            if model["name"] not in seen:
+                seen.add(model["name"])
+                entries.append(model)
+    if not entries:
+        entries = [{"name": name} for name in NAMES_WITHOUT_BOX.get(op, [preferred or "model"])]
+    tooltip = "a model of the connected box that can do this; any name the box serves is taken (GET /v1/models)"
+    return ([m["name"] for m in entries], {"default": default_name(entries, op, preferred), "tooltip": tooltip})
+
+
+def refusal(name, op, models):
+    """What the box itself answers a job naming `name` for `op` (src/queue/request.rs find_model)."""
+    can = [m["name"] for m in able(models, op)]
+    if any(m["name"] == name for m in models):
+        which = f"models that can: {', '.join(can)}" if can else "no model on this box can"
+        return f"model `{name}` cannot do `{op}`; {which}"
+    if can:
+        return f"unknown model `{name}`; for `{op}` this box has {', '.join(can)}"
+    return f"unknown model `{name}`; no model on this box can do `{op}`"
+
+
+def check_name(op, model):
+    """`VALIDATE_INPUTS`' answer for a node's `model`: True, or why ComfyUI should refuse the prompt."""
+    name = model.strip() if isinstance(model, str) else model
+    if name is None:
+        return True  # fed by a link: its value is known only when the node runs
+    if not name:
+        return f"name a model that can do {op} (GET /v1/models on the box lists them)"
+    if _unaddressed_connection[0]:
+        return True
+    boxes = known_boxes()
+    # Asked afresh when not found in a cached list: a model just put on a box is not refused for CACHE_S.
+    for fresh in (False, True):
+        listed = answers(boxes, fresh)
+        if any(models is None for models in listed.values()):
+            return True  # a box that cannot be asked may be the connected one: it decides when the node runs
+        if any(name in [m["name"] for m in able(models, op)] for models in listed.values()):
+            return True
+    reasons = [f"{url}: {refusal(name, op, models)}" for url, models in listed.items()]
+    return "vaebox: " + "; ".join(reasons) + ". Hint: pick a model from the list, or check the connection node's url"

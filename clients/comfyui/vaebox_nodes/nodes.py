@@ -6,7 +6,7 @@ import torch
 
 from . import apng, av_clip, frames, jobs, png_frames, remote_vae, tensor_file
 from .connection import DEFAULT_URL, Connection
-from .model_choices import TOKEN_VARIABLE, model_input
+from .model_choices import BOX_DEFAULT_UPSCALER, TOKEN_VARIABLE, check_name, model_input, remember_box
 
 CATEGORY = "vaebox"
 FPS_INPUT = ("FLOAT", {"default": 24.0, "min": 0.01, "max": 1000.0, "step": 0.001, "tooltip": "the frames' rate, sent with them"})
@@ -18,7 +18,8 @@ NORMALIZED_INPUT = (
         "output_type='latent'); ComfyUI's own LATENTs are not: its samplers normalize inside and undo it on the way out",
     },
 )
-PRECISION_INPUT = (["auto", "f32", "bf16", "f16"], {"default": "auto", "tooltip": "the VAE's precision on the box; auto: the box's dtype (bf16 on a GPU)"})
+# The box's `dtype` values (src/queue/parameters/table.rs); every op takes it.
+PRECISION_INPUT = (["auto", "f32", "bf16", "f16"], {"default": "auto", "tooltip": "the model's precision on the box; auto: the box's dtype (bf16 on a GPU)"})
 AUDIO_INPUT = ("AUDIO", {"tooltip": "the frames' sound: kept by the box and returned (needs ffmpeg here); none: no AUDIO back"})
 COLOR_FIXES = ["wavelet", "adain", "lab", "hsv", "wavelet_adaptive", "none"]
 
@@ -42,17 +43,41 @@ class VaeboxConnection:
     CATEGORY = CATEGORY
     DESCRIPTION = "A vaebox on the LAN; checks the URL and token by listing its models."
 
+    @classmethod
+    def VALIDATE_INPUTS(cls, url, token=""):
+        # ComfyUI validates this node before the nodes it feeds: its box's models join their lists and checks.
+        try:
+            Connection(url if url is not None else DEFAULT_URL)
+        except ValueError as e:
+            return str(e)
+        remember_box(url, token or "")
+        return True
+
     def connect(self, url, token=""):
         connection = Connection(url, token or os.environ.get(TOKEN_VARIABLE, ""))
         connection.models()  # refuses a wrong URL or token here rather than in the first heavy node
+        remember_box(connection.url, connection.token)
         return (connection,)
 
 
-class VaeboxVAEDecode:
+class ModelNode:
+    """A node whose `model` is any name a box serves for OP: named in VALIDATE_INPUTS, so ComfyUI asks
+    check_name instead of refusing a name that is not in the listed COMBO."""
+
+    OP = None
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, model):
+        return check_name(cls.OP, model)
+
+
+class VaeboxVAEDecode(ModelNode):
+    OP = "vae_decode"
+
     @classmethod
     def INPUT_TYPES(cls):
         return {
-            "required": {"vaebox": ("VAEBOX",), "samples": ("LATENT",), "model": model_input("vae_decode")},
+            "required": {"vaebox": ("VAEBOX",), "samples": ("LATENT",), "model": model_input(cls.OP)},
             "optional": {"normalized": NORMALIZED_INPUT, "precision": PRECISION_INPUT},
         }
 
@@ -72,11 +97,13 @@ class VaeboxVAEDecode:
         return (frames.pixels_to_image(np.concatenate(decoded, axis=0)),)
 
 
-class VaeboxVAEEncode:
+class VaeboxVAEEncode(ModelNode):
+    OP = "vae_encode"
+
     @classmethod
     def INPUT_TYPES(cls):
         return {
-            "required": {"vaebox": ("VAEBOX",), "pixels": ("IMAGE",), "model": model_input("vae_encode")},
+            "required": {"vaebox": ("VAEBOX",), "pixels": ("IMAGE",), "model": model_input(cls.OP)},
             "optional": {"normalized": NORMALIZED_INPUT, "precision": PRECISION_INPUT},
         }
 
@@ -101,18 +128,20 @@ def run_on_frames(connection, fields, images, fps, audio=None):
     return torch.from_numpy(png_frames.decode_zip(data)), None
 
 
-class VaeboxUpscale:
+class VaeboxUpscale(ModelNode):
+    OP = "upscale"
+
     @classmethod
     def INPUT_TYPES(cls):
         return {
             "required": {
                 "vaebox": ("VAEBOX",),
                 "images": ("IMAGE",),
-                "model": model_input("upscale", "realesrgan-animevideov3"),
+                "model": model_input(cls.OP, BOX_DEFAULT_UPSCALER),
                 "scale": ("INT", {"default": 2, "min": 1, "max": 4, "tooltip": "one of the model's scales (GET /v1/models)"}),
                 "fps": FPS_INPUT,
             },
-            "optional": {"audio": AUDIO_INPUT},
+            "optional": {"audio": AUDIO_INPUT, "precision": PRECISION_INPUT},
         }
 
     RETURN_TYPES = ("IMAGE", "AUDIO")
@@ -120,25 +149,28 @@ class VaeboxUpscale:
     CATEGORY = CATEGORY
     DESCRIPTION = "Upscales IMAGE frames on the box (Real-ESRGAN, Real-CUGAN), as one clip, with its sound."
 
-    def upscale(self, vaebox, images, model, scale, fps, audio=None):
-        return run_on_frames(vaebox, {"op": "upscale", "model": model, "scale": scale}, images, fps, audio)
+    def upscale(self, vaebox, images, model, scale, fps, audio=None, precision="auto"):
+        fields = {"op": "upscale", "model": model, "scale": scale, "dtype": box_dtype(precision)}
+        return run_on_frames(vaebox, fields, images, fps, audio)
 
 
-class VaeboxRestore:
+class VaeboxRestore(ModelNode):
+    OP = "restore"
+
     @classmethod
     def INPUT_TYPES(cls):
         return {
             "required": {
                 "vaebox": ("VAEBOX",),
                 "images": ("IMAGE",),
-                "model": model_input("restore"),
+                "model": model_input(cls.OP),
                 "scale": ("INT", {"default": 2, "min": 1, "max": 4, "tooltip": "each side times this; unused when resolution is set"}),
                 "resolution": ("INT", {"default": 0, "min": 0, "max": 16384, "tooltip": "the output's short side; 0: use scale"}),
                 "seed": ("INT", {"default": 666, "min": 0, "max": 2**63 - 1}),
                 "color_fix": (COLOR_FIXES, {"default": "wavelet"}),
                 "fps": FPS_INPUT,
             },
-            "optional": {"audio": AUDIO_INPUT},
+            "optional": {"audio": AUDIO_INPUT, "precision": PRECISION_INPUT},
         }
 
     RETURN_TYPES = ("IMAGE", "AUDIO")
@@ -146,9 +178,9 @@ class VaeboxRestore:
     CATEGORY = CATEGORY
     DESCRIPTION = "Restores and upscales IMAGE frames on the box with SeedVR2 (one step), as one clip, with its sound."
 
-    def restore(self, vaebox, images, model, scale, resolution, seed, color_fix, fps, audio=None):
+    def restore(self, vaebox, images, model, scale, resolution, seed, color_fix, fps, audio=None, precision="auto"):
         size = {"resolution": resolution} if resolution > 0 else {"scale": scale}
-        fields = dict(op="restore", model=model, seed=seed, color_fix=color_fix, **size)
+        fields = dict(op="restore", model=model, seed=seed, color_fix=color_fix, dtype=box_dtype(precision), **size)
         return run_on_frames(vaebox, fields, images, fps, audio)
 
 
