@@ -59,7 +59,7 @@ pub fn router(state: AppState) -> Router {
     let hosts = hosts::Hosts::new(&state.config.allowed_hosts, hosts::Hosts::machine_name());
     let router = Router::new()
         .route("/", get(system::index))
-        .route("/static/app.js", get(system::app_js))
+        .route("/js/{name}", get(system::script_module))
         .route("/static/style.css", get(system::style_css))
         .route("/healthz", get(system::healthz))
         .route("/metrics", get(system::metrics))

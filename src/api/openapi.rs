@@ -43,7 +43,7 @@ use super::{jobs, preview, remote, system};
         document,
         docs,
         system::index,
-        system::app_js,
+        system::script_module,
         system::style_css,
     ),
     components(schemas(ErrorBody)),

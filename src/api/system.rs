@@ -104,15 +104,62 @@ pub async fn index() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], include_str!("../../static/index.html"))
 }
 
-/// The web page's script
+/// `(name, source)` for each named file of `static/js/`, read at compile time.
+macro_rules! script_modules {
+    ($($name:literal),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../static/js/", $name)))),*]
+    };
+}
+
+/// The web page's script, as ES modules (`static/js/`, loaded from `/js/main.js` by the page): each is served
+/// as `/js/<file name>`. The list is built into the binary, so a module missing from `static/js/` fails the
+/// build; a name not on it answers 404 not-found, as any path that is not here.
+const SCRIPT_MODULES: &[(&str, &str)] = script_modules![
+    "main.js",
+    "dom.js",
+    "format.js",
+    "api.js",
+    "access-token.js",
+    "notices.js",
+    "state.js",
+    "health.js",
+    "form-prefs.js",
+    "presets.js",
+    "form-choices.js",
+    "file-choice.js",
+    "form-fields.js",
+    "upload.js",
+    "job-actions.js",
+    "job-list.js",
+    "op-filter.js",
+    "event-stream.js",
+    "job-progress.js",
+    "queue-places.js",
+    "card-head.js",
+    "thumbnails.js",
+    "compare.js",
+    "card-facts.js",
+    "timings-table.js",
+    "plan-table.js",
+    "metrics-table.js",
+    "job-card.js",
+];
+
+/// One of the web page's script modules
 #[utoipa::path(
     get,
-    path = "/static/app.js",
+    path = "/js/{name}",
     tag = "pages",
-    responses((status = 200, description = "JavaScript", body = String, content_type = "text/javascript"))
+    params(("name" = String, Path, description = "The module's file name, as the page's imports give it (`main.js` is the entry)")),
+    responses(
+        (status = 200, description = "JavaScript (an ES module)", body = String, content_type = "text/javascript"),
+        (status = 404, body = super::error::ErrorBody, description = "No module of that name (not-found)"),
+    )
 )]
-pub async fn app_js() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../../static/app.js"))
+pub async fn script_module(axum::extract::Path(name): axum::extract::Path<String>) -> Result<impl IntoResponse, ApiError> {
+    let source = SCRIPT_MODULES.iter().find(|(served, _)| *served == name).map(|(_, source)| *source);
+    let source = source.ok_or_else(|| ApiError::RouteNotFound { method: "GET".into(), path: format!("/js/{name}") })?;
+    Ok(([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], source))
 }
 
 /// The web page's style

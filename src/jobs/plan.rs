@@ -381,7 +381,7 @@ mod tests {
     }
 
     /// The JSON the VAE plans were built as before they were typed (`json!` in `executor::vae`), which
-    /// `static/app.js` and the tests read: the typed plans must serialise to exactly this.
+    /// `static/js/plan-table.js` and the tests read: the typed plans must serialise to exactly this.
     fn vae_json(op: Value) -> Value {
         let mut plan = json!({
             "chunk_frames": 5, "latent_frames_per_chunk": 2, "temporal_chunking": "exact (causal cache)",

@@ -266,8 +266,8 @@ async fn health_models_metrics_openapi_and_page_are_served() {
     let page = client.get(server.url("/")).send().await.unwrap();
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     let html = page.text().await.unwrap();
-    assert!(html.contains("app.js"));
-    let js = client.get(server.url("/static/app.js")).send().await.unwrap();
+    assert!(html.contains("/js/main.js"));
+    let js = client.get(server.url("/js/main.js")).send().await.unwrap();
     assert_eq!(js.status(), 200);
 }
 

@@ -101,7 +101,7 @@ async fn other_origins_cannot_change_anything_unless_listed_and_pages_carry_secu
     assert_eq!(allow_origin(response.headers()), None);
 
     // Security headers on the pages, their files and the API.
-    for path in ["/", "/static/app.js", "/static/style.css", "/docs", "/docs/swagger-ui-bundle.js", "/v1/models", "/nowhere"] {
+    for path in ["/", "/js/main.js", "/static/style.css", "/docs", "/docs/swagger-ui-bundle.js", "/v1/models", "/nowhere"] {
         let response = client.get(server.url(path)).send().await.unwrap();
         let headers = response.headers();
         let csp = headers.get("content-security-policy").unwrap_or_else(|| panic!("{path}: no CSP")).to_str().unwrap();

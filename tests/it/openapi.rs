@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 /// page (its script and style below it are not API).
 const ROUTES: &[(&str, &[&str])] = &[
     ("/", &["get"]),
-    ("/static/app.js", &["get"]),
+    ("/js/{name}", &["get"]),
     ("/static/style.css", &["get"]),
     ("/healthz", &["get"]),
     ("/metrics", &["get"]),

@@ -38,12 +38,88 @@ async fn page_shows_models_health_and_jobs_from_the_server() {
 }
 
 
-/// Runs the page's own script from a file in `dir` with the network replaced: `fetch` answers with `models`
-/// (a real /v1/models listing), the upload's `send` records its form fields, and `driver` plays the user.
-/// Returns what the upload would have sent, as (name, value) with a file given by its name.
-fn fields_the_form_sends(dir: &Path, models: &Value, driver: &str) -> Vec<(String, String)> {
+/// The page's script is ES modules served from a list built into the binary: from the page's entry, every
+/// import (followed over HTTP from the real server) resolves to a module served as JavaScript, each module is
+/// at most 400 lines, every file in static/js/ is reached (none forgotten, none dead) and an unknown name is 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_module_is_served_small_and_reached_from_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let html = client.get(server.url("/")).send().await.unwrap().text().await.unwrap();
+    let entries: Vec<String> = html
+        .split("<script type=\"module\" src=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_string())
+        .collect();
+    assert_eq!(entries, ["/js/main.js"], "the page loads one entry module");
+    assert!(!html.contains("/static/app.js"), "the page still loads app.js");
+
+    let base = reqwest::Url::parse(&server.url("/")).unwrap();
+    let mut pending: Vec<reqwest::Url> = entries.iter().map(|e| base.join(e).unwrap()).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(url) = pending.pop() {
+        if !seen.insert(url.path().to_string()) {
+            continue;
+        }
+        let response = client.get(url.clone()).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{url} is imported but not served");
+        let kind = response.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(kind.starts_with("text/javascript"), "{url} is served as {kind}");
+        let source = response.text().await.unwrap();
+        let lines = source.lines().count();
+        assert!(lines <= 400, "{url} has {lines} lines (at most 400)");
+        for specifier in imported_specifiers(&source) {
+            pending.push(url.join(&specifier).unwrap_or_else(|e| panic!("{url}: import {specifier:?}: {e}")));
+        }
+    }
+    let files: std::collections::BTreeSet<String> = std::fs::read_dir(Path::new(REPO).join("static/js"))
+        .unwrap()
+        .map(|entry| format!("/js/{}", entry.unwrap().file_name().to_string_lossy()))
+        .collect();
+    assert_eq!(seen, files, "the modules reached from the page are not the files in static/js/");
+
+    let response = client.get(server.url("/js/nowhere.js")).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "not-found", "{body}");
+}
+
+/// The specifiers a module imports from: its `import`/`export … from` statements (at the start of a line, up
+/// to their `;`) and any `import("…")`.
+fn imported_specifiers(source: &str) -> Vec<String> {
+    let quoted = |text: &str| -> Option<String> {
+        let start = text.find(['"', '\''])?;
+        let quote = text[start..].chars().next().unwrap();
+        let rest = &text[start + 1..];
+        Some(rest[..rest.find(quote)?].to_string())
+    };
+    let mut specifiers = Vec::new();
+    for (at, _) in source.match_indices('\n').map(|(i, m)| (i + 1, m)).chain([(0, "")]) {
+        let statement = &source[at..];
+        let statement = &statement[..statement.find(';').unwrap_or(statement.len())];
+        if statement.starts_with("import ") || statement.starts_with("import{") {
+            let after = statement.rfind(" from ").map_or(&statement["import".len()..], |from| &statement[from..]);
+            specifiers.extend(quoted(after));
+        } else if statement.starts_with("export {") || statement.starts_with("export *") {
+            if let Some(from) = statement.rfind(" from ") {
+                specifiers.extend(quoted(&statement[from..]));
+            }
+        }
+    }
+    for (at, _) in source.match_indices("import(") {
+        specifiers.extend(quoted(&source[at + "import(".len()..]));
+    }
+    specifiers
+}
+
+/// Runs the page from the real server at `page` with the network replaced: `fetch` answers with `models`
+/// (a real /v1/models listing), the upload's `send` records its form fields, and `driver` plays the user,
+/// run once the page is parsed and before its script (its modules) starts. Returns what the upload would
+/// have sent, as (name, value) with a file given by its name.
+fn fields_the_form_sends(page: &str, models: &Value, driver: &str) -> Vec<(String, String)> {
     let stubs = format!(
-        r#"<script>
+        r#"
 const MODELS = {models};
 window.fetch = async (url) => new Response(JSON.stringify(String(url).startsWith("/v1/models") ? MODELS
   : String(url).startsWith("/v1/presets") ? (window.PRESETS || {{ presets: {{}} }})
@@ -55,19 +131,19 @@ XMLHttpRequest.prototype.send = function (form) {{
   const sent = [...form.entries()].map(([k, v]) => [k, typeof v === "string" ? v : `file:${{v.name}}`]);
   document.body.dataset.sent = JSON.stringify(sent);
 }};
-</script>"#
+// "interactive": the document is parsed and its deferred scripts (the page's modules) have not run yet.
+document.addEventListener("readystatechange", () => {{
+  if (document.readyState !== "interactive") return;
+{driver}
+}});
+"#
     );
-    let app_js = Path::new(REPO).join("static/app.js");
-    let script = format!("{stubs}<script src=\"file://{}\" defer></script>", app_js.display());
-    let page = include_str!("../../static/index.html")
-        .replace(r#"<script src="/static/app.js" defer></script>"#, &script)
-        .replace("</body>", &format!("<script>{driver}</script></body>"));
-    let harness = dir.join("harness.html");
-    std::fs::write(&harness, page).unwrap();
-    let dom = rendered_dom(&format!("file://{}", harness.display()), &dir.join("harness-profile"));
-    let sent = dom.split("data-sent=\"").nth(1).unwrap_or_else(|| panic!("the form sent nothing:\n{dom}"));
-    let sent = sent[..sent.find('"').unwrap()].replace("&quot;", "\"").replace("&amp;", "&");
-    serde_json::from_str(&sent).unwrap()
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    browser.before_each_document(&stubs);
+    browser.open(page);
+    let sent = browser.wait_until("document.body.dataset.sent", Duration::from_secs(15));
+    let sent = sent.unwrap_or_else(|| panic!("the form sent nothing:\n{}", browser.eval("document.documentElement.outerHTML")));
+    serde_json::from_str(sent.as_str().unwrap()).unwrap()
 }
 
 /// The opening tag of the element with this id, as serialised.
@@ -102,8 +178,8 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
   $("file").dispatchEvent(new Event("change"));
   $("submit").click();
 })();"#;
-    let (harness, models) = (dir.path().to_path_buf(), listing.clone());
-    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver)).await.unwrap();
+    let (page, models) = (server.url("/"), listing.clone());
+    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&page, &models, driver)).await.unwrap();
     let expected = [
         ("op", "restore"),
         ("model", "seedvr2-3b-small"),
@@ -130,9 +206,8 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
   $("file").dispatchEvent(new Event("change"));
   $("submit").click();
 })();"#;
-    let (harness, models) = (dir.path().join("options"), listing.clone());
-    std::fs::create_dir_all(&harness).unwrap();
-    let sent_options = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_options)).await.unwrap();
+    let (page, models) = (server.url("/"), listing.clone());
+    let sent_options = tokio::task::spawn_blocking(move || fields_the_form_sends(&page, &models, driver_options)).await.unwrap();
     let expected_options = [
         ("op", "restore"),
         ("model", "seedvr2-3b-small"),
@@ -219,8 +294,8 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
   $("file").dispatchEvent(new Event("change"));
   $("submit").click();
 })();"#;
-    let (harness, models) = (dir.path().to_path_buf(), listing.clone());
-    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver)).await.unwrap();
+    let (page, models) = (server.url("/"), listing.clone());
+    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&page, &models, driver)).await.unwrap();
     let expected = [
         ("op", "interpolate"),
         ("model", "rife-hdv3"),
@@ -247,9 +322,8 @@ const $ = (id) => document.getElementById(id);
   $("callback-url").value = "http://hooks.lan:9000/done";
   $("try-first").click();
 })();"#;
-    let (harness, models) = (dir.path().join("try"), listing.clone());
-    std::fs::create_dir_all(&harness).unwrap();
-    let sent_try = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_try)).await.unwrap();
+    let (page, models) = (server.url("/"), listing.clone());
+    let sent_try = tokio::task::spawn_blocking(move || fields_the_form_sends(&page, &models, driver_try)).await.unwrap();
     let expected_try =
         [
         ("op", "interpolate"),
@@ -277,9 +351,8 @@ const $ = (id) => document.getElementById(id);
   $("file").dispatchEvent(new Event("change"));
   $("submit").click();
 })();"#;
-    let (harness, models) = (dir.path().join("preset"), listing.clone());
-    std::fs::create_dir_all(&harness).unwrap();
-    let sent_preset = tokio::task::spawn_blocking(move || fields_the_form_sends(&harness, &models, driver_preset)).await.unwrap();
+    let (page, models) = (server.url("/"), listing.clone());
+    let sent_preset = tokio::task::spawn_blocking(move || fields_the_form_sends(&page, &models, driver_preset)).await.unwrap();
     let expected_preset = [
         ("op", "interpolate"),
         ("model", "rife-hdv3"),

@@ -1,0 +1,32 @@
+// A card's plain sections: the job's error, and its facts (input, output, times, id).
+
+import { h } from "./dom.js";
+import { DASH, fmtBytes, fmtMedia, fmtTime } from "./format.js";
+import { withToken } from "./access-token.js";
+
+export function buildError(job) {
+  if (!job.error) return null;
+  return h("div", { class: "error-box job-error", role: "note" },
+    h("code", { class: "err-code", text: job.error.code || "error" }), " ", job.error.message || "");
+}
+
+export function buildFacts(job) {
+  const input = job.input || {};
+  const facts = h("dl", { class: "facts" });
+  const addFact = (k, ...v) => { facts.append(h("dt", { text: k }), h("dd", null, ...v)); };
+  addFact("Input", input.file_name || DASH, " ", h("span", { class: "muted", text: fmtBytes(input.bytes) }),
+    input.media ? h("span", { class: "media", text: fmtMedia(input.media) }) : null);
+  if (job.output) {
+    const o = job.output;
+    addFact("Output",
+      o.url && o.kept !== false ? h("a", { href: withToken(o.url), download: o.file_name || "", text: o.file_name || "result" }) : (o.file_name || DASH),
+      " ", h("span", { class: "muted", text: fmtBytes(o.bytes) }),
+      o.kept === false ? h("span", { class: "muted", text: " · returned to the caller, not kept" }) : null,
+      o.media ? h("span", { class: "media", text: fmtMedia(o.media) }) : null);
+  }
+  addFact("Created", h("time", { datetime: job.created_at || "", text: fmtTime(job.created_at) }),
+    job.started_at ? h("span", { class: "muted", text: ` · started ${fmtTime(job.started_at)}` }) : null,
+    job.finished_at ? h("span", { class: "muted", text: ` · finished ${fmtTime(job.finished_at)}` }) : null);
+  addFact("ID", h("code", { class: "id", text: job.id }));
+  return facts;
+}

@@ -1,0 +1,145 @@
+// The form's selects: ops and models from /v1/models, and the scale, precision and VAE each allows;
+// which fields show for the op; whether the form can be sent.
+
+import { $, h } from "./dom.js";
+import { api } from "./api.js";
+import { showError } from "./notices.js";
+import { state } from "./state.js";
+import { loadPrefs } from "./form-prefs.js";
+import { checkFileOp } from "./file-choice.js";
+
+export const LATENT_RE = /\.(safetensors|latent)$/i;
+const OP_LABELS = {
+  upscale: "Upscale",
+  vae_encode: "VAE encode (video → latent)",
+  vae_decode: "VAE decode (latent → video)",
+  vae_reconstruct: "VAE reconstruct (video → video)",
+  restore: "Restore (SeedVR2, video → video)",
+  interpolate: "Interpolate (RIFE, more frames per second)",
+};
+
+const SEEDVR2_VAE_FAMILY = "seedvr2";
+
+export function setOptions(select, items, preferred) {
+  const prev = preferred !== undefined ? preferred : select.value;
+  select.replaceChildren(...items.map((it) => h("option", { value: it.value, disabled: it.disabled, text: it.label })));
+  const enabled = items.filter((it) => !it.disabled);
+  const pick = enabled.find((it) => String(it.value) === String(prev)) || enabled[0] || items[0];
+  if (pick) select.value = String(pick.value);
+}
+
+export async function loadModels() {
+  const formErr = $("form-error");
+  try {
+    const data = await api("GET", "/v1/models");
+    state.models = Array.isArray(data && data.models) ? data.models : [];
+    showError(formErr, null);
+  } catch (e) {
+    state.models = [];
+    showError(formErr, e);
+    formErr.append(" ", h("button", { type: "button", class: "link", onclick: loadModels, text: "Retry" }));
+  }
+  // `/?op=restore&model=…` opens the form on that choice (a link to share, or a bookmark).
+  const prefs = { ...loadPrefs(), ...presetFromUrl() };
+  const ops = [];
+  for (const m of state.models) for (const op of m.ops || []) if (!ops.includes(op)) ops.push(op);
+  const op = $("op");
+  if (ops.length === 0) {
+    op.replaceChildren(h("option", { text: state.models.length ? "no operations" : "no models" }));
+    op.disabled = true;
+    $("model").replaceChildren(h("option", { text: "—" }));
+    $("model").disabled = true;
+    updateSubmit();
+    return;
+  }
+  op.disabled = false;
+  setOptions(op, ops.map((o) => ({ value: o, label: OP_LABELS[o] || o })), prefs.op);
+  if (prefs.priority !== undefined && prefs.priority !== "") $("priority").value = prefs.priority;
+  const colorFix = $("color-fix");
+  if ([...colorFix.options].some((o) => o.value === prefs.color_fix)) colorFix.value = prefs.color_fix;
+  onOpChange(prefs);
+}
+
+function presetFromUrl() {
+  const q = new URLSearchParams(location.search);
+  const preset = {};
+  for (const k of ["op", "model"]) if (q.get(k)) preset[k] = q.get(k);
+  return preset;
+}
+
+export function currentModel() {
+  return state.models.find((m) => m.name === $("model").value) || null;
+}
+
+export function onOpChange(prefs) {
+  prefs = prefs && prefs.op !== undefined ? prefs : {};
+  const op = $("op").value;
+  const models = state.models.filter((m) => (m.ops || []).includes(op));
+  const sel = $("model");
+  sel.disabled = models.length === 0;
+  setOptions(sel, models.map((m) => ({
+    value: m.name,
+    label: m.present === false ? `${m.name} (not installed)` : m.name,
+    disabled: m.present === false,
+  })), prefs.model);
+  onModelChange(prefs);
+}
+
+export function onModelChange(prefs) {
+  prefs = prefs && prefs.op !== undefined ? prefs : {};
+  const m = currentModel();
+  const op = $("op").value;
+  $("model-desc").textContent = !m ? (state.models.length ? "No model offers this operation." : "")
+    : m.present === false ? `Not installed on the server. ${m.description || ""}` : (m.description || "");
+  for (const el of document.querySelectorAll("#job-form [data-ops]")) el.hidden = !el.dataset.ops.split(" ").includes(op);
+  $("scale").disabled = $("scale-field").hidden;
+  const restore = op === "restore";
+  const scales = m && Array.isArray(m.scales) && m.scales.length ? m.scales : restore ? [1, 2, 3, 4] : [2, 4];
+  // Each op starts on the server's own default scale, not on the one the previous op left behind.
+  const opChanged = $("scale").dataset.op !== op;
+  $("scale").dataset.op = op;
+  const choices = scales.map((s) => ({ value: s, label: `×${s}` }));
+  if (restore) choices.push({ value: "size", label: "height × width…" });
+  const saved = prefs.scale !== undefined && choices.some((c) => String(c.value) === String(prefs.scale));
+  setOptions($("scale"), choices, saved ? prefs.scale : opChanged ? (restore ? 2 : Math.max(...scales)) : undefined);
+  if (restore) fillVaes(m, prefs.vae);
+  onScaleChange();
+  const dtypes = m && Array.isArray(m.dtypes) && m.dtypes.length ? m.dtypes : ["f32", "bf16"];
+  setOptions($("dtype"), [{ value: "auto", label: "auto" }, ...dtypes.map((d) => ({ value: d, label: d }))],
+    prefs.dtype !== undefined ? prefs.dtype : undefined);
+  checkFileOp();
+  updateSubmit();
+}
+
+export function onScaleChange() {
+  const bySize = !$("scale-field").hidden && $("scale").value === "size";
+  $("size-field").hidden = !bySize;
+  $("size-help").hidden = !bySize;
+  $("fps-field").hidden = $("rate-field").hidden || $("rate").value !== "fps";
+}
+
+// The SeedVR2 VAEs, the DiT's own first (the server's default when no `vae` is sent).
+function fillVaes(dit, preferred) {
+  const vaes = state.models.filter((m) => m.family === SEEDVR2_VAE_FAMILY);
+  const pairs = dit && dit.pairs_with;
+  vaes.sort((a, b) => (b.name === pairs) - (a.name === pairs));
+  const sel = $("vae");
+  sel.disabled = vaes.length === 0;
+  if (!vaes.length) sel.replaceChildren(h("option", { value: "", text: "none installed" }));
+  else setOptions(sel, vaes.map((v) => ({
+    value: v.name,
+    label: `${v.name}${v.name === pairs ? " (default)" : ""}${v.present === false ? " (not installed)" : ""}`,
+    disabled: v.present === false,
+  })), preferred !== undefined ? preferred : pairs || undefined);
+  $("vae-help").textContent = vaes.length ? "" : "Put a SeedVR2 VAE in the models folder's vae/ to restore.";
+}
+
+export function updateSubmit() {
+  const m = currentModel();
+  const busy = !!state.xhr;
+  const noVae = $("op").value === "restore" && !$("vae").value;
+  $("submit").disabled = busy || !state.file || !m || m.present === false || noVae;
+  // A latent is decoded whole: there is no first few seconds of it to try.
+  $("try-first").disabled = $("submit").disabled || $("op").value === "vae_decode";
+  $("abort").hidden = !busy;
+}

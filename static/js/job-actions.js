@@ -1,0 +1,62 @@
+// A card's buttons: run the whole clip, cancel, delete.
+
+import { $, h } from "./dom.js";
+import { shortId } from "./format.js";
+import { api } from "./api.js";
+import { errorNode, toast } from "./notices.js";
+import { state } from "./state.js";
+import { noteStatusChange } from "./health.js";
+import { removeJob, render, upsertJob } from "./job-list.js";
+import { syncStreams } from "./event-stream.js";
+import { renderJob } from "./job-card.js";
+
+// The whole clip of a job over part of its input, made by the server from the input that job kept, with
+// its settings: nothing is sent again, so it works after a reload and for tries sent by curl or a script.
+export async function runWhole(job, btn) {
+  btn.disabled = true;
+  try {
+    const whole = await api("POST", `/v1/jobs/${encodeURIComponent(job.id)}/whole`);
+    if (whole && whole.id) {
+      whole._localAt = Date.now();
+      upsertJob(whole, true);
+      render();
+      syncStreams();
+      const link = h("a", { href: `#job-${whole.id}`, text: shortId(whole.id) });
+      if (whole.httpStatus === 200) toast([`The whole clip was asked for before: `, link, ` is ${whole.status}`]);
+      else toast(["Queued the whole clip as ", link]);
+    }
+  } catch (e) {
+    toast(errorNode(e), true);
+  }
+  btn.disabled = false;
+}
+
+export async function cancelJob(id, btn) {
+  btn.disabled = true;
+  try {
+    const job = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`);
+    if (job && job.id) { noteStatusChange(state.jobs.get(job.id), job); state.jobs.set(job.id, job); renderJob(job); }
+    toast(`Cancel requested for ${shortId(id)}.`);
+  } catch (e) {
+    toast(errorNode(e), true);
+    btn.disabled = false;
+  }
+}
+
+export async function deleteJob(id, btn) {
+  const j = state.jobs.get(id);
+  const name = j && j.input ? j.input.file_name : shortId(id);
+  if (!window.confirm(`Delete job ${shortId(id)} (${name}) and its output?`)) return;
+  btn.disabled = true;
+  try {
+    await api("DELETE", `/v1/jobs/${encodeURIComponent(id)}`);
+    removeJob(id);
+    render();
+    toast(`Deleted ${shortId(id)}.`);
+    $("jobs-heading").focus();
+  } catch (e) {
+    if (e.status === 404) { removeJob(id); render(); return; }
+    toast(errorNode(e), true);
+    btn.disabled = false;
+  }
+}
