@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use vaebox::config::{absolute_path, Config};
 use vaebox::media::ProcessPriority;
-use vaebox::device::DtypeChoice;
+use vaebox::device::{DeviceChoice, DtypeChoice};
 use vaebox::executor::{ExecutorConfig, ExecutorHandle, JobHooks, JobSpec};
 use vaebox::jobs::{JobOutcome, JobParams, JobPlan, OutputFormat, Progress, Timings};
 use vaebox::models::{Op, Writes};
@@ -101,6 +101,9 @@ enum BenchCommand {
         /// Only the last table: our model against the ncnn engine (no pipeline runs, no step timings).
         #[arg(long)]
         engines_only: bool,
+        /// Without the last table (the GPU kit's job step wants the pipeline and the steps only).
+        #[arg(long, conflicts_with = "engines_only")]
+        no_engines: bool,
         /// Rounds of the engines' table; each round runs every engine in turn.
         #[arg(long, default_value_t = 2)]
         rounds: u32,
@@ -110,6 +113,10 @@ enum BenchCommand {
         /// Python with PyPI `ncnn` (the project's venv), for the ncnn engine's timing.
         #[arg(long, default_value = ".venv/bin/python", env = "VAEBOX_BENCH_PYTHON")]
         python: PathBuf,
+        /// `cpu`, `cuda` or `cuda:N`: the pipeline and the steps run there (on a GPU with one frame worker
+        /// and without the engines' table, which is the ncnn engine on the CPU).
+        #[arg(long, default_value = "cpu", value_parser = parse_device_arg)]
+        device: DeviceChoice,
     },
     /// RIFE frames per second and peak host memory at a 256×256 crop and a 1280×720 frame pair, f32 (both
     /// layouts) and bf16, next to ECCV2022-RIFE's own PyTorch code on the same pair.
@@ -159,8 +166,9 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(vaebox::server::serve(config))
         }
         Command::Run(args) => runtime.block_on(run_once(&config, args)),
-        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, media_priorities, frame_workers, engines_only, rounds, repeat, python } } => {
-            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale, media_priorities, frame_workers, engines_only, rounds, repeat }))
+        Command::Bench { what: BenchCommand::Upscale { input, model, dtypes, scale, media_priorities, frame_workers, engines_only, no_engines, rounds, repeat, python, device } } => {
+            config.device = device;
+            runtime.block_on(bench_upscale(&config, BenchUpscale { python, input, model, dtypes, scale, media_priorities, frame_workers, engines_only, no_engines, rounds, repeat }))
         }
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
@@ -388,6 +396,7 @@ struct BenchUpscale {
     media_priorities: String,
     frame_workers: Option<String>,
     engines_only: bool,
+    no_engines: bool,
     rounds: u32,
     repeat: u32,
 }
@@ -417,22 +426,30 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
         .collect::<anyhow::Result<Vec<_>>>()?;
     let out_dir = tempfile_dir()?;
     let threads = tch::get_num_threads().max(1) as usize;
+    let device = match config.device {
+        DeviceChoice::Cuda(index) => tch::Device::Cuda(index),
+        DeviceChoice::Cpu | DeviceChoice::Auto => tch::Device::Cpu,
+    };
     let frame_workers = match &bench.frame_workers {
+        // The executor runs one call at a time on a GPU, whatever cpu_frame_workers says.
+        _ if device.is_cuda() => vec![1],
         Some(list) => list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|n| n.parse::<usize>().ok().filter(|&n| n > 0).with_context(|| format!("--frame-workers: {n} is not a positive count"))).collect::<anyhow::Result<Vec<_>>>()?,
         None if threads > 1 => vec![1, threads],
         None => vec![1],
     };
-    println!("bench upscale: model {} x{scale} on {} ({} threads)", bench.model, bench.input.display(), tch::get_num_threads());
+    println!("bench upscale: model {} x{scale} on {} ({} threads, device {})", bench.model, bench.input.display(), tch::get_num_threads(), vaebox::device::device_name(device));
     if !pipeline_dtypes.is_empty() {
         println!("pipeline: the job's stages at each media_priority; steps: the compute stage's parts timed one by one on the clip's frames (up to 120, best of 2 passes), and the bare model on the same chunks");
         println!(
-            "| dtype | chunk | media priority | frame workers | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | to_tensor | model (tiled) | to_rgb | bare model s/frame | bare, frames on workers | compute / bare | media CPU s/frame | bound |"
+            "| dtype | chunk | media priority | frame workers | frames | read s | compute s | write s | total s | e2e fps | compute s/frame | upload | to float | model (tiled) | to samples | download | bare model s/frame | bare, frames on workers | compute / bare | media CPU s/frame | bound |"
         );
-        println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     }
     for &dtype_name in pipeline_dtypes {
         let Some(dtype) = DtypeChoice::parse(dtype_name) else { bail!("unknown dtype {dtype_name}") };
-        for chunk_frames in [1, 4] {
+        // A GPU wants more frames per call than a CPU, where 4 already fill the cores.
+        let chunk_sizes: &[usize] = if device.is_cuda() { &[4, 16] } else { &[1, 4] };
+        for &chunk_frames in chunk_sizes {
             // The steps do not depend on the media processes' priority: measured once per dtype and chunk.
             let mut measured_steps = None;
             for (&(priority_name, media_priority), &cpu_frame_workers) in priorities.iter().flat_map(|p| frame_workers.iter().map(move |w| (p, w))) {
@@ -459,7 +476,7 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                             Some("f16") => tch::Kind::Half,
                             _ => tch::Kind::Float,
                         };
-                        let request = StepRequest { config: &executor_config, input: &bench.input, model: &bench.model, kind, scale, chunk_frames };
+                        let request = StepRequest { config: &executor_config, input: &bench.input, model: &bench.model, kind, scale, chunk_frames, device };
                         *measured_steps.insert(tokio::task::block_in_place(|| measure(&request))?)
                     }
                 };
@@ -468,23 +485,32 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                 // The pipeline is everything after the model is resident: probe is the server's upload step.
                 let pipeline = t.total.unwrap_or(f64::NAN) - t.load_model.unwrap_or(0.0);
                 println!(
-                    "| {} | {chunk_frames} | {priority_name} | {cpu_frame_workers} | {frames} | {:.3} | {compute:.3} | {:.3} | {pipeline:.3} | {:.2} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.3} | {:.4} | {:.3} |",
+                    "| {} | {chunk_frames} | {priority_name} | {cpu_frame_workers} | {frames} | {:.3} | {compute:.3} | {:.3} | {pipeline:.3} | {:.2} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {} | {:.3} | {:.4} | {:.3} |",
                     t.dtype.as_deref().unwrap_or("?"),
                     t.read.unwrap_or(f64::NAN),
                     t.write.unwrap_or(f64::NAN),
                     frames / pipeline,
                     compute / frames,
-                    steps.to_tensor,
+                    steps.upload,
+                    steps.to_float,
                     steps.model_tiled,
-                    steps.to_rgb,
+                    steps.to_samples,
+                    steps.download,
                     steps.bare_model,
-                    steps.bare_on_workers,
+                    steps.bare_on_workers.map(|s| format!("{s:.4}")).unwrap_or_else(|| "-".into()),
                     (compute / frames) / steps.bare_model,
                     media_cpu / frames,
                     1.0 + media_cpu / frames / (threads as f64 * steps.bare_model),
                 );
             }
         }
+    }
+    if bench.no_engines || device.is_cuda() {
+        if device.is_cuda() {
+            println!("engines: not run on {}: the ncnn engine's table runs on the CPU (--device cpu)", vaebox::device::device_name(device));
+        }
+        let _ = std::fs::remove_dir_all(&out_dir);
+        return Ok(());
     }
     let request = EnginesRequest {
         config: &ExecutorConfig::from_config(config),
@@ -505,6 +531,10 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
     println!("{}", upscale_engines::table(&runs));
     let _ = std::fs::remove_dir_all(&out_dir);
     Ok(())
+}
+
+fn parse_device_arg(s: &str) -> Result<DeviceChoice, String> {
+    vaebox::device::parse_device(s).filter(|d| *d != DeviceChoice::Auto).ok_or_else(|| format!("{s}: expected cpu, cuda or cuda:N"))
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {

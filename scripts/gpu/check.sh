@@ -21,15 +21,18 @@ ONLY=${CHECK_ONLY:-}
 mkdir -p "$OUT" "$WORK/steps" "$WORK/bin"
 rm -f "$WORK"/steps/*
 : > "$OUT/steps.log"
-# The binary and ffmpeg travel xz-compressed; python's lzma unpacks them wherever python is.
-for tool in vaebox ffmpeg; do
-  if [[ -f $KIT/$tool.xz && ( ! -x $WORK/bin/$tool || $KIT/$tool.xz -nt $WORK/bin/$tool ) ]]; then
-    python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$KIT/$tool.xz" "$WORK/bin/$tool" && chmod +x "$WORK/bin/$tool"
-  fi
-done
-# Here (--cpu) the machine's own ffmpeg is used when there is one.
-command -v ffmpeg >/dev/null || export PATH=$WORK/bin:$PATH
-BIN=$WORK/bin/vaebox
+# The binary travels xz-compressed, ffmpeg and ffprobe as one xz-compressed tar (one stream: the second
+# static binary costs almost nothing); python's lzma unpacks them wherever python is.
+if [[ -f $KIT/vaebox.xz && ( ! -x $WORK/bin/vaebox || $KIT/vaebox.xz -nt $WORK/bin/vaebox ) ]]; then
+  python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$KIT/vaebox.xz" "$WORK/bin/vaebox" && chmod +x "$WORK/bin/vaebox"
+fi
+if [[ -f $KIT/tools.tar.xz && ( ! -x $WORK/bin/ffprobe || $KIT/tools.tar.xz -nt $WORK/bin/ffprobe ) ]]; then
+  python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$KIT/tools.tar.xz" "$WORK/bin" && chmod +x "$WORK/bin/ffmpeg" "$WORK/bin/ffprobe"
+fi
+# Here (--cpu) the machine's own ffmpeg and ffprobe are used when there are.
+command -v ffprobe >/dev/null || export PATH=$WORK/bin:$PATH
+# VAEBOX_BIN: another binary (the normal release build, for a dry run of a changed step without the kit's build).
+BIN=${VAEBOX_BIN:-$WORK/bin/vaebox}
 
 if [[ $MODE == cuda ]]; then
   PY=${VAEBOX_PYTHON:-python3}
@@ -117,6 +120,8 @@ make_weights() {
     # Side by side: one after another they took 59 s on the H100 machine.
     [[ -f $BENCH/$WAN22/weights-seed0.safetensors ]] || "$PY" scripts/bench/diffusers_vae.py --preset "$WAN22" --make-weights "$BENCH/$WAN22/weights-seed0.safetensors" &
     [[ -f $WORK/seedvr2_full.safetensors ]] || "$PY" scripts/bench/seedvr2_full_weights.py "$KIT/keys/seedvr2_full_keys.txt" "$WORK/seedvr2_full.safetensors" &
+    # The 3B DiT for the restore job: 6.8 GB of float16, drawn on the GPU.
+    [[ -f $WORK/dit_3b.safetensors ]] || "$PY" scripts/bench/seedvr2_full_weights.py "$KIT/keys/dit_3b_full_keys.txt" "$WORK/dit_3b.safetensors" --dtype float16 --device cuda &
     wait
   else
     wait
@@ -124,6 +129,7 @@ make_weights() {
     [[ -f $BENCH/$WAN22/weights-seed0.safetensors ]] || "$PY" scripts/bench/diffusers_vae.py --config-json '{"base_dim": 16, "decoder_base_dim": 16, "z_dim": 48, "is_residual": true, "patch_size": 2, "in_channels": 12, "out_channels": 12, "scale_factor_spatial": 16}' --make-weights "$BENCH/$WAN22/weights-seed0.safetensors"
     cp -f "${SEEDVR2_SMALL:-../shared/reference/seedvr2/small_weights.safetensors}" "$WORK/seedvr2_small.safetensors"
     ln -sf "$WORK/seedvr2_small.safetensors" "$WORK/seedvr2_full.safetensors"
+    ln -sf "$PWD/../shared/reference/seedvr2_dit/small_3b_weights.safetensors" "$WORK/dit_3b.safetensors"
   fi
   ls -la "$BENCH"/*/ "$WORK"/seedvr2_*.safetensors
 }
@@ -131,29 +137,23 @@ step weights 120 make_weights
 
 VAES=(--vae "wan21=$BENCH/$WAN21/weights-seed0.safetensors" --vae "wan22=$BENCH/$WAN22/weights-seed0.safetensors" --vae "seedvr2=$WORK/seedvr2_full.safetensors")
 
-# 3. The server on the device: /healthz, then diffusers' own remote_decode client on a 480p×81 latent.
-server_smoke() {
-  set -e
-  local dir=$WORK/server port=18080
-  rm -rf "$dir"; mkdir -p "$dir/models/vae"
-  ln -s "$BENCH/$WAN21/weights-seed0.safetensors" "$dir/models/vae/wan_2.1_vae.safetensors"
-  "$PY" -c "import torch; from safetensors.torch import save_file; torch.manual_seed(0); save_file({'latent': torch.randn([$LATENT_SHAPE])}, '$dir/latent.safetensors')"
-  VAEBOX_LISTEN=127.0.0.1:$port VAEBOX_DATA_DIR=$dir/data VAEBOX_MODELS_DIR=$dir/models VAEBOX_DEVICE=$MODE \
-    VAEBOX_THREADS=$THREADS "$BIN" serve > "$dir/server.log" 2>&1 &
-  local pid=$!
-  trap "kill $pid 2>/dev/null; echo '--- server log'; tail -30 '$dir/server.log'" EXIT
-  for _ in $(seq 1 60); do
-    "$PY" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/healthz')" 2>/dev/null && break
-    kill -0 $pid 2>/dev/null || { echo "the server stopped at start-up"; exit 1; }
-    sleep 1
-  done
-  "$PY" -c "import urllib.request, json; print(json.dumps(json.load(urllib.request.urlopen('http://127.0.0.1:$port/healthz')), indent=1))" | tee "$WORK/healthz.json"
-  "$PY" scripts/gpu/remote_decode_smoke.py --url "http://127.0.0.1:$port" --model wan_2.1_vae --latent "$dir/latent.safetensors" --out "$WORK/remote_decode.json"
-  cat "$WORK/remote_decode.json"
-}
-step server 120 server_smoke
+# 3. Same-run ratios against diffusers on the same device and weights.
+step vae_wan21_bf16 150 "$BIN" bench vae --device "$MODE" --preset "$WAN21" --dtypes bf16 --frames $V_FRAMES --height $V_H --width $V_W \
+  --repeats 1 --threads $THREADS --cache-dir "$BENCH" --python "$PY"
 
-# 4. The planner's rows: every family × dtype, each calibration in its own processes, side by side.
+step restore_3b 120 "$BIN" bench restore --device "$MODE" --variant 3b $([[ $MODE == cuda ]] && echo --dim 2560 --heads 20 --blocks 32 --mm-layers 10) \
+  "${RESTORE_SIZE[@]}" --dtypes bf16 --repeats 1 --threads $THREADS --peak-seconds 0.5 --vae-keys "$KIT/keys/seedvr2_full_keys.txt"
+
+# 4. Jobs as a user sends them (over HTTP, the binary serving on the device) beside their bare models:
+# upscale, interpolate, restore, vae_decode as a job and through /v1/decode (diffusers' remote_decode).
+# After the two benches above: the decode's and the restore's bare figures are theirs.
+if [[ $MODE == cuda ]]; then JOB_MODELS=$KIT/models; TEXT_EMBEDS=$KIT/text_embeds.safetensors
+else JOB_MODELS=models; TEXT_EMBEDS=../shared/reference/seedvr2_dit/text_embeds.safetensors; fi
+step jobs 200 "$PY" scripts/gpu/jobs.py --bin "$BIN" --mode "$MODE" --work "$WORK" --models "$JOB_MODELS" --python "$PY" --threads $THREADS \
+  --latent-shape "$LATENT_SHAPE" --wan21 "$BENCH/$WAN21/weights-seed0.safetensors" --seedvr2-vae "$WORK/seedvr2_full.safetensors" \
+  --dit "$WORK/dit_3b.safetensors" --text-embeds "$TEXT_EMBEDS"
+
+# 5. The planner's rows: every family × dtype, each calibration in its own processes, side by side.
 calibrate_all() {
   local pids=()
   for family in wan21 wan22 seedvr2; do
@@ -174,15 +174,9 @@ calibrate_all() {
 }
 step calibrate 150 calibrate_all
 
-# 5. Correctness: the same weights on the CPU and on the device.
+# 6. Correctness: the same weights on the CPU and on the device.
 step parity 120 "$BIN" bench parity --device "$MODE" "${VAES[@]}" "${PARITY_SIZE[@]}" "${DIT_ARGS[@]}" --json "$WORK/parity.json"
 
-# 6. Same-run ratios against diffusers on the same device and weights.
-step vae_wan21_bf16 150 "$BIN" bench vae --device "$MODE" --preset "$WAN21" --dtypes bf16 --frames $V_FRAMES --height $V_H --width $V_W \
-  --repeats 1 --threads $THREADS --cache-dir "$BENCH" --python "$PY"
-
-step restore_3b 120 "$BIN" bench restore --device "$MODE" --variant 3b $([[ $MODE == cuda ]] && echo --dim 2560 --heads 20 --blocks 32 --mm-layers 10) \
-  "${RESTORE_SIZE[@]}" --dtypes bf16 --repeats 1 --threads $THREADS --peak-seconds 0.5 --vae-keys "$KIT/keys/seedvr2_full_keys.txt"
 
 # 7. Out of memory on the device is not a failure: a decode under a small forced cap backs off and succeeds.
 oom_backoff() {
@@ -278,7 +272,6 @@ else
   step restore_7b 120 "$BIN" bench restore --device cpu --variant 7b "${RESTORE_SIZE[@]}" --dtypes f32 --repeats 1 --threads $THREADS --peak-seconds 0.2
   skip vae_wan22_bf16 "diffusers' Wan 2.2 bench is run at full size on CUDA only"
 fi
-skip upscale "needs ffprobe, which no registry's static build within the kit's size has (imageio-ffmpeg carries ffmpeg only)"
 
 # Assemble figures.json and summary.md from the steps.
 "$PY" scripts/gpu/report.py --mode "$MODE" --work "$WORK" --out "$OUT" --seconds $(( $(date +%s) - START ))

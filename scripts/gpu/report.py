@@ -11,11 +11,11 @@ import os
 import re
 
 STEPS = [
-    "environment", "weights", "server", "calibrate", "parity", "vae_wan21_bf16", "restore_3b",
-    "oom_backoff", "budget", "vae_seedvr2", "vae_wan21_f32_tf32", "restore_7b", "vae_wan22_bf16", "upscale",
+    "environment", "weights", "vae_wan21_bf16", "restore_3b", "jobs", "parity", "calibrate",
+    "oom_backoff", "budget", "vae_seedvr2", "vae_wan21_f32_tf32", "restore_7b", "vae_wan22_bf16",
 ]
 # Files a step leaves beside its log, read as JSON when present.
-STEP_JSON = {"parity": "parity.json", "server": ["healthz.json", "remote_decode.json"], "oom_backoff": "oom.json"}
+STEP_JSON = {"parity": "parity.json", "jobs": ["remote_decode.json"], "oom_backoff": "oom.json"}
 
 
 def read(path):
@@ -75,6 +75,20 @@ def step_record(work, name):
     return record
 
 
+def jobs_tables(objects):
+    """The jobs as a user sends them, then each job beside its bare model (jobs.py's JSON lines)."""
+    jobs = [o for o in objects if "job" in o]
+    pairs = [o for o in objects if "job_vs_bare" in o]
+    cell = lambda v, f="{:.3f}": "" if v is None else f.format(v)
+    out = ["| job | frames | load s | read s | compute s | write s | total s | compute frames/s | wall s | error |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    out += [f"| {j['job']} | {j.get('frames', '')} | {cell(j.get('load_model'))} | {cell(j.get('read'))} | {cell(j.get('compute'))} | {cell(j.get('write'))} "
+            f"| {cell(j.get('total'))} | {cell(j.get('compute_fps'), '{:.1f}')} | {cell(j.get('wall_s'))} | {j.get('error', '')} |" for j in jobs]
+    out += ["", "| job | against | job compute s/frame | bare s/frame | job / bare |", "|---|---|---:|---:|---:|"]
+    out += [f"| {p['job_vs_bare']} | {p['what']} | {cell(p.get('job_s_per_frame'), '{:.5f}')} | {cell(p.get('bare_s_per_frame'), '{:.5f}')} "
+            f"| {cell(p.get('ratio'), '{:.2f}') or 'missing: ' + p.get('missing', '')} |" for p in pairs]
+    return out
+
+
 def summary(mode, seconds, steps):
     out = [f"# vaebox GPU check ({mode}), {seconds} s", ""]
     env = steps["environment"].get("lines", [])
@@ -90,13 +104,11 @@ def summary(mode, seconds, steps):
             body += s["table"]
         if s.get("rows"):
             body += ["```"] + s["rows"] + ["```"]
-        if name == "server":
+        if name == "jobs":
+            body += jobs_tables(s.get("json", []))
             decode = s.get("remote_decode")
             if decode:
-                body += ["```", json.dumps(decode, indent=1)[:3000], "```"]
-            health = s.get("healthz")
-            if isinstance(health, dict):
-                body += ["healthz: `" + json.dumps({k: health[k] for k in health if "device" in k or k in ("status", "version")})[:1500] + "`"]
+                body += ["", "diffusers' remote_decode against /v1/decode:", "```", json.dumps(decode, indent=1)[:3000], "```"]
         if name == "oom_backoff" and isinstance(s.get("oom"), dict):
             body += ["```", json.dumps(s["oom"].get("plan", s["oom"]), indent=1)[:3000], "```"]
         if s.get("log_tail"):
