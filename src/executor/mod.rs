@@ -104,6 +104,11 @@ impl JobHooks {
             Ok(())
         }
     }
+
+    /// The cancel as the models ask it inside a push or a DiT call (`ModelError::Stopped` → `Cancelled`).
+    pub fn stop_flag(&self) -> crate::models::stop::StopFlag {
+        crate::models::stop::StopFlag::on(self.cancel.clone())
+    }
 }
 
 struct RunCommand {

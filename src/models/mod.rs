@@ -12,6 +12,7 @@ pub mod restore;
 pub mod rife;
 pub mod seedvr2;
 pub mod seedvr2_dit;
+pub mod stop;
 pub mod wan;
 mod op;
 pub mod registry;
@@ -40,7 +41,8 @@ pub enum ModelError {
     Torch(#[from] tch::TchError),
     #[error("out of memory: a host buffer of {bytes} bytes could not be allocated")]
     HostOutOfMemory { bytes: usize },
-    /// A caller's stop (a cancelled job) seen between two pieces of work (tiles).
+    /// A caller's stop (a cancelled job, [`stop::StopFlag`]) seen between two pieces of work (tiles,
+    /// causal convolutions, DiT blocks).
     #[error("stopped: the job was cancelled")]
     Stopped,
 }

@@ -56,6 +56,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         device: exec.device,
     };
     let mut vae = StreamedVae::new(&restorer.vae, stream_settings)?;
+    vae.set_stop(hooks.stop_flag());
     let dit_budget_mib = exec.config.dit_memory_budget_mib;
     let memory = memory_plan(&MemoryInputs { restorer: &restorer, vae: &vae, settings: &settings, geometry: &geometry, budget_mib, dit_budget_mib });
     let settings = RestoreSettings { batch: memory.batch, ..settings };
@@ -337,7 +338,7 @@ impl Pipeline<'_> {
             self.hooks.progress.send_replace(span.at(0.0));
             *self.stage_span.borrow_mut() = Some(span);
         };
-        let out = one_step::restore_tiled_in_stages(vae, &self.restorer.models(), step, &self.dit_tiles, &mut starting)?;
+        let out = one_step::restore_tiled_in_stages_until(vae, &self.restorer.models(), step, &self.dit_tiles, &mut starting, &self.hooks.stop_flag())?;
         clock.stages.add(&out.seconds);
         Ok(out.frames.clamp(-1.0, 1.0))
     }

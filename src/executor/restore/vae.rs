@@ -15,6 +15,7 @@ use crate::jobs::plan::VaeStagePlans;
 use crate::models::restore::one_step::BatchVae;
 use crate::models::nn::posterior::Posterior;
 use crate::models::family::vae::StreamOutput;
+use crate::models::stop::StopFlag;
 use crate::models::vae::{split_moments, VideoVae};
 use crate::tiling::memory::{MemoryModel, TiledOp};
 use crate::tiling::planner::Plan;
@@ -47,6 +48,8 @@ pub struct StreamedVae<'a> {
     /// What gave since the last [`StreamedVae::take_fallbacks`], in order, each line naming its stage.
     fallbacks: Vec<String>,
     pushed: Option<PushedShare<'a>>,
+    /// Handed to every stream: a cancel stops a batch's encode or decode between tiles and layers.
+    stop: StopFlag,
 }
 
 /// One direction's state across batches.
@@ -76,7 +79,13 @@ impl<'a> StreamedVae<'a> {
             plans: VaeStagePlans::default(),
             fallbacks: Vec::new(),
             pushed: None,
+            stop: StopFlag::never(),
         })
+    }
+
+    /// From now on the streams stop inside a push (`ModelError::Stopped`) once `stop` is raised.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.stop = stop;
     }
 
     /// `pushed` is told the share of the stage done after each push from now on.
@@ -141,11 +150,12 @@ impl<'a> StreamedVae<'a> {
 
 
 /// Pushes of `latent_frames_per_chunk · t` frames; the stream takes care of the first one being `1 + 4a`.
-fn encode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, video: &Tensor, pushed: Option<&dyn Fn(f64)>) -> Result<Tensor, ExecError> {
+fn encode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, video: &Tensor, pushed: Option<&dyn Fn(f64)>, stop: &StopFlag) -> Result<Tensor, ExecError> {
     let group = vae.temporal_factor();
     let (_, _, frames, height, width) = video.size5()?;
     let push = plan.latent_frames_per_chunk * group;
     let mut encoder = TiledEncoder::with_output(vae, plan.spatial, StreamOutput::Raw);
+    encoder.set_stop(stop.clone());
     let mut parts = Vec::new();
     for start in (0..frames).step_by(push as usize) {
         let len = push.min(frames - start);
@@ -158,7 +168,7 @@ fn encode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, elemen
     Ok(Tensor::f_cat(&parts, 2)?)
 }
 
-fn decode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, latent: &Tensor, pushed: Option<&dyn Fn(f64)>) -> Result<Tensor, ExecError> {
+fn decode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, element_bytes: i64, latent: &Tensor, pushed: Option<&dyn Fn(f64)>, stop: &StopFlag) -> Result<Tensor, ExecError> {
     let (_, _, frames, h, w) = latent.size5()?;
     let factor = vae.spatial_factor();
     let push = plan.latent_frames_per_chunk;
@@ -166,9 +176,14 @@ fn decode_planned(vae: &VideoVae, plan: &Plan, pushes: &mut OomFallbacks, elemen
     if let (true, Some(tiles)) = (plan.tile_major, plan.spatial) {
         // The batch's output is held whole anyway, so the tiles blend in memory, with no spool.
         let order = TileMajorDecode { vae, tiles, latent_frames_per_push: push, output: StreamOutput::Raw, checkpoint_frames: 0 };
-        return order.run_in_memory(latent, &mut |decoder, slice| resilient::decode(decoder, slice, &size(slice.size()[2]), pushes));
+        return order.run_in_memory(latent, &mut |decoder, slice| {
+            // Each tile's stream is made by the decode: the cancel reaches inside its pushes from here.
+            decoder.set_stop(stop.clone());
+            resilient::decode(decoder, slice, &size(slice.size()[2]), pushes)
+        });
     }
     let mut decoder = TiledDecoder::with_output(vae, plan.spatial, StreamOutput::Raw);
+    decoder.set_stop(stop.clone());
     let mut parts = Vec::new();
     for start in (0..frames).step_by(push as usize) {
         let len = push.min(frames - start);
@@ -195,16 +210,16 @@ impl BatchVae for StreamedVae<'_> {
         let (_, _, frames, height, width) = video.size5()?;
         let (t, f) = (self.vae.temporal_factor(), self.vae.spatial_factor());
         let latent = [(frames - 1) / t + 1, height / f, width / f];
-        let pushed = self.pushed.take();
-        let moments = self.run_stage(TiledOp::Encode, latent, |vae, plan, pushes, bytes| encode_planned(vae, plan, pushes, bytes, video, pushed.as_deref()));
+        let (pushed, stop) = (self.pushed.take(), self.stop.clone());
+        let moments = self.run_stage(TiledOp::Encode, latent, |vae, plan, pushes, bytes| encode_planned(vae, plan, pushes, bytes, video, pushed.as_deref(), &stop));
         self.pushed = pushed;
         Ok(split_moments(&moments?)?)
     }
 
     fn decode(&mut self, latent: &Tensor) -> Result<Tensor, ExecError> {
         let (_, _, t, h, w) = latent.size5()?;
-        let pushed = self.pushed.take();
-        let decoded = self.run_stage(TiledOp::Decode, [t, h, w], |vae, plan, pushes, bytes| decode_planned(vae, plan, pushes, bytes, latent, pushed.as_deref()));
+        let (pushed, stop) = (self.pushed.take(), self.stop.clone());
+        let decoded = self.run_stage(TiledOp::Decode, [t, h, w], |vae, plan, pushes, bytes| decode_planned(vae, plan, pushes, bytes, latent, pushed.as_deref(), &stop));
         self.pushed = pushed;
         decoded
     }

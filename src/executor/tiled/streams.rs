@@ -11,6 +11,7 @@ use crate::models::ModelError;
 use crate::models::family::vae::{BoxedStream, StreamOutput};
 use crate::models::vae::VideoVae;
 use crate::models::nn::causal_cache::{saved_state_error, RowSplit, SavedTensors};
+use crate::models::stop::StopFlag;
 use crate::tiling::blend::TileBlender;
 use crate::tiling::grid::{SpatialTiles, TileGrid};
 use crate::tiling::spatial::Span;
@@ -58,16 +59,18 @@ fn narrow_hw(x: &Tensor, rows: Span, cols: Span, scale: i64) -> Result<Tensor, M
 pub struct StreamCheckpoint<'a>(Vec<BoxedStream<'a>>);
 
 /// The state both tiled streams share: the layout (fixed by the first push), one stream per kept
-/// tile, and the row split every tile stream runs with.
+/// tile, and the row split and stop every tile stream runs with.
 struct TileStreams<'a> {
     layout: Option<Layout>,
     streams: Vec<BoxedStream<'a>>,
     row_split: Option<RowSplit>,
+    /// Asked before each tile, and by each tile's stream between its layers.
+    stop: StopFlag,
 }
 
 impl<'a> TileStreams<'a> {
     fn new() -> Self {
-        TileStreams { layout: None, streams: Vec::new(), row_split: None }
+        TileStreams { layout: None, streams: Vec::new(), row_split: None, stop: StopFlag::never() }
     }
 
     /// The layout for frames of `h × w` latent cells, made (with a new stream per tile) on first use,
@@ -83,8 +86,10 @@ impl<'a> TileStreams<'a> {
             let layout = make(h, w);
             self.streams = layout.tiles.iter().map(|_| stream()).collect();
             let split = self.row_split;
+            let stop = &self.stop;
             self.streams.iter_mut().for_each(|s| {
                 s.set_row_split(split);
+                s.set_stop(stop.clone());
             });
             self.layout = Some(layout);
         }
@@ -107,6 +112,11 @@ impl<'a> TileStreams<'a> {
     fn set_row_split(&mut self, vae: &VideoVae, split: Option<RowSplit>) -> bool {
         self.row_split = split;
         vae.supports_row_split() && self.streams.iter_mut().all(|s| s.set_row_split(split))
+    }
+
+    fn set_stop(&mut self, stop: StopFlag) {
+        self.streams.iter_mut().for_each(|s| s.set_stop(stop.clone()));
+        self.stop = stop;
     }
 
     fn tile_count(&self) -> usize {
@@ -184,6 +194,12 @@ impl<'a> TiledDecoder<'a> {
         self.state.row_split
     }
 
+    /// From the next push on, a raised `stop` (a job's cancel) ends the push in hand between its tiles and
+    /// between the layers of a tile with `ModelError::Stopped`: one push of a large frame is many seconds.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.state.set_stop(stop);
+    }
+
     /// Tiles actually run per push (known after the first push).
     pub fn tile_count(&self) -> usize {
         self.state.tile_count()
@@ -208,6 +224,7 @@ impl<'a> TiledDecoder<'a> {
         let (_, _, _, h, w) = latent.size5()?;
         let (vae, tiles, output) = (self.vae, self.tiles, self.output);
         let factor = vae.spatial_factor();
+        let stop = self.state.stop.clone();
         let (layout, streams) =
             self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, latent.device()), || vae.decoder_with(output))?;
         if let [single] = streams {
@@ -215,6 +232,7 @@ impl<'a> TiledDecoder<'a> {
         }
         let mut sum: Option<BlendAccumulator> = None;
         for ((index, rows, cols), stream) in layout.tiles.iter().zip(streams.iter_mut()) {
+            stop.check()?;
             let _span = tracing::trace_span!("decode_tile", row = rows.start, col = cols.start).entered();
             let pixels = stream.push_some(&narrow_hw(latent, *rows, *cols, 1)?)?;
             let sum = sum.get_or_insert_with(|| BlendAccumulator::new(&pixels, h * factor, w * factor));
@@ -258,6 +276,12 @@ impl<'a> TiledEncoder<'a> {
         self.state.row_split
     }
 
+    /// From the next push on, a raised `stop` (a job's cancel) ends the push in hand between its tiles and
+    /// between the layers of a tile with `ModelError::Stopped`: one push of a large frame is many seconds.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.state.set_stop(stop);
+    }
+
     pub fn tile_count(&self) -> usize {
         self.state.tile_count()
     }
@@ -287,12 +311,14 @@ impl<'a> TiledEncoder<'a> {
         }
         let (h, w) = (height / factor, width / factor);
         let (vae, tiles, output) = (self.vae, self.tiles, self.output);
+        let stop = self.state.stop.clone();
         let (layout, streams) = self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, frames.device()), || vae.encoder_with(output))?;
         if let [single] = streams {
             return single.push(frames);
         }
         let mut sum: Option<BlendAccumulator> = None;
         for ((index, rows, cols), stream) in layout.tiles.iter().zip(streams.iter_mut()) {
+            stop.check()?;
             let _span = tracing::trace_span!("encode_tile", row = rows.start, col = cols.start).entered();
             // Every tile buffers the same frames, so they all complete latent frames on the same push.
             let Some(latent) = stream.push(&narrow_hw(frames, *rows, *cols, factor)?)? else { continue };

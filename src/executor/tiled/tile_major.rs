@@ -66,7 +66,8 @@ pub struct TileMajorHooks<'h, 'a, E> {
     /// Runs before every push of every tile and every blend with `(done, steps)`: progress and
     /// cancellation.
     pub step: &'h mut dyn FnMut(usize, usize) -> Result<(), E>,
-    /// Decodes one push of one tile on that tile's stream (`decoder.push`, or a retrying wrapper).
+    /// Decodes one push of one tile on that tile's stream (`decoder.push`, or a retrying wrapper; a job's
+    /// hook also hands the stream its cancel, `TiledDecoder::set_stop`, so the push stops between layers).
     pub push: &'h mut dyn FnMut(&mut TiledDecoder<'a>, &Tensor) -> Result<Tensor, E>,
     /// Receives the blended Float `[1, 3, n, H, W]` chunks in order, one per push, with the place after it.
     pub emit: &'h mut dyn FnMut(Tensor, &TileMajorMark) -> Result<(), E>,

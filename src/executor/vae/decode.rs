@@ -274,6 +274,8 @@ fn decode_tile_major(
             ctx.hooks.check_cancelled()
         },
         push: &mut |decoder, slice| {
+            // Each tile's stream is made by the decode: the cancel reaches inside its pushes from here.
+            decoder.set_stop(ctx.hooks.stop_flag());
             let size = ctx.push_size(slice.size()[2] * ctx.vae.temporal_factor(), job.full_height, job.full_width);
             resilient::decode(decoder, slice, &size, &mut fallbacks.borrow_mut())
         },

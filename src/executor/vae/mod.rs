@@ -149,12 +149,18 @@ fn job_planning(exec: &Executor, job: &JobSpec, vae_op: VaeOp, vae: &VideoVae, k
 }
 
 impl VaeJob<'_> {
+    /// The job's encoder; a cancel stops it inside a push (between tiles and layers).
     fn encoder(&self) -> TiledEncoder<'_> {
-        TiledEncoder::new(self.vae, self.tiles)
+        let mut encoder = TiledEncoder::new(self.vae, self.tiles);
+        encoder.set_stop(self.hooks.stop_flag());
+        encoder
     }
 
+    /// The job's decoder; a cancel stops it inside a push (between tiles and layers).
     fn decoder(&self) -> TiledDecoder<'_> {
-        TiledDecoder::new(self.vae, self.tiles)
+        let mut decoder = TiledDecoder::new(self.vae, self.tiles);
+        decoder.set_stop(self.hooks.stop_flag());
+        decoder
     }
 
     /// Sizes the first row split of an out-of-memory retry of a push of `pixel_frames` frames of

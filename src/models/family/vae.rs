@@ -6,6 +6,7 @@ use tch::{Device, Kind, Tensor};
 use super::Family;
 use crate::models::nn::causal_cache::{RowSplit, SavedTensors};
 use crate::models::nn::weights::HeldBytes;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 pub struct LoadOptions {
@@ -38,6 +39,9 @@ pub trait VaeStream<'a> {
     }
     /// A copy of the state to return to if the next push fails.
     fn snapshot(&self) -> BoxedStream<'a>;
+    /// The flag a push asks between its layers (a job's cancel): once raised, the push in hand ends with
+    /// `ModelError::Stopped` within a layer, not at its end.
+    fn set_stop(&mut self, stop: StopFlag);
     /// Exact row-split convolutions from the next push on; false where the family has none.
     fn set_row_split(&mut self, _split: Option<RowSplit>) -> bool {
         false

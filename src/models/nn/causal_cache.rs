@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use tch::Tensor;
 
 use super::layout;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 /// A stream's state written down (a checkpoint on disk, `executor::resume`): named tensors, each layer's
@@ -36,6 +37,8 @@ pub struct FeatureCache {
     slots: Vec<Option<Tensor>>,
     chunks_done: usize,
     row_split: Option<RowSplit>,
+    /// Asked by every causal convolution before it runs: a long push stops between layers on a cancel.
+    stop: StopFlag,
 }
 
 /// Exact spatial splitting: every large convolution of the stream runs in bands of output rows, each
@@ -57,7 +60,7 @@ impl RowSplit {
 
 impl FeatureCache {
     pub fn new(slot_count: usize) -> Self {
-        Self { slots: (0..slot_count).map(|_| None).collect(), chunks_done: 0, row_split: None }
+        Self { slots: (0..slot_count).map(|_| None).collect(), chunks_done: 0, row_split: None, stop: StopFlag::never() }
     }
 
     /// The stream as it is now: cached frames are never written in place (layers swap in new tensors),
@@ -67,7 +70,19 @@ impl FeatureCache {
             slots: self.slots.iter().map(|slot| slot.as_ref().map(Tensor::shallow_clone)).collect(),
             chunks_done: self.chunks_done,
             row_split: self.row_split,
+            stop: self.stop.clone(),
         }
+    }
+
+    /// The flag the stream's layers ask (`check_stop`) from the next layer on.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.stop = stop;
+    }
+
+    /// `ModelError::Stopped` once the stream's stop is raised. A push stopped here leaves the cache
+    /// part-way through a chunk: the stream is not pushed again (its job is over).
+    pub fn check_stop(&self) -> Result<(), ModelError> {
+        self.stop.check()
     }
 
     pub fn row_split(&self) -> Option<RowSplit> {

@@ -186,6 +186,8 @@ impl CausalConv3d {
     }
 
     pub fn forward(&self, x: &Tensor, cache: &mut FeatureCache) -> Result<Tensor, ModelError> {
+        // Before the cache is touched: a stopped stream's layers after this one never run.
+        cache.check_stop()?;
         let history = match self.cache_slot {
             Some(slot) => {
                 let history = cache.take(slot);

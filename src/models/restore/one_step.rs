@@ -11,6 +11,7 @@ use super::noise_augment::{noised_condition, noised_input, NoiseScales};
 use crate::models::nn::posterior::Posterior;
 use crate::models::seedvr2::{SeedVr2Vae, SEEDVR2_SCALING_FACTOR};
 use crate::models::seedvr2_dit::{DitInput, SeedVr2Dit};
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 /// The one sampler step: `uniform_trailing` with one step and shift 1.0 gives only t = T = 1000.
@@ -165,6 +166,19 @@ pub fn restore_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step:
 /// [`restore_in_stages`] with the DiT run over `dit_tiles` of the latent (none: the whole latent in one
 /// call). Only the DiT is tiled: the noise is drawn for the whole latent first, as untiled.
 pub fn restore_tiled_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels, step: RestoreStep, dit_tiles: &[DitTile], starting: &mut dyn FnMut(Stage)) -> Result<OneStepOutput, V::Error> {
+    restore_tiled_in_stages_until(vae, models, step, dit_tiles, starting, &StopFlag::never())
+}
+
+/// [`restore_tiled_in_stages`] asking `stop` before each stage and between the DiT's tiles and blocks
+/// (`ModelError::Stopped`); the VAE's streams carry their own stop (a job's `StreamedVae`).
+pub fn restore_tiled_in_stages_until<V: BatchVae>(
+    vae: &mut V,
+    models: &RestoreModels,
+    step: RestoreStep,
+    dit_tiles: &[DitTile],
+    starting: &mut dyn FnMut(Stage),
+    stop: &StopFlag,
+) -> Result<OneStepOutput, V::Error> {
     let _guard = tch::no_grad_guard();
     let RestoreStep { input, keep, keep_size, color_fix, noise, noise_scales } = step;
     let mut seconds = StageSeconds::default();
@@ -173,6 +187,7 @@ pub fn restore_tiled_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels,
         // The encoder draws nothing, so seeding before it leaves ε and the noise as the original's.
         tch::manual_seed(seed);
     }
+    stop.check()?;
     starting(Stage::Encode);
     let posterior = timed(device, &mut seconds.encode, || {
         let encoder_input = noised_input(&input.to_device(device).to_kind(Kind::Float), noise_scales.input);
@@ -196,17 +211,19 @@ pub fn restore_tiled_in_stages<V: BatchVae>(vae: &mut V, models: &RestoreModels,
     let tokens = Tensor::cat(&[&noise_thwc, &condition, &mask], -1);
     let vid = tokens.reshape([t * h * w, -1]);
     let dit_input = DitInput { vid: &vid, grid: [t, h, w], txt: models.text, timestep: ONE_STEP_TIMESTEP };
+    stop.check()?;
     starting(Stage::Dit);
     let velocity = timed(device, &mut seconds.dit, || {
         if !dit_tiles.is_empty() {
-            return tiled_velocity(models.dit, &tokens, models.text, ONE_STEP_TIMESTEP, dit_tiles);
+            return tiled_velocity(models.dit, &tokens, models.text, ONE_STEP_TIMESTEP, dit_tiles, stop);
         }
         let _heap = crate::device::HeapReuse::for_call();
-        models.dit.forward(&dit_input)
+        models.dit.forward_until(&dit_input, stop)
     })?;
     // v_lerp prediction at t = T: x0 = noise − v.
     let x0 = noise_thwc - velocity.to_kind(Kind::Float).to_device(condition.device()).view([t, h, w, c]);
     let latent = (x0 / SEEDVR2_SCALING_FACTOR).permute([3, 0, 1, 2]).unsqueeze(0);
+    stop.check()?;
     starting(Stage::Decode);
     let decoded = timed(device, &mut seconds.decode, || vae.decode(&latent.to_kind(vae_kind)))?.squeeze_dim(0).to_kind(Kind::Float);
     starting(Stage::ColorFix);

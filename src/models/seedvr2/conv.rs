@@ -89,6 +89,8 @@ impl CausalConv3d {
     /// The chunk must give at least one output frame, and (for a time stride > 1) end on a window
     /// boundary; the encoder's chunk rule (1 + 4a frames, then multiples of 4) guarantees both.
     pub fn forward(&self, x: &Tensor, cache: &mut FeatureCache) -> Result<Tensor, ModelError> {
+        // A cancel ends a long push here, between layers (the time-1 convolutions are cheap beside these).
+        cache.check_stop()?;
         let Some(slot) = self.cache_slot else { return self.conv.forward(x) };
         let input = match cache.take(slot) {
             Some(carried) => Tensor::f_cat(&[&carried, x], 2)?,

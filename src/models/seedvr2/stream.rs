@@ -7,6 +7,7 @@ use tch::Tensor;
 use super::vae::SeedVr2Vae;
 use crate::models::nn::posterior::Posterior;
 use crate::models::nn::causal_cache::{self, FeatureCache, SavedTensors};
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 /// Pixel frames in, posterior frames out. Any push size is accepted: frames are buffered until they
@@ -44,6 +45,11 @@ impl<'a> EncodeStream<'a> {
             return Ok(None);
         }
         Ok(Some(self.vae.encode_chunk(&available.f_narrow(2, 0, ready)?, &mut self.cache)?))
+    }
+
+    /// A push ends with `ModelError::Stopped` at the next causal convolution once `stop` is raised.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.cache.set_stop(stop);
     }
 
     /// A copy of the stream's state to return to if the next push fails.
@@ -86,6 +92,11 @@ impl<'a> DecodeStream<'a> {
         let _guard = tch::no_grad_guard();
         let latent = self.vae.checked_input(latent, self.vae.config().latent_channels, "latent chunk")?;
         self.vae.decode_chunk(&latent, &mut self.cache)
+    }
+
+    /// A push ends with `ModelError::Stopped` at the next causal convolution once `stop` is raised.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.cache.set_stop(stop);
     }
 
     /// A copy of the stream's state to return to if the next push fails.

@@ -10,6 +10,7 @@ use crate::models::family::Family;
 use crate::models::family::vae::{BoxedStream, StreamOutput, VaeModel, VaeStream};
 use crate::models::nn::causal_cache::SavedTensors;
 use crate::models::nn::weights::HeldBytes;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 impl VaeModel for SeedVr2Vae {
@@ -78,6 +79,10 @@ impl<'a> VaeStream<'a> for Encoding<'a> {
         Box::new(Encoding { stream: self.stream.snapshot(), output: self.output })
     }
 
+    fn set_stop(&mut self, stop: StopFlag) {
+        self.stream.set_stop(stop);
+    }
+
     fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
         self.stream.save_state(prefix, into)
     }
@@ -104,6 +109,10 @@ impl<'a> VaeStream<'a> for Decoding<'a> {
 
     fn snapshot(&self) -> BoxedStream<'a> {
         Box::new(Decoding { stream: self.stream.snapshot(), output: self.output })
+    }
+
+    fn set_stop(&mut self, stop: StopFlag) {
+        self.stream.set_stop(stop);
     }
 
     fn save_state(&self, prefix: &str, into: &mut SavedTensors) {

@@ -14,6 +14,7 @@ use super::swap::{BlockPlacement, Blocks};
 use super::trace::Trace;
 use super::window::GridPart;
 use crate::models::nn::weights::{WeightPath, Weights};
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 #[derive(Debug, Clone, Copy)]
@@ -149,14 +150,25 @@ impl SeedVr2Dit {
         self.forward_traced(input, None)
     }
 
+    /// [`Self::forward`], asking `stop` before each block: a cancel ends the call within one block
+    /// (`ModelError::Stopped`), not after all of them (a 720p batch's DiT call is minutes of CPU).
+    pub fn forward_until(&self, input: &DitInput, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        self.run(input, None, None, stop)
+    }
+
     pub fn forward_traced(&self, input: &DitInput, trace: Option<&mut Trace>) -> Result<Tensor, ModelError> {
-        self.run(input, None, trace)
+        self.run(input, None, trace, &StopFlag::never())
     }
 
     /// [`Self::forward`] on a spatial tile of a larger grid: the attention windows are the whole grid's
     /// cut to the tile, so the tile differs from the untiled run only where a window or the text's mean
     /// over windows reaches past its edges.
     pub fn forward_tile(&self, input: &DitInput, tile_of: &TileOf) -> Result<Tensor, ModelError> {
+        self.forward_tile_until(input, tile_of, &StopFlag::never())
+    }
+
+    /// [`Self::forward_tile`], asking `stop` before each block as [`Self::forward_until`].
+    pub fn forward_tile_until(&self, input: &DitInput, tile_of: &TileOf, stop: &StopFlag) -> Result<Tensor, ModelError> {
         let (whole, [row, col]) = (tile_of.whole, tile_of.offset);
         let [t, h, w] = input.grid;
         let fits = whole[0] == t && row >= 0 && col >= 0 && row + h <= whole[1] && col + w <= whole[2];
@@ -168,10 +180,10 @@ impl SeedVr2Dit {
             whole: [whole[0] / PATCH[0], whole[1] / PATCH[1], whole[2] / PATCH[2]],
             offset: [0, row / PATCH[1], col / PATCH[2]],
         };
-        self.run(input, Some(part), None)
+        self.run(input, Some(part), None, stop)
     }
 
-    fn run(&self, input: &DitInput, part_of: Option<GridPart>, mut trace: Option<&mut Trace>) -> Result<Tensor, ModelError> {
+    fn run(&self, input: &DitInput, part_of: Option<GridPart>, mut trace: Option<&mut Trace>, stop: &StopFlag) -> Result<Tensor, ModelError> {
         self.check(input)?;
         let _guard = tch::no_grad_guard();
         let [t, h, w] = input.grid;
@@ -190,11 +202,13 @@ impl SeedVr2Dit {
         match &self.blocks {
             Blocks::Resident(blocks) => {
                 for block in blocks {
+                    stop.check()?;
                     tokens = block.forward(tokens, &block_emb, &layout, &self.config, &mut trace);
                 }
             }
             Blocks::Swapped(swapped) => {
                 for index in 0..self.config.num_blocks {
+                    stop.check()?;
                     let block = swapped.on_device(index, &self.config, self.device, self.kind)?;
                     tokens = block.forward(tokens, &block_emb, &layout, &self.config, &mut trace);
                 }

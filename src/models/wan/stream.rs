@@ -6,6 +6,7 @@ use tch::Tensor;
 use super::cache::{self, FeatureCache, RowSplit, SavedTensors};
 use super::patch::{patchify, unpatchify};
 use super::vae::{WanVae, WHOLE_CLIP_CHUNK_PIXELS};
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 /// Pixel frames in, latent frames (raw `mu`) out. Any push size is accepted: frames are buffered until
@@ -61,6 +62,11 @@ impl<'a> EncodeStream<'a> {
         self.cache.set_row_split(split);
     }
 
+    /// A push ends with `ModelError::Stopped` at the next causal convolution once `stop` is raised.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.cache.set_stop(stop);
+    }
+
     /// A copy of the stream's state to return to if the next push fails.
     pub fn snapshot(&self) -> Self {
         Self { vae: self.vae, cache: self.cache.snapshot(), pending: self.pending.as_ref().map(Tensor::shallow_clone) }
@@ -111,6 +117,11 @@ impl<'a> DecodeStream<'a> {
     /// Runs the stream's large convolutions in bands of rows (exact), or whole with `None`.
     pub fn set_row_split(&mut self, split: Option<RowSplit>) {
         self.cache.set_row_split(split);
+    }
+
+    /// A push ends with `ModelError::Stopped` at the next causal convolution once `stop` is raised.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.cache.set_stop(stop);
     }
 
     /// A copy of the stream's state to return to if the next push fails.

@@ -11,6 +11,7 @@ use super::cache::{RowSplit, SavedTensors};
 use crate::models::family::Family;
 use crate::models::family::vae::{BoxedStream, LoadOptions, StreamOutput, VaeModel, VaeStream};
 use crate::models::nn::weights::HeldBytes;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 pub struct WanVideoVae {
@@ -98,6 +99,10 @@ impl<'a> VaeStream<'a> for EncodeStream<'a> {
         Box::new(EncodeStream::snapshot(self))
     }
 
+    fn set_stop(&mut self, stop: StopFlag) {
+        EncodeStream::set_stop(self, stop);
+    }
+
     fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
         EncodeStream::set_row_split(self, split);
         true
@@ -119,6 +124,10 @@ impl<'a> VaeStream<'a> for DecodeStream<'a> {
 
     fn snapshot(&self) -> BoxedStream<'a> {
         Box::new(DecodeStream::snapshot(self))
+    }
+
+    fn set_stop(&mut self, stop: StopFlag) {
+        DecodeStream::set_stop(self, stop);
     }
 
     fn set_row_split(&mut self, split: Option<RowSplit>) -> bool {
