@@ -95,7 +95,8 @@ pub struct Config {
     pub probe_timeout_s: u64,
     /// Upper bound on one job's decode or encode process.
     pub job_timeout_s: u64,
-    /// Frames per chunk through the model; bounds host memory together with the tile.
+    /// Frames per chunk through the model; bounds host memory together with the tile. On a GPU a VAE
+    /// push is planned from the memory budget instead (as many frames as it holds).
     pub chunk_frames: usize,
     /// Upscaler tiles: the side of each tile's core in input pixels (0 = whole frames); the model
     /// sees the core plus `overlap` context pixels on each side.

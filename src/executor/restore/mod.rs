@@ -51,7 +51,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let budget_mib = exec.working_budget_mib(job);
     let stream_settings = StreamSettings {
         budget_mib,
-        max_latent_frames: (exec.config.chunk_frames as i64 / restorer.vae.temporal_factor()).max(1),
+        max_latent_frames: exec.max_push_latent_frames(restorer.vae.temporal_factor()),
         kind,
         device: exec.device,
     };

@@ -104,7 +104,8 @@ impl<'a> StreamedVae<'a> {
             TiledOp::Decode => self.decode.budget_mib,
             _ => self.encode.budget_mib,
         };
-        let limits = PlanLimits { budget_mib, max_latent_frames: self.settings.max_latent_frames };
+        // Held to the batch: on a GPU the setting is no cap at all.
+        let limits = PlanLimits { budget_mib, max_latent_frames: self.settings.max_latent_frames.min(latent[0]).max(1) };
         let planning = JobPlanning::for_vae(self.vae, op, latent, limits, self.memory.clone());
         (planning.plan(), planning)
     }

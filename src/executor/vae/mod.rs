@@ -133,12 +133,14 @@ fn latent_dims(exec: &Executor, job: &JobSpec, vae: &VideoVae, timings: &mut Tim
 /// whole frames exceeds the budget. Without a budget, or without a memory model for this family,
 /// whole frames at the configured chunk.
 fn job_planning(exec: &Executor, job: &JobSpec, vae_op: VaeOp, vae: &VideoVae, kind: Kind, timings: &mut Timings) -> Result<JobPlanning, ExecError> {
-    let max_latent_frames = (exec.config.chunk_frames as i64 / vae.temporal_factor()).max(1);
     let budget_mib = exec.working_budget_mib(job);
     let Some(memory) = MemoryModel::for_vae(vae, kind, exec.device) else {
+        // Nothing to plan with: the configured pushes, whatever the device.
+        let max_latent_frames = (exec.config.chunk_frames as i64 / vae.temporal_factor()).max(1);
         return Ok(JobPlanning { request: None, budget_mib, max_latent_frames });
     };
     let latent = latent_dims(exec, job, vae, timings)?;
+    let max_latent_frames = exec.max_push_latent_frames(vae.temporal_factor()).min(latent[0]);
     let op = match vae_op {
         VaeOp::Encode => TiledOp::Encode,
         VaeOp::Decode => TiledOp::Decode,
