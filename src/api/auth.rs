@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use super::AppState;
+use super::state::AppState;
 use crate::config::AccessToken;
 use crate::jobs::Job;
 

@@ -63,6 +63,10 @@ pub enum ApiError {
     TooManyUploads { limit: u32 },
     #[error("this address is sending {limit} uploads already, its share of the box's places; try again when one has finished")]
     TooManyUploadsFromClient { limit: u32 },
+    #[error("this address is sending an upload already, and {} kept for addresses that send none; try again when its upload has finished", reserved_places(*reserve))]
+    UploadPlacesReserved { reserve: u32 },
+    #[error("an upload from this address was just cut off for arriving under the box's minimum rate; it may start another in {retry_after_s} s (Retry-After): send fewer uploads at once, or from a faster link")]
+    SlowUploadCoolDown { retry_after_s: u64 },
     #[error("{0}; it was cut off so that the place is free for others")]
     UploadTooSlow(String),
     #[error("requests from pages of origin `{origin}` are refused (not this box's origin, not in cors_origins)")]
@@ -93,7 +97,10 @@ impl ApiError {
             ApiError::UploadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::UPLOAD_TOO_LARGE),
             ApiError::FieldTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::FIELD_TOO_LARGE),
             ApiError::UploadStalled => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_STALLED),
-            ApiError::TooManyUploads { .. } | ApiError::TooManyUploadsFromClient { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
+            ApiError::TooManyUploads { .. }
+            | ApiError::TooManyUploadsFromClient { .. }
+            | ApiError::UploadPlacesReserved { .. }
+            | ApiError::SlowUploadCoolDown { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
             ApiError::UploadTooSlow(_) => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_TOO_SLOW),
             ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
             ApiError::UnknownHost { .. } => (StatusCode::FORBIDDEN, codes::UNKNOWN_HOST),
@@ -137,12 +144,29 @@ impl IntoResponse for ApiError {
         let message = crate::redact::client_message(&full);
         if matches!(self, ApiError::TooManyUploads { .. }) {
             tracing::warn!(code, "upload refused: all places taken");
+        } else if matches!(self, ApiError::TooManyUploadsFromClient { .. } | ApiError::UploadPlacesReserved { .. } | ApiError::SlowUploadCoolDown { .. }) {
+            // The client's own share of the places, not a fault of the box.
+            tracing::info!(code, error = %full, "upload refused");
         } else if status.is_server_error() {
             tracing::error!(code, error = %full, "request failed");
         } else if message != full {
             tracing::info!(code, error = %full, "request refused");
         }
-        (status, Json(ErrorBody::new(code, message))).into_response()
+        let mut response = (status, Json(ErrorBody::new(code, message))).into_response();
+        // The one refusal whose end is known: an address cooling down after a too-slow upload.
+        if let ApiError::SlowUploadCoolDown { retry_after_s } = self {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(retry_after_s));
+        }
+        response
+    }
+}
+
+/// "the last free upload place is", "the last 2 free upload places are".
+fn reserved_places(reserve: u32) -> String {
+    if reserve == 1 {
+        "the last free upload place is".into()
+    } else {
+        format!("the last {reserve} free upload places are")
     }
 }
 

@@ -16,11 +16,11 @@ use uuid::Uuid;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::fields;
-use super::openapi::{Binary, Faults};
+use super::doc_types::{Binary, Faults};
 use super::params::{self, EventsQuery, JobFields, ListQuery, ResultQuery, UploadForm};
 use super::stored::StoredFile;
 use super::upload::{self, UploadLimits};
-use super::AppState;
+use super::state::AppState;
 use crate::error_codes as codes;
 use crate::jobs::{Job, JobStatus, ListFilter};
 use crate::queue::{Followed, InputKind, QueueError, Submission, Whole};
@@ -52,8 +52,10 @@ use crate::queue::{Followed, InputKind, QueueError, Submission, Whole};
             media-too-large, not-a-latent, latent-bad-shape, latent-channel-mismatch, latent-not-finite, latent-model-mismatch, \
             latent-normalize-unsupported: a latent marked normalized for a VAE without published statistics)"),
         (status = 429, body = ErrorBody, description = "Queue full (queue-full)"),
-        (status = 503, body = ErrorBody, description = "max_concurrent_uploads uploads are being received; refused before the body \
-            is read (too-many-uploads)"),
+        (status = 503, body = ErrorBody, description = "No upload place for this address; refused before the body is read \
+            (too-many-uploads): max_concurrent_uploads uploads are being received, or this address holds its share \
+            (max_uploads_per_client), or it holds one and the last quarter of the free places is kept for other addresses, or \
+            an upload from it was just cut as too slow (then with Retry-After)"),
         Faults,
     )
 )]
@@ -61,12 +63,17 @@ pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Ca
     if let Some(declared) = upload::declared_too_large(&request, app.config.max_upload_bytes) {
         return Err(upload::refuse_declared_too_large(request, declared, app.config.max_upload_bytes).await);
     }
-    let _slot = upload::upload_slot(&app, &request)?;
+    let slot = upload::upload_slot(&app, &request)?;
     let ticket = match app.queue.admit(caller.owner()).await {
         Ok(ticket) => ticket,
         Err(refusal) => return Err(upload::refuse_unread(request, refusal.into()).await),
     };
-    let limits = UploadLimits { dir: &app.uploads_dir(), max_bytes: app.config.max_upload_bytes, min_kib_s: app.config.min_upload_rate_kib_s };
+    let limits = UploadLimits {
+        dir: &app.uploads_dir(),
+        max_bytes: app.config.max_upload_bytes,
+        min_kib_s: app.config.min_upload_rate_kib_s,
+        place: &slot,
+    };
     let (upload, job_request) = if upload::is_multipart(&request) {
         let upload = upload::receive_multipart(request, &limits).await?;
         let job_request = fields::job_request(&upload.fields, &app.config, caller.owner().as_deref())?;

@@ -2,6 +2,8 @@
 //! document that describes them all (`openapi`).
 pub mod auth;
 pub mod browser;
+mod data_dir_bytes;
+mod doc_types;
 pub mod error;
 mod event_line;
 mod fields;
@@ -15,14 +17,13 @@ mod preview;
 pub mod remote;
 mod remote_call;
 mod remote_tensor;
+mod state;
 mod stored;
 pub mod system;
 pub mod upload;
 pub mod upload_places;
 pub mod watch;
 
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
@@ -33,26 +34,7 @@ use axum::Router;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::config::Config;
-use crate::queue::Queue;
-
-#[derive(Clone)]
-pub struct AppState {
-    pub config: Arc<Config>,
-    /// Every job's life: submit, follow, cancel, delete.
-    pub queue: Queue,
-    pub metrics: metrics::Metrics,
-    pub device: String,
-    /// Places for uploads being received (`max_concurrent_uploads`, `max_uploads_per_client`).
-    pub uploads: upload_places::UploadPlaces,
-    pub data_dir_bytes: system::DataDirBytes,
-}
-
-impl AppState {
-    pub fn uploads_dir(&self) -> PathBuf {
-        self.config.data_dir.join("uploads")
-    }
-}
+pub use state::AppState;
 
 pub fn router(state: AppState) -> Router {
     let origins = browser::Origins::new(&state.config.cors_origins);

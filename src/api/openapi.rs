@@ -5,11 +5,13 @@ use std::sync::LazyLock;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Router;
-use utoipa::openapi::schema::{ArrayItems, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::RefOr;
-use utoipa::{IntoResponses, Modify, OpenApi};
+use utoipa::{Modify, OpenApi};
 
 use super::error::ErrorBody;
+use super::doc_types::unwrap_one_item_one_ofs;
+// Where the handlers' doc types were defined first; they live beside this file so the handlers need not import it.
+pub use super::doc_types::{Binary, Faults, ServerFault};
 use super::{jobs, preview, remote, system};
 
 #[derive(OpenApi)]
@@ -95,37 +97,6 @@ impl Modify for UnwrapOneItemOneOfs {
     }
 }
 
-pub(super) fn unwrap_one_item_one_ofs(schema: &mut RefOr<Schema>) {
-    let RefOr::T(inner) = schema else { return };
-    match inner {
-        Schema::Object(object) => object.properties.values_mut().for_each(unwrap_one_item_one_ofs),
-        Schema::Array(array) => {
-            if let ArrayItems::RefOrSchema(items) = &mut array.items {
-                unwrap_one_item_one_ofs(items);
-            }
-        }
-        Schema::OneOf(one_of) => {
-            one_of.items.iter_mut().for_each(unwrap_one_item_one_ofs);
-            if one_of.items.len() != 1 {
-                return;
-            }
-            let (description, default) = (one_of.description.take(), one_of.default.take());
-            let mut only = one_of.items.pop().expect("one item");
-            match &mut only {
-                RefOr::T(Schema::Object(object)) => {
-                    object.description = description.or(object.description.take());
-                    object.default = default.or(object.default.take());
-                }
-                RefOr::T(Schema::OneOf(inner)) => inner.description = description.or(inner.description.take()),
-                RefOr::Ref(reference) => reference.description = description.unwrap_or_default(),
-                _ => {}
-            }
-            *schema = only;
-        }
-        _ => {}
-    }
-}
-
 /// The OpenAPI document (this one)
 #[utoipa::path(
     get,
@@ -159,35 +130,6 @@ pub fn docs_routes() -> Router {
     })
 }
 
-/// The error answers of every operation that reads input and the job store.
-#[derive(IntoResponses)]
-#[allow(dead_code)] // described, never built: `ApiError` makes the answers
-pub enum Faults {
-    /// Bad input: `{error: {code, message}}` with a stable code
-    #[response(status = "4XX")]
-    BadInput(ErrorBody),
-    /// Server fault
-    #[response(status = "5XX")]
-    ServerFault(ErrorBody),
-}
-
-/// Server fault (the job store failed)
-#[derive(IntoResponses)]
-#[response(status = "5XX")]
-#[allow(dead_code)] // described, never built
-pub struct ServerFault(ErrorBody);
-
-/// Raw bytes: a file or a tensor.
-pub struct Binary;
-
-impl utoipa::PartialSchema for Binary {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary))).into()
-    }
-}
-
-impl utoipa::ToSchema for Binary {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +140,32 @@ mod tests {
         let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
         let listed = &doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"];
         assert_eq!(listed, &serde_json::json!(crate::error_codes::ALL));
+    }
+
+    /// What /openapi.json lists is exactly what each endpoint takes, no more and no less.
+    #[test]
+    fn the_openapi_document_lists_the_names_each_endpoint_takes() {
+        use crate::api::params::{field_names, JobFields, ListQuery, RemoteQuery};
+        use std::collections::BTreeSet;
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let listed = |path: &str, method: &str| -> BTreeSet<String> {
+            let parameters = doc["paths"][path][method]["parameters"].as_array().unwrap();
+            parameters.iter().filter(|p| p["in"] == "query").map(|p| p["name"].as_str().unwrap().to_string()).collect()
+        };
+        let taken = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
+        assert_eq!(listed("/v1/jobs", "post"), taken(field_names::<JobFields>()));
+        assert_eq!(listed("/v1/jobs", "get"), taken(field_names::<ListQuery>()));
+        assert_eq!(listed("/v1/decode", "post"), taken(field_names::<RemoteQuery>()));
+        assert_eq!(listed("/v1/encode", "post"), taken(field_names::<RemoteQuery>()));
+        let form = &doc["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"];
+        let form = form.as_str().unwrap().strip_prefix("#/components/schemas/").unwrap();
+        let form = &doc["components"]["schemas"][form];
+        assert_eq!(form["required"], serde_json::json!(["file"]));
+        let form: BTreeSet<String> =
+            form["properties"].as_object().unwrap().keys().filter(|k| *k != "file" && *k != "params").cloned().collect();
+        let mut fields = taken(field_names::<JobFields>());
+        fields.remove("filename");
+        assert_eq!(form, fields);
     }
 
     fn nodes<'a>(value: &'a Value, out: &mut Vec<&'a Value>) {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::params::JobFields;
-use super::AppState;
+use super::state::AppState;
 use crate::config::Config;
 use crate::error_codes as codes;
 use crate::queue::parameters::preset_text;

@@ -8,9 +8,9 @@ use axum::Extension;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::jobs::{find, serve_file, JobId};
-use super::openapi::Faults;
+use super::doc_types::Faults;
 use super::params::{self, PreviewQuery, TokenQuery};
-use super::AppState;
+use super::state::AppState;
 use crate::error_codes as codes;
 use crate::queue::PreviewSide;
 

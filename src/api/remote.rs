@@ -10,12 +10,12 @@ use axum::{Extension, Json};
 
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::openapi::{Binary, Faults};
+use super::doc_types::{Binary, Faults};
 use super::params::RemoteQuery;
 use super::remote_call::parse_call;
 use super::remote_tensor::{answer, receive_items};
 use super::upload::refuse_unread;
-use super::AppState;
+use super::state::AppState;
 use crate::error_codes as codes;
 use crate::jobs::{Job, JobError, JobStatus};
 use crate::models::Op;
@@ -105,7 +105,7 @@ async fn run(app: AppState, caller: Caller, request: Request, op: Op) -> Result<
         }
     }
     let name = if op == Op::VaeDecode { "latent" } else { "sample" };
-    let files = receive_items(&app, request, name, &call).await?;
+    let files = receive_items(&app, request, name, &call, &slot).await?;
     // Subscribed before queueing so that no job's last change can be missed.
     let mut changes = app.queue.changes();
     let mut waited = WaitedJobs::new(app.queue.clone());

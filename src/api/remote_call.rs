@@ -8,7 +8,7 @@ use axum::extract::Request;
 use super::error::ApiError;
 use super::fields;
 use super::params::{self, JobFields, RemoteQuery};
-use super::AppState;
+use super::state::AppState;
 use crate::error_codes as codes;
 use crate::jobs::OutputFormat;
 use crate::media::safetensors::{self, Dtype};

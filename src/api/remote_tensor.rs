@@ -12,7 +12,8 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::remote_call::RemoteCall;
 use super::upload::refuse_unread;
-use super::AppState;
+use super::upload_places::UploadPlace;
+use super::state::AppState;
 use crate::error_codes as codes;
 use crate::jobs::Job;
 use crate::media::safetensors::{self, single_tensor_prefix};
@@ -35,7 +36,8 @@ async fn open_item(app: &AppState, name: &str, call: &RemoteCall) -> Result<Item
 
 /// Streams the raw body into one file per batch item, each behind a safetensors prefix with the call's
 /// metadata, so the executor reads it like any tensor file.
-pub async fn receive_items(app: &AppState, request: Request, name: &str, call: &RemoteCall) -> Result<Vec<StagedFile>, ApiError> {
+/// `place` is the upload place the body is received in (a body cut as too slow cools its address down).
+pub async fn receive_items(app: &AppState, request: Request, name: &str, call: &RemoteCall, place: &UploadPlace) -> Result<Vec<StagedFile>, ApiError> {
     let item_bytes = call.item_bytes();
     let expected = item_bytes.saturating_mul(call.batch as u64);
     if expected > app.config.max_upload_bytes {
@@ -45,7 +47,7 @@ pub async fn receive_items(app: &AppState, request: Request, name: &str, call: &
     let mut current: Option<ItemFile> = None;
     let mut received = 0u64;
     let mut stream = request.into_body().into_data_stream();
-    let mut rate = super::upload_places::RateCheck::new(app.config.min_upload_rate_kib_s);
+    let mut rate = place.rate_check(app.config.min_upload_rate_kib_s);
     while let Some(chunk) = stream.next().await {
         let mut chunk: Bytes = chunk.map_err(|e| super::upload::body_error(&e))?;
         rate.add(chunk.len()).map_err(|slow| ApiError::UploadTooSlow(slow.to_string()))?;

@@ -8,8 +8,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::openapi::ServerFault;
-use super::AppState;
+use super::doc_types::ServerFault;
+pub use super::data_dir_bytes::DataDirBytes;
+use super::state::AppState;
 use crate::jobs::{JobStatus, ListFilter};
 use crate::models::registry::{self, ModelInfo};
 
@@ -171,40 +172,4 @@ pub async fn script_module(axum::extract::Path(name): axum::extract::Path<String
 )]
 pub async fn style_css() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../static/style.css"))
-}
-
-/// The data dir's size, walked at most once per [`DataDirBytes::MAX_AGE`]: every open page polls
-/// `/healthz` every few seconds, and a walk visits every job's files.
-#[derive(Clone, Default)]
-pub struct DataDirBytes {
-    last: std::sync::Arc<tokio::sync::Mutex<Option<(std::time::Instant, u64)>>>,
-}
-
-impl DataDirBytes {
-    const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(30);
-
-    async fn get(&self, dir: std::path::PathBuf) -> u64 {
-        let mut last = self.last.lock().await;
-        if let Some((at, bytes)) = *last {
-            if at.elapsed() < Self::MAX_AGE {
-                return bytes;
-            }
-        }
-        let bytes = tokio::task::spawn_blocking(move || bytes_under(&dir)).await.unwrap_or(0);
-        *last = Some((std::time::Instant::now(), bytes));
-        bytes
-    }
-}
-
-/// Bytes of the regular files under `dir` (bounded by retention: finished jobs do not pile up).
-fn bytes_under(dir: &std::path::Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .flatten()
-        .map(|entry| match entry.file_type() {
-            Ok(kind) if kind.is_dir() => bytes_under(&entry.path()),
-            Ok(kind) if kind.is_file() => entry.metadata().map(|m| m.len()).unwrap_or(0),
-            _ => 0,
-        })
-        .sum()
 }

@@ -11,6 +11,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::ApiError;
 use super::params::{self, JobFields};
+use super::upload_places::{NoPlace, UploadPlace};
 use crate::error_codes as codes;
 use crate::queue::StagedFile;
 
@@ -36,6 +37,8 @@ pub struct UploadLimits<'a> {
     pub max_bytes: u64,
     /// `min_upload_rate_kib_s` (0: none).
     pub min_kib_s: u64,
+    /// The place the body is received in: a body cut as too slow cools its address down.
+    pub place: &'a UploadPlace,
 }
 
 pub async fn receive_raw(request: Request, fields: JobFields, limits: &UploadLimits<'_>) -> Result<Upload, ApiError> {
@@ -174,13 +177,16 @@ fn is_stall(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// One of `max_concurrent_uploads` places (at most `max_uploads_per_client` of them per address), held
-/// while a body is received; taken before the body is read.
-pub fn upload_slot(app: &super::AppState, request: &Request) -> Result<super::upload_places::UploadPlace, ApiError> {
+/// One of `max_concurrent_uploads` places (within its address's share, reserve and cool-down: see
+/// `upload_places`), held while a body is received; taken before the body is read.
+pub fn upload_slot(app: &super::state::AppState, request: &Request) -> Result<UploadPlace, ApiError> {
     let client = request.extensions().get::<super::upload_places::ClientAddr>().map(|addr| addr.0);
     app.uploads.take(client).map_err(|refusal| match refusal {
-        super::upload_places::NoPlace::Full => ApiError::TooManyUploads { limit: app.config.max_concurrent_uploads },
-        super::upload_places::NoPlace::ClientShare { limit } => ApiError::TooManyUploadsFromClient { limit },
+        NoPlace::Full => ApiError::TooManyUploads { limit: app.config.max_concurrent_uploads },
+        NoPlace::ClientShare { limit } => ApiError::TooManyUploadsFromClient { limit },
+        NoPlace::Reserved { reserve } => ApiError::UploadPlacesReserved { reserve },
+        // Whole seconds, rounded up: a client that waits as told is not refused again.
+        NoPlace::CoolingDown { retry_after } => ApiError::SlowUploadCoolDown { retry_after_s: retry_after.as_secs() + 1 },
     })
 }
 
@@ -193,7 +199,7 @@ where
     let path = limits.dir.join(format!("{}.part", uuid::Uuid::new_v4()));
     let mut upload = StagedFile::new(path, file_name);
     let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(&upload.path).await?);
-    let mut rate = super::upload_places::RateCheck::new(limits.min_kib_s);
+    let mut rate = limits.place.rate_check(limits.min_kib_s);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| body_error(&e))?;
         rate.add(chunk.len()).map_err(|slow| ApiError::UploadTooSlow(slow.to_string()))?;

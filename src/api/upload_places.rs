@@ -1,10 +1,21 @@
-//! Who may send a body now, and how slowly. `max_concurrent_uploads` places in all, at most
-//! `max_uploads_per_client` of them held by one address (8 clients trickling a byte every 2 s once held
-//! every place for a whole test), and a body slower than `min_upload_rate_kib_s` over a window of
-//! [`RATE_WINDOW`] is cut (408 `upload-too-slow`): the idle timeout alone cuts only silence.
+//! Who may send a body now, and how slowly. `max_concurrent_uploads` places in all, and, while
+//! `max_uploads_per_client` is above 0, three rules per address so that a few addresses cannot hold them all:
+//!
+//! - its share: at most `max_uploads_per_client` places at once (8 clients trickling a byte every 2 s once
+//!   held every place for a whole test);
+//! - the reserve: an address that holds a place already may not take one of the last [`reserve_for`] free
+//!   places; those are kept for addresses that hold none (8 reconnecting clients from 2 addresses, each
+//!   within its share of 4, once held all 8 places, and 114 uploads from a third address got 503 in a minute);
+//! - the cool-down: an address whose body was just cut as too slow may start no upload for
+//!   [`SLOW_UPLOAD_COOL_DOWN`] (503 with `Retry-After`), so a trickling client that reconnects at once
+//!   cannot keep taking back the place it lost.
+//!
+//! A body slower than `min_upload_rate_kib_s` over a window of [`RATE_WINDOW`] is cut (408
+//! `upload-too-slow`): the idle timeout alone cuts only silence. With `max_uploads_per_client` 0 (a box
+//! behind a proxy, where every client has the proxy's address) only the total holds.
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -16,61 +27,127 @@ pub struct ClientAddr(pub IpAddr);
 /// A body must carry `min_upload_rate_kib_s` KiB per second, averaged over this long.
 pub const RATE_WINDOW: Duration = Duration::from_secs(10);
 
+/// How long an address whose upload was cut as too slow may start no other. Three rate windows: a client
+/// that trickles, is cut and reconnects holds a place for at most a quarter of the time; an honest client on
+/// a slow link learns from the 408 and the `Retry-After` that it must send less at once, not try again.
+pub const SLOW_UPLOAD_COOL_DOWN: Duration = Duration::from_secs(3 * RATE_WINDOW.as_secs());
+
+/// The free places an address that holds one already may not take: a quarter of them, at least one. Enough
+/// that two addresses each at their share (4 of the default 8) leave room for a third; small enough that one
+/// client alone still gets its whole share.
+pub fn reserve_for(total: u32) -> u32 {
+    (total / 4).max(1)
+}
+
 #[derive(Clone)]
 pub struct UploadPlaces {
     all: Arc<Semaphore>,
-    per_client: Arc<Mutex<HashMap<IpAddr, u32>>>,
+    ledger: SharedLedger,
     per_client_limit: u32,
+    reserve: u32,
 }
 
 /// Why no place was given.
+#[derive(Debug, PartialEq)]
 pub enum NoPlace {
     /// Every place is taken.
     Full,
     /// This address holds its share already.
     ClientShare { limit: u32 },
+    /// This address holds a place, and the free ones left (`reserve` or fewer) are kept for other addresses.
+    Reserved { reserve: u32 },
+    /// An upload from this address was just cut as too slow; it may start another after `retry_after`.
+    CoolingDown { retry_after: Duration },
+}
+
+/// What the places know of each address.
+#[derive(Default)]
+struct Ledger {
+    /// Places held per address; an address that holds none has no entry.
+    held: HashMap<IpAddr, u32>,
+    /// Addresses whose upload was cut as too slow, until when they may start no other; past ones are
+    /// dropped at each `take`, so the map holds only the addresses cut in the last cool-down.
+    cooling_until: HashMap<IpAddr, Instant>,
+}
+
+type SharedLedger = Arc<Mutex<Ledger>>;
+
+fn lock(ledger: &SharedLedger) -> MutexGuard<'_, Ledger> {
+    ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The address a place is held for, with the ledger that counts it.
+#[derive(Clone)]
+struct Holder {
+    addr: IpAddr,
+    ledger: SharedLedger,
 }
 
 /// A place, given back when dropped.
 pub struct UploadPlace {
     _permit: OwnedSemaphorePermit,
-    client: Option<(IpAddr, Arc<Mutex<HashMap<IpAddr, u32>>>)>,
+    holder: Option<Holder>,
 }
 
 impl Drop for UploadPlace {
     fn drop(&mut self) {
-        if let Some((addr, counts)) = &self.client {
-            let mut counts = counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if let Some(held) = counts.get_mut(addr) {
+        if let Some(holder) = &self.holder {
+            let mut ledger = lock(&holder.ledger);
+            if let Some(held) = ledger.held.get_mut(&holder.addr) {
                 *held -= 1;
                 if *held == 0 {
-                    counts.remove(addr);
+                    ledger.held.remove(&holder.addr);
                 }
             }
         }
     }
 }
 
+impl UploadPlace {
+    /// The rate check of the body this place receives: when it cuts the body, the address cools down.
+    pub fn rate_check(&self, min_kib_s: u64) -> RateCheck {
+        RateCheck { cut_cools: self.holder.clone(), ..RateCheck::new(min_kib_s) }
+    }
+}
+
 impl UploadPlaces {
-    /// `per_client_limit` 0: no share per address, only the total.
+    /// `per_client_limit` 0: no rule per address, only the total.
     pub fn new(total: u32, per_client_limit: u32) -> UploadPlaces {
-        UploadPlaces { all: Arc::new(Semaphore::new(total.max(1) as usize)), per_client: Arc::default(), per_client_limit }
+        let total = total.max(1);
+        UploadPlaces {
+            all: Arc::new(Semaphore::new(total as usize)),
+            ledger: Arc::default(),
+            per_client_limit,
+            reserve: reserve_for(total),
+        }
     }
 
     pub fn take(&self, client: Option<IpAddr>) -> Result<UploadPlace, NoPlace> {
-        let client = client.filter(|_| self.per_client_limit > 0);
-        if let Some(addr) = client {
-            let mut counts = self.per_client.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let held = counts.entry(addr).or_insert(0);
-            if *held >= self.per_client_limit {
-                return Err(NoPlace::ClientShare { limit: self.per_client_limit });
-            }
-            let permit = self.all.clone().try_acquire_owned().map_err(|_| NoPlace::Full)?;
-            *held += 1;
-            return Ok(UploadPlace { _permit: permit, client: Some((addr, self.per_client.clone())) });
+        let Some(addr) = client.filter(|_| self.per_client_limit > 0) else {
+            return Ok(UploadPlace { _permit: self.any_free()?, holder: None });
+        };
+        let mut ledger = lock(&self.ledger);
+        let now = Instant::now();
+        ledger.cooling_until.retain(|_, until| *until > now);
+        if let Some(until) = ledger.cooling_until.get(&addr) {
+            return Err(NoPlace::CoolingDown { retry_after: *until - now });
         }
-        let permit = self.all.clone().try_acquire_owned().map_err(|_| NoPlace::Full)?;
-        Ok(UploadPlace { _permit: permit, client: None })
+        let held = ledger.held.get(&addr).copied().unwrap_or(0);
+        if held >= self.per_client_limit {
+            return Err(NoPlace::ClientShare { limit: self.per_client_limit });
+        }
+        // With none free the answer is that the box is full, not that the rest is reserved.
+        let free = self.all.available_permits();
+        if held > 0 && free > 0 && free <= self.reserve as usize {
+            return Err(NoPlace::Reserved { reserve: self.reserve });
+        }
+        let permit = self.any_free()?;
+        *ledger.held.entry(addr).or_insert(0) += 1;
+        Ok(UploadPlace { _permit: permit, holder: Some(Holder { addr, ledger: self.ledger.clone() }) })
+    }
+
+    fn any_free(&self) -> Result<OwnedSemaphorePermit, NoPlace> {
+        self.all.clone().try_acquire_owned().map_err(|_| NoPlace::Full)
     }
 }
 
@@ -83,17 +160,19 @@ pub struct TooSlow {
 }
 
 /// The rate a body arrives at, checked by the readers as each chunk comes in: once a whole
-/// [`RATE_WINDOW`] carried less than the minimum, the upload is cut.
+/// [`RATE_WINDOW`] carried less than the minimum, the upload is cut (and its address cools down).
 pub struct RateCheck {
     min_kib_s: u64,
     window_start: Instant,
     window_bytes: u64,
+    /// The address that cools down when this body is cut; none for a place not held per address.
+    cut_cools: Option<Holder>,
 }
 
 impl RateCheck {
     /// `min_kib_s` 0: no minimum.
-    pub fn new(min_kib_s: u64) -> RateCheck {
-        RateCheck { min_kib_s, window_start: Instant::now(), window_bytes: 0 }
+    fn new(min_kib_s: u64) -> RateCheck {
+        RateCheck { min_kib_s, window_start: Instant::now(), window_bytes: 0, cut_cools: None }
     }
 
     pub fn add(&mut self, bytes: usize) -> Result<(), TooSlow> {
@@ -104,10 +183,104 @@ impl RateCheck {
         }
         let got_kib_s = self.window_bytes as f64 / 1024.0 / elapsed.as_secs_f64();
         if got_kib_s < self.min_kib_s as f64 {
+            if let Some(holder) = &self.cut_cools {
+                lock(&holder.ledger).cooling_until.insert(holder.addr, Instant::now() + SLOW_UPLOAD_COOL_DOWN);
+            }
             return Err(TooSlow { got_kib_s, min_kib_s: self.min_kib_s });
         }
         self.window_start = Instant::now();
         self.window_bytes = 0;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(last: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([127, 0, 0, last]))
+    }
+
+    fn refusal(places: &UploadPlaces, client: Option<IpAddr>) -> NoPlace {
+        places.take(client).err().expect("a refusal")
+    }
+
+    #[test]
+    fn two_addresses_at_their_share_leave_places_for_a_third() {
+        // The defaults: 8 places, 4 per address, 2 of them kept for addresses that hold none.
+        let places = UploadPlaces::new(8, 4);
+        let first: Vec<_> = (0..4).map(|_| places.take(addr(2)).ok().expect("its share")).collect();
+        assert_eq!(refusal(&places, addr(2)), NoPlace::ClientShare { limit: 4 });
+        let second: Vec<_> = (0..2).map(|_| places.take(addr(3)).ok().expect("outside the reserve")).collect();
+        assert_eq!(refusal(&places, addr(3)), NoPlace::Reserved { reserve: 2 });
+        // Addresses that hold none take the reserve, one place each.
+        let third = places.take(addr(1)).ok().expect("a place for a third address");
+        assert_eq!(refusal(&places, addr(1)), NoPlace::Reserved { reserve: 2 });
+        let fourth = places.take(addr(4)).ok().expect("the last place, for a fourth address");
+        assert_eq!(refusal(&places, addr(5)), NoPlace::Full);
+        // A place given back is taken again, by any address that holds none.
+        drop(third);
+        assert!(places.take(addr(5)).is_ok());
+        drop((first, second, fourth));
+    }
+
+    #[test]
+    fn one_address_alone_gets_its_whole_share() {
+        let places = UploadPlaces::new(8, 4);
+        let held: Vec<_> = (0..4).filter_map(|_| places.take(addr(1)).ok()).collect();
+        assert_eq!(held.len(), 4);
+    }
+
+    #[test]
+    fn the_reserve_is_a_quarter_and_never_hides_a_full_box() {
+        assert_eq!((reserve_for(1), reserve_for(2), reserve_for(4), reserve_for(8), reserve_for(20)), (1, 1, 1, 2, 5));
+        let places = UploadPlaces::new(1, 4);
+        let _only = places.take(addr(1)).ok().unwrap();
+        assert_eq!(refusal(&places, addr(1)), NoPlace::Full);
+        assert_eq!(refusal(&places, addr(2)), NoPlace::Full);
+    }
+
+    #[test]
+    fn without_a_share_per_address_only_the_total_holds() {
+        let places = UploadPlaces::new(2, 0);
+        let held: Vec<_> = (0..2).filter_map(|_| places.take(addr(1)).ok()).collect();
+        assert_eq!(held.len(), 2, "no reserve, as every client may have one proxy's address");
+        assert_eq!(refusal(&places, addr(2)), NoPlace::Full);
+    }
+
+    #[test]
+    fn an_address_cut_as_too_slow_cools_down_and_others_do_not() {
+        let places = UploadPlaces::new(8, 4);
+        let place = places.take(addr(2)).ok().unwrap();
+        let mut rate = place.rate_check(16);
+        // A window that began long ago and carried one byte.
+        rate.window_start = Instant::now() - RATE_WINDOW;
+        assert!(rate.add(1).is_err());
+        drop(place);
+        match refusal(&places, addr(2)) {
+            NoPlace::CoolingDown { retry_after } => {
+                assert!(retry_after > SLOW_UPLOAD_COOL_DOWN - Duration::from_secs(5) && retry_after <= SLOW_UPLOAD_COOL_DOWN, "{retry_after:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(places.take(addr(3)).is_ok(), "another address is not held back");
+        // Once the cool-down is over the address takes places again.
+        lock(&places.ledger).cooling_until.insert(IpAddr::from([127, 0, 0, 2]), Instant::now());
+        assert!(places.take(addr(2)).is_ok());
+        assert!(lock(&places.ledger).cooling_until.is_empty(), "past cool-downs are forgotten");
+    }
+
+    #[test]
+    fn a_fast_enough_body_is_not_cut() {
+        let places = UploadPlaces::new(8, 4);
+        let place = places.take(addr(2)).ok().unwrap();
+        let mut rate = place.rate_check(16);
+        rate.window_start = Instant::now() - RATE_WINDOW;
+        assert!(rate.add(1 << 20).is_ok());
+        assert!(places.take(addr(2)).is_ok());
+        let mut unlimited = place.rate_check(0);
+        unlimited.window_start = Instant::now() - RATE_WINDOW;
+        assert!(unlimited.add(0).is_ok());
     }
 }

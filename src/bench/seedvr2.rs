@@ -62,7 +62,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         args.threads,
         args.repeats
     );
-    let winograd = super::vae::parse_list(&args.cpu_winograd, "cpu_winograd value", |s| s.parse::<bool>().ok())?;
+    let winograd = super::vae_args::parse_list(&args.cpu_winograd, "cpu_winograd value", |s| s.parse::<bool>().ok())?;
     println!("| dtype | op | cpu_winograd | ours median s | ours best s | peak device MiB |\n|---|---|---|---:|---:|---:|");
     for dtype in args.dtypes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let kind = match dtype {

@@ -13,6 +13,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::script::PythonScript;
 pub use super::vae_args::{VaeBenchArgs, VaeFamily};
+use super::vae_args::parse_list;
 use crate::device::HostAllocator;
 use crate::models::wan::{WanLoadOptions, WanTuning, WanVae};
 
@@ -37,15 +38,6 @@ impl Op {
             Op::Decode => ("latent", "sample"),
         }
     }
-}
-
-pub(super) fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
-    let items = list.split(',').map(str::trim).filter(|s| !s.is_empty());
-    let parsed = items.map(|s| parse(s).with_context(|| format!("unknown {what} `{s}`"))).collect::<anyhow::Result<Vec<_>>>()?;
-    if parsed.is_empty() {
-        bail!("no {what} given");
-    }
-    Ok(parsed)
 }
 
 /// One row of the result table.

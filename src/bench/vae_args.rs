@@ -2,6 +2,8 @@
 //! (`seedvr2`) it hands over to.
 use std::path::PathBuf;
 
+use anyhow::{bail, Context};
+
 use crate::device::HostAllocator;
 use crate::models::wan::WanTuning;
 
@@ -75,4 +77,14 @@ pub struct VaeBenchArgs {
 
 fn parse_allocator(s: &str) -> Result<HostAllocator, String> {
     HostAllocator::parse(s).ok_or_else(|| "expected bounded or fast".to_string())
+}
+
+/// A comma-separated list of `what`s (`vae` and `seedvr2` both read theirs this way); empty is an error.
+pub(super) fn parse_list<T>(list: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
+    let items = list.split(',').map(str::trim).filter(|s| !s.is_empty());
+    let parsed = items.map(|s| parse(s).with_context(|| format!("unknown {what} `{s}`"))).collect::<anyhow::Result<Vec<_>>>()?;
+    if parsed.is_empty() {
+        bail!("no {what} given");
+    }
+    Ok(parsed)
 }

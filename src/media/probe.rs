@@ -11,46 +11,8 @@ use serde::Deserialize;
 use super::colour::{Colour, ProbedColour};
 use super::process::{BoundedChild, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaLimits, MediaTools};
-
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, utoipa::ToSchema)]
-pub struct MediaInfo {
-    /// `mp4`, `mov`, `matroska`, … (the demuxer's name, with the ISO family split by brand).
-    pub container: String,
-    pub codec: String,
-    /// Display size: a 90°-rotated phone video reports its upright size, as ffmpeg decodes it.
-    pub width: u32,
-    pub height: u32,
-    /// Exact count of video frames (the container's sample count, else packets counted by ffprobe).
-    pub frames: u64,
-    pub fps: f64,
-    /// The frame rate as ffmpeg writes it (`30000/1001`), for an encoder that must match exactly.
-    pub fps_rational: String,
-    pub duration_s: f64,
-    pub has_audio: bool,
-    pub bytes: u64,
-    /// As flagged in the file, else the defaults for its height (written explicitly into outputs).
-    /// Jobs stored before colour was probed read as BT.601 limited range.
-    #[serde(default = "unprobed_colour")]
-    pub colour: Colour,
-    /// The pixels' shape (`128:117`) when they are not square, as displayed (a quarter turn swaps it);
-    /// written into every output and preview so the picture keeps its shape. Null for square pixels.
-    #[serde(default)]
-    pub sample_aspect_ratio: Option<String>,
-    /// For a job over part of the input (`start`, `frames`, …): which frames, of how many. `frames` and
-    /// `duration_s` above are then the part's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub span: Option<super::range::FrameSpan>,
-    /// A PNG, JPEG or WebP picture (one frame, an image demuxer): upscale and restore write it as a PNG.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub still: bool,
-    /// The picture has an alpha channel (RGBA PNG, WebP with alpha), kept beside the colour in a still's PNG.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub alpha: bool,
-}
-
-fn unprobed_colour() -> Colour {
-    Colour::default_for_height(0)
-}
+pub use super::info::MediaInfo;
+pub(crate) use super::info::{check_declared_pictures, parse_rate};
 
 /// ffprobe's JSON for a crafted file with thousands of streams could be large; real ones are a few KiB.
 const MAX_PROBE_OUTPUT_BYTES: u64 = 1 << 20;
@@ -77,13 +39,8 @@ pub fn probe(tools: &MediaTools, path: &Path, limits: &MediaLimits) -> Result<Me
         check_limits(&info, limits)?;
         return Ok(info);
     }
-    if let Some((width, height)) = super::still::declared_png_size(path) {
-        if width > limits.max_width {
-            return Err(MediaError::too_large("width", width, limits.max_width));
-        }
-        if height > limits.max_height {
-            return Err(MediaError::too_large("height", height, limits.max_height));
-        }
+    if let Some((width, height)) = super::picture::declared_png_size(path) {
+        check_declared_pictures(1, width, height, limits)?;
     }
     let (json, warnings) = run_ffprobe(tools, path, &["-count_packets", "-show_entries", SHOW_ENTRIES])
         .map_err(|e| classify_ffprobe_failure(e, path))?;
@@ -303,10 +260,10 @@ fn media_info_from(report: &ProbeReport, bytes: u64) -> Result<MediaInfo, MediaE
     let (width, height) = if quarter_turned { (height, width) } else { (width, height) };
     let sample_aspect_ratio = video.sample_aspect_ratio.as_deref().and_then(|sar| non_square(sar, quarter_turned));
     let codec = video.codec_name.clone().unwrap_or_else(|| "unknown".into());
-    let still = super::still::is_still(&container, &codec, frames);
+    let still = super::picture::is_still(&container, &codec, frames);
     Ok(MediaInfo {
         container,
-        alpha: still && video.pix_fmt.as_deref().is_some_and(super::still::has_alpha),
+        alpha: still && video.pix_fmt.as_deref().is_some_and(super::picture::has_alpha),
         still,
         codec,
         width,
@@ -363,13 +320,6 @@ fn container_name(format: Option<&ProbeFormat>) -> String {
 
 fn parse_count(value: Option<&str>) -> Option<u64> {
     value?.trim().parse::<u64>().ok().filter(|n| *n > 0)
-}
-
-/// `30000/1001` → (`30000/1001`, 29.97); `0/0` (unknown) → None.
-pub(crate) fn parse_rate(rate: &str) -> Option<(String, f64)> {
-    let (num, den) = rate.trim().split_once('/').unwrap_or((rate.trim(), "1"));
-    let (num, den) = (num.parse::<u64>().ok()?, den.parse::<u64>().ok()?);
-    (num > 0 && den > 0).then(|| (format!("{num}/{den}"), num as f64 / den as f64))
 }
 
 #[cfg(test)]
@@ -437,6 +387,26 @@ mod tests {
             assert_eq!(err.code(), "media-too-large");
             assert!(err.to_string().contains(expected), "{err} lacks {expected}");
         }
+    }
+
+    #[test]
+    fn declared_pictures_are_held_to_the_sides_and_their_decoded_size() {
+        let limits = MediaLimits { max_bytes: 4 << 30, max_width: 4096, max_height: 4096, max_frames: 100_000, max_duration_s: 3600.0 };
+        assert!(check_declared_pictures(85, 4096, 4096, &limits).is_ok(), "85 frames of 4096² fit in 4 GiB");
+        assert!(check_declared_pictures(1000, 1280, 720, &limits).is_ok());
+        let cases = [
+            (200, 4096, 4096, "decoded size is 10066329600 bytes (200 frames of 4096×4096, 3 bytes a pixel), the limit is 4294967296 bytes"),
+            (1, 20000, 20000, "width is 20000, the limit is 4096"),
+            (1, 4096, 5000, "height is 5000"),
+            (u64::MAX, 4096, 4096, "decoded size is 18446744073709551615 bytes"),
+        ];
+        for (frames, width, height, expected) in cases {
+            let err = check_declared_pictures(frames, width, height, &limits).unwrap_err();
+            assert_eq!(err.code(), "media-too-large");
+            assert!(err.to_string().contains(expected), "{err} lacks {expected}");
+        }
+        let small = MediaLimits { max_bytes: 1 << 20, ..limits };
+        assert!(check_declared_pictures(1, 1024, 1024, &small).unwrap_err().to_string().contains("(1 picture of 1024×1024"));
     }
 
     #[test]

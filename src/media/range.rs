@@ -7,6 +7,8 @@ use utoipa::ToSchema;
 use std::path::Path;
 
 use super::{MediaError, MediaInfo, MediaLimits, MediaTools};
+// `FrameSpan` is part of `MediaInfo`, so it lives beside it in `info`; this path keeps working.
+pub use super::info::FrameSpan;
 
 /// Where the part starts and how long it is; each at most one way. Nothing given is the whole input.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -23,19 +25,6 @@ pub struct InputRange {
     /// Seconds, instead of `frames`: the frames that start within them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<f64>,
-}
-
-/// The frames of the input a job reads: `frames` of them from index `start_frame`, of `source_frames`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct FrameSpan {
-    pub start_frame: u64,
-    pub frames: u64,
-    /// The input's whole length, in frames.
-    pub source_frames: u64,
-    /// Where the span starts in the input's time (seconds from its first frame) and how long it lasts:
-    /// the window of audio and subtitles kept.
-    pub start_s: f64,
-    pub duration_s: f64,
 }
 
 /// Half a millisecond's worth of a frame: a start given as `1.2` s at 25 fps is frame 30, not 31.
@@ -103,13 +92,6 @@ impl InputRange {
         }
         let frames = wanted.min(info.frames - start_frame);
         Ok(FrameSpan { start_frame, frames, source_frames: info.frames, start_s: start_frame as f64 / fps, duration_s: frames as f64 / fps })
-    }
-}
-
-impl FrameSpan {
-    /// The whole input.
-    pub fn is_whole(&self) -> bool {
-        self.start_frame == 0 && self.frames == self.source_frames
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
 use super::colour::{Colour, ProbedColour};
-use super::probe::{parse_rate, MediaInfo};
+use super::info::{check_declared_pictures, parse_rate, MediaInfo};
 use super::{MediaError, MediaLimits};
 use crate::error_codes as codes;
 
@@ -33,7 +33,9 @@ pub fn parse_fps(text: &str) -> Option<(String, f64)> {
 }
 
 /// Checks the zip against `limits` and describes it: every member a PNG of one size, no more than
-/// `max_frames` of them, no more than `max_bytes` unpacked (the upload limit: a zip bomb stops here).
+/// `max_frames` of them, no more than `max_bytes` unpacked (the upload limit: a zip bomb stops here), and
+/// no more than `max_bytes` decoded, as the first frame's header declares it for all (a PNG bomb stops
+/// here: `info::check_declared_pictures`).
 pub fn probe_zip(path: &Path, bytes: u64, limits: &MediaLimits) -> Result<MediaInfo, MediaError> {
     // The zip reader holds the whole central directory in memory: its entry count is checked first, from
     // the end-of-directory record, so a directory of millions of tiny entries is refused unread.
@@ -57,7 +59,12 @@ pub fn probe_zip(path: &Path, bytes: u64, limits: &MediaLimits) -> Result<MediaI
         }
         let (width, height) = png_size(&mut member).ok_or_else(|| bad(codes::SEQUENCE_NOT_PNG, format!("member `{name}` is not a PNG picture")))?;
         match &size {
-            None => size = Some((name.clone(), width, height)),
+            None => {
+                // Every frame has the first one's size (else the zip is refused below): its header declares the
+                // whole sequence's, refused before another member is read.
+                check_declared_pictures(names.len() as u64, width, height, limits)?;
+                size = Some((name.clone(), width, height));
+            }
             Some((first, w, h)) if (*w, *h) != (width, height) => {
                 return Err(bad(codes::SEQUENCE_MIXED_SIZES, format!("`{name}` is {width}×{height}, but `{first}` is {w}×{h}; every frame must have one size")));
             }
@@ -206,6 +213,28 @@ mod tests {
         assert_eq!(declared_entries(&path).unwrap(), Some(3));
         std::fs::write(&path, b"PK\x03\x04 not really a zip").unwrap();
         assert_eq!(declared_entries(&path).unwrap(), None);
+    }
+
+    #[test]
+    fn frames_are_refused_by_what_their_headers_declare_they_decode_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.zip");
+        let mut head = PNG_SIGNATURE.to_vec();
+        head.extend_from_slice(&[0, 0, 0, 13]);
+        head.extend_from_slice(b"IHDR");
+        head.extend_from_slice(&4096u32.to_be_bytes());
+        head.extend_from_slice(&4096u32.to_be_bytes());
+        let mut zip = zip::ZipWriter::new(File::create(&path).unwrap());
+        for frame in 0..200 {
+            zip.start_file(format!("{frame:03}.png"), zip::write::FileOptions::default()).unwrap();
+            zip.write_all(&head).unwrap();
+        }
+        zip.finish().unwrap();
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        let limits = MediaLimits { max_bytes: 4 << 30, max_width: 4096, max_height: 4096, ..MediaLimits::default() };
+        let err = probe_zip(&path, bytes, &limits).unwrap_err();
+        assert_eq!(err.code(), "media-too-large", "{err}");
+        assert!(err.to_string().contains("decoded size is 10066329600 bytes (200 frames of 4096×4096"), "{err}");
     }
 
     #[test]

@@ -10,37 +10,8 @@ use super::probe::file_url;
 use super::process::{BoundedChild, ProcessPriority, ProcessSpec};
 use super::{MediaError, MediaTools, RgbFrames};
 
-/// ffprobe's demuxers for single pictures: `image2` (chosen by the file's extension) and the `*_pipe`
-/// ones (chosen by the content, whatever the name).
-const STILL_DEMUXERS: &[&str] = &["image2", "png_pipe", "jpeg_pipe", "webp_pipe"];
-/// PNG, JPEG and WebP; other pictures (BMP, TIFF) stay one-frame videos as before.
-const STILL_CODECS: &[&str] = &["png", "mjpeg", "webp"];
-
-/// A PNG's width and height as its header (IHDR) declares them, read from its first 24 bytes; `None` for a
-/// file that is no PNG. ffprobe refuses a picture past its own size limit as unreadable, which told the
-/// sender "not a video" for a 20000×20000 PNG; the header says what is too large.
-pub fn declared_png_size(path: &Path) -> Option<(u32, u32)> {
-    const SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
-    let mut head = [0u8; 24];
-    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
-    if head[..8] != SIGNATURE || &head[12..16] != b"IHDR" {
-        return None;
-    }
-    let word = |at: usize| u32::from_be_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
-    Some((word(16), word(20)))
-}
-
-/// A picture read by an image demuxer: one frame of PNG, JPEG or WebP.
-pub fn is_still(container: &str, codec: &str, frames: u64) -> bool {
-    frames == 1 && STILL_DEMUXERS.contains(&container) && STILL_CODECS.contains(&codec)
-}
-
-/// ffmpeg's pixel formats with an alpha channel, as the PNG and WebP decoders report them; a palette
-/// may carry transparency (tRNS), so it counts too (an opaque one reads back as all 255).
-pub fn has_alpha(pix_fmt: &str) -> bool {
-    const WITH_ALPHA: &[&str] = &["rgba", "argb", "bgra", "abgr", "ya8", "ya16be", "ya16le", "rgba64be", "rgba64le", "pal8"];
-    WITH_ALPHA.contains(&pix_fmt) || pix_fmt.starts_with("yuva") || pix_fmt.starts_with("gbrap")
-}
+// What a still is lives in `picture`, below `probe`, which asks it; the paths through here keep working.
+pub use super::picture::{declared_png_size, has_alpha, is_still};
 
 /// The still's alpha plane, 8 bits, `width × height` bytes row-major.
 pub fn read_alpha(tools: &MediaTools, input: &Path, width: u32, height: u32) -> Result<Vec<u8>, MediaError> {

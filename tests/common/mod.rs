@@ -496,3 +496,15 @@ pub async fn follow_events(client: &reqwest::Client, server: &Server, id: &str) 
     tokio::time::timeout(Duration::from_secs(300), read).await.expect("the event stream did not end");
     snapshots
 }
+
+/// A PNG's chunk: length, type, data, CRC-32 of type and data.
+pub fn png_chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut crc = 0xffff_ffffu32;
+    for byte in kind.iter().chain(data) {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+        }
+    }
+    [&(data.len() as u32).to_be_bytes()[..], kind, data, &(!crc).to_be_bytes()].concat()
+}

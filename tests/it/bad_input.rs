@@ -259,18 +259,6 @@ async fn uploads_are_refused_when_the_disk_is_below_the_free_space_floor() {
     assert_eq!(status, 200);
 }
 
-/// A PNG's chunk: length, type, data, CRC-32 of type and data.
-fn png_chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
-    let mut crc = 0xffff_ffffu32;
-    for byte in kind.iter().chain(data) {
-        crc ^= u32::from(*byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
-        }
-    }
-    [&(data.len() as u32).to_be_bytes()[..], kind, data, &(!crc).to_be_bytes()].concat()
-}
-
 /// A picture larger than the box takes is refused as too large, naming the side (a 20000×20000 PNG was
 /// refused as not a video: ffprobe gives up on such a picture before it says its size).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

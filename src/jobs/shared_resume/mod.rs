@@ -4,13 +4,14 @@
 //! `jobs/{id}/resume/`, then the checkpoint, then removes what it no longer names (`upload`); a worker that
 //! claims the job fetches them into its `.NAME.resume/` before the job runs, when they go further than what
 //! this box has.
+mod saved;
 mod upload;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::watch;
@@ -20,11 +21,9 @@ use uuid::Uuid;
 use super::blobs::{BlobError, Blobs};
 use super::files::{JobFiles, Patience};
 use upload::{Control, Uploader};
+pub use saved::{SavedCheckpoint, CHECKPOINT};
+use saved::{stored_name, Known, Latest, Stamp, FOLDER};
 
-/// The storage's folder of a job's resume files: `jobs/{id}/resume/`.
-const FOLDER: &str = "resume";
-/// The checkpoint's file, in the local folder and in the storage's.
-pub const CHECKPOINT: &str = "checkpoint.json";
 /// A job handed back at a graceful stop waits this long at most for its last checkpoint to go up.
 const HAND_OVER_WAIT: Duration = Duration::from_secs(30);
 /// A job that succeeded waits this long at most for the file being put before its checkpoints are removed.
@@ -35,49 +34,6 @@ pub fn resume_dir(output: &Path) -> PathBuf {
     let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     output.with_file_name(format!(".{stem}.resume"))
 }
-
-/// The storage's name of a file of the resume folder.
-fn stored_name(name: &str) -> String {
-    format!("{FOLDER}/{name}")
-}
-
-/// What a file of the resume folder was when a checkpoint was saved: a file put or fetched is not put again
-/// while it is unchanged (segments and tensor files are written once under their name; a run that starts
-/// over writes new ones).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    bytes: u64,
-    modified: SystemTime,
-}
-
-impl Stamp {
-    fn of(path: &Path) -> std::io::Result<Stamp> {
-        let meta = std::fs::metadata(path)?;
-        Ok(Stamp { bytes: meta.len(), modified: meta.modified()? })
-    }
-}
-
-/// A checkpoint just saved, and the resume folder's files then: what it names (finished segments, the
-/// tensor file of the checkpoint) and nothing else, since the executor reports it right after removing the
-/// files of earlier checkpoints and before the next segment begins (partial files, named with a dot, aside).
-#[derive(Debug)]
-pub struct SavedCheckpoint {
-    checkpoint: Bytes,
-    /// Paths within the folder (`frames/frame_000000.png` for PNG frames).
-    files: Vec<(String, Stamp)>,
-}
-
-impl SavedCheckpoint {
-    /// Only a checkpoint of segments goes on elsewhere: one of an output written in place (a latent file
-    /// outside the folder, `segments: 0`) or of a tile-major decode's tile spools (large, appended to)
-    /// starts over on another box.
-    fn goes_on_elsewhere(&self) -> bool {
-        let Ok(checkpoint) = serde_json::from_slice::<serde_json::Value>(&self.checkpoint) else { return false };
-        checkpoint["segments"].as_u64().unwrap_or(0) > 0 && checkpoint.get("tile_major").is_none_or(serde_json::Value::is_null)
-    }
-}
-
-type Latest = Option<Arc<SavedCheckpoint>>;
 
 /// The executor's side: its thread reports each checkpoint it saved. Reporting never waits for the storage:
 /// it lists the folder (microseconds) and replaces the latest report in a `watch`, so the model goes on at
@@ -183,14 +139,6 @@ impl SharedCheckpoints {
             tracing::warn!(id = %self.id, wait_s = wait.as_secs(), "the job's checkpoint upload did not end in time; left behind");
         }
     }
-}
-
-/// What the storage holds in the job's resume folder, as far as this worker knows.
-enum Known {
-    /// Listed: these names, and those of them this box has the same (fetched now, with their stamps).
-    Listed { stored: HashSet<String>, same_here: HashMap<String, Stamp> },
-    /// The storage could not be read: anything may be there.
-    Unknown,
 }
 
 /// Copies the storage's resume folder into `dir` (through a sibling folder, put in place whole) when its

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{stored_name, Known, Latest, SavedCheckpoint, Stamp, CHECKPOINT};
+use super::saved::{stored_name, Known, Latest, SavedCheckpoint, Stamp, CHECKPOINT, FOLDER};
 use crate::jobs::blobs::{BlobError, Blobs};
 
 /// What the scheduler tells the uploader.
@@ -143,7 +143,7 @@ impl Uploader {
             return Ok(());
         }
         self.delete(CHECKPOINT).await?;
-        self.blobs.delete_folder(self.id, super::FOLDER).await?;
+        self.blobs.delete_folder(self.id, FOLDER).await?;
         self.stored = Some(HashSet::new());
         self.same_there.clear();
         Ok(())

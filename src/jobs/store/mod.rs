@@ -253,22 +253,6 @@ pub struct WatchedFile {
     pub output_name: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
-struct WatchedRow {
-    job_id: String,
-    folder: String,
-    file_name: String,
-    state: String,
-    output_name: Option<String>,
-}
-
-impl WatchedRow {
-    fn into_file(self) -> Result<WatchedFile, StoreError> {
-        let state = WatchState::parse(&self.state).ok_or_else(|| StoreError::Corrupt { id: self.job_id.clone(), reason: format!("watch state {}", self.state) })?;
-        Ok(WatchedFile { job_id: row::parse_id(self.job_id)?, folder: self.folder, file_name: self.file_name, state, output_name: self.output_name })
-    }
-}
-
 /// A try's outcome as the columns keep it: the state, and when the next try is due.
 fn next_columns(next: &CallbackNext) -> (&'static str, Option<&str>) {
     match next {

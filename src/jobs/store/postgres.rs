@@ -10,7 +10,7 @@ use sqlx::{PgPool, Row};
 use tokio::sync::{broadcast, Notify};
 use uuid::Uuid;
 
-use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
+use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, to_json, JobRow, LostLease, WatchedRow, WorkerRow};
 use super::*;
 
 pub struct PgStore {

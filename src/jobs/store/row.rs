@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
-use super::{Expired, StoreError, WorkerInfo};
+use super::{Expired, StoreError, WatchState, WatchedFile, WorkerInfo};
 use crate::jobs::callback::{CallbackInfo, CallbackState};
 use crate::jobs::model::*;
 
@@ -221,3 +221,21 @@ impl WorkerRow {
         }
     }
 }
+
+/// A watched file's row, read into a `WatchedFile`.
+#[derive(sqlx::FromRow)]
+pub(super) struct WatchedRow {
+    job_id: String,
+    folder: String,
+    file_name: String,
+    state: String,
+    output_name: Option<String>,
+}
+
+impl WatchedRow {
+    pub(super) fn into_file(self) -> Result<WatchedFile, StoreError> {
+        let state = WatchState::parse(&self.state).ok_or_else(|| StoreError::Corrupt { id: self.job_id.clone(), reason: format!("watch state {}", self.state) })?;
+        Ok(WatchedFile { job_id: parse_id(self.job_id)?, folder: self.folder, file_name: self.file_name, state, output_name: self.output_name })
+    }
+}
+

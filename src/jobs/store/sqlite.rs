@@ -8,7 +8,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
-use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, to_json, JobRow, LostLease, WorkerRow};
+use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, to_json, JobRow, LostLease, WatchedRow, WorkerRow};
 use super::*;
 
 pub struct SqliteStore {

@@ -4,6 +4,7 @@
 //! every class and function except the tensor rebuilders; the storages are read from `data/<key>`.
 mod pickle;
 mod torch_globals;
+mod values;
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use tch::Kind;
 
-use super::pickle::{seq, Global, StorageRef, TensorSpec, Value};
+use super::values::{seq, Global, StorageRef, TensorSpec, Value};
 
 pub(super) fn resolve_global(module: &str, name: &str) -> Result<Global, String> {
     let global = match (module, name) {
