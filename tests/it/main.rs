@@ -25,6 +25,7 @@ mod disk_full;
 mod dit_memory;
 mod exact_split;
 mod gguf_quants;
+mod import_cycles;
 mod interpolate;
 mod lan_safety;
 mod layers;
