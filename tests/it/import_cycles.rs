@@ -441,11 +441,6 @@ const KNOWN_CYCLES: &[(&str, &str)] = &[
     // (e.g. executor/context.rs beside error.rs) with mod.rs re-exporting them; the folder was being edited
     // by others while this test was written, so that move is still to do.
     ("executor/", "op files import Executor/JobSpec/JobHooks from executor/mod.rs, which dispatches to them"),
-    // wan21.rs and wan22.rs use mod.rs's `indexed` and `residual_block`, and their tests check mod.rs's
-    // `original_to_diffusers`/`diffusers_to_original`, while mod.rs calls `wan21::levels_to_*` and
-    // `wan22::levels_to_*`. To do: the shared name helpers into a leaf (keymap/names.rs) and the round-trip
-    // tests into mod.rs; models/ was being edited by others at the time.
-    ("models/wan/keymap/", "wan21/wan22 use mod.rs's name helpers (and their tests its public mapping) while mod.rs calls them"),
 ];
 
 #[test]

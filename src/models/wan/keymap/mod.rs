@@ -2,8 +2,11 @@
 //! `AutoencoderKLWan` names. Modules are built from diffusers names; original files are renamed once
 //! at load time with [`original_to_diffusers`]. The two original layouts differ only in how the levels
 //! are listed (`wan21`, `wan22`); stems, middle blocks, heads and the 1×1×1 convs are named alike.
+mod names;
 mod wan21;
 mod wan22;
+
+use names::{indexed, rename, residual_block};
 
 pub use wan21::DecoderLayout;
 pub use wan22::LevelLists;
@@ -50,16 +53,6 @@ impl OriginalLayout {
     }
 }
 
-/// Inside a residual block; the original stores the block as an `nn.Sequential`
-/// (RMS norm, SiLU, conv, RMS norm, SiLU, dropout, conv) next to its 1×1×1 `shortcut`.
-const RESIDUAL_RENAMES: [(&str, &str); 5] = [
-    ("residual.0.", "norm1."),
-    ("residual.2.", "conv1."),
-    ("residual.3.", "norm2."),
-    ("residual.6.", "conv2."),
-    ("shortcut.", "conv_shortcut."),
-];
-
 /// Directly under `encoder.` / `decoder.`: the stem and the `head` sequential (RMS norm, SiLU, conv).
 const CODER_RENAMES: [(&str, &str); 4] = [
     ("conv1.", "conv_in."),
@@ -69,23 +62,6 @@ const CODER_RENAMES: [(&str, &str); 4] = [
 ];
 
 const TOP_RENAMES: [(&str, &str); 2] = [("conv1.", "quant_conv."), ("conv2.", "post_quant_conv.")];
-
-fn rename(key: &str, table: &[(&str, &str)], forward: bool) -> Option<String> {
-    table.iter().find_map(|&(original, diffusers)| {
-        let (from, to) = if forward { (original, diffusers) } else { (diffusers, original) };
-        key.strip_prefix(from).map(|rest| format!("{to}{rest}"))
-    })
-}
-
-fn residual_block(rest: &str, forward: bool) -> String {
-    rename(rest, &RESIDUAL_RENAMES, forward).unwrap_or_else(|| rest.to_string())
-}
-
-/// Splits `"12.rest"` into `(12, "rest")`.
-fn indexed(key: &str) -> Option<(usize, &str)> {
-    let (index, rest) = key.split_once('.')?;
-    Some((index.parse().ok()?, rest))
-}
 
 /// `encoder.rest` / `decoder.rest` → `("encoder", "rest")`.
 fn split_coder(key: &str) -> Option<(&str, &str)> {
@@ -182,5 +158,54 @@ mod tests {
         assert_eq!(OriginalLayout::detect(&nested), Ok(OriginalLayout::Nested(lists)));
         assert!(OriginalLayout::detect(&["encoder.conv1.weight"]).is_err());
         assert_eq!(detect_naming(nested.iter().copied()), Some(Naming::Original));
+    }
+
+    // The level keys of each layout go through the public mapping both ways (the layouts' own tests read
+    // their key counts).
+    const WAN21_LAYOUT: DecoderLayout = DecoderLayout { layers_per_level: 4 };
+    const WAN22_LISTS: LevelLists = LevelLists { encoder_resnets: 2, decoder_resnets: 3 };
+
+    #[test]
+    fn maps_each_kind_of_wan21_level_key() {
+        let cases = [
+            ("encoder.downsamples.3.residual.6.weight", "encoder.down_blocks.3.conv2.weight"),
+            ("encoder.downsamples.3.shortcut.bias", "encoder.down_blocks.3.conv_shortcut.bias"),
+            ("encoder.downsamples.5.time_conv.weight", "encoder.down_blocks.5.time_conv.weight"),
+            ("decoder.upsamples.10.residual.0.gamma", "decoder.up_blocks.2.resnets.2.norm1.gamma"),
+            ("decoder.upsamples.7.resample.1.weight", "decoder.up_blocks.1.upsamplers.0.resample.1.weight"),
+            ("decoder.upsamples.14.residual.2.bias", "decoder.up_blocks.3.resnets.2.conv1.bias"),
+        ];
+        let layout = OriginalLayout::Flat(WAN21_LAYOUT);
+        for (original, diffusers) in cases {
+            assert_eq!(original_to_diffusers(original, layout), diffusers, "{original}");
+            assert_eq!(diffusers_to_original(diffusers, layout), original, "{diffusers}");
+        }
+    }
+
+    #[test]
+    fn maps_each_kind_of_wan22_level_key() {
+        let cases = [
+            ("encoder.downsamples.0.downsamples.0.residual.0.gamma", "encoder.down_blocks.0.resnets.0.norm1.gamma"),
+            ("encoder.downsamples.1.downsamples.0.shortcut.weight", "encoder.down_blocks.1.resnets.0.conv_shortcut.weight"),
+            ("encoder.downsamples.2.downsamples.1.residual.6.bias", "encoder.down_blocks.2.resnets.1.conv2.bias"),
+            ("encoder.downsamples.1.downsamples.2.resample.1.weight", "encoder.down_blocks.1.downsampler.resample.1.weight"),
+            ("encoder.downsamples.2.downsamples.2.time_conv.bias", "encoder.down_blocks.2.downsampler.time_conv.bias"),
+            ("decoder.upsamples.0.upsamples.2.residual.3.gamma", "decoder.up_blocks.0.resnets.2.norm2.gamma"),
+            ("decoder.upsamples.1.upsamples.0.shortcut.bias", "decoder.up_blocks.1.resnets.0.conv_shortcut.bias"),
+            ("decoder.upsamples.1.upsamples.3.time_conv.weight", "decoder.up_blocks.1.upsampler.time_conv.weight"),
+            ("decoder.upsamples.2.upsamples.3.resample.1.bias", "decoder.up_blocks.2.upsampler.resample.1.bias"),
+        ];
+        let layout = OriginalLayout::Nested(WAN22_LISTS);
+        for (original, diffusers) in cases {
+            assert_eq!(original_to_diffusers(original, layout), diffusers, "{original}");
+            assert_eq!(diffusers_to_original(diffusers, layout), original, "{diffusers}");
+        }
+    }
+
+    #[test]
+    fn a_list_entry_past_the_resampler_is_not_renamed_into_it() {
+        // Index 3 in an encoder list of 2 resnets + resampler names nothing; it must stay unexpected.
+        let key = original_to_diffusers("encoder.downsamples.0.downsamples.3.resample.1.weight", OriginalLayout::Nested(WAN22_LISTS));
+        assert_eq!(key, "encoder.down_blocks.0.resnets.3.resample.1.weight");
     }
 }

@@ -3,7 +3,7 @@
 //! (`encoder.downsamples.I.downsamples.J`); each decoder level an `Up_ResidualBlock` with an `upsamples` list
 //! (`decoder.upsamples.I.upsamples.J`). The levels' `avg_shortcut`s have no parameters. diffusers names the
 //! same things `down_blocks.I.resnets.J` / `down_blocks.I.downsampler` and `up_blocks.I.resnets.J` / `up_blocks.I.upsampler`.
-use super::{indexed, residual_block};
+use super::names::{indexed, residual_block};
 
 /// Residual blocks per level list; the resampler follows them at that index. The decoder's levels have one
 /// block more than the encoder's (`num_res_blocks + 1`).
@@ -87,37 +87,9 @@ pub(super) fn levels_to_original(rest: &str, lists: LevelLists) -> Option<String
 
 #[cfg(test)]
 mod tests {
-    use super::super::{diffusers_to_original, original_to_diffusers, OriginalLayout};
     use super::*;
 
     const LISTS: LevelLists = LevelLists { encoder_resnets: 2, decoder_resnets: 3 };
-
-    #[test]
-    fn maps_each_kind_of_level_key() {
-        let cases = [
-            ("encoder.downsamples.0.downsamples.0.residual.0.gamma", "encoder.down_blocks.0.resnets.0.norm1.gamma"),
-            ("encoder.downsamples.1.downsamples.0.shortcut.weight", "encoder.down_blocks.1.resnets.0.conv_shortcut.weight"),
-            ("encoder.downsamples.2.downsamples.1.residual.6.bias", "encoder.down_blocks.2.resnets.1.conv2.bias"),
-            ("encoder.downsamples.1.downsamples.2.resample.1.weight", "encoder.down_blocks.1.downsampler.resample.1.weight"),
-            ("encoder.downsamples.2.downsamples.2.time_conv.bias", "encoder.down_blocks.2.downsampler.time_conv.bias"),
-            ("decoder.upsamples.0.upsamples.2.residual.3.gamma", "decoder.up_blocks.0.resnets.2.norm2.gamma"),
-            ("decoder.upsamples.1.upsamples.0.shortcut.bias", "decoder.up_blocks.1.resnets.0.conv_shortcut.bias"),
-            ("decoder.upsamples.1.upsamples.3.time_conv.weight", "decoder.up_blocks.1.upsampler.time_conv.weight"),
-            ("decoder.upsamples.2.upsamples.3.resample.1.bias", "decoder.up_blocks.2.upsampler.resample.1.bias"),
-        ];
-        let layout = OriginalLayout::Nested(LISTS);
-        for (original, diffusers) in cases {
-            assert_eq!(original_to_diffusers(original, layout), diffusers, "{original}");
-            assert_eq!(diffusers_to_original(diffusers, layout), original, "{diffusers}");
-        }
-    }
-
-    #[test]
-    fn a_list_entry_past_the_resampler_is_not_renamed_into_it() {
-        // Index 3 in an encoder list of 2 resnets + resampler names nothing; it must stay unexpected.
-        let key = original_to_diffusers("encoder.downsamples.0.downsamples.3.resample.1.weight", OriginalLayout::Nested(LISTS));
-        assert_eq!(key, "encoder.down_blocks.0.resnets.3.resample.1.weight");
-    }
 
     #[test]
     fn counts_resnets_per_level() {
