@@ -128,9 +128,8 @@ def twice(box, name, query, body, frames_of):
 
 
 def plan_frames(job):
-    plan = job.get("plan") or {}
-    inner = next(iter(plan.values())) if len(plan) == 1 and isinstance(next(iter(plan.values())), dict) else plan
-    return inner.get("frames") or (job.get("output_media") or {}).get("frames")
+    """The frames a VAE job made, as its plan records them."""
+    return (job.get("plan") or {}).get("frames")
 
 
 def table_value(log_text, first_cells, header):
@@ -255,13 +254,13 @@ def main():
         log(bench.stderr[-3000:])
         failed |= bench.returncode != 0
         compare(jobs.get("interpolate rife x2"), whole_frame_seconds(bench.stdout), "RIFE bf16 channels-last, one made frame of the clip's size")
-    steps = os.path.join(args.work, "steps")
-    vae_log = read(os.path.join(steps, "vae_wan21_bf16.log"))
+    step_logs = os.path.join(args.work, "steps")
+    vae_log = read(os.path.join(step_logs, "vae_wan21_bf16.log"))
     decode = table_value(vae_log, ["bf16", "decode"], "ours median s (best)")
     latent_frames = (jobs.get("vae_decode wan_2.1_vae job") or {}).get("frames")
     for name in ("vae_decode wan_2.1_vae job", "/v1/decode wan_2.1_vae"):
         compare(jobs.get(name), decode / latent_frames if decode and latent_frames else None, "bench vae decode (vae_wan21_bf16 step), same latent shape")
-    restore_log = read(os.path.join(steps, "restore_3b.log"))
+    restore_log = read(os.path.join(step_logs, "restore_3b.log"))
     bare_total = table_value(restore_log, ["bf16"], "total s/frame")
     compare(jobs.get("restore seedvr2_ema_3b x2"), bare_total, "bench restore total (restore_3b step), 21 frames to 1280×720")
     for stage, header in (("encode", "encode s/frame"), ("dit", "DiT s/frame"), ("decode", "decode s/frame")):

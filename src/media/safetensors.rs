@@ -229,7 +229,8 @@ impl Drop for TensorFileWriter {
     }
 }
 
-fn partial_path(path: &Path) -> PathBuf {
+/// Where a tensor file is written until it is finished (`.name.partial` beside it).
+pub fn partial_path(path: &Path) -> PathBuf {
     let mut name = std::ffi::OsString::from(".");
     name.push(path.file_name().unwrap_or_default());
     name.push(".partial");

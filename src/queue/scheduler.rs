@@ -316,15 +316,10 @@ impl Scheduler {
         // A latent written in place (vae_encode) keeps its partial file beside the output for a resume,
         // which an ended job never has: a cancel must leave nothing behind.
         let output = self.files.local(job.id, &output_path_for(job).to_string_lossy());
-        if let (Some(folder), Some(name)) = (output.parent(), output.file_name()) {
-            let mut partial = std::ffi::OsString::from(".");
-            partial.push(name);
-            partial.push(".partial");
-            match tokio::fs::remove_file(folder.join(&partial)).await {
-                Ok(()) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => tracing::warn!(id = %job.id, %error, "could not remove a job's partial output"),
-            }
+        match tokio::fs::remove_file(crate::media::safetensors::partial_path(&output)).await {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => tracing::warn!(id = %job.id, %error, "could not remove a job's partial output"),
         }
     }
 

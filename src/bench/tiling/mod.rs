@@ -3,7 +3,7 @@
 //! behind the hidden `vaebox measure-run`). The planning itself is in [`crate::tiling`].
 pub mod bench;
 pub mod calibrate;
-mod fixtures;
+pub(crate) mod fixtures;
 pub mod measure;
 
 pub use fixtures::{load_vae, measured_device, parse_family, synthetic_video, usable_device};
