@@ -87,8 +87,8 @@ class Source:  # an upstream node (a sampler, a loader): what it hands on is kno
 
 
 def validate_like_comfyui(prompt, node_id, validated):
-    """ComfyUI's execution.validate_inputs (0.3.x), cut to what these nodes use: a linked input's node is validated
-    first; a constant COMBO value not in its list is "Value not in list" unless VALIDATE_INPUTS names that input;
+    """A model, written here, of what ComfyUI's execution.validate_inputs (0.3.x) does with these nodes (read for
+    its behaviour, not copied): a linked input's node is validated first; a constant COMBO value not in its list is "Value not in list" unless VALIDATE_INPUTS names that input;
     then VALIDATE_INPUTS gets the named inputs, a linked one as None. The node's errors; [] when valid."""
     if node_id in validated:
         return validated[node_id]
