@@ -39,9 +39,19 @@ async fn cancel_under_way(client: &reqwest::Client, server: &Server, id: &str, u
     }
 }
 
-/// What the job left in its folder besides its input: nothing, for a cancelled job.
-fn leftovers(server: &Server, id: &str) -> Vec<std::path::PathBuf> {
-    files_under(&server.data_dir.join("data/jobs").join(id)).into_iter().filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("input.")).collect()
+/// What the job left in its folder besides its input: nothing, for a cancelled job. The scheduler removes
+/// an ended job's checkpoints and partial output just after it records the outcome (it asks the store
+/// whether the job ended, since a run that lost its lease stops the same way), so a poll that sees
+/// `cancelled` can come a few milliseconds before that: the folder is given a second to settle.
+async fn leftovers(server: &Server, id: &str) -> Vec<std::path::PathBuf> {
+    let settled_by = Instant::now() + Duration::from_secs(1);
+    loop {
+        let left: Vec<_> = files_under(&server.data_dir.join("data/jobs").join(id)).into_iter().filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("input.")).collect();
+        if left.is_empty() || Instant::now() >= settled_by {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A latent of `shape` with values spread over about [-1, 1] (deterministic).
@@ -66,7 +76,7 @@ async fn a_cancel_stops_a_vae_decode_inside_its_push() {
     println!("vae_decode: cancelled {took:?} after the cancel's answer");
     assert_eq!((job["status"].as_str(), job["progress"]["done"].as_u64()), (Some("cancelled"), Some(0)), "the cancel did not land in the first push: {job}");
     assert!(took < CANCEL_WITHIN, "the cancel took {took:?}: the push ran on to its end");
-    assert_eq!(leftovers(&server, id), Vec::<std::path::PathBuf>::new());
+    assert_eq!(leftovers(&server, id).await, Vec::<std::path::PathBuf>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +97,7 @@ async fn a_cancel_stops_a_restore_inside_its_batch() {
     println!("restore: cancelled {took:?} after the cancel's answer");
     assert_eq!((job["status"].as_str(), job["progress"]["done"].as_u64()), (Some("cancelled"), Some(0)), "the cancel did not land in the first batch: {job}");
     assert!(took < CANCEL_WITHIN, "the cancel took {took:?}: the batch ran on to its end");
-    assert_eq!(leftovers(&server, id), Vec::<std::path::PathBuf>::new());
+    assert_eq!(leftovers(&server, id).await, Vec::<std::path::PathBuf>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,5 +133,5 @@ async fn a_cancel_stops_a_vae_encode_of_a_zip_inside_its_push() {
     println!("vae_encode: cancelled {took:?} after the cancel's answer");
     assert_eq!((job["status"].as_str(), job["progress"]["done"].as_u64()), (Some("cancelled"), Some(0)), "the cancel did not land in the first push: {job}");
     assert!(took < CANCEL_WITHIN, "the cancel took {took:?}: the push ran on to its end");
-    assert_eq!(leftovers(&server, id), Vec::<std::path::PathBuf>::new());
+    assert_eq!(leftovers(&server, id).await, Vec::<std::path::PathBuf>::new());
 }
