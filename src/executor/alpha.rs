@@ -2,7 +2,9 @@
 //! way each op brings its colour there, and handed to the still's PNG writer at the output's depth.
 use tch::{Kind, Tensor};
 
-use super::{frames, ExecError, Executor, JobSpec};
+use super::context::{Executor, JobSpec};
+use super::error::ExecError;
+use super::frames;
 use crate::media::{self, MediaInfo, RgbFrames, SampleDepth};
 
 /// The input's alpha, `[1, 1, H, W]` floats in [0, 1] on the job's device; `None` for a picture without one

@@ -14,7 +14,7 @@
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
-use super::ExecError;
+use super::error::ExecError;
 
 thread_local! {
     static CANNOT_CREATE_KERNELS: Cell<bool> = const { Cell::new(false) };

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
-use super::ExecError;
+use super::error::ExecError;
 use crate::device::cuda;
 use crate::media::latent::LatentError;
 use crate::media::safetensors::{Dtype, TensorFileWriter};

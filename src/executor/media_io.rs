@@ -2,7 +2,8 @@
 //! format with that colour and, unless `keep_audio=false`, the input's audio, subtitles and chapters.
 use std::path::Path;
 
-use super::{ExecError, Executor, JobSpec};
+use super::context::{Executor, JobSpec};
+use super::error::ExecError;
 use crate::media::segments::{FinishedSegments, SegmentedWriter};
 use crate::jobs::{JobOutcome, JobPlan, OutputFormat, QualityMetrics, Timings};
 use crate::media::{Colour, FrameReader, FrameSpan, MediaError, MediaInfo, ReadConfig, RgbFrames, SampleDepth, StillWriter, WriteConfig};

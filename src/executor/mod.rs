@@ -1,10 +1,12 @@
 //! The executor: one `std::thread` that owns the device, the loaded models and every tensor.
 //! Async code reaches it through a channel of commands, each with a oneshot reply; progress goes
-//! back on a `watch` channel and cancellation arrives as a flag checked between chunks. The jobs'
-//! ops are in `vae`, `upscale` and `restore`; running a model tile by tile on a planned layout is in
-//! `tiled`.
+//! back on a `watch` channel and cancellation arrives as a flag the ops and models ask between tiles,
+//! layers and chunks. What an op reads of the executor and its job is in `context`, below the ops. The
+//! jobs' ops are in `vae`, `upscale`, `restore` and `interpolate`; running a model tile by tile on a planned
+//! layout is in `tiled`.
 mod alpha;
 mod attempt;
+mod context;
 mod error;
 pub mod frames;
 pub mod frame_workers;
@@ -25,91 +27,18 @@ pub mod interpolate;
 mod upscale;
 mod vae;
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::Instant;
 
-use tch::Device;
-use tokio::sync::{oneshot, watch};
-use uuid::Uuid;
+use tokio::sync::oneshot;
 
+use context::Executor;
+pub use context::{ExecutorConfig, JobHooks, JobSpec};
 pub use error::ExecError;
 use models::LoadedModels;
 
-use crate::config::Config;
-use crate::jobs::{JobOutcome, JobParams, Progress, Timings};
+use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::models::Op;
-use crate::media::{MediaInfo, MediaLimits, MediaTools};
-
-/// Everything the executor needs to run one job; built by the scheduler or the one-shot CLI.
-#[derive(Debug, Clone)]
-pub struct JobSpec {
-    pub id: Uuid,
-    pub op: Op,
-    pub model: String,
-    pub params: JobParams,
-    pub input_path: PathBuf,
-    pub input_media: Option<MediaInfo>,
-    /// The final output path; it appears only once complete.
-    pub output_path: PathBuf,
-    /// Stages measured before the executor got the job (`queued`, `probe`).
-    pub timings: Timings,
-    /// With a shared storage (`storage`): the job may go on on another box, so its checkpoints know the
-    /// input by what every box sees of it, and each one is reported here to be put into the storage.
-    pub shared_checkpoints: Option<crate::jobs::shared_resume::CheckpointReports>,
-}
-
-/// The settings of the executor thread: the box's config (read through `Deref`, so every setting is
-/// named once, in `Config`), the device this executor runs on (a box with two GPUs runs one executor on
-/// each), and the media settings made from the config once.
-#[derive(Debug, Clone)]
-pub struct ExecutorConfig {
-    pub device: crate::device::DeviceChoice,
-    pub tools: MediaTools,
-    pub limits: MediaLimits,
-    config: Arc<Config>,
-}
-
-impl ExecutorConfig {
-    pub fn from_config(config: &Config) -> ExecutorConfig {
-        ExecutorConfig { device: config.device, tools: config.media_tools(), limits: config.media_limits(), config: Arc::new(config.clone()) }
-    }
-
-    /// The same settings on another device.
-    pub fn on_device(self, device: crate::device::DeviceChoice) -> ExecutorConfig {
-        ExecutorConfig { device, ..self }
-    }
-}
-
-impl std::ops::Deref for ExecutorConfig {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.config
-    }
-}
-
-/// What a running job can see of the outside world.
-pub struct JobHooks {
-    pub progress: watch::Sender<Progress>,
-    pub cancel: Arc<AtomicBool>,
-}
-
-impl JobHooks {
-    pub fn check_cancelled(&self) -> Result<(), ExecError> {
-        if self.cancel.load(Ordering::Relaxed) {
-            Err(ExecError::Cancelled)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The cancel as the models ask it inside a push or a DiT call (`ModelError::Stopped` → `Cancelled`).
-    pub fn stop_flag(&self) -> crate::models::stop::StopFlag {
-        crate::models::stop::StopFlag::on(self.cancel.clone())
-    }
-}
 
 struct RunCommand {
     job: JobSpec,
@@ -230,12 +159,6 @@ fn serve_on_a_new_thread(handover: Handover) -> Result<(), Box<Handover>> {
     }
 }
 
-struct Executor {
-    config: ExecutorConfig,
-    device: Device,
-    models: LoadedModels,
-}
-
 impl Executor {
     fn run(&mut self, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
         let started = Instant::now();
@@ -265,44 +188,5 @@ impl Executor {
             outcome.timings = timings.clone();
             outcome
         })
-    }
-
-    /// MiB of working memory for the job: its own budget, else the configured one, else (on CUDA, with the
-    /// job's models loaded) the free device memory minus the margin; 0 = no limit.
-    fn working_budget_mib(&self, job: &JobSpec) -> u64 {
-        let budget_mib = job.params.memory_budget_mib.unwrap_or(self.config.memory_budget_mib);
-        if budget_mib == 0 {
-            // Blocks the allocator caches from earlier jobs are free for this one but not to the driver.
-            crate::device::cuda::empty_cache(self.device);
-        }
-        match (budget_mib, crate::device::cuda::memory_for_this_process(self.device)) {
-            // The loaded weights are already off the free memory, so what is left is working memory.
-            (0, Some((free, _))) => (free >> 20).saturating_sub(self.config.device_memory_margin_mib).max(1),
-            (budget, _) => budget,
-        }
-    }
-
-    /// The longest VAE push a job's planner may choose, in latent frames. On the CPU `chunk_frames`: a
-    /// longer push only holds more memory there. On a GPU no cap beyond the clip: one latent frame per push
-    /// is too little work per call (an H200's 480p decode job ran at a fifth of its bench, one frame per
-    /// push with 140 GB free), so the planner takes as many frames as the budget (by default the device's
-    /// free memory) holds.
-    fn max_push_latent_frames(&self, temporal_factor: i64) -> i64 {
-        if self.device.is_cuda() {
-            i64::MAX
-        } else {
-            (self.config.chunk_frames as i64 / temporal_factor).max(1)
-        }
-    }
-
-    /// The job's precision, or the box's default; recorded in the timings so users see what ran.
-    fn resolve_kind(&self, job: &JobSpec, timings: &mut Timings) -> tch::Kind {
-        let choice = match job.params.dtype {
-            crate::device::DtypeChoice::Auto => self.config.dtype,
-            chosen => chosen,
-        };
-        let kind = choice.resolve(self.device);
-        timings.dtype = Some(crate::device::kind_name(kind).into());
-        kind
     }
 }

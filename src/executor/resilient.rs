@@ -6,7 +6,7 @@
 //! are tried, and keep the row split), and every step is logged in the job's plan once.
 use tch::Tensor;
 
-use crate::executor::ExecError;
+use crate::executor::error::ExecError;
 use crate::executor::attempt::attempt;
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 use crate::models::vae::VideoVae;

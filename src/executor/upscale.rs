@@ -11,7 +11,9 @@ use super::media_io::{finish_output, input_media, read_frames, video_outcome, wr
 use super::frame_workers::FrameWorkers;
 use super::resume::Checkpoints;
 use super::stage_clock::StageClock;
-use super::{alpha, frames, ExecError, Executor, JobHooks, JobSpec};
+use super::context::{Executor, JobHooks, JobSpec};
+use super::error::ExecError;
+use super::{alpha, frames};
 use crate::executor::tiled::upscale::upscale_tiled_until;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};

@@ -430,28 +430,13 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     state.found
 }
 
-/// Circles not yet taken apart: a component is let pass only when all its files lie under one of these
-/// folders (relative to src/). An entry that no longer matches any circle fails the test, so the list can
-/// only shrink. Each says why it remains.
-const KNOWN_CYCLES: &[(&str, &str)] = &[
-    // The op files (upscale.rs, vae/, restore/, interpolate/) and their helpers (alpha, attempt, frames,
-    // media_io, resilient, resume) import `Executor`, `JobSpec`, `JobHooks`, `ExecError` and friends from
-    // executor/mod.rs (`super::{..}`), while mod.rs dispatches to the ops. Taking it apart means moving the
-    // shared context (JobSpec, JobHooks, the Executor fields the ops read) into leaf files below the ops
-    // (e.g. executor/context.rs beside error.rs) with mod.rs re-exporting them; the folder was being edited
-    // by others while this test was written, so that move is still to do.
-    ("executor/", "op files import Executor/JobSpec/JobHooks from executor/mod.rs, which dispatches to them"),
-];
-
 #[test]
 fn no_files_import_each_other_in_a_loop() {
     let graph = import_graph();
     assert!(graph.len() > 100, "only {} library files found", graph.len());
     let found = cycles(&graph);
-    let known = |component: &Vec<String>| KNOWN_CYCLES.iter().find(|(folder, _)| component.iter().all(|file| file.starts_with(folder)));
-    let new: Vec<String> = found
+    let loops: Vec<String> = found
         .iter()
-        .filter(|component| known(component).is_none())
         .map(|component| {
             let edges: Vec<String> = component
                 .iter()
@@ -460,13 +445,8 @@ fn no_files_import_each_other_in_a_loop() {
             format!("  {}\n{}", component.join(" <-> "), edges.join("\n"))
         })
         .collect();
-    assert!(new.is_empty(), "files that import each other in a loop:\n{}", new.join("\n"));
-    let gone: Vec<&str> = KNOWN_CYCLES
-        .iter()
-        .filter(|(folder, _)| !found.iter().any(|component| component.iter().all(|file| file.starts_with(folder))))
-        .map(|(folder, _)| *folder)
-        .collect();
-    assert!(gone.is_empty(), "KNOWN_CYCLES lists folders with no circle left, take them off: {gone:?}");
+    // A type several files share goes in a leaf they all import (as executor/context.rs, media/info.rs).
+    assert!(loops.is_empty(), "files that import each other in a loop:\n{}", loops.join("\n"));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use super::schedule::{FrameRate, Retiming, Source};
 use super::settings::InterpolateSettings;
 use super::window::FrameWindow;
 use crate::executor::stage_clock::StageClock;
-use crate::executor::ExecError;
+use crate::executor::error::ExecError;
 use crate::jobs::plan::InterpolatePlan;
 use crate::media::MediaInfo;
 use crate::models::family::interpolator::Interpolator;

@@ -5,7 +5,8 @@ use std::collections::VecDeque;
 
 use tch::{Device, Tensor};
 
-use super::super::{frames, ExecError};
+use super::super::error::ExecError;
+use super::super::frames;
 use crate::media::FrameReader;
 
 pub struct FrameWindow {

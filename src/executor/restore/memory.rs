@@ -4,7 +4,7 @@ use super::settings::RestoreSettings;
 use super::vae::StreamedVae;
 use crate::models::restore::prepare::FrameGeometry;
 use crate::config::BlockSwap;
-use crate::executor::Executor;
+use crate::executor::context::Executor;
 use crate::models::restore::restorer::{Restorer, RestorerFiles};
 use crate::models::seedvr2_dit::BlockPlacement;
 use crate::tiling::dit_memory::{batch_memory, longest_fitting_batch, BatchMemory, DitShape, VaeStageBytes};

@@ -16,7 +16,9 @@ use std::time::Instant;
 
 use tch::{Kind, Tensor};
 
-use super::{alpha, frames, ExecError, Executor, JobHooks, JobSpec};
+use super::context::{Executor, JobHooks, JobSpec};
+use super::error::ExecError;
+use super::{alpha, frames};
 use crate::jobs::plan::{DeviceMemoryPlan, DitPlan, JobPlan, RestorePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use super::stage_clock::StageClock;

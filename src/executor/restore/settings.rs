@@ -2,7 +2,7 @@
 //! `vaebox run` check a job with these before it is queued, the executor runs it with them.
 use super::batches::BatchShape;
 use crate::error_codes as codes;
-use crate::executor::ExecError;
+use crate::executor::error::ExecError;
 use crate::jobs::RestoreParams;
 use crate::models::family::Family;
 use crate::models::registry::{self, ModelEntry};

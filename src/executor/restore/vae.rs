@@ -5,7 +5,7 @@
 //! fails does the batch itself get shorter (the caller's retry).
 use tch::{Device, Kind, Tensor};
 
-use crate::executor::ExecError;
+use crate::executor::error::ExecError;
 use crate::executor::attempt::attempt;
 use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 use crate::executor::tiled::tile_major::TileMajorDecode;

@@ -5,9 +5,9 @@ use std::time::Instant;
 use tch::Tensor;
 
 use crate::executor::resilient::{self, OomFallbacks};
-use super::{VaeJob, DEFAULT_LATENT_FPS};
+use super::job::{VaeJob, DEFAULT_LATENT_FPS};
 use crate::executor::stage_clock::StageClock;
-use crate::executor::ExecError;
+use crate::executor::error::ExecError;
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::tiled::tile_major::{TileMajorDecode, TileMajorHooks, TileMajorResume};
 use crate::jobs::plan::{VaeDecodePlan, VaeOpPlan};

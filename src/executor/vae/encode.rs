@@ -4,12 +4,12 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 use crate::executor::resilient::{self, OomFallbacks};
-use super::VaeJob;
+use super::job::VaeJob;
 use crate::executor::stage_clock::StageClock;
 use crate::executor::frames::{self, VideoTensorWriter};
 use crate::executor::resume::{Checkpoints, Mark};
 use crate::executor::tiled::streams::TiledEncoder;
-use crate::executor::ExecError;
+use crate::executor::error::ExecError;
 use crate::jobs::plan::{VaeEncodePlan, VaeOpPlan};
 use crate::jobs::{JobOutcome, Timings};
 use crate::media::latent::LatentMeta;

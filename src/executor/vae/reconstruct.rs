@@ -8,9 +8,10 @@ use std::time::Instant;
 use tch::{Device, Tensor};
 
 use crate::executor::resilient::{self, OomFallbacks};
-use super::VaeJob;
+use super::job::VaeJob;
 use crate::executor::stage_clock::StageClock;
-use crate::executor::{frames, ExecError};
+use crate::executor::error::ExecError;
+use crate::executor::frames;
 use crate::jobs::plan::{RowSplitHalves, VaeOpPlan, VaeReconstructPlan};
 use crate::jobs::{JobOutcome, Timings};
 use crate::executor::media_io::{finish_output, write_segments, OutputVideo};

@@ -1,0 +1,133 @@
+//! What a running job's op reads from the executor: the job (`JobSpec`), its hooks to the outside
+//! (`JobHooks`), the executor's settings and device (`Executor`, `ExecutorConfig`) and the job's memory and
+//! precision as the box decides them. A leaf below the ops: mod.rs dispatches to them, they import this.
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tch::Device;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::error::ExecError;
+use super::models::LoadedModels;
+use crate::config::Config;
+use crate::jobs::{JobParams, Progress, Timings};
+use crate::media::{MediaInfo, MediaLimits, MediaTools};
+use crate::models::Op;
+
+/// Everything the executor needs to run one job; built by the scheduler or the one-shot CLI.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    pub id: Uuid,
+    pub op: Op,
+    pub model: String,
+    pub params: JobParams,
+    pub input_path: PathBuf,
+    pub input_media: Option<MediaInfo>,
+    /// The final output path; it appears only once complete.
+    pub output_path: PathBuf,
+    /// Stages measured before the executor got the job (`queued`, `probe`).
+    pub timings: Timings,
+    /// With a shared storage (`storage`): the job may go on on another box, so its checkpoints know the
+    /// input by what every box sees of it, and each one is reported here to be put into the storage.
+    pub shared_checkpoints: Option<crate::jobs::shared_resume::CheckpointReports>,
+}
+
+/// The settings of the executor thread: the box's config (read through `Deref`, so every setting is
+/// named once, in `Config`), the device this executor runs on (a box with two GPUs runs one executor on
+/// each), and the media settings made from the config once.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    pub device: crate::device::DeviceChoice,
+    pub tools: MediaTools,
+    pub limits: MediaLimits,
+    config: Arc<Config>,
+}
+
+impl ExecutorConfig {
+    pub fn from_config(config: &Config) -> ExecutorConfig {
+        ExecutorConfig { device: config.device, tools: config.media_tools(), limits: config.media_limits(), config: Arc::new(config.clone()) }
+    }
+
+    /// The same settings on another device.
+    pub fn on_device(self, device: crate::device::DeviceChoice) -> ExecutorConfig {
+        ExecutorConfig { device, ..self }
+    }
+}
+
+impl std::ops::Deref for ExecutorConfig {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        &self.config
+    }
+}
+
+/// What a running job can see of the outside world.
+pub struct JobHooks {
+    pub progress: watch::Sender<Progress>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl JobHooks {
+    pub fn check_cancelled(&self) -> Result<(), ExecError> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(ExecError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The cancel as the models ask it inside a push or a DiT call (`ModelError::Stopped` → `Cancelled`).
+    pub fn stop_flag(&self) -> crate::models::stop::StopFlag {
+        crate::models::stop::StopFlag::on(self.cancel.clone())
+    }
+}
+
+pub(super) struct Executor {
+    pub(super) config: ExecutorConfig,
+    pub(super) device: Device,
+    pub(super) models: LoadedModels,
+}
+
+impl Executor {
+    /// MiB of working memory for the job: its own budget, else the configured one, else (on CUDA, with the
+    /// job's models loaded) the free device memory minus the margin; 0 = no limit.
+    pub(super) fn working_budget_mib(&self, job: &JobSpec) -> u64 {
+        let budget_mib = job.params.memory_budget_mib.unwrap_or(self.config.memory_budget_mib);
+        if budget_mib == 0 {
+            // Blocks the allocator caches from earlier jobs are free for this one but not to the driver.
+            crate::device::cuda::empty_cache(self.device);
+        }
+        match (budget_mib, crate::device::cuda::memory_for_this_process(self.device)) {
+            // The loaded weights are already off the free memory, so what is left is working memory.
+            (0, Some((free, _))) => (free >> 20).saturating_sub(self.config.device_memory_margin_mib).max(1),
+            (budget, _) => budget,
+        }
+    }
+
+    /// The longest VAE push a job's planner may choose, in latent frames. On the CPU `chunk_frames`: a
+    /// longer push only holds more memory there. On a GPU no cap beyond the clip: one latent frame per push
+    /// is too little work per call (an H200's 480p decode job ran at a fifth of its bench, one frame per
+    /// push with 140 GB free), so the planner takes as many frames as the budget (by default the device's
+    /// free memory) holds.
+    pub(super) fn max_push_latent_frames(&self, temporal_factor: i64) -> i64 {
+        if self.device.is_cuda() {
+            i64::MAX
+        } else {
+            (self.config.chunk_frames as i64 / temporal_factor).max(1)
+        }
+    }
+
+    /// The job's precision, or the box's default; recorded in the timings so users see what ran.
+    pub(super) fn resolve_kind(&self, job: &JobSpec, timings: &mut Timings) -> tch::Kind {
+        let choice = match job.params.dtype {
+            crate::device::DtypeChoice::Auto => self.config.dtype,
+            chosen => chosen,
+        };
+        let kind = choice.resolve(self.device);
+        timings.dtype = Some(crate::device::kind_name(kind).into());
+        kind
+    }
+}
