@@ -14,17 +14,39 @@ use crate::tiling::dit_tiles::DitTiles;
 use crate::tiling::grid::SpatialTiles;
 use crate::tiling::planner::Plan as TilePlan;
 
-/// One variant per op; its JSON is the plan's own (untagged). The schema is written out below.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum JobPlan {
-    Upscale(UpscalePlan),
-    Vae(VaePlan),
-    Restore(RestorePlan),
-    Interpolate(InterpolatePlan),
-    /// A plan stored by an earlier version that the types above do not reproduce (see `from_value`).
-    Other(Value),
+/// The typed plans, each named once: the enum's variants, the order `from_value` tries them in and the
+/// schema's `anyOf` and components all come from this one list, so an op's plan is one line of it.
+macro_rules! typed_plans {
+    ($($variant:ident($plan:ident)),+ $(,)?) => {
+        /// One variant per op; its JSON is the plan's own (untagged). The schema is written out below.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[serde(untagged)]
+        pub enum JobPlan {
+            $($variant($plan),)+
+            /// A plan stored by an earlier version that the types above do not reproduce (see `from_value`).
+            Other(Value),
+        }
+
+        impl JobPlan {
+            /// Each typed plan that `value` deserializes as, in the list's order.
+            fn typed_readings(value: &Value) -> Vec<JobPlan> {
+                [$($plan::deserialize(value).ok().map(JobPlan::$variant)),+].into_iter().flatten().collect()
+            }
+
+            /// The typed plans' schema names and schemas, for the document's components.
+            fn typed_schemas() -> Vec<(String, RefOr<Schema>)> {
+                vec![$(($plan::name().into_owned(), $plan::schema())),+]
+            }
+
+            /// The schemas the typed plans refer to (their fields' own types).
+            fn nested_schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+                $($plan::schemas(schemas);)+
+            }
+        }
+    };
 }
+
+typed_plans!(Upscale(UpscalePlan), Vae(VaePlan), Restore(RestorePlan), Interpolate(InterpolatePlan));
 
 /// `upscale`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -284,12 +306,8 @@ impl JobPlan {
     /// The typed plan that reproduces `value` exactly, else `Other(value)`: a plan written by an earlier
     /// version is served as it was stored, never cut down to the keys these types know nor refused.
     pub fn from_value(value: Value) -> JobPlan {
-        fn typed<T: for<'de> Deserialize<'de>>(value: &Value, wrap: fn(T) -> JobPlan) -> Option<JobPlan> {
-            T::deserialize(value).ok().map(wrap)
-        }
-        [typed(&value, JobPlan::Upscale), typed(&value, JobPlan::Vae), typed(&value, JobPlan::Restore), typed(&value, JobPlan::Interpolate)]
+        JobPlan::typed_readings(&value)
             .into_iter()
-            .flatten()
             .find(|plan| serde_json::to_value(plan).is_ok_and(|again| again == value))
             .unwrap_or(JobPlan::Other(value))
     }
@@ -315,29 +333,15 @@ impl JobPlan {
 impl PartialSchema for JobPlan {
     fn schema() -> RefOr<Schema> {
         let earlier = ObjectBuilder::new().description(Some("A plan stored by an earlier version, as it was stored."));
-        AnyOfBuilder::new()
-            .description(Some("Which one follows the job's op."))
-            .item(Ref::from_schema_name(UpscalePlan::name()))
-            .item(Ref::from_schema_name(VaePlan::name()))
-            .item(Ref::from_schema_name(RestorePlan::name()))
-            .item(Ref::from_schema_name(InterpolatePlan::name()))
-            .item(earlier)
-            .into()
+        let typed = JobPlan::typed_schemas().into_iter().map(|(name, _)| Ref::from_schema_name(name));
+        typed.fold(AnyOfBuilder::new().description(Some("Which one follows the job's op.")), AnyOfBuilder::item).item(earlier).into()
     }
 }
 
 impl ToSchema for JobPlan {
     fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.extend([
-            (UpscalePlan::name().into_owned(), UpscalePlan::schema()),
-            (VaePlan::name().into_owned(), VaePlan::schema()),
-            (RestorePlan::name().into_owned(), RestorePlan::schema()),
-            (InterpolatePlan::name().into_owned(), InterpolatePlan::schema()),
-        ]);
-        UpscalePlan::schemas(schemas);
-        VaePlan::schemas(schemas);
-        RestorePlan::schemas(schemas);
-        InterpolatePlan::schemas(schemas);
+        schemas.extend(JobPlan::typed_schemas());
+        JobPlan::nested_schemas(schemas);
     }
 }
 

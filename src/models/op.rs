@@ -1,7 +1,11 @@
 //! The operations a job can ask of a model; each model lists the ones it can do. What each op is — what it
 //! reads and writes, how big its output gets, what it names it, what device memory it holds — is written
-//! once, in its [`OpSpec`]: the queue's checks, the executor and the CLI read that, so a new op is one more
-//! spec here (the compiler asks for it in [`Op::spec`]) plus its executor, its parameters and its plan.
+//! once, in its [`OpSpec`]: the queue's checks, the executor and the CLI read that. A new op (tried with a
+//! scratch `denoise` op that ran through the CLI and the HTTP API) is five Rust files: its variant and spec
+//! here, which the compiler then asks for in `queue/parameters/table.rs` (its parameters) and
+//! `executor/mod.rs` (its dispatch); its executor file; and its plan, one line of `typed_plans!` in
+//! `jobs/plan.rs`, whose `frames` match the compiler then names. The page adds its label
+//! (`static/js/form-choices.js`).
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
