@@ -2,7 +2,8 @@
 //! the file's size. Run it in a fresh process (the test does): the peak is the process's `VmHWM`, reset
 //! after libtorch has started and run a first op, so the base includes the runtime but no weights. Also
 //! reported: the bytes the model's tensors hold, the floor of any load (above the file when it widens), and
-//! what the model made from them at load and keeps (Winograd kernels at CPU f32, with `cpu_winograd` on).
+//! what the model made from them at load and keeps (Winograd kernels at CPU f32, with `cpu_winograd` on), and
+//! how long the load took (the file's GB/s).
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -62,7 +63,9 @@ pub fn run(args: &LoadWeightsArgs) -> anyhow::Result<()> {
     let _ = warm.to_kind(kind).sum(kind).double_value(&[]);
     device::reset_peak_host_bytes();
     let base = device::resident_host_bytes().context("reading VmRSS")?;
+    let started = std::time::Instant::now();
     let held = load(args, kind)?;
+    let load_s = started.elapsed().as_secs_f64();
     let peak = device::peak_host_bytes().context("reading VmHWM")?;
     let growth = peak.saturating_sub(base);
     println!(
@@ -73,6 +76,9 @@ pub fn run(args: &LoadWeightsArgs) -> anyhow::Result<()> {
             "dtype": device::kind_name(kind),
             "allocator": args.allocator,
             "file_bytes": file_bytes,
+            // From the page cache when the file was read just before (as a second load of the same model is).
+            "load_s": load_s,
+            "file_gb_per_s": file_bytes as f64 / load_s / 1e9,
             "base_rss_bytes": base,
             "peak_growth_bytes": growth,
             "held_bytes": held.weights,

@@ -132,10 +132,8 @@ impl TensorFile {
         let on_cpu = match &self.locations[i] {
             Location::Gguf(tensor) => gguf::load(&self.path, &self.file, tensor)?,
             Location::Safetensors { start, end } => {
-                let mut data = vec![0u8; (end - start) as usize];
-                self.file.read_exact_at(&mut data, *start).map_err(|source| ModelError::Io { path: self.path.clone(), source })?;
                 let kind = info.stored.kind().expect("every safetensors dtype read has a kind");
-                Tensor::f_from_data_size(&data, &info.shape, kind).map_err(|e| self.format(format!("tensor `{name}`: {e}")))?
+                self.read_into_new_tensor(name, &info.shape, kind, *start..*end)?
             }
         };
         let target = match load_as {
@@ -145,6 +143,23 @@ impl TensorFile {
             LoadAs::Stored => on_cpu.kind(),
         };
         place(&on_cpu, device, target).map_err(ModelError::from)
+    }
+
+    /// The bytes at `range` read straight into a new CPU tensor of `shape` and `kind`: no zeroed buffer and
+    /// no second copy, so a load from the page cache is one pass over the weights (it was three).
+    fn read_into_new_tensor(&self, name: &str, shape: &[i64], kind: Kind, range: std::ops::Range<u64>) -> Result<Tensor, ModelError> {
+        let tensor = Tensor::f_empty(shape, (kind, Device::Cpu)).map_err(|e| self.format(format!("tensor `{name}`: {e}")))?;
+        let bytes = tensor.numel() * kind.elt_size_in_bytes();
+        if bytes as u64 != range.end - range.start {
+            return Err(self.format(format!("tensor `{name}`: {} bytes in the file for {bytes} of {shape:?}", range.end - range.start)));
+        }
+        if bytes > 0 {
+            // SAFETY: a new contiguous CPU tensor of exactly `bytes` bytes that nothing else refers to yet;
+            // safetensors stores little-endian values, as the hosts libtorch runs on hold them.
+            let target = unsafe { std::slice::from_raw_parts_mut(tensor.data_ptr().cast::<u8>(), bytes) };
+            self.file.read_exact_at(target, range.start).map_err(|source| ModelError::Io { path: self.path.clone(), source })?;
+        }
+        Ok(tensor)
     }
 
     /// Every tensor, one read at a time, in the file's order.
