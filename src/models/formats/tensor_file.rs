@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use tch::{Device, Kind, Tensor};
 
@@ -83,6 +84,9 @@ pub struct TensorFile {
     by_name: HashMap<String, usize>,
     /// safetensors tensors of a dtype not read here (integers, ...): listed so a missing name is told apart.
     unreadable: Vec<String>,
+    /// For loads onto a GPU: one page-locked buffer every tensor is read into and copied from, grown to the
+    /// largest tensor yet. `None` until the first such load.
+    staging: Mutex<Option<Tensor>>,
 }
 
 impl TensorFile {
@@ -106,7 +110,7 @@ impl TensorFile {
             unreadable = header.other_names;
         }
         let by_name = tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
-        Ok(TensorFile { path: path.to_path_buf(), file, tensors, locations, by_name, unreadable })
+        Ok(TensorFile { path: path.to_path_buf(), file, tensors, locations, by_name, unreadable, staging: Mutex::new(None) })
     }
 
     pub fn path(&self) -> &Path {
@@ -129,6 +133,18 @@ impl TensorFile {
             return Err(self.format(format!("tensor `{name}` {why}")));
         };
         let info = &self.tensors[i];
+        let target = |stored: Kind| match load_as {
+            LoadAs::Kind(kind) => kind,
+            LoadAs::KeepFp8(_) if info.stored.is_fp8() => stored,
+            LoadAs::KeepFp8(kind) => kind,
+            LoadAs::Stored => stored,
+        };
+        if let (Location::Safetensors { start, end }, true) = (&self.locations[i], device.is_cuda()) {
+            let kind = info.stored.kind().expect("every safetensors dtype read has a kind");
+            if let Some(on_device) = self.read_to_device(name, &info.shape, kind, *start..*end, device)? {
+                return on_device.f_to_kind(target(kind)).map_err(ModelError::from);
+            }
+        }
         let on_cpu = match &self.locations[i] {
             Location::Gguf(tensor) => gguf::load(&self.path, &self.file, tensor)?,
             Location::Safetensors { start, end } => {
@@ -136,13 +152,7 @@ impl TensorFile {
                 self.read_into_new_tensor(name, &info.shape, kind, *start..*end)?
             }
         };
-        let target = match load_as {
-            LoadAs::Kind(kind) => kind,
-            LoadAs::KeepFp8(_) if info.stored.is_fp8() => on_cpu.kind(),
-            LoadAs::KeepFp8(kind) => kind,
-            LoadAs::Stored => on_cpu.kind(),
-        };
-        place(&on_cpu, device, target).map_err(ModelError::from)
+        place(&on_cpu, device, target(on_cpu.kind())).map_err(ModelError::from)
     }
 
     /// The bytes at `range` read straight into a new CPU tensor of `shape` and `kind`: no zeroed buffer and
@@ -160,6 +170,33 @@ impl TensorFile {
             self.file.read_exact_at(target, range.start).map_err(|source| ModelError::Io { path: self.path.clone(), source })?;
         }
         Ok(tensor)
+    }
+
+    /// On a GPU, the tensor's bytes read into the reused page-locked buffer and copied from there to
+    /// `device` as stored (converted there, by the caller): no new host mapping per tensor to fault in, and
+    /// the copy runs at the bus's speed where a pageable one is staged by the driver. `None` when no
+    /// page-locked buffer can be had (no CUDA shim): the caller takes the host path.
+    fn read_to_device(&self, name: &str, shape: &[i64], kind: Kind, range: std::ops::Range<u64>, device: Device) -> Result<Option<Tensor>, ModelError> {
+        let bytes = (range.end - range.start) as i64;
+        if bytes != shape.iter().product::<i64>() * kind.elt_size_in_bytes() as i64 {
+            return Err(self.format(format!("tensor `{name}`: {bytes} bytes in the file for {shape:?} of {kind:?}")));
+        }
+        let mut staging = self.staging.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if staging.as_ref().is_none_or(|buffer| buffer.numel() < bytes as usize) {
+            // The smaller buffer goes before the larger is made: both are page-locked host memory.
+            *staging = None;
+            let Some(buffer) = crate::device::cuda::pinned(&Tensor::f_empty([bytes.max(1)], (Kind::Uint8, Device::Cpu))?) else { return Ok(None) };
+            *staging = Some(buffer);
+        }
+        let buffer = staging.as_ref().expect("made above").narrow(0, 0, bytes);
+        if bytes > 0 {
+            // SAFETY: the first `bytes` bytes of the contiguous u8 buffer this file owns, behind its lock;
+            // the copy below is synchronous, so the device has read them before the next tensor is read in.
+            let target = unsafe { std::slice::from_raw_parts_mut(buffer.data_ptr().cast::<u8>(), bytes as usize) };
+            self.file.read_exact_at(target, range.start).map_err(|source| ModelError::Io { path: self.path.clone(), source })?;
+        }
+        let on_device = buffer.f_to_device(device)?.f_view_dtype(kind)?.f_view(shape)?;
+        Ok(Some(on_device))
     }
 
     /// Every tensor, one read at a time, in the file's order.
