@@ -1,0 +1,129 @@
+//! Jobs followed as they wait and run, without a reload: queued cards' places and waits, the header's
+//! running job, and a card's thumbnail turning from the input's still to the output's.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::browser::Browser;
+use common::*;
+use serde_json::{json, Value};
+
+use super::{js, open_page, queue_only_server, HEIGHT, WIDTH};
+
+/// A worker on the CPU (with the tests' two threads): a job takes about as long on any box, GPU or not.
+fn start_worker(dir: &Path) -> WorkerProcess {
+    WorkerProcess::start(dir, "page-worker", &[("VAEBOX_DEVICE", "cpu")], None)
+}
+
+async fn queue_upscale(client: &reqwest::Client, server: &Server, clip: &Path, name: &str, priority: i64) -> String {
+    let query = format!("op=upscale&scale=2&priority={priority}&filename={name}");
+    let (status, job) = upload_raw(client, server, &query, std::fs::read(clip).unwrap()).await;
+    assert_eq!((status, job["status"].as_str()), (202, Some("queued")), "{job}");
+    job["id"].as_str().unwrap().to_string()
+}
+
+/// The text of a job's queue place on its card, once it shows one.
+fn place_on_card(browser: &mut Browser, id: &str) -> String {
+    let place = browser.wait_until(&format!("(document.querySelector({}) || {{}}).textContent", js(format!("#job-{id} .queue-place"))), Duration::from_secs(15));
+    place.unwrap_or_else(|| panic!("the card of {id} shows no queue place")).as_str().unwrap().to_string()
+}
+
+/// Seconds from a job's start to its end, as the server recorded them.
+fn run_seconds(job: &Value) -> f64 {
+    let time = |key: &str| chrono::DateTime::parse_from_rfc3339(job[key].as_str().unwrap()).unwrap();
+    (time("finished_at") - time("started_at")).num_milliseconds() as f64 / 1000.0
+}
+
+/// Queued cards say their place in the order workers claim jobs (priority, then first come), and a wait
+/// only where there is a basis for one: none while no worker and no finished job is known; then, after a
+/// worker ran three (and is still listed by /healthz, as for a lease after it stopped), the next job
+/// "starts next" and the one after it waits about the median of their run times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_cards_show_their_place_and_a_wait_once_there_is_a_basis() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let server = queue_only_server(dir.path());
+    let client = client();
+    let first = queue_upscale(&client, &server, &clip, "first.mp4", 0).await;
+    let second = queue_upscale(&client, &server, &clip, "second.mp4", 0).await;
+    let urgent = queue_upscale(&client, &server, &clip, "urgent.mp4", 3).await;
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    // Priority first, then first come; no wait guessed with no worker and no finished job to go by.
+    for (name, id, position) in [("urgent", &urgent, 1), ("first", &first, 2), ("second", &second, 3)] {
+        let place = place_on_card(&mut browser, id);
+        assert_eq!(place, format!("queued — position {position}"), "the {name} job's place");
+    }
+
+    let mut worker = start_worker(dir.path());
+    let mut runs = Vec::new();
+    for id in [&urgent, &first, &second] {
+        let job = wait_for_final(&client, &server, id, Duration::from_secs(120)).await;
+        assert_eq!(job["status"], "succeeded", "{job}");
+        runs.push(run_seconds(&job));
+    }
+    worker.kill9();
+    runs.sort_by(f64::total_cmp);
+    let median = runs[1];
+
+    let next = queue_upscale(&client, &server, &clip, "next.mp4", 0).await;
+    let after = queue_upscale(&client, &server, &clip, "after.mp4", 0).await;
+    let place = place_on_card(&mut browser, &next);
+    assert_eq!(place, "queued — position 1 · starts next");
+    let place = place_on_card(&mut browser, &after);
+    let waits: f64 = place.strip_prefix("queued — position 2 · starts in about ").and_then(|s| s.strip_suffix('s')).unwrap_or_else(|| panic!("no wait on the second queued card: {place}")).parse().unwrap();
+    // The page rounds to whole seconds, and says at least 1 s behind another job.
+    assert!((waits - median.max(1.0)).abs() <= 0.5 + 1e-9, "waits {waits} s, the median run is {median} s ({runs:?})");
+}
+
+/// The header says which job runs and stops saying so when it ended, and the card's thumbnail turns from
+/// the input's still (176 px wide) to the output's (capped at 320 px), without a reload. The header's own
+/// timer is stopped (as a background tab slows it to once a minute), so only following the job can do it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_and_thumbnail_follow_a_job_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    // Long enough (several seconds) for the page, which polls the list every 3 s, to see it running.
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 60, false, &clip);
+    let server = queue_only_server(dir.path());
+    let client = client();
+    let id = queue_upscale(&client, &server, &clip, "followed.mp4", 0).await;
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    browser.before_each_document(
+        "const everyInterval = window.setInterval;
+         window.setInterval = (call, ms, ...rest) => (call && call.name === 'refreshHealth' ? 0 : everyInterval(call, ms, ...rest));",
+    );
+    open_page(&mut browser, &server.url("/"));
+    // Every text the header shows from now on.
+    browser.eval(
+        "window.headerTexts = [];
+         const header = document.getElementById('health-text');
+         new MutationObserver(() => headerTexts.push(header.textContent)).observe(header, { childList: true, subtree: true, characterData: true });",
+    );
+    let thumbnail = format!("document.querySelector({})", js(format!("#job-{id} img.thumb")));
+    let loaded = format!("{thumbnail} && {thumbnail}.complete && {thumbnail}.naturalWidth");
+    let width = browser.wait_until(&loaded, Duration::from_secs(15));
+    assert_eq!(width, Some(json!(176)), "the queued job's card does not show the input's still");
+
+    let _worker = start_worker(dir.path());
+    let job = wait_for_final(&client, &server, &id, Duration::from_secs(180)).await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let card_done = format!("document.getElementById({}).classList.contains('st-succeeded')", js(format!("job-{id}")));
+    assert!(browser.wait_until(&card_done, Duration::from_secs(15)).is_some(), "the card did not turn succeeded");
+    let width = browser.wait_until(&loaded, Duration::from_secs(10));
+    assert_eq!(width, Some(json!(320)), "the finished card's thumbnail is not the output's still (320 px wide)");
+    assert_eq!(browser.eval(&format!("{thumbnail}.dataset.side")), json!("output"));
+
+    let short = &id[..8];
+    let texts = browser.eval("headerTexts");
+    let said_running = texts.as_array().unwrap().iter().any(|t| t.as_str().unwrap().contains(&format!("running {short}")));
+    assert!(said_running, "the header never said the job was running: {texts}");
+    let over = format!("!document.getElementById('health-text').textContent.includes('running') && !document.querySelector('#health-text a[href=\"#job-{id}\"]')");
+    let header = browser.wait_until(&over, Duration::from_secs(5));
+    assert!(header.is_some(), "the header still names the job after it ended: {}", browser.eval("document.getElementById('health-text').textContent"));
+}
