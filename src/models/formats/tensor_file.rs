@@ -141,7 +141,7 @@ impl TensorFile {
         };
         if let (Location::Safetensors { start, end }, true) = (&self.locations[i], device.is_cuda()) {
             let kind = info.stored.kind().expect("every safetensors dtype read has a kind");
-            if let Some(on_device) = self.read_to_device(name, &info.shape, kind, *start..*end, device)? {
+            if let Some(on_device) = self.read_to_device(&info.shape, kind, *start..*end, device)? {
                 return on_device.f_to_kind(target(kind)).map_err(ModelError::from);
             }
         }
@@ -159,10 +159,8 @@ impl TensorFile {
     /// no second copy, so a load from the page cache is one pass over the weights (it was three).
     fn read_into_new_tensor(&self, name: &str, shape: &[i64], kind: Kind, range: std::ops::Range<u64>) -> Result<Tensor, ModelError> {
         let tensor = Tensor::f_empty(shape, (kind, Device::Cpu)).map_err(|e| self.format(format!("tensor `{name}`: {e}")))?;
+        // The header reader checked that `range` holds exactly shape × dtype bytes; the slice is the tensor's own size.
         let bytes = tensor.numel() * kind.elt_size_in_bytes();
-        if bytes as u64 != range.end - range.start {
-            return Err(self.format(format!("tensor `{name}`: {} bytes in the file for {bytes} of {shape:?}", range.end - range.start)));
-        }
         if bytes > 0 {
             // SAFETY: a new contiguous CPU tensor of exactly `bytes` bytes that nothing else refers to yet;
             // safetensors stores little-endian values, as the hosts libtorch runs on hold them.
@@ -176,11 +174,9 @@ impl TensorFile {
     /// `device` as stored (converted there, by the caller): no new host mapping per tensor to fault in, and
     /// the copy runs at the bus's speed where a pageable one is staged by the driver. `None` when no
     /// page-locked buffer can be had (no CUDA shim): the caller takes the host path.
-    fn read_to_device(&self, name: &str, shape: &[i64], kind: Kind, range: std::ops::Range<u64>, device: Device) -> Result<Option<Tensor>, ModelError> {
+    fn read_to_device(&self, shape: &[i64], kind: Kind, range: std::ops::Range<u64>, device: Device) -> Result<Option<Tensor>, ModelError> {
+        // Exactly shape × dtype bytes (the header reader checked); `view` below refuses any other count.
         let bytes = (range.end - range.start) as i64;
-        if bytes != shape.iter().product::<i64>() * kind.elt_size_in_bytes() as i64 {
-            return Err(self.format(format!("tensor `{name}`: {bytes} bytes in the file for {shape:?} of {kind:?}")));
-        }
         let mut staging = self.staging.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if staging.as_ref().is_none_or(|buffer| buffer.numel() < bytes as usize) {
             // The smaller buffer goes before the larger is made: both are page-locked host memory.
