@@ -13,8 +13,8 @@ use super::{HEIGHT, WIDTH};
 
 /// Runs the page from the real server at `page` with the network replaced: `fetch` answers with `models`
 /// (a real /v1/models listing), the upload's `send` records its form fields, and `driver` plays the user,
-/// run once the page is parsed and before its script (its modules) starts. Returns what the upload would
-/// have sent, as (name, value) with a file given by its name.
+/// run once the page is parsed and before its script (its modules) starts, with `$`, `set` and `chooseFile`
+/// at hand. Returns what the upload would have sent, as (name, value) with a file given by its name.
 fn fields_the_form_sends(page: &str, models: &Value, driver: &str) -> Vec<(String, String)> {
     let stubs = format!(
         r#"
@@ -28,6 +28,15 @@ XMLHttpRequest.prototype.setRequestHeader = function () {{}};
 XMLHttpRequest.prototype.send = function (form) {{
   const sent = [...form.entries()].map(([k, v]) => [k, typeof v === "string" ? v : `file:${{v.name}}`]);
   document.body.dataset.sent = JSON.stringify(sent);
+}};
+// What every driver uses: an element by id, a value set as the user's change, a file chosen.
+const $ = (id) => document.getElementById(id);
+const set = (id, value) => {{ $(id).value = value; $(id).dispatchEvent(new Event("change")); }};
+const chooseFile = (name) => {{
+  const files = new DataTransfer();
+  files.items.add(new File(["not a video"], name, {{ type: "video/mp4" }}));
+  $("file").files = files.files;
+  $("file").dispatchEvent(new Event("change"));
 }};
 // "interactive": the document is parsed and its deferred scripts (the page's modules) have not run yet.
 document.addEventListener("readystatechange", () => {{
@@ -63,17 +72,12 @@ async fn page_offers_restore_sends_only_the_filled_fields_and_shows_the_dit_stag
     // The user picks restore, an exact size and a smaller batch, leaves seed, colour fix, overlap and VAE
     // as they are, chooses a file and submits.
     let driver = r#"
-const $ = (id) => document.getElementById(id);
-const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event("change")); };
 (function drive() {
   if ($("op").disabled) return setTimeout(drive, 50);
   set("op", "restore");
   set("scale", "size");
   $("height").value = "96"; $("width").value = "112"; $("batch-frames").value = "5";
-  const files = new DataTransfer();
-  files.items.add(new File(["not a video"], "restore-check.mp4", { type: "video/mp4" }));
-  $("file").files = files.files;
-  $("file").dispatchEvent(new Event("change"));
+  chooseFile("restore-check.mp4");
   $("submit").click();
 })();"#;
     let (page, models) = (server.url("/"), listing.clone());
@@ -92,16 +96,11 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
 
     // The front-end's options: a short side instead of the scale, padding, latent noise, mirrored frames.
     let driver_options = r#"
-const $ = (id) => document.getElementById(id);
-const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event("change")); };
 (function drive() {
   if ($("op").disabled) return setTimeout(drive, 50);
   set("op", "restore");
   $("resolution").value = "100"; set("fit", "pad"); $("latent-noise-scale").value = "0.1"; $("prepend-frames").value = "2";
-  const files = new DataTransfer();
-  files.items.add(new File(["not a video"], "options.mp4", { type: "video/mp4" }));
-  $("file").files = files.files;
-  $("file").dispatchEvent(new Event("change"));
+  chooseFile("options.mp4");
   $("submit").click();
 })();"#;
     let (page, models) = (server.url("/"), listing.clone());
@@ -177,8 +176,6 @@ async fn page_offers_interpolate_by_factor_or_rate_and_shows_its_plan() {
 
     // The user picks interpolate, a frame rate instead of a factor, and a scene-cut threshold.
     let driver = r#"
-const $ = (id) => document.getElementById(id);
-const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event("change")); };
 (function drive() {
   if ($("op").disabled) return setTimeout(drive, 50);
   set("op", "interpolate");
@@ -186,10 +183,7 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
   set("rate", "fps");
   if ($("fps-field").hidden) throw new Error("no frame-rate input after choosing one");
   $("fps").value = "62.5"; $("scene-threshold").value = "0.2";
-  const files = new DataTransfer();
-  files.items.add(new File(["not a video"], "interpolate-check.mp4", { type: "video/mp4" }));
-  $("file").files = files.files;
-  $("file").dispatchEvent(new Event("change"));
+  chooseFile("interpolate-check.mp4");
   $("submit").click();
 })();"#;
     let (page, models) = (server.url("/"), listing.clone());
@@ -207,14 +201,10 @@ const set = (id, value) => { $(id).value = value; $(id).dispatchEvent(new Event(
 
     // "Try first N s" sends the same fields over the clip's first N seconds (here with a webhook).
     let driver_try = r#"
-const $ = (id) => document.getElementById(id);
 (function drive() {
   if ($("op").disabled) return setTimeout(drive, 50);
   $("op").value = "interpolate"; $("op").dispatchEvent(new Event("change"));
-  const files = new DataTransfer();
-  files.items.add(new File(["not a video"], "try.mp4", { type: "video/mp4" }));
-  $("file").files = files.files;
-  $("file").dispatchEvent(new Event("change"));
+  chooseFile("try.mp4");
   if ($("try-first").disabled) throw new Error("Try first is disabled with a file chosen");
   $("try-seconds").value = "3";
   $("callback-url").value = "http://hooks.lan:9000/done";
@@ -238,15 +228,11 @@ const $ = (id) => document.getElementById(id);
     // A preset fills the form: the op, the model, its rate and threshold; the user only adds the file.
     let driver_preset = r#"
 window.PRESETS = { presets: { smooth: { op: "interpolate", factor: "3", scene_threshold: "0.2" } } };
-const $ = (id) => document.getElementById(id);
 (function drive() {
   if ($("op").disabled || $("preset").options.length < 2) return setTimeout(drive, 50);
   if ($("preset-field").hidden) throw new Error("the preset select is hidden");
   $("preset").value = "smooth"; $("preset").dispatchEvent(new Event("change"));
-  const files = new DataTransfer();
-  files.items.add(new File(["not a video"], "preset.mp4", { type: "video/mp4" }));
-  $("file").files = files.files;
-  $("file").dispatchEvent(new Event("change"));
+  chooseFile("preset.mp4");
   $("submit").click();
 })();"#;
     let (page, models) = (server.url("/"), listing.clone());
