@@ -169,8 +169,15 @@ pub struct Config {
     /// A body slower than this (KiB/s, averaged over 10 s) is cut with 408 `upload-too-slow` (0: no
     /// minimum), so that slow clients cannot hold the places for ever.
     pub min_upload_rate_kib_s: u64,
-    /// On SIGTERM or Ctrl-C, a running job may finish for this many seconds; then it stops and is re-queued.
+    /// On SIGTERM or Ctrl-C, a running job stops at its next checkpoint (and goes on from it at the next start),
+    /// or finishes, within this many seconds; then it stops where it is and is re-queued.
     pub shutdown_grace_s: u64,
+    /// A synchronous call (`/v1/decode`, `/v1/encode`) and a job the box expects to take at most this many seconds
+    /// run at the running job's next chunk end, which then goes on where it stood; 0: synchronous calls only.
+    pub short_job_s: f64,
+    /// With tokens: a running job makes way at its next checkpoint when another owner's job, next in the claim
+    /// order, has waited this many seconds (it goes on from the checkpoint at its turn); 0: never.
+    pub fair_wait_s: f64,
     /// The key webhook deliveries are signed with (`Vaebox-Signature`, HMAC-SHA256); empty: `callback_url`
     /// is refused with 400 `callback-not-configured`.
     pub callback_secret: String,
@@ -250,6 +257,8 @@ impl Default for Config {
             max_uploads_per_client: 4,
             min_upload_rate_kib_s: 16,
             shutdown_grace_s: 30,
+            short_job_s: 30.0,
+            fair_wait_s: 120.0,
             callback_secret: String::new(),
             callback_hosts: Vec::new(),
             callback_retry_first_s: 10,
@@ -356,6 +365,12 @@ impl Config {
         }
         if self.output_crf > 51 {
             return invalid("output_crf", "x264 CRF is 0..=51");
+        }
+        if !(self.short_job_s >= 0.0 && self.short_job_s <= 86400.0) {
+            return invalid("short_job_s", "must be between 0 (synchronous calls only) and 86400 seconds");
+        }
+        if !(self.fair_wait_s >= 0.0 && self.fair_wait_s <= 86400.0) {
+            return invalid("fair_wait_s", "must be between 0 (never) and 86400 seconds");
         }
         if !(self.checkpoint_s >= 0.0 && self.checkpoint_s <= 86400.0) {
             return invalid("checkpoint_s", "must be between 0 (a segment per batch or frame) and 86400 seconds");

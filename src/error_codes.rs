@@ -157,6 +157,15 @@ codes! {
     INPUT_GONE = "input-gone";
     /// The job was cancelled.
     CANCELLED = "cancelled";
+    /// A running job stopped at a checkpoint to make way (a pause, another owner's turn, the server's stop); it
+    /// goes on from there. Never a job's final error.
+    MADE_WAY = "made-way";
+    /// Pausing a job that has already ended, or resuming one that is not paused.
+    JOB_NOT_PAUSABLE = "job-not-pausable";
+    /// `keep=true` on a cancel of a job that makes no segments to keep (a still, a latent, a synchronous call).
+    NOTHING_TO_KEEP = "nothing-to-keep";
+    /// A priority over the token's `max_priority` (set by the box's admin).
+    PRIORITY_OVER_LIMIT = "priority-over-limit";
     /// The stored job cannot be run as it stands (a model or scale that went away).
     INVALID_JOB = "invalid-job";
     /// The executor thread is gone; the server needs a restart.

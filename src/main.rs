@@ -225,7 +225,7 @@ async fn run_job(executor: &ExecutorHandle, job: OneJob<'_>) -> anyhow::Result<J
             shown.finish();
         })
     });
-    let hooks = JobHooks { progress, cancel: Arc::new(AtomicBool::new(false)) };
+    let hooks = JobHooks::new(progress, Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let (result, _timings) = executor.run(spec, hooks).await;
     if let Some(printer) = printer {
         let _ = printer.await;

@@ -123,6 +123,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                     0 => executor.device_memory_bytes(),
                     mib => Some(mib.saturating_mul(1 << 20)),
                 },
+                short_job_s: config.short_job_s,
+                fair_wait_s: config.fair_wait_s,
             };
             let scheduler = Scheduler {
                 store: store.clone(),
@@ -136,6 +138,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 // An API in the same process serves (and previews) from these copies.
                 keep_local_copies: role.serves_http(),
                 storage_wait: Duration::from_secs(config.storage_wait_s),
+                config: Arc::new(config.clone()),
             };
             tracing::info!(worker = %name, %device, database = %database, "worker ready");
             schedulers.push(tokio::spawn(scheduler.run()));
@@ -246,9 +249,9 @@ const DRAIN_AFTER_JOBS: Duration = Duration::from_secs(2);
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
 impl Stopping {
-    /// Stops accepting, ends event streams, lets the running job finish for the grace period, then stops
-    /// it (it stays `running` in the store and is re-queued at the next start), and closes the
-    /// connections. Returns whether the executor is idle.
+    /// Stops accepting, ends event streams, lets the running job reach its next checkpoint (or finish) for the
+    /// grace period, then stops it (it stays `running` in the store and is re-queued at the next start), and
+    /// closes the connections. Returns whether the executor is idle.
     async fn run(self, jobs: JobHandle) -> bool {
         tracing::info!(grace_s = self.grace.as_secs(), "stopping: no new connections or jobs; a running job may finish");
         if let Some(connections) = &self.connections {

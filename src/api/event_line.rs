@@ -4,7 +4,16 @@ use crate::jobs::{Job, JobStatus, Progress};
 
 pub fn line(job: &Job) -> String {
     match job.status {
-        JobStatus::Queued => format!("queued: {} with {}", job.op.as_str(), job.model),
+        JobStatus::Queued => {
+            let place = job.queue.as_ref().map(|place| format!(" · position {}", place.position)).unwrap_or_default();
+            let start = job.queue.as_ref().and_then(|place| place.starts_in_s).map(|s| format!(" · starts in about {s:.0}s")).unwrap_or_default();
+            format!("queued: {} with {}{place}{start}", job.op.as_str(), job.model)
+        }
+        JobStatus::Paused => match &job.progress {
+            Some(progress) if progress.done > 0 => format!("paused at {}/{} {}", progress.done, progress.total, progress.unit),
+            _ => "paused".into(),
+        },
+        JobStatus::Running if job.pausing => "running · pausing at the next checkpoint".into(),
         JobStatus::Running => match &job.progress {
             Some(progress) => format!("running {}", progress_words(progress)),
             None => "running".into(),
@@ -21,7 +30,10 @@ pub fn line(job: &Job) -> String {
             Some(error) => format!("failed: {}: {}", error.code, error.message.replace('\n', " ")),
             None => "failed".into(),
         },
-        JobStatus::Cancelled => "cancelled".into(),
+        JobStatus::Cancelled => match (&job.output, job.partial) {
+            (Some(output), true) => format!("cancelled: the finished frames kept as {} ({}) at {}", output.file_name, size(output.bytes), output.url),
+            _ => "cancelled".into(),
+        },
     }
 }
 

@@ -17,7 +17,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::fields;
 use super::doc_types::{Binary, Faults};
-use super::params::{self, EventsQuery, JobFields, ListQuery, ResultQuery, UploadForm};
+use super::params::{self, CancelQuery, EventsQuery, JobFields, ListQuery, ResultQuery, UploadForm};
 use super::stored::StoredFile;
 use super::upload::{self, UploadLimits};
 use super::state::AppState;
@@ -122,13 +122,14 @@ pub async fn list(State(app): State<AppState>, Extension(caller): Extension<Call
     let status = match query.status.as_deref() {
         None | Some("") => None,
         Some(raw) => Some(JobStatus::parse(raw).ok_or_else(|| {
-            let message = format!("status `{raw}` is not one of queued, running, succeeded, failed, cancelled");
+            let message = format!("status `{raw}` is not one of queued, paused, running, succeeded, failed, cancelled");
             ApiError::bad_request(codes::INVALID_STATUS, message)
         })?),
     };
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let offset = query.offset.unwrap_or(0).max(0);
     let jobs = app.queue.list(&ListFilter { status, owner: caller.listing_owner(), limit, offset }).await?;
+    let jobs = app.queue.placed(jobs).await;
     let next_offset = (jobs.len() as i64 == limit).then_some(offset + limit);
     Ok(Json(JobList { jobs, next_offset }))
 }
@@ -157,7 +158,8 @@ pub(super) async fn find(app: &AppState, caller: &Caller, raw: &str) -> Result<J
     responses((status = 200, description = "The job", body = Job), (status = 404, body = ErrorBody, description = "job-not-found"), Faults)
 )]
 pub async fn get(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
-    Ok(Json(find(&app, &caller, &id).await?))
+    let job = find(&app, &caller, &id).await?;
+    Ok(Json(app.queue.placed_one(job).await))
 }
 
 /// Download the output (supports Range)
@@ -211,20 +213,69 @@ pub(super) async fn serve_file(path: &std::path::Path, request: Request, disposi
 }
 
 /// Cancel; a running job stops at the next chunk
+///
+/// With `keep=true` the frames it finished (the segments of its last checkpoint) are kept as its result.
 #[utoipa::path(
     post,
     path = "/v1/jobs/{id}/cancel",
     tag = "jobs",
-    params(JobId),
+    params(JobId, CancelQuery),
     responses(
         (status = 200, description = "The job, cancelled or with its cancellation under way", body = Job),
-        (status = 400, body = ErrorBody, description = "The job already ended (job-already-finished)"),
+        (status = 400, body = ErrorBody, description = "The job already ended (job-already-finished); keep=true for a job \
+            that makes no video segments (nothing-to-keep); invalid-query"),
         (status = 404, body = ErrorBody, description = "job-not-found"),
         Faults,
     )
 )]
-pub async fn cancel(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
-    Ok(Json(app.queue.cancel(&id, |job| caller.sees(job)).await?))
+pub async fn cancel(
+    State(app): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Job>, ApiError> {
+    let query: CancelQuery = params::from_query(query.as_deref().unwrap_or(""))?;
+    let keep = params::flag("keep", query.keep.as_deref())?;
+    Ok(Json(app.queue.cancel(&id, |job| caller.sees(job), keep).await?))
+}
+
+/// Pause: a queued job is passed over, a running one stops at its next checkpoint
+///
+/// A paused job holds no executor and stays paused across restarts; `…/resume` puts it back in line where it
+/// was, and a job that had run goes on from its checkpoint, its result the one an undisturbed run writes. A
+/// running job that makes no checkpoints (a still, a synchronous call) runs to its end.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/pause",
+    tag = "jobs",
+    params(JobId),
+    responses(
+        (status = 200, description = "The job: paused, or running with `pausing: true` until its next checkpoint", body = Job),
+        (status = 400, body = ErrorBody, description = "The job already ended (job-not-pausable)"),
+        (status = 404, body = ErrorBody, description = "job-not-found"),
+        Faults,
+    )
+)]
+pub async fn pause(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
+    Ok(Json(app.queue.pause(&id, |job| caller.sees(job)).await?))
+}
+
+/// Resume a paused job
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/resume",
+    tag = "jobs",
+    params(JobId),
+    responses(
+        (status = 200, description = "The job, queued again (or running on, if it had not stopped yet)", body = Job),
+        (status = 400, body = ErrorBody, description = "The job is not paused (job-not-pausable)"),
+        (status = 404, body = ErrorBody, description = "job-not-found"),
+        Faults,
+    )
+)]
+pub async fn resume(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
+    let job = app.queue.resume(&id, |job| caller.sees(job)).await?;
+    Ok(Json(app.queue.placed_one(job).await))
 }
 
 /// Run the whole clip of a try

@@ -61,6 +61,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/thumbnail", get(preview::thumbnail))
         .route("/v1/jobs/{id}/preview", get(preview::preview))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/v1/jobs/{id}/pause", post(jobs::pause))
+        .route("/v1/jobs/{id}/resume", post(jobs::resume))
         .route("/v1/jobs/{id}/whole", post(jobs::whole))
         // Before the fallbacks, so that they answer for /docs too.
         .merge(openapi::docs_routes().with_state(()))

@@ -35,6 +35,8 @@ use super::{jobs, preview, remote, system};
         preview::thumbnail,
         preview::preview,
         jobs::cancel,
+        jobs::pause,
+        jobs::resume,
         jobs::whole,
         remote::decode,
         remote::encode,

@@ -132,6 +132,21 @@ pub struct ResultQuery {
     pub access_token: Option<String>,
 }
 
+/// `POST /v1/jobs/{id}/cancel`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CancelQuery {
+    /// true (or 1): the job's finished segments become its (shorter) result, `NAME_partial-Nf.ext`, served at
+    /// `…/result` with `partial: true` (its video only; 400 nothing-to-keep for a job that makes no video
+    /// segments: a latent, a still, PNG frames).
+    #[param(value_type = bool, required = false, default = false)]
+    pub keep: Option<String>,
+    /// The access token, for a link that cannot send a header.
+    #[param(value_type = String, required = false)]
+    pub access_token: Option<String>,
+}
+
 /// `GET /v1/jobs/{id}/preview`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -12,11 +12,15 @@ pub struct AccessToken {
     /// The webhook of the jobs this token submits without a `callback_url` of their own (or their preset's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
+    /// The highest `priority` this token's jobs may ask for (an admin token's are not bounded); none: the
+    /// parameter's own bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority: Option<i64>,
 }
 
 impl std::fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccessToken").field("name", &self.name).field("secret", &"…").field("admin", &self.admin).field("callback_url", &self.callback_url).finish()
+        f.debug_struct("AccessToken").field("name", &self.name).field("secret", &"…").field("admin", &self.admin).field("callback_url", &self.callback_url).field("max_priority", &self.max_priority).finish()
     }
 }
 

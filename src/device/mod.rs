@@ -182,10 +182,14 @@ pub struct HeapReuse {
 /// top this large is handed back on every `free`, and the next allocation faults it in again.
 const DEFAULT_TRIM_THRESHOLD: usize = 128 << 10;
 
+/// Calls inside a call (a job lent the executor at a chunk end): only the outermost puts the thresholds back.
+static HEAP_REUSE_DEPTH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl HeapReuse {
     pub fn for_call() -> HeapReuse {
         let active = BOUNDED_THRESHOLD_SET.load(std::sync::atomic::Ordering::Relaxed);
         if active {
+            HEAP_REUSE_DEPTH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             set_mmap_threshold(CALL_MMAP_THRESHOLD);
             set_trim_threshold(usize::MAX >> 1);
         }
@@ -195,7 +199,7 @@ impl HeapReuse {
 
 impl Drop for HeapReuse {
     fn drop(&mut self) {
-        if self.active {
+        if self.active && HEAP_REUSE_DEPTH.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) == 1 {
             set_mmap_threshold(BOUNDED_MMAP_THRESHOLD);
             set_trim_threshold(DEFAULT_TRIM_THRESHOLD);
             // SAFETY: returns free heap pages to the system; no pointers are involved.

@@ -2,7 +2,7 @@
 //! (`JobHooks`), the executor's settings and device (`Executor`, `ExecutorConfig`) and the job's memory and
 //! precision as the box decides them. A leaf below the ops: mod.rs dispatches to them, they import this.
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tch::Device;
@@ -68,10 +68,41 @@ impl std::ops::Deref for ExecutorConfig {
 pub struct JobHooks {
     pub progress: watch::Sender<Progress>,
     pub cancel: Arc<AtomicBool>,
+    /// Raised when the job should make way (its owner paused it, another owner's turn, the server stops): it
+    /// stops right after its next checkpoint (`ExecError::MadeWay`) and goes on from it later.
+    pub make_way: Arc<AtomicBool>,
+    /// Microseconds the job lent the executor to others at its chunk ends (`lending`).
+    lent_us: AtomicU64,
 }
 
 impl JobHooks {
-    pub fn check_cancelled(&self) -> Result<(), ExecError> {
+    pub fn new(progress: watch::Sender<Progress>, cancel: Arc<AtomicBool>, make_way: Arc<AtomicBool>) -> JobHooks {
+        JobHooks { progress, cancel, make_way, lent_us: AtomicU64::new(0) }
+    }
+
+    /// A chunk end, where the job holds nothing another job could disturb: a cancel stops it here, and the
+    /// synchronous calls and short jobs waiting for the executor run now (`lending`).
+    pub fn between_chunks(&self) -> Result<(), ExecError> {
+        self.check_cancelled()?;
+        let lent = super::lending::lend();
+        if !lent.is_zero() {
+            self.lent_us.fetch_add(lent.as_micros() as u64, Ordering::Relaxed);
+            self.check_cancelled()?;
+        }
+        Ok(())
+    }
+
+    /// Seconds lent to others so far.
+    pub fn lent_s(&self) -> f64 {
+        self.lent_us.load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    /// Whether the job should stop after the checkpoint it just wrote.
+    pub fn should_make_way(&self) -> bool {
+        self.make_way.load(Ordering::Relaxed)
+    }
+
+    fn check_cancelled(&self) -> Result<(), ExecError> {
         if self.cancel.load(Ordering::Relaxed) {
             Err(ExecError::Cancelled)
         } else {

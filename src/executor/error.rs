@@ -7,6 +7,10 @@ use crate::models::ModelError;
 pub enum ExecError {
     #[error("cancelled")]
     Cancelled,
+    /// Stopped right after a checkpoint to make way (a pause, another owner's turn, the server's stop): it
+    /// goes on from that checkpoint when it runs again.
+    #[error("stopped at a checkpoint to make way")]
+    MadeWay,
     #[error(transparent)]
     Media(#[from] MediaError),
     #[error(transparent)]
@@ -50,6 +54,7 @@ impl ExecError {
         }
         match self {
             ExecError::Cancelled => codes::CANCELLED,
+            ExecError::MadeWay => codes::MADE_WAY,
             ExecError::Media(e) => e.code(),
             ExecError::Model(e) => e.code(),
             ExecError::Latent(e) => e.code(),

@@ -9,6 +9,7 @@ mod attempt;
 mod context;
 mod error;
 pub mod frames;
+mod lending;
 pub mod frame_workers;
 mod media_io;
 mod models;
@@ -46,10 +47,21 @@ struct RunCommand {
     reply: oneshot::Sender<(Result<JobOutcome, ExecError>, Timings)>,
 }
 
+/// What the executor thread is asked.
+enum Command {
+    /// A job of its own: run to its end, lending the executor at its chunk ends.
+    Run(RunCommand),
+    /// Jobs are waiting to be lent the executor: run them now if it is idle (else the running job's next
+    /// chunk end already did).
+    Lend,
+}
+
 /// The async side's handle; cheap to clone.
 #[derive(Clone)]
 pub struct ExecutorHandle {
-    commands: mpsc::Sender<RunCommand>,
+    commands: mpsc::Sender<Command>,
+    /// Synchronous calls and short jobs waiting for the running job's next chunk end (`lending`).
+    waiting: lending::Waiting,
     device: String,
     /// A CUDA device's total memory; `None` on CPU.
     device_memory_bytes: Option<u64>,
@@ -58,7 +70,9 @@ pub struct ExecutorHandle {
 impl ExecutorHandle {
     /// Starts the executor thread; returns once the device is chosen.
     pub fn spawn(config: ExecutorConfig) -> ExecutorHandle {
-        let (commands, inbox) = mpsc::channel::<RunCommand>();
+        let (commands, inbox) = mpsc::channel::<Command>();
+        let waiting = lending::Waiting::default();
+        let lent = waiting.clone();
         let (device_tx, device_rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("vaebox-executor".into())
@@ -72,14 +86,14 @@ impl ExecutorHandle {
                     tracing::warn!("cpu_allocator = \"fast\": glibc keeps freed tensors, so memory_budget_mib is not held on CPU");
                 }
                 let _ = device_tx.send((device, crate::device::cuda::memory_for_this_process(device).map(|(_, total)| total)));
-                serve(Executor { config, device, models: LoadedModels::default() }, inbox, None);
+                serve(Executor { config, device, models: LoadedModels::default() }, Inbox { commands: inbox, waiting: lent }, None);
             })
             .expect("spawn executor thread");
         let (device, device_memory_bytes) = match device_rx.recv() {
             Ok((device, total)) => (crate::device::device_name(device), total),
             Err(_) => ("unavailable".into(), None),
         };
-        ExecutorHandle { commands, device, device_memory_bytes }
+        ExecutorHandle { commands, waiting, device, device_memory_bytes }
     }
 
     pub fn device(&self) -> &str {
@@ -94,20 +108,55 @@ impl ExecutorHandle {
     pub async fn run(&self, job: JobSpec, hooks: JobHooks) -> (Result<JobOutcome, ExecError>, Timings) {
         let fallback = job.timings.clone();
         let (reply, answer) = oneshot::channel();
-        if self.commands.send(RunCommand { job, hooks, reply }).is_err() {
+        if self.commands.send(Command::Run(RunCommand { job, hooks, reply })).is_err() {
+            return (Err(ExecError::ExecutorGone), fallback);
+        }
+        answer.await.unwrap_or((Err(ExecError::ExecutorGone), fallback))
+    }
+
+    /// Runs one job at the running job's next chunk end, or at once when the executor is idle (`lending`).
+    pub async fn lend(&self, job: JobSpec, hooks: JobHooks) -> (Result<JobOutcome, ExecError>, Timings) {
+        let fallback = job.timings.clone();
+        let (reply, answer) = oneshot::channel();
+        self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push_back(RunCommand { job, hooks, reply });
+        if self.commands.send(Command::Lend).is_err() {
             return (Err(ExecError::ExecutorGone), fallback);
         }
         answer.await.unwrap_or((Err(ExecError::ExecutorGone), fallback))
     }
 }
 
+/// What the executor thread reads its work from.
+struct Inbox {
+    commands: mpsc::Receiver<Command>,
+    waiting: lending::Waiting,
+}
+
+/// Runs one job on `executor` and sends its outcome back.
+fn run_command(executor: &mut Executor, command: RunCommand) {
+    let mut timings = command.job.timings.clone();
+    // tch turns libtorch exceptions into panics; one bad job must not take the device's owner down.
+    let result = attempt::attempt(|| executor.run(&command.job, &command.hooks, &mut timings));
+    let _ = command.reply.send((result, timings));
+}
+
 /// Runs the jobs in `inbox` one by one (`first`, if given, before them) until the server ends. Once a
 /// kernel could not be created on this thread (see [`attempt`]), the next job moves serving to a new
 /// thread: at the next job and not right after the failure, since whatever limited memory then may
 /// also keep a thread from starting.
-fn serve(mut executor: Executor, mut inbox: mpsc::Receiver<RunCommand>, mut first: Option<RunCommand>) {
+fn serve(mut executor: Executor, mut inbox: Inbox, mut first: Option<RunCommand>) {
     loop {
-        let Some(command) = first.take().or_else(|| inbox.recv().ok()) else { return };
+        let command = match first.take() {
+            Some(command) => command,
+            None => match inbox.commands.recv() {
+                Ok(Command::Run(command)) => command,
+                Ok(Command::Lend) => {
+                    lending::run_waiting(&inbox.waiting, &mut executor);
+                    continue;
+                }
+                Err(_) => return,
+            },
+        };
         let command = if attempt::this_thread_cannot_create_kernels() {
             match serve_on_a_new_thread(Handover { executor, inbox, command }) {
                 Ok(()) => return,
@@ -119,17 +168,16 @@ fn serve(mut executor: Executor, mut inbox: mpsc::Receiver<RunCommand>, mut firs
         } else {
             command
         };
-        let mut timings = command.job.timings.clone();
-        // tch turns libtorch exceptions into panics; one bad job must not take the device's owner down.
-        let result = attempt::attempt(|| executor.run(&command.job, &command.hooks, &mut timings));
-        let _ = command.reply.send((result, timings));
+        let side = executor.side();
+        let waiting = inbox.waiting.clone();
+        lending::lending_while(&waiting, side, || run_command(&mut executor, command));
     }
 }
 
 /// What one executor thread passes to the next.
 struct Handover {
     executor: Executor,
-    inbox: mpsc::Receiver<RunCommand>,
+    inbox: Inbox,
     command: RunCommand,
 }
 
@@ -139,7 +187,7 @@ struct Handover {
 fn serve_on_a_new_thread(handover: Handover) -> Result<(), Box<Handover>> {
     let Handover { executor: Executor { config, device, models }, inbox, command } = handover;
     let threads = tch::get_num_threads();
-    let (give, take) = mpsc::sync_channel::<(ExecutorConfig, mpsc::Receiver<RunCommand>, RunCommand)>(1);
+    let (give, take) = mpsc::sync_channel::<(ExecutorConfig, Inbox, RunCommand)>(1);
     let spawned = std::thread::Builder::new().name("vaebox-executor".into()).spawn(move || {
         let Ok((config, inbox, command)) = take.recv() else { return };
         tch::set_num_threads(threads);
@@ -160,6 +208,11 @@ fn serve_on_a_new_thread(handover: Handover) -> Result<(), Box<Handover>> {
 }
 
 impl Executor {
+    /// An executor over the same device and settings with no model loaded: where lent jobs run.
+    fn side(&self) -> Executor {
+        Executor { config: self.config.clone(), device: self.device, models: LoadedModels::default() }
+    }
+
     fn run(&mut self, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
         let started = Instant::now();
         crate::device::reset_peak_host_bytes();
@@ -174,7 +227,10 @@ impl Executor {
             Op::Restore => restore::run(self, job, hooks, timings),
             Op::Interpolate => interpolate::run(self, job, hooks, timings),
         };
-        timings.total = Some(started.elapsed().as_secs_f64());
+        // The time lent to others is theirs, not this job's.
+        let lent = hooks.lent_s();
+        timings.lent = (lent > 0.0).then_some(lent);
+        timings.total = Some((started.elapsed().as_secs_f64() - lent).max(0.0));
         timings.peak_host_bytes = crate::device::peak_host_bytes();
         timings.peak_device_bytes = crate::device::cuda::peak_allocated_bytes(self.device);
         if result.as_ref().is_err_and(ExecError::is_out_of_memory) {

@@ -17,7 +17,7 @@ use super::media_io::FrameSink;
 use super::quality::QualityMeter;
 use super::segment_digests::{self, SegmentDigest};
 use super::tiled::tile_major::TileMajorMark;
-use super::context::{Executor, JobSpec};
+use super::context::{Executor, JobHooks, JobSpec};
 use super::error::ExecError;
 use crate::jobs::plan::{ResumedFrom, RowSplitHalves};
 use crate::jobs::shared_resume::{resume_dir, CheckpointReports, CHECKPOINT};
@@ -127,19 +127,21 @@ pub struct Checkpoints {
     pub segment_frames: u64,
     can_resume: bool,
     started: Instant,
+    /// Raised: stop right after the next checkpoint (`JobHooks::make_way`).
+    make_way: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Checkpoints {
     /// `fps`: the output's rate. A job that cannot go on from a checkpoint (a still, written whole; a
     /// tile-major VAE decode) starts over.
-    pub fn open(exec: &Executor, job: &JobSpec, settings: serde_json::Value, fps: f64, can_resume: bool) -> Checkpoints {
+    pub fn open(exec: &Executor, job: &JobSpec, hooks: &JobHooks, settings: serde_json::Value, fps: f64, can_resume: bool) -> Checkpoints {
         let folder = ResumeFolder::for_job(exec, job, settings);
         let resumed = if can_resume { folder.load() } else { None };
         if let Some(checkpoint) = &resumed {
             tracing::info!(id = %job.id, frame = checkpoint.frames, segments = checkpoint.segments, "going on from the last checkpoint");
         }
         let segment_frames = (exec.config.checkpoint_s * fps).round().max(1.0) as u64;
-        Checkpoints { folder, resumed, segment_frames, can_resume, started: Instant::now() }
+        Checkpoints { folder, resumed, segment_frames, can_resume, started: Instant::now(), make_way: hooks.make_way.clone() }
     }
 
     pub fn finished(&self) -> FinishedSegments {
@@ -169,7 +171,16 @@ impl Checkpoints {
 
     /// Records `frames` written to an output that is not in segments (a latent file written in place).
     pub fn save_written(&self, frames: u64, mark: Mark) -> Result<(), ExecError> {
-        self.folder.save(FinishedSegments { segments: 0, frames }, self.work_s(), mark, None)
+        self.folder.save(FinishedSegments { segments: 0, frames }, self.work_s(), mark, None)?;
+        self.made_way()
+    }
+
+    /// Right after a checkpoint: `MadeWay` when the job was asked to make way and can go on from it.
+    fn made_way(&self) -> Result<(), ExecError> {
+        if self.can_resume && self.make_way.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(ExecError::MadeWay);
+        }
+        Ok(())
     }
 
     /// Seconds of work behind the output so far: the stopped runs' and this one's.
@@ -213,7 +224,8 @@ impl Checkpoints {
             return Ok(());
         }
         let finished = sink.end_segment()?;
-        self.folder.save(finished, self.work_s(), mark, quality)
+        self.folder.save(finished, self.work_s(), mark, quality)?;
+        self.made_way()
     }
 }
 

@@ -88,7 +88,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         blend: true,
     };
     let settings = serde_json::json!({ "kind": format!("{kind:?}"), "tile": tiling.tile, "overlap": tiling.overlap });
-    let checkpoints = Checkpoints::open(exec, job, settings, fps, !info.still);
+    let checkpoints = Checkpoints::open(exec, job, hooks, settings, fps, !info.still);
     let output = OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) };
     let mut writer = write_output(exec, job, &info, output, &checkpoints.folder.dir, checkpoints.finished())?;
     let total = source.total(info.frames);
@@ -107,7 +107,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     // mappings faulted in page by page every time (2.1× the compute at bf16, docs/benchmarks.md).
     let heap_reuse = crate::device::HeapReuse::for_call();
     loop {
-        hooks.check_cancelled()?;
+        hooks.between_chunks()?;
         let Some(frames_in) = source.next_chunk(chunk_frames, exec.device, &mut clock)? else { break };
         let count = frames_in.size()[0] as u64;
         let skip = kept.saturating_sub(done).min(count);
@@ -148,7 +148,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         }
     }
     drop(heap_reuse);
-    hooks.check_cancelled()?;
+    hooks.between_chunks()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
     let output_media = StageClock::time(&mut clock.write, || finish_output(exec, job, writer))?;
     checkpoints.folder.remove();

@@ -3,6 +3,7 @@
 //! scheduler that runs them is the queue's (`queue::scheduler`).
 pub mod blobs;
 pub mod callback;
+pub mod claim_order;
 pub mod disk;
 pub mod files;
 pub mod model;
@@ -17,6 +18,6 @@ pub use callback::{CallbackInfo, CallbackNext, CallbackState, Delivery};
 pub use model::*;
 pub use plan::JobPlan;
 pub use store::{
-    CancelOutcome, Claim, DatabaseTarget, DeleteOutcome, Expired, JobStore, Lease, LeaseState, ListFilter, NewJob, PgStore,
+    CancelOutcome, Claim, DatabaseTarget, DeleteOutcome, Expired, JobStore, KeptOutput, Lane, Lease, LeaseState, ListFilter, NewJob, PauseOutcome, PgStore,
     SqliteStore, StoreError, WatchState, WatchedFile, WorkerInfo,
 };

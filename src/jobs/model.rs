@@ -12,6 +12,8 @@ use crate::media::{InputRange, MediaInfo};
 #[serde(rename_all = "lowercase")]
 pub enum JobStatus {
     Queued,
+    /// Queued, but held back by its owner (`POST /v1/jobs/{id}/pause`) until `…/resume`; holds no executor.
+    Paused,
     Running,
     Succeeded,
     Failed,
@@ -22,6 +24,7 @@ impl JobStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Queued => "queued",
+            JobStatus::Paused => "paused",
             JobStatus::Running => "running",
             JobStatus::Succeeded => "succeeded",
             JobStatus::Failed => "failed",
@@ -30,7 +33,7 @@ impl JobStatus {
     }
 
     pub fn parse(s: &str) -> Option<JobStatus> {
-        [JobStatus::Queued, JobStatus::Running, JobStatus::Succeeded, JobStatus::Failed, JobStatus::Cancelled]
+        [JobStatus::Queued, JobStatus::Paused, JobStatus::Running, JobStatus::Succeeded, JobStatus::Failed, JobStatus::Cancelled]
             .into_iter()
             .find(|status| status.as_str() == s)
     }
@@ -279,6 +282,30 @@ pub struct Timings {
     pub device: Option<String>,
     /// The precision that ran.
     pub dtype: Option<String>,
+    /// Seconds this job lent the executor to synchronous calls and short jobs that came while it ran (at its
+    /// chunk ends); not part of `total`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lent: Option<f64>,
+}
+
+/// What the box expects of a job before it runs, from its own measured rates for that op and model
+/// (`POST /v1/jobs?dry_run=true`, and each queued job's `estimate`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Estimate {
+    /// Frames the result will have, and its size.
+    pub frames: u64,
+    pub width: u32,
+    pub height: u32,
+    /// Seconds the job will run on this box (load, read, compute, write); null until a job of this op and
+    /// model has finished here (then `basis` says which).
+    pub seconds: Option<f64>,
+    /// Bytes of the result: a latent's exactly, a video's from the bitrate the box's earlier results of this
+    /// op had (null before any).
+    pub output_bytes: Option<u64>,
+    /// Bytes the job takes on the data dir while it runs: its input, its result and its checkpoints' segments.
+    pub disk_bytes: Option<u64>,
+    /// The earlier jobs the time comes from: `3 jobs of upscale realesrgan-animevideov3 (bf16, cpu)`.
+    pub basis: Option<String>,
 }
 
 /// `vae_reconstruct`: how close the decoded frames are to the input.
@@ -352,6 +379,19 @@ pub struct Job {
     /// A whole-clip job made from a short try (`POST /v1/jobs/{id}/whole`): the try's id; null for a job
     /// submitted with its own upload.
     pub from_try: Option<Uuid>,
+    /// A running job asked to pause: it stops at its next checkpoint and is then `paused`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pausing: bool,
+    /// What the box expected of the job when it was queued.
+    pub estimate: Option<Estimate>,
+    /// A queued job's place among every owner's jobs; null for any other.
+    pub queue: Option<crate::jobs::claim_order::QueuePlace>,
+    /// A cancelled job whose finished segments were kept as its (shorter) result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+    /// A cancel asked to keep the finished segments (`…/cancel?keep=true`).
+    #[serde(skip)]
+    pub keep_partial: bool,
     #[serde(skip)]
     pub input_path: String,
     #[serde(skip)]
@@ -398,6 +438,7 @@ mod tests {
             assert_eq!(Op::parse(op.as_str()), Some(op));
         }
         assert_eq!(JobStatus::parse("running"), Some(JobStatus::Running));
-        assert_eq!(JobStatus::parse("paused"), None);
+        assert_eq!(JobStatus::parse("paused"), Some(JobStatus::Paused));
+        assert_eq!(JobStatus::parse("sleeping"), None);
     }
 }

@@ -85,13 +85,9 @@ impl SegmentedWriter {
     /// The segments one after another, copied as they are, with the input's other streams (as
     /// `FrameWriter` takes them).
     fn join_videos(&self, partial: &Path) -> Result<(), MediaError> {
-        let list = self.dir.join("segments.txt");
-        let lines: String = (0..self.finished.segments).map(|index| format!("file '{}'\n", concat_quoted(&self.segment_name(index)))).collect();
-        std::fs::write(&list, lines).map_err(|e| MediaError::io("listing the segments", e))?;
+        let names: Vec<PathBuf> = (0..self.finished.segments).map(|index| self.segment_name(index)).collect();
         let config = &self.config;
-        let mut args: Vec<OsString> = Vec::new();
-        push_all(&mut args, &["-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file", "-f", "concat", "-safe", "0", "-i"]);
-        args.push(list.into_os_string());
+        let mut args = concat_input(&self.dir, &names)?;
         let sources = match &config.streams_from {
             Some(path) => Some(source_streams(&self.tools, path)?),
             None => None,
@@ -160,6 +156,47 @@ impl SegmentedWriter {
         }
         Ok(())
     }
+}
+
+/// ffmpeg's arguments that read the segments `names` (in `dir`) one after another, through a concat list
+/// written into `dir`.
+fn concat_input(dir: &Path, names: &[PathBuf]) -> Result<Vec<OsString>, MediaError> {
+    let list = dir.join("segments.txt");
+    let lines: String = names.iter().map(|name| format!("file '{}'\n", concat_quoted(name))).collect();
+    std::fs::write(&list, lines).map_err(|e| MediaError::io("listing the segments", e))?;
+    let mut args: Vec<OsString> = Vec::new();
+    push_all(&mut args, &["-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file", "-f", "concat", "-safe", "0", "-i"]);
+    args.push(list.into_os_string());
+    Ok(args)
+}
+
+/// The first `segments` finished video segments in `dir` (as `SegmentedWriter` names them in `format`) joined
+/// into `output` as they are, without the input's other streams: a stopped job's frames so far, kept as a
+/// shorter result. Returns false when there is nothing to join (no segment, or a PNG output's frames).
+pub fn join_finished(tools: &MediaTools, dir: &Path, segments: usize, format: OutputFormat, output: &Path) -> Result<bool, MediaError> {
+    let names: Vec<PathBuf> = (0..segments).map(|index| PathBuf::from(format!("segment_{index:06}.{}", format.extension()))).collect();
+    if format.is_png() || segments == 0 || !names.iter().all(|name| dir.join(name).is_file()) {
+        return Ok(false);
+    }
+    let partial = partial_path_for(output)?;
+    let mut args = concat_input(dir, &names)?;
+    push_all(&mut args, &["-map", "0:v:0", "-c:v", "copy"]);
+    if format == OutputFormat::H265 {
+        push_all(&mut args, &["-tag:v", "hvc1"]);
+    }
+    push_container(&mut args, format, true);
+    args.push(file_url(&partial));
+    let child = BoundedChild::spawn(ProcessSpec {
+        program: &tools.ffmpeg,
+        args,
+        timeout: tools.stream_timeout,
+        pipe_stdin: false,
+        pipe_stdout: false,
+        priority: Default::default(),
+    })?;
+    child.finish()?;
+    publish_file(&partial, output)?;
+    Ok(true)
 }
 
 /// A path inside the concat list's quotes: a quote closes them, is escaped, and opens them again.

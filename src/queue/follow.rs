@@ -72,6 +72,7 @@ impl Queue {
                 }
             };
             s.done = job.status.is_terminal();
+            let job = s.queue.placed_one(job).await;
             Some((Followed::Job(job), s))
         })
     }

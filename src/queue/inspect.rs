@@ -24,6 +24,8 @@ pub enum InputKind {
 pub struct Probed {
     pub media: Option<media::MediaInfo>,
     pub seconds: Option<f64>,
+    /// The input's size as the output checks read it (none for a pixel tensor).
+    pub size: Option<InputSize>,
 }
 
 /// Also fits the request's output format to what the input turned out to be (`fit_input::fit_to_input`).
@@ -31,19 +33,19 @@ pub async fn inspect_input(config: &Config, request: &mut JobRequest, path: &Pat
     let started = Instant::now();
     let limits = config.media_limits();
     if request.op.reads_latent() {
-        match check_latent(path, request, &limits).await {
+        let shape = match check_latent(path, request, &limits).await {
             Err(QueueError::Latent(LatentError::NotALatent(why))) if !looks_like_safetensors(path) => {
                 let hint = "it looks like a video or an image: vae_encode, vae_reconstruct, upscale and restore take those";
                 return Err(LatentError::NotALatent(format!("{why}; {hint}")).into());
             }
             checked => checked?,
         };
-        return Ok(Probed { media: None, seconds: Some(started.elapsed().as_secs_f64()) });
+        return Ok(Probed { media: None, seconds: Some(started.elapsed().as_secs_f64()), size: Some(InputSize::Latent(shape)) });
     }
     if kind == InputKind::Tensor {
         // The shape and dtype were checked from the query; a pixel tensor takes no probe time.
         check_sample_finite(path).await?;
-        return Ok(Probed { media: None, seconds: None });
+        return Ok(Probed { media: None, seconds: None, size: None });
     }
     let tools = config.media_tools();
     let video = path.to_path_buf();
@@ -57,8 +59,9 @@ pub async fn inspect_input(config: &Config, request: &mut JobRequest, path: &Pat
         probed => probed?,
     };
     super::fit_input::fit_to_input(request, &mut info)?;
-    check_output_size(request, &InputSize::Video { width: info.width, height: info.height, frames: info.frames, fps_rational: info.fps_rational.clone() }, &limits)?;
-    Ok(Probed { media: Some(info), seconds: Some(started.elapsed().as_secs_f64()) })
+    let size = InputSize::Video { width: info.width, height: info.height, frames: info.frames, fps_rational: info.fps_rational.clone() };
+    check_output_size(request, &size, &limits)?;
+    Ok(Probed { media: Some(info), seconds: Some(started.elapsed().as_secs_f64()), size: Some(size) })
 }
 
 /// A latent is checked before it is queued: shape, finiteness, channels and the model it came from, and

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::{Queue, QueueError};
 use crate::error_codes as codes;
-use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobStatus, ListFilter};
+use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobStatus, ListFilter, PauseOutcome};
 
 /// Jobs a short id is looked up among (newest first): enough to say that it is ambiguous and list them.
 const SHORT_ID_CANDIDATES: i64 = 16;
@@ -53,14 +53,25 @@ impl Queue {
         Ok(self.store.list(filter).await?)
     }
 
-    /// A queued job is cancelled at once; a running one is asked to stop at its next chunk.
-    pub async fn cancel(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<Job, QueueError> {
-        let id = self.find(raw_id, visible).await?.id;
-        let job = match self.store.request_cancel(id).await? {
+    /// A queued job is cancelled at once; a running one is asked to stop at its next chunk. `keep`: its
+    /// finished segments become its (shorter) result (`keep`).
+    pub async fn cancel(&self, raw_id: &str, visible: impl Fn(&Job) -> bool, keep: bool) -> Result<Job, QueueError> {
+        let found = self.find(raw_id, visible).await?;
+        if keep && !super::keep::can_keep(&found) {
+            let message = format!("this {} job makes no video segments to keep (it writes a latent, a still or PNG frames); cancel it without keep", found.op.as_str());
+            return Err(QueueError::refused(codes::NOTHING_TO_KEEP, message));
+        }
+        let id = found.id;
+        let job = match self.store.request_cancel(id, keep).await? {
             CancelOutcome::NotFound => return Err(QueueError::JobNotFound(raw_id.into())),
             CancelOutcome::AlreadyFinished(job) => {
                 let message = format!("job {raw_id} already finished ({})", job.status.as_str());
                 return Err(QueueError::refused(codes::JOB_ALREADY_FINISHED, message));
+            }
+            CancelOutcome::Cancelled(job) if keep => {
+                // A paused job's segments are in its folder: they are kept now.
+                super::keep::keep_finished(&self.config, self.store.as_ref(), &self.files, &job).await;
+                self.store.get(id).await?.unwrap_or(job)
             }
             CancelOutcome::Cancelled(job) => job,
             CancelOutcome::Requested(job) => {
@@ -69,6 +80,46 @@ impl Queue {
             }
         };
         let _ = self.events.send(id);
+        Ok(job)
+    }
+
+    /// Pauses a queued job (it keeps its place, and is passed over until resumed) or a running one (it stops
+    /// at its next checkpoint and goes on from there once resumed; one that makes no checkpoints, such as a
+    /// still or a synchronous call, runs to its end). Pausing a paused job changes nothing.
+    pub async fn pause(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<Job, QueueError> {
+        let job = self.find(raw_id, visible).await?;
+        if job.status == JobStatus::Paused {
+            return Ok(job);
+        }
+        let job = self.set_paused(raw_id, job, true).await?;
+        self.cancels.make_way(job.id, true);
+        Ok(job)
+    }
+
+    /// Resumes a paused job: back in line where it was (a job that had run goes on from its checkpoint), or,
+    /// if it had not stopped yet, on without stopping.
+    pub async fn resume(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<Job, QueueError> {
+        let job = self.find(raw_id, visible).await?;
+        if job.status != JobStatus::Paused && !job.pausing {
+            let message = format!("job {raw_id} is {}, not paused", job.status.as_str());
+            return Err(QueueError::refused(codes::JOB_NOT_PAUSABLE, message));
+        }
+        let job = self.set_paused(raw_id, job, false).await?;
+        self.cancels.make_way(job.id, false);
+        self.wake.notify_one();
+        Ok(job)
+    }
+
+    async fn set_paused(&self, raw_id: &str, job: Job, paused: bool) -> Result<Job, QueueError> {
+        let job = match self.store.set_paused(job.id, paused).await? {
+            PauseOutcome::Changed(job) => job,
+            PauseOutcome::NotFound => return Err(QueueError::JobNotFound(raw_id.into())),
+            PauseOutcome::AlreadyFinished(job) => {
+                let message = format!("job {raw_id} already ended ({})", job.status.as_str());
+                return Err(QueueError::refused(codes::JOB_NOT_PAUSABLE, message));
+            }
+        };
+        let _ = self.events.send(job.id);
         Ok(job)
     }
 
@@ -94,7 +145,8 @@ impl Queue {
     /// Where a succeeded job's output is on this box (a copy may be only in the shared storage, see
     /// [`Queue::shared_files`]); `job-not-finished` for any other job.
     pub fn result(&self, job: &Job, raw_id: &str) -> Result<JobResult, QueueError> {
-        let (Some(output), Some(path), JobStatus::Succeeded) = (&job.output, &job.output_path, job.status) else {
+        let servable = job.status == JobStatus::Succeeded || job.partial;
+        let (Some(output), Some(path), true) = (&job.output, &job.output_path, servable) else {
             if job.output.as_ref().is_some_and(|output| !output.kept) {
                 return Err(QueueError::ResultGone(raw_id.into()));
             }

@@ -15,7 +15,7 @@ use crate::jobs::disk::DiskReserve;
 use crate::jobs::files::{JobFiles, Patience};
 use crate::jobs::model::*;
 use crate::jobs::shared_resume::{remove_dir, resume_dir, SharedCheckpoints};
-use crate::jobs::store::{Claim, JobStore, Lease, LeaseState, WorkerInfo};
+use crate::jobs::store::{Claim, JobStore, Lane, Lease, LeaseState, WorkerInfo};
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
 
 /// Progress reaches the database at most this often; SSE listeners see the same rate.
@@ -25,6 +25,10 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 const NEWS_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// A safety net in case a wake-up is missed (e.g. a job inserted by another process).
 const IDLE_POLL: Duration = Duration::from_secs(2);
+/// While a job runs, the queue is read for a synchronous call or a short job to lend the executor to at most
+/// this often (each queued job's news wakes it sooner).
+const LEND_CHECK_INTERVAL: Duration = Duration::from_millis(200);
+const LEND_IDLE_POLL: Duration = Duration::from_millis(500);
 /// Writing a job's outcome is tried again until the store takes it, pausing 0.25 s, 0.5 s, … up to 2 s
 /// between tries: once the database is back, the outcome is written before the job's lease is swept.
 const OUTCOME_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(250);
@@ -32,19 +36,28 @@ const OUTCOME_RETRY_MAX_PAUSE: Duration = Duration::from_secs(2);
 /// A still-failing write of an outcome is logged as an error this often (warnings in between).
 const OUTCOME_RETRY_ERROR_EVERY: Duration = Duration::from_secs(60);
 
-/// Cancellation flags of running jobs, shared between the API and the scheduler, and whether the server
-/// is stopping (then nothing more is claimed, and a job stopped by its flag is left to be re-queued).
+/// The flags of running jobs, shared between the API and the scheduler (a cancel; a request to make way at the
+/// next checkpoint), and whether the server is stopping (then nothing more is claimed, running jobs make way at
+/// their next checkpoint, and a job stopped by its flag is left to be re-queued).
 #[derive(Clone, Default)]
 pub struct CancelFlags {
-    running: Arc<Mutex<HashMap<Uuid, Arc<AtomicBool>>>>,
+    running: Arc<Mutex<HashMap<Uuid, JobFlags>>>,
     stopping: Arc<AtomicBool>,
 }
 
+/// One running job's flags.
+#[derive(Clone, Default)]
+struct JobFlags {
+    cancel: Arc<AtomicBool>,
+    make_way: Arc<AtomicBool>,
+}
+
 impl CancelFlags {
-    fn register(&self, id: Uuid) -> Arc<AtomicBool> {
-        let flag = Arc::new(AtomicBool::new(false));
-        self.running.lock().unwrap().insert(id, flag.clone());
-        flag
+    fn register(&self, id: Uuid) -> JobFlags {
+        let flags = JobFlags::default();
+        flags.make_way.store(self.is_stopping(), Ordering::Relaxed);
+        self.running.lock().unwrap().insert(id, flags.clone());
+        flags
     }
 
     fn remove(&self, id: Uuid) {
@@ -54,23 +67,37 @@ impl CancelFlags {
     /// Returns whether the job was running here.
     pub fn raise(&self, id: Uuid) -> bool {
         match self.running.lock().unwrap().get(&id) {
-            Some(flag) => {
-                flag.store(true, Ordering::Relaxed);
+            Some(flags) => {
+                flags.cancel.store(true, Ordering::Relaxed);
                 true
             }
             None => false,
         }
     }
 
-    /// The server is stopping: the scheduler claims no more jobs.
+    /// Asks the job, if it runs here, to make way at its next checkpoint (`false`: no longer). Whether it runs
+    /// here.
+    pub fn make_way(&self, id: Uuid, make_way: bool) -> bool {
+        match self.running.lock().unwrap().get(&id) {
+            Some(flags) => {
+                flags.make_way.store(make_way || self.is_stopping(), Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The server is stopping: the scheduler claims no more jobs, and running jobs stop at their next
+    /// checkpoint (they go on from it at the next start).
     pub fn stop_claiming(&self) {
         self.stopping.store(true, Ordering::Relaxed);
+        self.running.lock().unwrap().values().for_each(|flags| flags.make_way.store(true, Ordering::Relaxed));
     }
 
     /// The shutdown grace is over: running jobs stop at their next chunk and are re-queued at the next start.
     pub fn stop_running(&self) {
         self.stop_claiming();
-        self.running.lock().unwrap().values().for_each(|flag| flag.store(true, Ordering::Relaxed));
+        self.running.lock().unwrap().values().for_each(|flags| flags.cancel.store(true, Ordering::Relaxed));
     }
 
     fn is_stopping(&self) -> bool {
@@ -92,12 +119,16 @@ pub struct Worker {
     pub models_dir: PathBuf,
     /// and only jobs that need at most this much device memory (`None`: no limit).
     pub device_memory_bytes: Option<u64>,
+    /// `short_job_s`: jobs expected to take at most this long are lent the executor while another runs.
+    pub short_job_s: f64,
+    /// `fair_wait_s`: a running job makes way for another owner's job that waited this long (0: never).
+    pub fair_wait_s: f64,
 }
 
 impl Worker {
-    fn claim(&self) -> Claim {
+    fn claim(&self, lane: Lane) -> Claim {
         let models = crate::models::registry::scan(&self.models_dir).into_iter().filter(|m| m.present()).map(|m| m.name).collect();
-        Claim { worker: self.name.clone(), lease: self.lease, models: Some(models), device_memory_bytes: self.device_memory_bytes }
+        Claim { worker: self.name.clone(), lease: self.lease, models: Some(models), device_memory_bytes: self.device_memory_bytes, lane }
     }
 
     /// This worker as `/healthz` lists it, heard of now.
@@ -134,6 +165,8 @@ pub struct Scheduler {
     pub keep_local_copies: bool,
     /// How long a job waits for a shared storage that refuses (`storage_wait_s`) before it fails.
     pub storage_wait: Duration,
+    /// The media tools a cancel that keeps its frames joins them with.
+    pub config: Arc<crate::config::Config>,
 }
 
 /// A storage error that ended a job: its cancellation if a user asked while it waited.
@@ -147,13 +180,24 @@ fn storage_error(patience: &Patience<'_>, message: String) -> ExecError {
 
 impl Scheduler {
     /// Runs jobs until the server stops (`CancelFlags::stop_claiming`); returns once the job in hand ended.
+    /// Two lanes: the executor's own jobs, in the claim order, and the synchronous calls and short jobs lent
+    /// the executor at a running job's chunk ends (`executor::lending`).
     pub async fn run(self) {
         let started_at = now_rfc3339();
+        let busy = AtomicBool::new(false);
+        tokio::join!(self.own_lane(&started_at, &busy), self.lending_lane(&started_at, &busy));
+    }
+
+    async fn own_lane(&self, started_at: &str, busy: &AtomicBool) {
         while !self.cancels.is_stopping() {
             self.reserve.ensure();
-            self.seen(&started_at, None).await;
-            match self.store.claim_next(&self.worker.claim()).await {
-                Ok(Some(job)) => self.execute(job, &started_at).await,
+            self.seen(started_at, None).await;
+            match self.store.claim_next(&self.worker.claim(Lane::Any)).await {
+                Ok(Some(job)) => {
+                    busy.store(true, Ordering::Relaxed);
+                    self.execute(job, started_at, Run::Own).await;
+                    busy.store(false, Ordering::Relaxed);
+                }
                 Ok(None) => {
                     let _ = tokio::time::timeout(IDLE_POLL.min(self.worker.beat()), self.wake.notified()).await;
                 }
@@ -166,6 +210,28 @@ impl Scheduler {
         }
     }
 
+    /// While the executor runs a job of its own, claims synchronous calls and short jobs and has them lent the
+    /// executor at the running job's next chunk end, one at a time.
+    async fn lending_lane(&self, started_at: &str, busy: &AtomicBool) {
+        let mut news = self.events.subscribe();
+        let short = Lane::Short { short_job_s: self.worker.short_job_s };
+        while !self.cancels.is_stopping() {
+            if busy.load(Ordering::Relaxed) {
+                match self.store.claim_next(&self.worker.claim(short)).await {
+                    Ok(Some(job)) => {
+                        self.execute(job, started_at, Run::Lent).await;
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "cannot look for a job to lend the executor to"),
+                }
+            }
+            tokio::time::sleep(LEND_CHECK_INTERVAL).await;
+            // Until any job's news (a queued job is one), or a short poll (the server's stop is seen soon).
+            let _ = tokio::time::timeout(LEND_IDLE_POLL, news.recv()).await;
+        }
+    }
+
     async fn seen(&self, started_at: &str, current_job: Option<Uuid>) {
         if let Err(e) = self.store.worker_seen(&self.worker.info(started_at, current_job)).await {
             tracing::warn!(error = %e, "cannot record this worker's heartbeat");
@@ -175,12 +241,14 @@ impl Scheduler {
     /// Keeps the job's lease while it runs, and stops the job when a user cancelled it through another
     /// process (the flag is in the store; a shared database announces it at once, else the next beat sees
     /// it) or when the lease was lost (another worker may have it now).
-    fn heartbeat(&self, lease: Lease, started_at: String) -> impl std::future::Future<Output = ()> + Send + 'static {
+    fn heartbeat(&self, lease: Lease, started_at: String, run: Run) -> impl std::future::Future<Output = ()> + Send + 'static {
         let store = self.store.clone();
         let cancels = self.cancels.clone();
         let mut changed = self.events.subscribe();
         let worker = self.worker.clone();
         let (beat, extend) = (worker.beat(), worker.lease);
+        // The models this worker has, read once: the turns are asked at every beat.
+        let claim = worker.claim(Lane::Any);
         async move {
             let mut next_beat = tokio::time::Instant::now() + beat;
             let mut last_check = tokio::time::Instant::now();
@@ -203,9 +271,15 @@ impl Scheduler {
                 last_check = tokio::time::Instant::now();
                 next_beat = last_check + beat;
                 match store.heartbeat(&lease, extend).await {
-                    Ok(LeaseState::Held { cancel_requested: false }) => {}
-                    Ok(LeaseState::Held { cancel_requested: true }) => {
-                        cancels.raise(lease.id);
+                    Ok(LeaseState::Held { cancel_requested, pause_requested }) => {
+                        if cancel_requested {
+                            cancels.raise(lease.id);
+                        }
+                        // A lent job is short: it runs to its end.
+                        if run == Run::Own {
+                            let turn = another_owners_turn(store.as_ref(), &claim, worker.fair_wait_s, lease.id).await;
+                            cancels.make_way(lease.id, pause_requested || turn);
+                        }
                     }
                     Ok(LeaseState::Lost) => {
                         tracing::error!(id = %lease.id, "this worker lost the job's lease (it was given to another worker); stopping it");
@@ -218,15 +292,20 @@ impl Scheduler {
         }
     }
 
-    async fn execute(&self, mut job: Job, started_at: &str) {
+    async fn execute(&self, mut job: Job, started_at: &str, run: Run) {
         let id = job.id;
         let _ = self.events.send(id);
-        tracing::info!(%id, op = job.op.as_str(), model = %job.model, "job started");
-        let cancel = self.cancels.register(id);
+        tracing::info!(%id, op = job.op.as_str(), model = %job.model, lent = run == Run::Lent, "job started");
+        let flags = self.cancels.register(id);
+        let cancel = flags.cancel.clone();
+        // Paused before this claim saw it: make way at the first checkpoint.
+        if job.pausing {
+            self.cancels.make_way(id, true);
+        }
         let (progress_tx, progress_rx) = watch::channel(Progress::default());
         let lease = Lease { id, worker: self.worker.name.clone(), attempt: job.attempts };
         // Renewed until the outcome is written (every return below ends it).
-        let _heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string())));
+        let _heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string(), run)));
         let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx));
 
         let queued = job.started_at.as_deref().and_then(|started| seconds_between(&job.created_at, started));
@@ -252,21 +331,28 @@ impl Scheduler {
                     timings,
                     shared_checkpoints: checkpoints.as_ref().map(SharedCheckpoints::reports),
                 };
-                let (result, timings) = self.executor.run(spec, JobHooks { progress: progress_tx, cancel: cancel.clone() }).await;
+                let hooks = JobHooks::new(progress_tx, cancel.clone(), flags.make_way.clone());
+                let (result, timings) = match run {
+                    Run::Own => self.executor.run(spec, hooks).await,
+                    Run::Lent => self.executor.lend(spec, hooks).await,
+                };
                 (self.share_result(id, result, &patience).await, timings, checkpoints)
             }
         };
         let _ = forwarder.await;
         self.cancels.remove(id);
-        if matches!(result, Err(ExecError::Cancelled)) && self.cancels.is_stopping() {
+        let stopped_by_shutdown = matches!(result, Err(ExecError::Cancelled)) && self.cancels.is_stopping();
+        if stopped_by_shutdown || matches!(result, Err(ExecError::MadeWay)) {
             if let Some(checkpoints) = checkpoints {
                 checkpoints.hand_over().await;
             }
-            // Back in the queue (cancelled if a user asked), not counted as an attempt; if the store cannot
-            // take it now, the job is left `running` and the next start re-queues it.
-            match self.store.give_back(&lease).await {
-                Ok(()) => tracing::warn!(%id, "job stopped by the shutdown; it is back in the queue"),
-                Err(e) => tracing::warn!(%id, error = %e, "job stopped by the shutdown; it is re-queued at the next start"),
+            // Back in the queue (cancelled if a user asked, paused if its owner did), not counted as an
+            // attempt; if the store cannot take it now, the job is left `running` and the next start re-queues it.
+            let stored = if self.cancels.is_stopping() { self.store.give_back(&lease).await } else { self.store.set_aside(&lease).await };
+            match stored {
+                Ok(()) if self.cancels.is_stopping() => tracing::warn!(%id, "job stopped by the shutdown; it is back in the queue"),
+                Ok(()) => tracing::info!(%id, "job made way at a checkpoint; it goes on from there at its turn"),
+                Err(e) => tracing::warn!(%id, error = %e, "job stopped; it is re-queued at the next start"),
             }
             let _ = self.events.send(id);
             return;
@@ -274,7 +360,7 @@ impl Scheduler {
 
         let status = match &result {
             Ok(_) => JobStatus::Succeeded,
-            Err(ExecError::Cancelled) => JobStatus::Cancelled,
+            Err(ExecError::Cancelled | ExecError::MadeWay) => JobStatus::Cancelled,
             Err(_) => JobStatus::Failed,
         };
         // Before the outcome is stored: whoever sees the job final then finds it in /metrics too.
@@ -290,6 +376,7 @@ impl Scheduler {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => {
                 tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed");
+                self.keep_if_asked(&job).await;
                 self.drop_checkpoints_if_ended(&job).await;
             }
         }
@@ -297,6 +384,16 @@ impl Scheduler {
             self.files.drop_local_copies(id).await;
         }
         let _ = self.events.send(id);
+    }
+
+    /// A job cancelled with `keep=true`: its finished segments become its result, before its checkpoints go.
+    async fn keep_if_asked(&self, job: &Job) {
+        match self.store.get(job.id).await {
+            Ok(Some(now)) if now.status == JobStatus::Cancelled && now.keep_partial => {
+                super::keep::keep_finished(&self.config, self.store.as_ref(), &self.files, &now).await;
+            }
+            _ => {}
+        }
     }
 
     /// A job that failed or was cancelled never runs again: its checkpoints go. Asked of the store, not
@@ -346,7 +443,7 @@ impl Scheduler {
         for attempt in 1u64.. {
             let stored = match result {
                 Ok(outcome) => self.store.succeed(lease, outcome).await,
-                Err(ExecError::Cancelled) => self.store.mark_cancelled(lease, Some(timings)).await,
+                Err(ExecError::Cancelled | ExecError::MadeWay) => self.store.mark_cancelled(lease, Some(timings)).await,
                 Err(e) => {
                     // What clients see; the log line of `execute` keeps the paths.
                     let error = JobError { code: e.code().into(), message: crate::redact::client_message(&e.to_string()) };
@@ -373,6 +470,34 @@ impl Scheduler {
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(OUTCOME_RETRY_MAX_PAUSE);
+        }
+    }
+}
+
+/// How a claimed job runs: on the executor as its own, or lent the executor at a running job's chunk ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Own,
+    Lent,
+}
+
+/// Whether the running job `id` should make way at its next checkpoint for another owner's job that is next
+/// in the claim order and has waited `fair_wait_s` (`claim_order::Snapshot::makes_way_for`).
+async fn another_owners_turn(store: &dyn JobStore, claim: &Claim, fair_wait_s: f64, id: Uuid) -> bool {
+    if fair_wait_s <= 0.0 {
+        return false;
+    }
+    match store.queue_snapshot().await {
+        Ok(snapshot) => match snapshot.makes_way_for(id, |entry| claim.accepts(entry), fair_wait_s, &now_rfc3339()) {
+            Some(waiting) => {
+                tracing::info!(%id, for_job = %waiting.id, "another owner's job waited its turn: the running job makes way at its next checkpoint");
+                true
+            }
+            None => false,
+        },
+        Err(e) => {
+            tracing::warn!(%id, error = %e, "cannot read the queue for the owners' turns");
+            false
         }
     }
 }
@@ -468,6 +593,11 @@ mod tests {
             owner: None,
             callback: None,
             from_try: None,
+            pausing: false,
+            estimate: None,
+            queue: None,
+            partial: false,
+            keep_partial: false,
             input_path: "/jobs/1/in.mp4".into(),
             output_path: None,
         }

@@ -104,6 +104,10 @@ impl Queue {
             .unwrap_or_else(|| "mp4".into());
         let input_path = job_dir.join(format!("input.{extension}"));
         let (file_name, bytes) = (file.file_name.clone(), file.bytes);
+        let estimate = match probed.size.as_ref().and_then(|size| super::estimate::Planned::of(&request, size, bytes)) {
+            Some(planned) => Some(self.estimate(&request, &planned).await),
+            None => None,
+        };
         file.keep_as(&input_path).await?;
         if let Err(e) = self.files.share(id, &input_path).await {
             let _ = tokio::fs::remove_dir_all(&job_dir).await;
@@ -126,6 +130,7 @@ impl Queue {
             answered_by: origin.answered_by,
             callback_url: request.callback_url,
             from_try: origin.from_try,
+            estimate,
         };
         let job = match self.store.insert(new_job).await {
             Ok(job) => job,

@@ -213,6 +213,7 @@ async fn a_short_id_that_starts_two_jobs_ids_is_refused_with_both() {
             answered_by: None,
             callback_url: None,
             from_try: None,
+            estimate: None,
         }).await.unwrap();
     }
     let client = client();

@@ -462,10 +462,11 @@ async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox
         answered_by: None,
         callback_url: None,
         from_try: None,
+        estimate: None,
     };
     let id = uuid::Uuid::new_v4();
     store.insert(new_job(id)).await.unwrap();
-    let claim = |worker: &str, lease_ms| Claim { worker: worker.into(), lease: Duration::from_millis(lease_ms), models: None, device_memory_bytes: None };
+    let claim = |worker: &str, lease_ms| Claim { worker: worker.into(), lease: Duration::from_millis(lease_ms), models: None, device_memory_bytes: None, lane: Lane::Any };
     let (a, b) = (Lease { id, worker: "a".into(), attempt: 1 }, Lease { id, worker: "b".into(), attempt: 2 });
     // Another worker's models: not this job's.
     let elsewhere = Claim { models: Some(vec!["wan21".into()]), ..claim("b", 60_000) };
@@ -482,7 +483,7 @@ async fn a_lost_lease_fences_the_old_worker_out(store: std::sync::Arc<dyn vaebox
     assert_eq!((job.attempts, job.worker.as_deref()), (2, Some("b")));
 
     assert_eq!(store.heartbeat(&a, Duration::from_secs(60)).await.unwrap(), LeaseState::Lost);
-    assert_eq!(store.heartbeat(&b, Duration::from_secs(60)).await.unwrap(), LeaseState::Held { cancel_requested: false });
+    assert_eq!(store.heartbeat(&b, Duration::from_secs(60)).await.unwrap(), LeaseState::Held { cancel_requested: false, pause_requested: false });
     let outcome = |name: &str| JobOutcome {
         output_name: name.into(),
         output_path: format!("/nowhere/{name}").into(),

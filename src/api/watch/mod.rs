@@ -191,7 +191,7 @@ impl Watcher {
                 Ok(store.watch_set(file.job_id, WatchState::Failed, None).await?)
             }
             (WatchState::Submitted, Some(job)) => match job.status {
-                JobStatus::Queued | JobStatus::Running => Ok(()),
+                JobStatus::Queued | JobStatus::Paused | JobStatus::Running => Ok(()),
                 JobStatus::Succeeded => {
                     let id = job.id.to_string();
                     let result = self.app.queue.local_result(&job, &id).await?;

@@ -42,7 +42,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     // Every output frame is the job's to write (a still input too: its frame held, as a video), so any run
     // can go on from its last segment.
     let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "interpolate": format!("{settings:?}") });
-    let checkpoints = Checkpoints::open(exec, job, resume_settings, output_rate.as_f64(), true);
+    let checkpoints = Checkpoints::open(exec, job, hooks, resume_settings, output_rate.as_f64(), true);
     let output = OutputVideo { fps_rational: output_rate.as_text(), ..OutputVideo::like(&info, info.width, info.height) };
     let mut writer = write_segments(exec, job, output, &checkpoints.folder.dir, checkpoints.finished())?;
     let depth = writer.depth();
@@ -54,7 +54,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     // The frames a stopped run wrote are passed over, not made again.
     let mut written = retimer.pass_over(checkpoints.finished().frames, &mut clock)?;
     loop {
-        hooks.check_cancelled()?;
+        hooks.between_chunks()?;
         let Some(chunk) = retimer.next_chunk(chunk_frames, &mut clock)? else { break };
         written += chunk.size()[0] as u64;
         let rgb = StageClock::time(&mut clock.write, || frames::to_rgb(&chunk, depth))?;
@@ -64,7 +64,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         }
         hooks.progress.send_replace(Progress::frames(written, total.max(written), started.elapsed().as_secs_f64()).at("interpolate"));
     }
-    hooks.check_cancelled()?;
+    hooks.between_chunks()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
     let output_media = StageClock::time(&mut clock.write, || finish_output(exec, job, writer))?;
     checkpoints.folder.remove();

@@ -64,7 +64,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let settings = RestoreSettings { batch: memory.batch, ..settings };
     // The DiT's tiles decide the frames too (their seams are blended).
     let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "batch": settings.batch, "budget_mib": budget_mib, "dit_tiles": memory.dit_tiles });
-    let checkpoints = Checkpoints::open(exec, job, resume_settings, info.fps, !info.still);
+    let checkpoints = Checkpoints::open(exec, job, hooks, resume_settings, info.fps, !info.still);
     let factor = restorer.vae.spatial_factor();
     let dit_tiles = memory.dit_tiles.map(|tiles| blended_tiles(&tiles, geometry.model_h() / factor, geometry.model_w() / factor, exec.device)).unwrap_or_default();
     let stage_span: Rc<RefCell<Option<StageSpan>>> = Rc::default();
@@ -189,7 +189,7 @@ impl Pipeline<'_> {
         let started = Instant::now();
         let mut input_ended = false;
         while !input_ended {
-            self.hooks.check_cancelled()?;
+            self.hooks.between_chunks()?;
             let waited = Instant::now();
             let chunk = reader.next_chunk()?;
             clock.io.read += waited.elapsed().as_secs_f64();
@@ -213,7 +213,7 @@ impl Pipeline<'_> {
             }
             self.restore_batches(vae, &mut scene, input_ended, &mut writer, &mut clock, started)?;
         }
-        self.hooks.check_cancelled()?;
+        self.hooks.between_chunks()?;
         let done = clock.done;
         self.hooks.progress.send_replace(self.progress(&clock, started).with_fraction(1.0, started.elapsed().as_secs_f64()).at("write"));
         if let Some(still) = writer.still() {
@@ -260,7 +260,7 @@ impl Pipeline<'_> {
         loop {
             let overlap = scene.buffer.overlap_with_previous();
             let Some(batch) = scene.buffer.next_batch(scene_ended) else { break };
-            self.hooks.check_cancelled()?;
+            self.hooks.between_chunks()?;
             if let Some((batches, held)) = clock.replay.as_mut() {
                 // A stopped run restored and wrote this batch: passed over, but counted (its noise index).
                 clock.batches += 1;

@@ -168,7 +168,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             let mut decoder = ctx.decoder();
             let (mut start, mut done) = resume_decoder(ctx, &checkpoints, &mut decoder, &mut fallbacks)?;
             while start < latent_frames && done < total {
-                ctx.hooks.check_cancelled()?;
+                ctx.hooks.between_chunks()?;
                 let count = latents_per_push.min(latent_frames - start);
                 let slice = latent.narrow(2, start, count).to_device(ctx.exec.device);
                 start += count;
@@ -189,7 +189,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             (done, decoder.row_split())
         }
     };
-    ctx.hooks.check_cancelled()?;
+    ctx.hooks.between_chunks()?;
     let output_media = StageClock::time(&mut clock.write, || sink.finish(ctx))?;
     checkpoints.folder.remove();
     let kept = checkpoints.finished().frames;
@@ -271,7 +271,7 @@ fn decode_tile_major(
         // Progress in frame units over all the work: every tile's pushes, then the blends.
         step: &mut |steps_done: usize, steps: usize| {
             ctx.progress(total * steps_done as u64 / steps.max(1) as u64, total, job.started);
-            ctx.hooks.check_cancelled()
+            ctx.hooks.between_chunks()
         },
         push: &mut |decoder, slice| {
             // Each tile's stream is made by the decode: the cancel reaches inside its pushes from here.

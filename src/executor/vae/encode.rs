@@ -163,7 +163,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let started = Instant::now();
     let (mut last_frame, mut done, mut checkpointed) = (None::<Tensor>, 0u64, pushed);
     loop {
-        ctx.hooks.check_cancelled()?;
+        ctx.hooks.between_chunks()?;
         let Some((x, count)) = source.next(ctx, &mut clock)? else { break };
         last_frame = Some(x.narrow(2, x.size()[2] - 1, 1));
         // Frames a stopped run had pushed are read again, not encoded again.

@@ -73,7 +73,7 @@ impl VaeJob<'_> {
     /// order, since a tile-major checkpoint records another place than a time-major one.
     pub(super) fn checkpoints(&self, rate: f64, resumable: bool) -> Checkpoints {
         let settings = serde_json::json!({ "kind": format!("{:?}", self.kind), "tiles": self.tiles, "tile_major": self.tile_plan.tile_major });
-        Checkpoints::open(self.exec, self.job, settings, rate, resumable)
+        Checkpoints::open(self.exec, self.job, self.hooks, settings, rate, resumable)
     }
 
     pub(super) fn reader(&self, info: &MediaInfo) -> Result<FrameReader, ExecError> {

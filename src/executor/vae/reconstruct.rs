@@ -96,7 +96,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     let (mut read_frames, mut done, mut last_frame) = (0u64, kept, None::<Tensor>);
     let mut finished_input = false;
     while !finished_input || !waiting.is_empty() {
-        ctx.hooks.check_cancelled()?;
+        ctx.hooks.between_chunks()?;
         let x = match StageClock::time(&mut clock.read, || reader.next_chunk())? {
             Some(chunk) => {
                 let pixels = frames::to_tensor(&chunk, device);
@@ -153,7 +153,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             ctx.progress(done, info.frames, started);
         }
     }
-    ctx.hooks.check_cancelled()?;
+    ctx.hooks.between_chunks()?;
     let output_media = StageClock::time(&mut clock.write, || finish_output(ctx.exec, ctx.job, sink))?;
     checkpoints.folder.remove();
     clock.record(timings, done - kept, started);

@@ -13,6 +13,7 @@ use tokio::sync::{broadcast, Notify};
 use uuid::Uuid;
 
 use super::callback::{CallbackNext, CallbackState, Delivery};
+use super::claim_order::{Entry, Snapshot};
 use super::model::*;
 pub use crate::config::DatabaseTarget;
 use crate::media::MediaInfo;
@@ -67,6 +68,8 @@ pub struct NewJob {
     pub callback_url: Option<String>,
     /// The short job (a range of the same input) this whole-clip job was made from.
     pub from_try: Option<Uuid>,
+    /// What the box expects of it (`queue::estimate`).
+    pub estimate: Option<Estimate>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -76,6 +79,22 @@ pub struct ListFilter {
     pub owner: Option<String>,
     pub limit: i64,
     pub offset: i64,
+}
+
+/// A cancelled job's finished frames, joined into a file of their own.
+#[derive(Debug, Clone)]
+pub struct KeptOutput {
+    pub name: String,
+    pub path: String,
+    pub bytes: u64,
+    pub media: Option<MediaInfo>,
+}
+
+pub enum PauseOutcome {
+    /// Queued: now paused (or back in line); running: asked to pause at its next checkpoint (or no longer).
+    Changed(Job),
+    AlreadyFinished(Job),
+    NotFound,
 }
 
 pub enum CancelOutcome {
@@ -103,7 +122,35 @@ pub struct Claim {
     pub models: Option<Vec<String>>,
     /// Only jobs that need at most this much device memory; `None`: any.
     pub device_memory_bytes: Option<u64>,
+    pub lane: Lane,
 }
+
+/// Which queued jobs a claim takes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Lane {
+    /// Any, in the claim order (`claim_order`).
+    Any,
+    /// Only those that may run at a running job's chunk ends (`executor::lending`): synchronous calls, and
+    /// jobs the box expects to take at most `short_job_s`.
+    Short { short_job_s: f64 },
+}
+
+impl Claim {
+    /// Whether this worker may take the queued job `entry`.
+    pub fn accepts(&self, entry: &Entry) -> bool {
+        let model = self.models.as_ref().is_none_or(|models| models.contains(&entry.model));
+        let memory = self.device_memory_bytes.is_none_or(|bytes| entry.device_bytes_needed <= bytes);
+        let lane = match self.lane {
+            Lane::Any => true,
+            Lane::Short { short_job_s } => entry.interactive || entry.estimate_s.is_some_and(|s| s <= short_job_s),
+        };
+        model && memory && lane
+    }
+}
+
+/// A claim that found its job taken by another worker between the read and the write reads again, this many
+/// times at most.
+const CLAIM_RACES: usize = 8;
 
 /// A running job as its worker holds it. Progress and the outcome are written only while the worker
 /// still holds it, so a worker that lost its lease (paused, cut off) cannot record a second result.
@@ -121,7 +168,7 @@ pub struct Lease {
 /// What a heartbeat learns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseState {
-    Held { cancel_requested: bool },
+    Held { cancel_requested: bool, pause_requested: bool },
     /// The lease expired and the job went back to the queue (or failed); this worker must stop it.
     Lost,
 }
@@ -165,16 +212,37 @@ pub trait JobStore: Send + Sync + 'static {
     async fn jobs_with_id_prefix(&self, prefix: &str, limit: i64) -> Result<Vec<Job>, StoreError>;
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError>;
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError>;
-    /// Atomically moves the next queued job this worker can run (highest priority, then oldest) to
-    /// `running`, leased to the worker.
-    async fn claim_next(&self, claim: &Claim) -> Result<Option<Job>, StoreError>;
+    /// The queued (not paused) and running jobs and each owner's latest start: what the claim order reads.
+    async fn queue_snapshot(&self) -> Result<Snapshot, StoreError>;
+    /// Moves the job `id` to `running`, leased to the worker, if it is still queued and not paused.
+    async fn claim_job(&self, id: Uuid, claim: &Claim) -> Result<Option<Job>, StoreError>;
+    /// Moves the next queued job this worker can run, in the claim order (`claim_order`), to `running`.
+    async fn claim_next(&self, claim: &Claim) -> Result<Option<Job>, StoreError> {
+        for _ in 0..CLAIM_RACES {
+            let snapshot = self.queue_snapshot().await?;
+            let Some(next) = snapshot.next(|entry| claim.accepts(entry)) else { return Ok(None) };
+            if let Some(job) = self.claim_job(next.id, claim).await? {
+                return Ok(Some(job));
+            }
+        }
+        Ok(None)
+    }
+    /// A running job that stopped at a checkpoint to make way (its owner paused it, another owner's turn):
+    /// back in the queue (paused, if asked; cancelled, if a user asked), not counted as an attempt; its start
+    /// (the owner's turn) and progress stay.
+    async fn set_aside(&self, lease: &Lease) -> Result<(), StoreError>;
+    /// Pauses or resumes a queued or running job.
+    async fn set_paused(&self, id: Uuid, paused: bool) -> Result<PauseOutcome, StoreError>;
     /// Extends the lease; says whether the worker still holds it and whether a user asked to cancel.
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<LeaseState, StoreError>;
     async fn set_progress(&self, lease: &Lease, progress: &Progress) -> Result<(), StoreError>;
     async fn succeed(&self, lease: &Lease, outcome: &JobOutcome) -> Result<(), StoreError>;
     async fn fail(&self, lease: &Lease, error: &JobError, timings: Option<&Timings>) -> Result<(), StoreError>;
     async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>) -> Result<(), StoreError>;
-    async fn request_cancel(&self, id: Uuid) -> Result<CancelOutcome, StoreError>;
+    /// `keep`: the job's finished segments become its (shorter) result.
+    async fn request_cancel(&self, id: Uuid, keep: bool) -> Result<CancelOutcome, StoreError>;
+    /// A cancelled job's finished segments, joined, are its result (`…/cancel?keep=true`).
+    async fn keep_output(&self, id: Uuid, output: &KeptOutput) -> Result<(), StoreError>;
     async fn delete(&self, id: Uuid) -> Result<DeleteOutcome, StoreError>;
     /// The job's files are gone (a synchronous call returned its result once): its record stays, its
     /// result no longer reads as kept.

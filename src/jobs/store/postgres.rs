@@ -10,7 +10,7 @@ use sqlx::{PgPool, Row};
 use tokio::sync::{broadcast, Notify};
 use uuid::Uuid;
 
-use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, to_json, JobRow, LostLease, WatchedRow, WorkerRow};
+use super::row::{clamp_i64, parse_id, parse_ids, paused_flag, rfc3339_in, snapshot, stored_status, to_json, EntryRow, JobRow, LostLease, StartRow, WatchedRow, WorkerRow, SNAPSHOT_JOBS, SNAPSHOT_STARTS};
 use super::*;
 
 pub struct PgStore {
@@ -53,8 +53,8 @@ impl JobStore for PgStore {
         let row: JobRow = sqlx::query_as(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
                                input_media, timings, created_at, owner, device_bytes_needed, answered_by,
-                               callback_url, callback_state, from_try)
-             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                               callback_url, callback_state, from_try, estimate)
+             VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
              RETURNING *",
         )
         .bind(job.id.to_string())
@@ -74,6 +74,7 @@ impl JobStore for PgStore {
         .bind(&job.callback_url)
         .bind(job.callback_url.as_ref().map(|_| CallbackState::Pending.as_str()))
         .bind(job.from_try.map(|id| id.to_string()))
+        .bind(job.estimate.as_ref().map(to_json))
         .fetch_one(&self.pool)
         .await?;
         row.into_job()
@@ -85,36 +86,51 @@ impl JobStore for PgStore {
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError> {
         let rows: Vec<JobRow> = sqlx::query_as(
-            "SELECT * FROM jobs WHERE ($1::text IS NULL OR status = $1) AND ($4::text IS NULL OR owner = $4)
+            "SELECT * FROM jobs WHERE ($1::text IS NULL OR status = $1) AND ($5::bigint IS NULL OR paused = $5)
+                                AND ($4::text IS NULL OR owner = $4)
              ORDER BY seq DESC LIMIT $2 OFFSET $3",
         )
-        .bind(filter.status.map(JobStatus::as_str))
+        .bind(filter.status.map(stored_status))
         .bind(filter.limit)
         .bind(filter.offset)
         .bind(&filter.owner)
+        .bind(filter.status.and_then(paused_flag))
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(JobRow::into_job).collect()
     }
 
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE status = $1").bind(status.as_str()).fetch_one(&self.pool).await?)
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE status = $1 AND ($2::bigint IS NULL OR paused = $2)")
+            .bind(stored_status(status))
+            .bind(paused_flag(status))
+            .fetch_one(&self.pool)
+            .await?)
     }
 
-    async fn claim_next(&self, claim: &Claim) -> Result<Option<Job>, StoreError> {
+    async fn queue_snapshot(&self) -> Result<Snapshot, StoreError> {
+        // One transaction: the jobs and the owners' starts as of one moment.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
+        let jobs: Vec<EntryRow> = sqlx::query_as(SNAPSHOT_JOBS).fetch_all(&mut *tx).await?;
+        let starts: Vec<StartRow> = sqlx::query_as(SNAPSHOT_STARTS).fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        snapshot(jobs, starts)
+    }
+
+    async fn claim_job(&self, id: Uuid, claim: &Claim) -> Result<Option<Job>, StoreError> {
+        // Two workers that chose the same job: the second's UPDATE waits for the first's row lock, then finds
+        // it no longer queued and claims nothing (and reads the queue again).
         let row: Option<JobRow> = sqlx::query_as(
-            "UPDATE jobs SET status = 'running', started_at = $1, attempts = attempts + 1, progress = $6,
+            "UPDATE jobs SET status = 'running', started_at = $1, attempts = attempts + 1, progress = $5,
                              worker = $2, lease_until = now() + $3 * interval '1 millisecond'
-             WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND ($4::text[] IS NULL OR model = ANY($4))
-                           AND ($5::bigint IS NULL OR COALESCE(device_bytes_needed, 0) <= $5)
-                         ORDER BY priority DESC, seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED)
+             WHERE id = $4 AND status = 'queued' AND paused = 0
              RETURNING *",
         )
         .bind(now_rfc3339())
         .bind(&claim.worker)
         .bind(millis(claim.lease))
-        .bind(&claim.models)
-        .bind(claim.device_memory_bytes.map(clamp_i64))
+        .bind(id.to_string())
         // Running from the claim on, and saying so: never a running job without a stage.
         .bind(to_json(&Progress::starting(0)))
         .fetch_optional(&self.pool)
@@ -122,18 +138,47 @@ impl JobStore for PgStore {
         row.map(JobRow::into_job).transpose()
     }
 
+    async fn set_aside(&self, lease: &Lease) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
+                             finished_at = CASE WHEN cancel_requested THEN $1 ELSE NULL END,
+                             attempts = GREATEST(attempts - 1, 0), worker = NULL, lease_until = NULL
+             WHERE id = $2 AND worker = $3 AND status = 'running'",
+        )
+        .bind(now_rfc3339())
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn set_paused(&self, id: Uuid, paused: bool) -> Result<PauseOutcome, StoreError> {
+        let changed = sqlx::query("UPDATE jobs SET paused = $1 WHERE id = $2 AND status IN ('queued', 'running')")
+            .bind(i64::from(paused))
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(match self.fetch(id).await? {
+            None => PauseOutcome::NotFound,
+            Some(job) if changed == 0 => PauseOutcome::AlreadyFinished(job),
+            Some(job) => PauseOutcome::Changed(job),
+        })
+    }
+
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<LeaseState, StoreError> {
-        let cancel_requested: Option<bool> = sqlx::query_scalar(
+        let held: Option<(bool, i64)> = sqlx::query_as(
             "UPDATE jobs SET lease_until = now() + $1 * interval '1 millisecond'
-             WHERE id = $2 AND worker = $3 AND status = 'running' RETURNING cancel_requested",
+             WHERE id = $2 AND worker = $3 AND status = 'running' RETURNING cancel_requested, paused",
         )
         .bind(millis(extend))
         .bind(lease.id.to_string())
         .bind(&lease.worker)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(match cancel_requested {
-            Some(cancel_requested) => LeaseState::Held { cancel_requested },
+        Ok(match held {
+            Some((cancel_requested, paused)) => LeaseState::Held { cancel_requested, pause_requested: paused != 0 },
             None => LeaseState::Lost,
         })
     }
@@ -202,7 +247,7 @@ impl JobStore for PgStore {
         Ok(())
     }
 
-    async fn request_cancel(&self, id: Uuid) -> Result<CancelOutcome, StoreError> {
+    async fn request_cancel(&self, id: Uuid, keep: bool) -> Result<CancelOutcome, StoreError> {
         let mut tx = self.pool.begin().await?;
         let status: Option<String> = sqlx::query_scalar("SELECT status FROM jobs WHERE id = $1 FOR UPDATE")
             .bind(id.to_string())
@@ -212,22 +257,27 @@ impl JobStore for PgStore {
         let status = JobStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt { id: id.to_string(), reason: format!("status {status}") })?;
         match status {
-            JobStatus::Queued => {
-                sqlx::query("UPDATE jobs SET status = 'cancelled', finished_at = $1 WHERE id = $2")
+            JobStatus::Queued | JobStatus::Paused => {
+                sqlx::query("UPDATE jobs SET status = 'cancelled', finished_at = $1, keep_partial = $3 WHERE id = $2")
                     .bind(now_rfc3339())
                     .bind(id.to_string())
+                    .bind(i64::from(keep))
                     .execute(&mut *tx)
                     .await?;
             }
             JobStatus::Running => {
-                sqlx::query("UPDATE jobs SET cancel_requested = TRUE WHERE id = $1").bind(id.to_string()).execute(&mut *tx).await?;
+                sqlx::query("UPDATE jobs SET cancel_requested = TRUE, keep_partial = $2 WHERE id = $1")
+                    .bind(id.to_string())
+                    .bind(i64::from(keep))
+                    .execute(&mut *tx)
+                    .await?;
             }
             _ => {}
         }
         tx.commit().await?;
         let job = self.fetch_existing(id).await?;
         Ok(match status {
-            JobStatus::Queued => CancelOutcome::Cancelled(job),
+            JobStatus::Queued | JobStatus::Paused => CancelOutcome::Cancelled(job),
             JobStatus::Running => CancelOutcome::Requested(job),
             _ => CancelOutcome::AlreadyFinished(job),
         })
@@ -243,6 +293,18 @@ impl JobStore for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(DeleteOutcome::Deleted(job))
+    }
+
+    async fn keep_output(&self, id: Uuid, output: &KeptOutput) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET output_name = $1, output_path = $2, output_bytes = $3, output_media = $4 WHERE id = $5 AND status = 'cancelled'")
+            .bind(&output.name)
+            .bind(&output.path)
+            .bind(clamp_i64(output.bytes))
+            .bind(output.media.as_ref().map(to_json))
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn files_removed(&self, id: Uuid) -> Result<(), StoreError> {

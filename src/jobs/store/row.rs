@@ -42,6 +42,9 @@ pub(super) struct JobRow {
     callback_state: Option<String>,
     callback_deliveries: Option<String>,
     from_try: Option<String>,
+    paused: i64,
+    estimate: Option<String>,
+    keep_partial: i64,
 }
 
 /// An RFC 3339 instant `offset` from now, in the form `now_rfc3339` writes (so text order is time order).
@@ -101,9 +104,15 @@ impl JobRow {
             }),
             _ => None,
         };
+        let status = match JobStatus::parse(&self.status).ok_or_else(|| corrupt(format!("status {}", self.status)))? {
+            // A paused job is a queued row held back (migrations/sqlite/0009_shared_box.sql).
+            JobStatus::Queued if self.paused != 0 => JobStatus::Paused,
+            status => status,
+        };
+        let partial = status == JobStatus::Cancelled && self.keep_partial != 0 && output.is_some();
         Ok(Job {
             id: uuid,
-            status: JobStatus::parse(&self.status).ok_or_else(|| corrupt(format!("status {}", self.status)))?,
+            status,
             op: Op::parse(&self.op).ok_or_else(|| corrupt(format!("op {}", self.op)))?,
             model: self.model,
             priority: self.priority,
@@ -127,6 +136,11 @@ impl JobRow {
             worker: self.worker,
             callback,
             from_try: self.from_try.map(parse_id).transpose()?,
+            pausing: status == JobStatus::Running && self.paused != 0,
+            estimate: from_json(&id, "estimate", self.estimate)?,
+            queue: None,
+            partial,
+            keep_partial: self.keep_partial != 0,
             input_path: self.input_path,
             output_path: self.output_path,
         })
@@ -239,3 +253,88 @@ impl WatchedRow {
     }
 }
 
+
+/// The queued (not paused) and running jobs, as the claim order reads them; the same text in both databases.
+pub(super) const SNAPSHOT_JOBS: &str = "SELECT id, owner, priority, seq, status, answered_by, model, device_bytes_needed, estimate,
+            created_at, started_at, progress
+     FROM jobs WHERE status = 'running' OR (status = 'queued' AND paused = 0)";
+
+/// Each owner's latest start, over all its jobs.
+pub(super) const SNAPSHOT_STARTS: &str = "SELECT owner, MAX(started_at) AS at FROM jobs WHERE started_at IS NOT NULL GROUP BY owner";
+
+/// A row of `SNAPSHOT_JOBS`.
+#[derive(sqlx::FromRow)]
+pub(super) struct EntryRow {
+    id: String,
+    owner: Option<String>,
+    priority: i64,
+    seq: i64,
+    status: String,
+    answered_by: Option<String>,
+    model: String,
+    device_bytes_needed: Option<i64>,
+    estimate: Option<String>,
+    created_at: String,
+    started_at: Option<String>,
+    progress: Option<String>,
+}
+
+/// A row of `SNAPSHOT_STARTS`.
+#[derive(sqlx::FromRow)]
+pub(super) struct StartRow {
+    owner: Option<String>,
+    at: Option<String>,
+}
+
+/// The snapshot the claim order reads, from the rows of `SNAPSHOT_JOBS` and `SNAPSHOT_STARTS`.
+pub(super) fn snapshot(jobs: Vec<EntryRow>, starts: Vec<StartRow>) -> Result<crate::jobs::claim_order::Snapshot, StoreError> {
+    let now = now_rfc3339();
+    let entries = jobs.into_iter().map(|row| row.into_entry(&now)).collect::<Result<_, _>>()?;
+    let last_start = starts.into_iter().filter_map(|row| Some((row.owner, row.at?))).collect();
+    Ok(crate::jobs::claim_order::Snapshot { entries, last_start })
+}
+
+impl EntryRow {
+    fn into_entry(self, now: &str) -> Result<crate::jobs::claim_order::Entry, StoreError> {
+        let estimate: Option<Estimate> = from_json(&self.id, "estimate", self.estimate)?;
+        let estimate_s = estimate.and_then(|e| e.seconds);
+        let running = self.status == "running";
+        let progress: Option<Progress> = if running { from_json(&self.id, "progress", self.progress)? } else { None };
+        let ran_s = self.started_at.as_deref().and_then(|started| seconds_between(started, now));
+        let remaining_s = match (progress.and_then(|p| p.eta_s), estimate_s, ran_s) {
+            (Some(eta), _, _) => Some(eta),
+            (None, Some(estimate), Some(ran)) => Some((estimate - ran).max(0.0)),
+            _ => None,
+        };
+        Ok(crate::jobs::claim_order::Entry {
+            id: parse_id(self.id)?,
+            owner: self.owner,
+            priority: self.priority,
+            seq: self.seq,
+            running,
+            interactive: self.answered_by.is_some(),
+            model: self.model,
+            device_bytes_needed: self.device_bytes_needed.unwrap_or(0).max(0) as u64,
+            estimate_s,
+            created_at: self.created_at,
+            remaining_s: running.then_some(remaining_s).flatten(),
+        })
+    }
+}
+
+/// The `status` column a status is kept in: a paused job is a queued row held back (`paused = 1`).
+pub(super) fn stored_status(status: JobStatus) -> &'static str {
+    match status {
+        JobStatus::Paused => JobStatus::Queued.as_str(),
+        other => other.as_str(),
+    }
+}
+
+/// The `paused` column a listed status needs; `None`: either.
+pub(super) fn paused_flag(status: JobStatus) -> Option<i64> {
+    match status {
+        JobStatus::Queued => Some(0),
+        JobStatus::Paused => Some(1),
+        JobStatus::Running | JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled => None,
+    }
+}

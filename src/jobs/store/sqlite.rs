@@ -8,7 +8,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
-use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, to_json, JobRow, LostLease, WatchedRow, WorkerRow};
+use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, paused_flag, snapshot, stored_status, to_json, EntryRow, JobRow, LostLease, StartRow, WatchedRow, WorkerRow, SNAPSHOT_JOBS, SNAPSHOT_STARTS};
 use super::*;
 
 pub struct SqliteStore {
@@ -55,8 +55,8 @@ impl JobStore for SqliteStore {
         sqlx::query(
             "INSERT INTO jobs (id, status, op, model, priority, params, input_name, input_path, input_bytes,
                                input_media, timings, created_at, owner, device_bytes_needed, answered_by,
-                               callback_url, callback_state, from_try)
-             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               callback_url, callback_state, from_try, estimate)
+             VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(job.id.to_string())
         .bind(job.op.as_str())
@@ -75,6 +75,7 @@ impl JobStore for SqliteStore {
         .bind(&job.callback_url)
         .bind(job.callback_url.as_ref().map(|_| CallbackState::Pending.as_str()))
         .bind(job.from_try.map(|id| id.to_string()))
+        .bind(job.estimate.as_ref().map(to_json))
         .execute(&self.pool)
         .await?;
         self.fetch_existing(job.id).await
@@ -86,45 +87,49 @@ impl JobStore for SqliteStore {
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError> {
         let rows: Vec<JobRow> = sqlx::query_as(
-            "SELECT * FROM jobs WHERE (?1 IS NULL OR status = ?1) AND (?4 IS NULL OR owner = ?4) ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
+            "SELECT * FROM jobs WHERE (?1 IS NULL OR status = ?1) AND (?5 IS NULL OR paused = ?5) AND (?4 IS NULL OR owner = ?4)
+             ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
         )
-        .bind(filter.status.map(JobStatus::as_str))
+        .bind(filter.status.map(stored_status))
         .bind(filter.limit)
         .bind(filter.offset)
         .bind(&filter.owner)
+        .bind(filter.status.and_then(paused_flag))
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(JobRow::into_job).collect()
     }
 
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = ?")
-            .bind(status.as_str())
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = ? AND (?2 IS NULL OR paused = ?2)")
+            .bind(stored_status(status))
+            .bind(paused_flag(status))
             .fetch_one(&self.pool)
             .await?;
         Ok(row.try_get("n")?)
     }
 
-    async fn claim_next(&self, claim: &Claim) -> Result<Option<Job>, StoreError> {
+    async fn queue_snapshot(&self) -> Result<Snapshot, StoreError> {
+        let jobs: Vec<EntryRow> = sqlx::query_as(SNAPSHOT_JOBS).fetch_all(&self.pool).await?;
+        let starts: Vec<StartRow> = sqlx::query_as(SNAPSHOT_STARTS).fetch_all(&self.pool).await?;
+        snapshot(jobs, starts)
+    }
+
+    async fn claim_job(&self, id: Uuid, claim: &Claim) -> Result<Option<Job>, StoreError> {
         // In a transaction whose commit is checked: as a bare statement, `RETURNING` hands the row back
         // before SQLite has written it, so a claim that failed to commit (a full disk) ran the job all
         // the same, and again at every poll.
         let mut tx = self.write_transaction().await?;
         let claimed = sqlx::query(
-            "UPDATE jobs SET status = 'running', started_at = ?1, attempts = attempts + 1, progress = ?6,
+            "UPDATE jobs SET status = 'running', started_at = ?1, attempts = attempts + 1, progress = ?5,
                              worker = ?2, lease_until = ?3
-             WHERE id = (SELECT id FROM jobs WHERE status = 'queued'
-                           AND (?4 IS NULL OR model IN (SELECT value FROM json_each(?4)))
-                           AND (?5 IS NULL OR COALESCE(device_bytes_needed, 0) <= ?5)
-                         ORDER BY priority DESC, seq ASC LIMIT 1)
-               AND status = 'queued'
+             WHERE id = ?4 AND status = 'queued' AND paused = 0
              RETURNING id",
         )
         .bind(now_rfc3339())
         .bind(&claim.worker)
         .bind(rfc3339_in(claim.lease, true))
-        .bind(claim.models.as_ref().map(to_json))
-        .bind(claim.device_memory_bytes.map(clamp_i64))
+        .bind(id.to_string())
         // Running from the claim on, and saying so: never a running job without a stage.
         .bind(to_json(&Progress::starting(0)))
         .fetch_optional(&mut *tx)
@@ -136,9 +141,38 @@ impl JobStore for SqliteStore {
         }
     }
 
+    async fn set_aside(&self, lease: &Lease) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET status = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
+                             finished_at = CASE WHEN cancel_requested = 1 THEN ? ELSE NULL END,
+                             attempts = MAX(attempts - 1, 0), worker = NULL, lease_until = NULL
+             WHERE id = ? AND worker = ? AND status = 'running'",
+        )
+        .bind(now_rfc3339())
+        .bind(lease.id.to_string())
+        .bind(&lease.worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn set_paused(&self, id: Uuid, paused: bool) -> Result<PauseOutcome, StoreError> {
+        let changed = sqlx::query("UPDATE jobs SET paused = ? WHERE id = ? AND status IN ('queued', 'running')")
+            .bind(i64::from(paused))
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(match self.fetch(id).await? {
+            None => PauseOutcome::NotFound,
+            Some(job) if changed == 0 => PauseOutcome::AlreadyFinished(job),
+            Some(job) => PauseOutcome::Changed(job),
+        })
+    }
+
     async fn heartbeat(&self, lease: &Lease, extend: Duration) -> Result<LeaseState, StoreError> {
         let row = sqlx::query(
-            "UPDATE jobs SET lease_until = ? WHERE id = ? AND worker = ? AND status = 'running' RETURNING cancel_requested",
+            "UPDATE jobs SET lease_until = ? WHERE id = ? AND worker = ? AND status = 'running' RETURNING cancel_requested, paused",
         )
         .bind(rfc3339_in(extend, true))
         .bind(lease.id.to_string())
@@ -146,7 +180,10 @@ impl JobStore for SqliteStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(match row {
-            Some(row) => LeaseState::Held { cancel_requested: row.try_get::<i64, _>("cancel_requested")? != 0 },
+            Some(row) => LeaseState::Held {
+                cancel_requested: row.try_get::<i64, _>("cancel_requested")? != 0,
+                pause_requested: row.try_get::<i64, _>("paused")? != 0,
+            },
             None => LeaseState::Lost,
         })
     }
@@ -215,7 +252,7 @@ impl JobStore for SqliteStore {
         Ok(())
     }
 
-    async fn request_cancel(&self, id: Uuid) -> Result<CancelOutcome, StoreError> {
+    async fn request_cancel(&self, id: Uuid, keep: bool) -> Result<CancelOutcome, StoreError> {
         let mut tx = self.write_transaction().await?;
         let status: Option<String> = sqlx::query_scalar("SELECT status FROM jobs WHERE id = ?")
             .bind(id.to_string())
@@ -225,15 +262,17 @@ impl JobStore for SqliteStore {
         let status = JobStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt { id: id.to_string(), reason: format!("status {status}") })?;
         match status {
-            JobStatus::Queued => {
-                sqlx::query("UPDATE jobs SET status = 'cancelled', finished_at = ? WHERE id = ?")
+            JobStatus::Queued | JobStatus::Paused => {
+                sqlx::query("UPDATE jobs SET status = 'cancelled', finished_at = ?, keep_partial = ? WHERE id = ?")
                     .bind(now_rfc3339())
+                    .bind(i64::from(keep))
                     .bind(id.to_string())
                     .execute(&mut *tx)
                     .await?;
             }
             JobStatus::Running => {
-                sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE id = ?")
+                sqlx::query("UPDATE jobs SET cancel_requested = 1, keep_partial = ? WHERE id = ?")
+                    .bind(i64::from(keep))
                     .bind(id.to_string())
                     .execute(&mut *tx)
                     .await?;
@@ -243,7 +282,7 @@ impl JobStore for SqliteStore {
         tx.commit().await?;
         let job = self.fetch_existing(id).await?;
         Ok(match status {
-            JobStatus::Queued => CancelOutcome::Cancelled(job),
+            JobStatus::Queued | JobStatus::Paused => CancelOutcome::Cancelled(job),
             JobStatus::Running => CancelOutcome::Requested(job),
             _ => CancelOutcome::AlreadyFinished(job),
         })
@@ -259,6 +298,18 @@ impl JobStore for SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(DeleteOutcome::Deleted(job))
+    }
+
+    async fn keep_output(&self, id: Uuid, output: &KeptOutput) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET output_name = ?, output_path = ?, output_bytes = ?, output_media = ? WHERE id = ? AND status = 'cancelled'")
+            .bind(&output.name)
+            .bind(&output.path)
+            .bind(clamp_i64(output.bytes))
+            .bind(output.media.as_ref().map(to_json))
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn files_removed(&self, id: Uuid) -> Result<(), StoreError> {
@@ -515,3 +566,4 @@ impl JobStore for SqliteStore {
 #[cfg(test)]
 #[path = "sqlite_tests.rs"]
 mod tests;
+

@@ -23,13 +23,14 @@ fn new_job(id: Uuid) -> NewJob {
         answered_by: None,
         callback_url: None,
         from_try: None,
+        estimate: None,
     }
 }
 
 async fn succeeded_job(store: &SqliteStore, plan: JobPlan) -> Uuid {
     let id = Uuid::new_v4();
     store.insert(new_job(id)).await.unwrap();
-    let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
+    let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None, lane: Lane::Any };
     let claimed = store.claim_next(&claim).await.unwrap().unwrap();
     assert_eq!(claimed.id, id);
     let outcome = JobOutcome {
@@ -88,7 +89,7 @@ async fn a_cancel_beside_a_stream_of_progress_writes_is_never_refused() {
     let store = std::sync::Arc::new(SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap());
     let (writing, cancelled) = (Uuid::new_v4(), Uuid::new_v4());
     store.insert(new_job(writing)).await.unwrap();
-    let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None };
+    let claim = Claim { worker: "here".into(), lease: Duration::from_secs(60), models: None, device_memory_bytes: None, lane: Lane::Any };
     let claimed = store.claim_next(&claim).await.unwrap().unwrap();
     store.insert(new_job(cancelled)).await.unwrap();
     store.claim_next(&claim).await.unwrap().unwrap();
@@ -103,7 +104,7 @@ async fn a_cancel_beside_a_stream_of_progress_writes_is_never_refused() {
     };
     let mut cancels = 0;
     while !writer.is_finished() {
-        let outcome = store.request_cancel(cancelled).await;
+        let outcome = store.request_cancel(cancelled, false).await;
         assert!(matches!(outcome, Ok(CancelOutcome::Requested(_))), "cancel {cancels}: {:?}", outcome.err());
         cancels += 1;
     }
