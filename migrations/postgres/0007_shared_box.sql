@@ -2,6 +2,7 @@
 ALTER TABLE jobs ADD COLUMN paused BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN estimate TEXT;
 ALTER TABLE jobs ADD COLUMN keep_partial BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN queued_at TEXT;
 -- A pause asked through another box reaches the worker running the job as a cancel does.
 CREATE OR REPLACE FUNCTION vaebox_announce() RETURNS trigger AS $$
 BEGIN

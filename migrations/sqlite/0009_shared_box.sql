@@ -7,3 +7,6 @@ ALTER TABLE jobs ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN estimate TEXT;
 -- A cancel that keeps the finished segments as a shorter result.
 ALTER TABLE jobs ADD COLUMN keep_partial INTEGER NOT NULL DEFAULT 0;
+-- When the job last joined the queue (its submission, or its last stop to make way): what an owner's wait for
+-- a turn is counted from. NULL: its `created_at`.
+ALTER TABLE jobs ADD COLUMN queued_at TEXT;

@@ -22,7 +22,7 @@ use super::stored::StoredFile;
 use super::upload::{self, UploadLimits};
 use super::state::AppState;
 use crate::error_codes as codes;
-use crate::jobs::{Job, JobStatus, ListFilter};
+use crate::jobs::{Estimate, Job, JobStatus, ListFilter};
 use crate::queue::{Followed, InputKind, QueueError, Submission, Whole};
 
 /// Create a job from an upload
@@ -60,13 +60,33 @@ use crate::queue::{Followed, InputKind, QueueError, Submission, Whole};
     )
 )]
 pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Response, ApiError> {
+    let (upload, job_request, ticket) = receive(&app, &caller, request, Queued::Yes).await?;
+    let ticket = ticket.expect("a place in the queue was asked for");
+    let submission = Submission { request: job_request, input: upload.file, kind: InputKind::File, owner: caller.owner(), ticket };
+    let job = app.queue.submit(submission).await?;
+    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+}
+
+/// Whether a received upload becomes a job (and so needs a place in the queue before its body is read).
+#[derive(PartialEq)]
+enum Queued {
+    Yes,
+    No,
+}
+
+/// An upload with its fields, as `POST /v1/jobs` takes it: a place for it first (and in the queue, for a
+/// job), the fields checked before the body when they come as query parameters.
+async fn receive(app: &AppState, caller: &Caller, request: Request, queued: Queued) -> Result<(upload::Upload, crate::queue::JobRequest, Option<crate::queue::Ticket>), ApiError> {
     if let Some(declared) = upload::declared_too_large(&request, app.config.max_upload_bytes) {
         return Err(upload::refuse_declared_too_large(request, declared, app.config.max_upload_bytes).await);
     }
-    let slot = upload::upload_slot(&app, &request)?;
-    let ticket = match app.queue.admit(caller.owner()).await {
-        Ok(ticket) => ticket,
-        Err(refusal) => return Err(upload::refuse_unread(request, refusal.into()).await),
+    let slot = upload::upload_slot(app, &request)?;
+    let ticket = match queued {
+        Queued::No => None,
+        Queued::Yes => match app.queue.admit(caller.owner()).await {
+            Ok(ticket) => Some(ticket),
+            Err(refusal) => return Err(upload::refuse_unread(request, refusal.into()).await),
+        },
     };
     let limits = UploadLimits {
         dir: &app.uploads_dir(),
@@ -90,9 +110,32 @@ pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Ca
         };
         (upload::receive_raw(request, fields, &limits).await?, job_request)
     };
-    let submission = Submission { request: job_request, input: upload.file, kind: InputKind::File, owner: caller.owner(), ticket };
-    let job = app.queue.submit(submission).await?;
-    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+    Ok((upload, job_request, ticket))
+}
+
+/// Estimate a job before submitting it
+///
+/// The same body and fields as `POST /v1/jobs`, checked the same way; nothing is queued and the upload is not
+/// kept. Answers what the job would write and take on this box: its output's frames and size, its time from
+/// this box's own finished jobs of that op and model (null before the first; `basis` says which), the result's
+/// bytes and the disk it takes while it runs.
+#[utoipa::path(
+    post,
+    path = "/v1/estimate",
+    tag = "jobs",
+    params(JobFields),
+    request_body(content((UploadForm = "multipart/form-data"), (Binary = "application/octet-stream"))),
+    responses(
+        (status = 200, description = "What the job would take", body = Estimate),
+        (status = 400, body = ErrorBody, description = "Bad fields, as for POST /v1/jobs"),
+        (status = 413, body = ErrorBody, description = "Upload over the size limit (upload-too-large)"),
+        (status = 422, body = ErrorBody, description = "Not a usable video or latent, as for POST /v1/jobs"),
+        Faults,
+    )
+)]
+pub async fn estimate(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Json<Estimate>, ApiError> {
+    let (upload, job_request, _) = receive(&app, &caller, request, Queued::No).await?;
+    Ok(Json(app.queue.estimate_upload(job_request, upload.file).await?))
 }
 
 /// `GET /v1/jobs`: a page of jobs, newest first.

@@ -51,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         // The upload size limit is enforced while streaming to disk (upload.rs), not by buffering.
         .route("/v1/jobs", post(jobs::create).get(jobs::list).layer(DefaultBodyLimit::disable()))
         .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::delete))
+        .route("/v1/estimate", post(jobs::estimate).layer(DefaultBodyLimit::disable()))
         .route("/v1/decode", post(remote::decode).layer(DefaultBodyLimit::disable()))
         .route("/v1/encode", post(remote::encode).layer(DefaultBodyLimit::disable()))
         // Hugging Face endpoint URLs end in a slash (`https://….cloud/`), so clients append `?model=` to one.

@@ -36,6 +36,7 @@ use super::{jobs, preview, remote, system};
         preview::preview,
         jobs::cancel,
         jobs::pause,
+        jobs::estimate,
         jobs::resume,
         jobs::whole,
         remote::decode,

@@ -28,7 +28,8 @@ pub struct Entry {
     pub device_bytes_needed: u64,
     /// The box's estimate of the job's run time when it was queued (`Estimate::seconds`).
     pub estimate_s: Option<f64>,
-    pub created_at: String,
+    /// When it last joined the queue (submitted, or stopped to make way), RFC 3339.
+    pub waiting_since: String,
     /// A running job: seconds left as its progress says (else its estimate less the time it has run).
     pub remaining_s: Option<f64>,
 }
@@ -162,7 +163,7 @@ impl Snapshot {
         let running = self.entry(id).filter(|e| e.running)?;
         let mut owners = Owners::of(self);
         owners.stopped(&running.owner);
-        let waited = |e: &Entry| crate::jobs::model::seconds_between(&e.created_at, now).is_some_and(|s| s >= patience_s);
+        let waited = |e: &Entry| crate::jobs::model::seconds_between(&e.waiting_since, now).is_some_and(|s| s >= patience_s);
         let candidates = self.queued().filter(|e| accepts(e)).chain(std::iter::once(running));
         let first = candidates.min_by_key(|e| owners.key(e))?;
         (first.id != id && first.owner != running.owner && waited(first)).then_some(first)
@@ -200,7 +201,7 @@ mod tests {
             model: "m".into(),
             device_bytes_needed: 0,
             estimate_s: Some(10.0),
-            created_at: "2026-11-28T00:00:00.000Z".into(),
+            waiting_since: "2026-11-28T00:00:00.000Z".into(),
             remaining_s: None,
         }
     }
@@ -261,7 +262,7 @@ mod tests {
     fn a_running_job_makes_way_for_another_owner_that_waited_long_enough() {
         let mut entries = vec![job(1, "ann", 1), job(2, "bob", 2), job(3, "ann", 3)];
         entries[0].running = true;
-        entries[1].created_at = "2026-11-28T00:00:00.000Z".into();
+        entries[1].waiting_since = "2026-11-28T00:00:00.000Z".into();
         let snapshot = Snapshot { entries, last_start: HashMap::from([(Some("ann".into()), "2026-11-28T00:00:01.000Z".into())]) };
         let id = Uuid::from_u128(1);
         let way = snapshot.makes_way_for(id, |_| true, 30.0, "2026-11-28T00:01:00.000Z");

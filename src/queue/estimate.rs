@@ -134,6 +134,15 @@ pub fn estimate_from(history: &[Job], request: &JobRequest, planned: &Planned) -
 }
 
 impl Queue {
+    /// The estimate for a job of `request` over the upload `input`, checked as a submission is; nothing is
+    /// queued and the upload goes.
+    pub async fn estimate_upload(&self, mut request: JobRequest, input: super::StagedFile) -> Result<Estimate, super::QueueError> {
+        let probed = super::inspect_input(&self.config, &mut request, &input.path, super::InputKind::File).await?;
+        let planned = probed.size.as_ref().and_then(|size| Planned::of(&request, size, input.bytes));
+        let planned = planned.ok_or_else(|| super::QueueError::Internal("the upload's size could not be read for an estimate".into()))?;
+        Ok(self.estimate(&request, &planned).await)
+    }
+
     /// The estimate for `request` over `planned`, from this box's recent finished jobs.
     pub async fn estimate(&self, request: &JobRequest, planned: &Planned) -> Estimate {
         let filter = ListFilter { status: Some(JobStatus::Succeeded), owner: None, limit: HISTORY, offset: 0 };

@@ -184,19 +184,20 @@ impl Scheduler {
     /// the executor at a running job's chunk ends (`executor::lending`).
     pub async fn run(self) {
         let started_at = now_rfc3339();
-        let busy = AtomicBool::new(false);
+        let busy = Mutex::new(None);
         tokio::join!(self.own_lane(&started_at, &busy), self.lending_lane(&started_at, &busy));
     }
 
-    async fn own_lane(&self, started_at: &str, busy: &AtomicBool) {
+    /// `busy`: the job the executor runs as its own, while it does.
+    async fn own_lane(&self, started_at: &str, busy: &Mutex<Option<Uuid>>) {
         while !self.cancels.is_stopping() {
             self.reserve.ensure();
             self.seen(started_at, None).await;
             match self.store.claim_next(&self.worker.claim(Lane::Any)).await {
                 Ok(Some(job)) => {
-                    busy.store(true, Ordering::Relaxed);
+                    *busy.lock().unwrap() = Some(job.id);
                     self.execute(job, started_at, Run::Own).await;
-                    busy.store(false, Ordering::Relaxed);
+                    *busy.lock().unwrap() = None;
                 }
                 Ok(None) => {
                     let _ = tokio::time::timeout(IDLE_POLL.min(self.worker.beat()), self.wake.notified()).await;
@@ -211,12 +212,14 @@ impl Scheduler {
     }
 
     /// While the executor runs a job of its own, claims synchronous calls and short jobs and has them lent the
-    /// executor at the running job's next chunk end, one at a time.
-    async fn lending_lane(&self, started_at: &str, busy: &AtomicBool) {
+    /// executor at the running job's next chunk end, one at a time. A short job is lent it only while the
+    /// running job has longer than `short_job_s` left (or no estimate): one short job does not wait on another.
+    async fn lending_lane(&self, started_at: &str, busy: &Mutex<Option<Uuid>>) {
         let mut news = self.events.subscribe();
-        let short = Lane::Short { short_job_s: self.worker.short_job_s };
         while !self.cancels.is_stopping() {
-            if busy.load(Ordering::Relaxed) {
+            let running = *busy.lock().unwrap();
+            if let Some(running) = running {
+                let short = Lane::Short { short_job_s: self.lendable_s(running).await };
                 match self.store.claim_next(&self.worker.claim(short)).await {
                     Ok(Some(job)) => {
                         self.execute(job, started_at, Run::Lent).await;
@@ -229,6 +232,19 @@ impl Scheduler {
             tokio::time::sleep(LEND_CHECK_INTERVAL).await;
             // Until any job's news (a queued job is one), or a short poll (the server's stop is seen soon).
             let _ = tokio::time::timeout(LEND_IDLE_POLL, news.recv()).await;
+        }
+    }
+
+    /// The longest job lent the executor while `running` runs: `short_job_s`, or none but synchronous calls
+    /// when `running` itself has no longer than that left.
+    async fn lendable_s(&self, running: Uuid) -> f64 {
+        let remaining = match self.store.queue_snapshot().await {
+            Ok(snapshot) => snapshot.entry(running).and_then(|entry| entry.remaining_s),
+            Err(_) => None,
+        };
+        match remaining {
+            Some(left) if left <= self.worker.short_job_s => 0.0,
+            _ => self.worker.short_job_s,
         }
     }
 
@@ -252,6 +268,7 @@ impl Scheduler {
         async move {
             let mut next_beat = tokio::time::Instant::now() + beat;
             let mut last_check = tokio::time::Instant::now();
+            let mut their_turn = false;
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(next_beat) => {
@@ -278,6 +295,10 @@ impl Scheduler {
                         // A lent job is short: it runs to its end.
                         if run == Run::Own {
                             let turn = another_owners_turn(store.as_ref(), &claim, worker.fair_wait_s, lease.id).await;
+                            if turn && !their_turn {
+                                tracing::info!(id = %lease.id, "another owner's job waited its turn: the running job makes way at its next checkpoint");
+                            }
+                            their_turn = turn;
                             cancels.make_way(lease.id, pause_requested || turn);
                         }
                     }
@@ -489,10 +510,7 @@ async fn another_owners_turn(store: &dyn JobStore, claim: &Claim, fair_wait_s: f
     }
     match store.queue_snapshot().await {
         Ok(snapshot) => match snapshot.makes_way_for(id, |entry| claim.accepts(entry), fair_wait_s, &now_rfc3339()) {
-            Some(waiting) => {
-                tracing::info!(%id, for_job = %waiting.id, "another owner's job waited its turn: the running job makes way at its next checkpoint");
-                true
-            }
+            Some(_) => true,
             None => false,
         },
         Err(e) => {
@@ -553,13 +571,49 @@ fn range_label(range: &crate::media::InputRange) -> String {
 
 async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Lease, mut rx: watch::Receiver<Progress>) {
     let id = lease.id;
+    let mut rate = RunRate::default();
     while rx.changed().await.is_ok() {
-        let progress = rx.borrow_and_update().clone();
+        let mut progress = rx.borrow_and_update().clone();
+        rate.set_eta(&mut progress, Instant::now());
         if let Err(e) = store.set_progress(&lease, &progress).await {
             tracing::warn!(%id, error = %e, "cannot store progress");
         }
         let _ = events.send(id);
         tokio::time::sleep(PROGRESS_INTERVAL).await;
+    }
+}
+
+/// A job's ETA from the work this run did: a job that goes on from a checkpoint first passes over what it
+/// had finished (read again, not computed), so its rate is measured from its first progress past that (the
+/// first with any work done, after any `load` or `resume` stage), not from its start (once 3–30× short).
+#[derive(Debug, Default)]
+struct RunRate {
+    /// When the measure starts, and the fraction done then.
+    since: Option<(Instant, f64)>,
+}
+
+impl RunRate {
+    fn set_eta(&mut self, progress: &mut Progress, now: Instant) {
+        if progress.fraction >= 1.0 {
+            progress.eta_s = Some(0.0);
+            return;
+        }
+        let passing = matches!(progress.stage.as_deref(), Some("load" | "resume")) || progress.fraction <= 0.0;
+        progress.eta_s = match self.since {
+            _ if passing => {
+                self.since = None;
+                None
+            }
+            Some((started, from)) if progress.fraction >= from => {
+                let (gained, seconds) = (progress.fraction - from, now.duration_since(started).as_secs_f64());
+                (gained > 0.0 && seconds > 0.0).then(|| seconds / gained * (1.0 - progress.fraction))
+            }
+            // The first progress past the passing over (or one that went back): the measure starts here.
+            _ => {
+                self.since = Some((now, progress.fraction));
+                None
+            }
+        };
     }
 }
 
@@ -628,6 +682,26 @@ mod tests {
         assert_eq!(name(Op::Interpolate, plain()), "in_x2fps.mp4");
         let part = InputRange { start_frame: Some(120), frames: Some(48), ..Default::default() };
         assert_eq!(name(Op::VaeEncode, JobParams { range: Some(part), ..plain() }), "in_f120+48f.latent.safetensors");
+    }
+
+    /// The ETA counts only the work this run did: a resumed job's frames passed over do not shorten it.
+    #[test]
+    fn an_eta_after_a_resume_counts_only_what_this_run_computed() {
+        let start = Instant::now();
+        let at = |s: f64| start + Duration::from_secs_f64(s);
+        let mut rate = RunRate::default();
+        let mut step = |fraction: f64, stage: &str, t: f64| {
+            let mut progress = Progress { fraction, stage: Some(stage.into()), eta_s: Some(0.1), ..Progress::default() };
+            rate.set_eta(&mut progress, at(t));
+            progress.eta_s
+        };
+        assert_eq!(step(0.0, "load", 0.0), None);
+        // Half the clip passed over in a second, then 10 % computed in 10 s: 40 % left at that rate is 40 s.
+        assert_eq!(step(0.3, "resume", 0.5), None);
+        assert_eq!(step(0.5, "resume", 1.0), None);
+        assert_eq!(step(0.5, "upscale", 1.0), None, "the first progress past the passing over starts the measure");
+        let eta = step(0.6, "upscale", 11.0).unwrap();
+        assert!((eta - 40.0).abs() < 1e-6, "{eta}");
     }
 
     /// A dotted input name (as a camera or a watch folder gives them) keeps its part's tag at the end of the

@@ -142,7 +142,7 @@ impl Claim {
         let memory = self.device_memory_bytes.is_none_or(|bytes| entry.device_bytes_needed <= bytes);
         let lane = match self.lane {
             Lane::Any => true,
-            Lane::Short { short_job_s } => entry.interactive || entry.estimate_s.is_some_and(|s| s <= short_job_s),
+            Lane::Short { short_job_s } => entry.interactive || (short_job_s > 0.0 && entry.estimate_s.is_some_and(|s| s <= short_job_s)),
         };
         model && memory && lane
     }

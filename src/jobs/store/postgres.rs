@@ -142,7 +142,7 @@ impl JobStore for PgStore {
         sqlx::query(
             "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
                              finished_at = CASE WHEN cancel_requested THEN $1 ELSE NULL END,
-                             attempts = GREATEST(attempts - 1, 0), worker = NULL, lease_until = NULL
+                             attempts = GREATEST(attempts - 1, 0), worker = NULL, lease_until = NULL, queued_at = $1
              WHERE id = $2 AND worker = $3 AND status = 'running'",
         )
         .bind(now_rfc3339())

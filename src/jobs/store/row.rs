@@ -256,7 +256,7 @@ impl WatchedRow {
 
 /// The queued (not paused) and running jobs, as the claim order reads them; the same text in both databases.
 pub(super) const SNAPSHOT_JOBS: &str = "SELECT id, owner, priority, seq, status, answered_by, model, device_bytes_needed, estimate,
-            created_at, started_at, progress
+            COALESCE(queued_at, created_at) AS waiting_since, started_at, progress
      FROM jobs WHERE status = 'running' OR (status = 'queued' AND paused = 0)";
 
 /// Each owner's latest start, over all its jobs.
@@ -274,7 +274,7 @@ pub(super) struct EntryRow {
     model: String,
     device_bytes_needed: Option<i64>,
     estimate: Option<String>,
-    created_at: String,
+    waiting_since: String,
     started_at: Option<String>,
     progress: Option<String>,
 }
@@ -316,7 +316,7 @@ impl EntryRow {
             model: self.model,
             device_bytes_needed: self.device_bytes_needed.unwrap_or(0).max(0) as u64,
             estimate_s,
-            created_at: self.created_at,
+            waiting_since: self.waiting_since,
             remaining_s: running.then_some(remaining_s).flatten(),
         })
     }
