@@ -22,7 +22,9 @@ TIMEOUT_S = 30
 
 # The answers the client hands back, typed; the plan, params and timings stay dicts (they vary per op,
 # and their many keys are the box's business).
-TYPED_SCHEMAS = ("Job", "JobList", "Progress", "InputInfo", "OutputInfo", "MediaInfo", "JobError", "ModelInfo", "ModelList")
+TYPED_SCHEMAS = (
+    "Job", "JobList", "Progress", "QueuePlace", "Estimate", "InputInfo", "OutputInfo", "MediaInfo", "JobError", "ModelInfo", "ModelList",
+)
 # Enumerations, as a Literal type and a tuple of their values under the second name.
 LITERAL_SCHEMAS = {"JobStatus": "JOB_STATUSES", "Op": "OPS"}
 JOB_PARAMETERS_PATH = ("/v1/jobs", "post")

@@ -129,6 +129,7 @@ const SCRIPT_MODULES: &[(&str, &str)] = script_modules![
     "form-choices.js",
     "file-choice.js",
     "form-fields.js",
+    "form-estimate.js",
     "upload.js",
     "job-actions.js",
     "job-list.js",

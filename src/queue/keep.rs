@@ -7,7 +7,7 @@ use super::scheduler::output_path_for;
 use crate::config::Config;
 use crate::jobs::files::JobFiles;
 use crate::jobs::shared_resume::{resume_dir, CHECKPOINT};
-use crate::jobs::{Job, JobStore, KeptOutput};
+use crate::jobs::{Job, KeptOutput};
 use crate::media::OutputFormat;
 use crate::models::Writes;
 
@@ -24,9 +24,9 @@ fn kept_path(output: &Path, frames: u64) -> PathBuf {
     output.with_file_name(format!("{stem}_partial-{frames}f.{extension}"))
 }
 
-/// Joins the cancelled `job`'s finished segments and records them as its result. Nothing is kept when its
-/// checkpoints name none.
-pub async fn keep_finished(config: &Config, store: &dyn JobStore, files: &JobFiles, job: &Job) {
+/// Joins the stopped `job`'s finished segments into a file of their own: its result once it is recorded
+/// cancelled. None when its checkpoints name none.
+pub async fn keep_finished(config: &Config, files: &JobFiles, job: &Job) -> Option<KeptOutput> {
     let id = job.id;
     let output = files.local(id, &output_path_for(job).to_string_lossy());
     let dir = resume_dir(&output);
@@ -35,7 +35,7 @@ pub async fn keep_finished(config: &Config, store: &dyn JobStore, files: &JobFil
     let (segments, frames) = (count("segments") as usize, count("frames"));
     if segments == 0 {
         tracing::info!(%id, "cancelled with keep=true before any segment was finished: nothing to keep");
-        return;
+        return None;
     }
     let kept = kept_path(&output, frames);
     let format = job.params.output_format.unwrap_or(OutputFormat::H264);
@@ -44,18 +44,21 @@ pub async fn keep_finished(config: &Config, store: &dyn JobStore, files: &JobFil
     let joined = tokio::task::spawn_blocking(move || crate::media::segments::join_finished(&tools, &joined_dir, segments, format, &joined_to)).await;
     match joined {
         Ok(Ok(true)) => {}
-        Ok(Ok(false)) => return,
-        Ok(Err(error)) => return tracing::warn!(%id, %error, "could not join a cancelled job's finished segments"),
-        Err(error) => return tracing::warn!(%id, %error, "could not join a cancelled job's finished segments"),
+        Ok(Ok(false)) => return None,
+        Ok(Err(error)) => {
+            tracing::warn!(%id, %error, "could not join a cancelled job's finished segments");
+            return None;
+        }
+        Err(error) => {
+            tracing::warn!(%id, %error, "could not join a cancelled job's finished segments");
+            return None;
+        }
     }
     let tools = config.media_tools();
     let probed = kept.clone();
     let media = tokio::task::spawn_blocking(move || crate::media::probe(&tools, &probed, &crate::media::MediaLimits::unlimited()).ok()).await.ok().flatten();
     let name = kept.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let bytes = std::fs::metadata(&kept).map(|m| m.len()).unwrap_or(0);
-    let output = KeptOutput { name, path: kept.to_string_lossy().into_owned(), bytes, media };
-    match store.keep_output(id, &output).await {
-        Ok(()) => tracing::info!(%id, frames, segments, "a cancelled job's finished frames are kept as its result"),
-        Err(error) => tracing::warn!(%id, %error, "could not record a cancelled job's kept frames"),
-    }
+    tracing::info!(%id, frames, segments, "a cancelled job's finished frames are kept as its result");
+    Some(KeptOutput { name, path: kept.to_string_lossy().into_owned(), bytes, media })
 }

@@ -70,7 +70,9 @@ impl Queue {
             }
             CancelOutcome::Cancelled(job) if keep => {
                 // A paused job's segments are in its folder: they are kept now.
-                super::keep::keep_finished(&self.config, self.store.as_ref(), &self.files, &job).await;
+                if let Some(kept) = super::keep::keep_finished(&self.config, &self.files, &job).await {
+                    self.store.keep_output(id, &kept).await?;
+                }
                 self.store.get(id).await?.unwrap_or(job)
             }
             CancelOutcome::Cancelled(job) => job,

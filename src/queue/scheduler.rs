@@ -327,7 +327,8 @@ impl Scheduler {
         let lease = Lease { id, worker: self.worker.name.clone(), attempt: job.attempts };
         // Renewed until the outcome is written (every return below ends it).
         let _heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string(), run)));
-        let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx));
+        let estimate_s = job.estimate.as_ref().and_then(|estimate| estimate.seconds);
+        let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx, estimate_s));
 
         let queued = job.started_at.as_deref().and_then(|started| seconds_between(&job.created_at, started));
         // The upload's checks ran before the job was queued; their time is part of its record.
@@ -386,7 +387,12 @@ impl Scheduler {
         };
         // Before the outcome is stored: whoever sees the job final then finds it in /metrics too.
         crate::jobs::telemetry::job_finished(job.op, status, &timings);
-        self.record_outcome(&lease, &result, &timings).await;
+        // Joined before the outcome is stored: whoever sees the job cancelled sees what it kept.
+        let kept = match status {
+            JobStatus::Cancelled => self.kept_if_asked(&job).await,
+            _ => None,
+        };
+        self.record_outcome(&lease, &result, &timings, kept.as_ref()).await;
         if let Some(checkpoints) = checkpoints {
             match &result {
                 Ok(_) => checkpoints.remove().await,
@@ -397,7 +403,6 @@ impl Scheduler {
             Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
             Err(e) => {
                 tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed");
-                self.keep_if_asked(&job).await;
                 self.drop_checkpoints_if_ended(&job).await;
             }
         }
@@ -407,13 +412,11 @@ impl Scheduler {
         let _ = self.events.send(id);
     }
 
-    /// A job cancelled with `keep=true`: its finished segments become its result, before its checkpoints go.
-    async fn keep_if_asked(&self, job: &Job) {
+    /// A job cancelled with `keep=true`: its finished segments joined, to be its result.
+    async fn kept_if_asked(&self, job: &Job) -> Option<crate::jobs::KeptOutput> {
         match self.store.get(job.id).await {
-            Ok(Some(now)) if now.status == JobStatus::Cancelled && now.keep_partial => {
-                super::keep::keep_finished(&self.config, self.store.as_ref(), &self.files, &now).await;
-            }
-            _ => {}
+            Ok(Some(now)) if now.keep_partial => super::keep::keep_finished(&self.config, &self.files, &now).await,
+            _ => None,
         }
     }
 
@@ -456,7 +459,7 @@ impl Scheduler {
     /// lease ran out). The job's heartbeat goes on meanwhile, and the write is fenced by the lease (the
     /// store takes it only while this worker holds the job). Only a stopping server leaves it unwritten:
     /// the job is then still `running` and is queued again at the next start.
-    async fn record_outcome(&self, lease: &Lease, result: &Result<JobOutcome, ExecError>, timings: &Timings) {
+    async fn record_outcome(&self, lease: &Lease, result: &Result<JobOutcome, ExecError>, timings: &Timings, kept: Option<&crate::jobs::KeptOutput>) {
         let id = lease.id;
         let mut pause = OUTCOME_RETRY_FIRST_PAUSE;
         let started = Instant::now();
@@ -464,7 +467,7 @@ impl Scheduler {
         for attempt in 1u64.. {
             let stored = match result {
                 Ok(outcome) => self.store.succeed(lease, outcome).await,
-                Err(ExecError::Cancelled | ExecError::MadeWay) => self.store.mark_cancelled(lease, Some(timings)).await,
+                Err(ExecError::Cancelled | ExecError::MadeWay) => self.store.mark_cancelled(lease, Some(timings), kept).await,
                 Err(e) => {
                     // What clients see; the log line of `execute` keeps the paths.
                     let error = JobError { code: e.code().into(), message: crate::redact::client_message(&e.to_string()) };
@@ -569,9 +572,9 @@ fn range_label(range: &crate::media::InputRange) -> String {
     format!("{start}+{length}")
 }
 
-async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Lease, mut rx: watch::Receiver<Progress>) {
+async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Lease, mut rx: watch::Receiver<Progress>, estimate_s: Option<f64>) {
     let id = lease.id;
-    let mut rate = RunRate::default();
+    let mut rate = RunRate { estimate_s, ..RunRate::default() };
     while rx.changed().await.is_ok() {
         let mut progress = rx.borrow_and_update().clone();
         rate.set_eta(&mut progress, Instant::now());
@@ -583,6 +586,13 @@ async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Le
     }
 }
 
+/// An ETA is given once this run's rate was measured over at least this long (a few chunks' noise is not a rate).
+const ETA_MEASURE_S: f64 = 1.0;
+/// Until this run's rate was measured this long, its ETA leans on the job's estimate (the box's rate for the
+/// op and model), the more the shorter the measure: the first seconds of a run (encoder start, caches) are
+/// slower than the rest.
+const ETA_TRUST_S: f64 = 10.0;
+
 /// A job's ETA from the work this run did: a job that goes on from a checkpoint first passes over what it
 /// had finished (read again, not computed), so its rate is measured from its first progress past that (the
 /// first with any work done, after any `load` or `resume` stage), not from its start (once 3–30× short).
@@ -590,6 +600,8 @@ async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Le
 struct RunRate {
     /// When the measure starts, and the fraction done then.
     since: Option<(Instant, f64)>,
+    /// The whole job's estimate when it was queued.
+    estimate_s: Option<f64>,
 }
 
 impl RunRate {
@@ -606,7 +618,16 @@ impl RunRate {
             }
             Some((started, from)) if progress.fraction >= from => {
                 let (gained, seconds) = (progress.fraction - from, now.duration_since(started).as_secs_f64());
-                (gained > 0.0 && seconds > 0.0).then(|| seconds / gained * (1.0 - progress.fraction))
+                let measured = (gained > 0.0 && seconds >= ETA_MEASURE_S).then(|| seconds / gained * (1.0 - progress.fraction));
+                let estimated = self.estimate_s.map(|whole| whole * (1.0 - progress.fraction));
+                match (measured, estimated) {
+                    (Some(measured), Some(estimated)) => {
+                        let trust = (seconds / ETA_TRUST_S).min(1.0);
+                        Some(trust * measured + (1.0 - trust) * estimated)
+                    }
+                    (Some(measured), None) => Some(measured),
+                    (None, estimated) => estimated,
+                }
             }
             // The first progress past the passing over (or one that went back): the measure starts here.
             _ => {
@@ -689,7 +710,7 @@ mod tests {
     fn an_eta_after_a_resume_counts_only_what_this_run_computed() {
         let start = Instant::now();
         let at = |s: f64| start + Duration::from_secs_f64(s);
-        let mut rate = RunRate::default();
+        let mut rate = RunRate { estimate_s: Some(200.0), ..RunRate::default() };
         let mut step = |fraction: f64, stage: &str, t: f64| {
             let mut progress = Progress { fraction, stage: Some(stage.into()), eta_s: Some(0.1), ..Progress::default() };
             rate.set_eta(&mut progress, at(t));
@@ -700,8 +721,19 @@ mod tests {
         assert_eq!(step(0.3, "resume", 0.5), None);
         assert_eq!(step(0.5, "resume", 1.0), None);
         assert_eq!(step(0.5, "upscale", 1.0), None, "the first progress past the passing over starts the measure");
+        // Measured over 10 s: the measure alone. Over 1 s: mostly the estimate (200 s for the whole, 80 s left).
         let eta = step(0.6, "upscale", 11.0).unwrap();
         assert!((eta - 40.0).abs() < 1e-6, "{eta}");
+        let mut early = RunRate { estimate_s: Some(200.0), ..RunRate::default() };
+        let mut progress = |fraction: f64, t: f64| {
+            let mut progress = Progress { fraction, stage: Some("upscale".into()), ..Progress::default() };
+            early.set_eta(&mut progress, at(t));
+            progress.eta_s
+        };
+        progress(0.5, 0.0);
+        let eta = progress(0.51, 1.0).unwrap();
+        let (measured, estimated) = (1.0 / 0.01 * 0.49, 200.0 * 0.49);
+        assert!((eta - (0.1 * measured + 0.9 * estimated)).abs() < 1e-6, "{eta}");
     }
 
     /// A dotted input name (as a camera or a watch folder gives them) keeps its part's tag at the end of the

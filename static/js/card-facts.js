@@ -1,7 +1,7 @@
-// A card's plain sections: the job's error, and its facts (input, output, times, id).
+// A card's plain sections: the job's error, and its facts (input, output, what the box expected, times, id).
 
 import { h } from "./dom.js";
-import { DASH, fmtBytes, fmtMedia, fmtTime } from "./format.js";
+import { DASH, fmtBytes, fmtDuration, fmtMedia, fmtTime, isNum } from "./format.js";
 import { withToken } from "./access-token.js";
 
 export function buildError(job) {
@@ -23,6 +23,13 @@ export function buildFacts(job) {
       " ", h("span", { class: "muted", text: fmtBytes(o.bytes) }),
       o.kept === false ? h("span", { class: "muted", text: " · returned to the caller, not kept" }) : null,
       o.media ? h("span", { class: "media", text: fmtMedia(o.media) }) : null);
+  }
+  // What the box expected when it queued the job (its basis, the earlier jobs it went by, on hover).
+  const e = job.estimate;
+  if (e) {
+    const expected = [isNum(e.seconds) ? `about ${fmtDuration(e.seconds)}` : "no basis for a time yet",
+      isNum(e.output_bytes) ? fmtBytes(e.output_bytes) : null].filter(Boolean).join(" · ");
+    addFact("Expected", h("span", { class: "estimate", title: e.basis || "", text: expected }));
   }
   addFact("Created", h("time", { datetime: job.created_at || "", text: fmtTime(job.created_at) }),
     job.started_at ? h("span", { class: "muted", text: ` · started ${fmtTime(job.started_at)}` }) : null,

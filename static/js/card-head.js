@@ -4,7 +4,7 @@ import { h } from "./dom.js";
 import { isNum, shortId } from "./format.js";
 import { withToken } from "./access-token.js";
 import { TERMINAL } from "./state.js";
-import { cancelJob, deleteJob, runWhole } from "./job-actions.js";
+import { cancelJob, deleteJob, pauseJob, resumeJob, runWhole, stopAndKeep } from "./job-actions.js";
 import { thumbnailOf } from "./thumbnails.js";
 import { canCompare, openCompare } from "./compare.js";
 
@@ -31,6 +31,16 @@ function rangeText(range) {
   return from ? `${from}, ${length}` : `first ${length}`;
 }
 
+// Only a video written in segments has finished frames to keep (the box says nothing-to-keep for a latent,
+// a still or PNG frames); a paused job has some only if it ran before it paused.
+const VIDEO_OPS = new Set(["upscale", "interpolate", "restore", "vae_decode", "vae_reconstruct"]);
+function keepsFinishedFrames(job) {
+  const format = (job.params || {}).output_format;
+  const still = job.input && job.input.media && job.input.media.still;
+  const ran = job.status === "running" || (job.status === "paused" && !!job.started_at);
+  return ran && VIDEO_OPS.has(job.op) && !["png", "png16", "safetensors"].includes(format) && !still;
+}
+
 export function buildTop(job) {
   const st = job.status || "unknown";
   const params = job.params || {};
@@ -49,23 +59,36 @@ export function buildTop(job) {
         callbackText(job.callback)].filter(Boolean).join(" · ")));
 
   const actions = h("div", { class: "job-actions" });
-  if (job.output && job.output.url && job.output.kept !== false && st === "succeeded") {
+  const button = (label, onclick, ariaLabel, cls) => h("button", { type: "button", class: cls, onclick: (e) => onclick(e.currentTarget), "aria-label": ariaLabel }, label);
+  const download = job.output && job.output.url && job.output.kept !== false && (st === "succeeded" || (st === "cancelled" && job.partial));
+  if (download) {
+    const label = job.partial ? "Download partial" : "Download";
     actions.append(h("a", {
       class: "button primary", href: withToken(job.output.url), download: job.output.file_name || "",
-      "aria-label": `Download ${job.output.file_name || "result"}`,
-    }, "Download"));
+      "aria-label": `${label} ${job.output.file_name || "result"}`,
+    }, label));
   }
   if (st === "succeeded" && params.range) {
-    actions.append(h("button", { type: "button", onclick: (e) => runWhole(job, e.currentTarget), "aria-label": `Run the whole clip of ${title} with the same settings` }, "Run the whole clip"));
+    actions.append(button("Run the whole clip", (b) => runWhole(job, b), `Run the whole clip of ${title} with the same settings`));
   }
   if (canCompare(job)) {
-    actions.append(h("button", { type: "button", onclick: () => openCompare(job.id), "aria-label": `Compare ${title} before and after` }, "Compare"));
+    actions.append(button("Compare", () => openCompare(job.id), `Compare ${title} before and after`));
   }
-  if (st === "queued" || st === "running") {
-    actions.append(h("button", { type: "button", onclick: (e) => cancelJob(job.id, e.currentTarget), "aria-label": `Cancel job ${title}` }, "Cancel"));
+  if (st === "queued" || (st === "running" && !job.pausing)) {
+    actions.append(button("Pause", (b) => pauseJob(job.id, b), `Pause job ${title}`));
+  }
+  // A running job asked to pause can still be told to run on.
+  if (st === "paused" || (st === "running" && job.pausing)) {
+    actions.append(button("Resume", (b) => resumeJob(job.id, b), `Resume job ${title}`));
+  }
+  if (keepsFinishedFrames(job)) {
+    actions.append(button("Stop and keep", (b) => stopAndKeep(job.id, b), `Stop job ${title} and keep the frames it finished`));
+  }
+  if (st === "queued" || st === "running" || st === "paused") {
+    actions.append(button("Cancel", (b) => cancelJob(job.id, b), `Cancel job ${title}`));
   }
   if (TERMINAL.has(st)) {
-    actions.append(h("button", { type: "button", class: "danger", onclick: (e) => deleteJob(job.id, e.currentTarget), "aria-label": `Delete job ${title}` }, "Delete"));
+    actions.append(button("Delete", (b) => deleteJob(job.id, b), `Delete job ${title}`, "danger"));
   }
   return h("div", { class: "job-top" }, head, actions);
 }

@@ -5,6 +5,7 @@ import { fmtBytes } from "./format.js";
 import { showError } from "./notices.js";
 import { state } from "./state.js";
 import { LATENT_RE, onOpChange, updateSubmit } from "./form-choices.js";
+import { estimateSoon } from "./form-estimate.js";
 
 export function checkFileOp() {
   const warn = $("file-warning");
@@ -56,6 +57,7 @@ function setFile(f) {
   showError($("form-error"), null);
   checkFileOp();
   updateSubmit();
+  estimateSoon();
 }
 
 export function setupDrop() {

@@ -8,25 +8,27 @@ import { currentModel } from "./form-choices.js";
 
 // The form's fields as [name, value] pairs, checked as far as the page can; null after showing why not.
 export function formEntries() {
-  const prio = $("priority").value.trim() === "" ? 0 : Number($("priority").value);
-  if (!Number.isInteger(prio)) {
-    showError($("form-error"), new ApiError(0, "invalid-priority", "Priority must be an integer."));
-    $("priority").focus();
-    return null;
-  }
-  const op = $("op").value;
-  let opFields = [];
   try {
-    if (op === "upscale") opFields = [["scale", $("scale").value]];
-    else if (op === "restore") opFields = restoreFields();
-    else if (op === "interpolate") opFields = interpolateFields();
+    const entries = checkedEntries();
+    savePrefs();
+    return entries;
   } catch (e) {
     showError($("form-error"), e);
     if (e.field && $("restore-advanced").contains(e.field)) $("restore-advanced").open = true;
     if (e.field) e.field.focus();
     return null;
   }
-  savePrefs();
+}
+
+// The same pairs, or an ApiError (with the `field` to fix) where the page can tell they are wrong.
+export function checkedEntries() {
+  const prio = $("priority").value.trim() === "" ? 0 : Number($("priority").value);
+  if (!Number.isInteger(prio)) throw fieldError("priority", "Priority must be an integer.", "invalid-priority");
+  const op = $("op").value;
+  let opFields = [];
+  if (op === "upscale") opFields = [["scale", $("scale").value]];
+  else if (op === "restore") opFields = restoreFields();
+  else if (op === "interpolate") opFields = interpolateFields();
   const entries = [["op", op], ["model", $("model").value], ...opFields, ["priority", String(prio)], ["dtype", $("dtype").value]];
   if (op !== "vae_encode" && $("output-format").value) entries.push(["output_format", $("output-format").value]);
   const callback = $("callback-url").value.trim();

@@ -1,4 +1,4 @@
-// A card's buttons: run the whole clip, cancel, delete.
+// A card's buttons: run the whole clip, pause and resume, cancel (keeping the finished frames or not), delete.
 
 import { $, h } from "./dom.js";
 import { shortId } from "./format.js";
@@ -6,7 +6,7 @@ import { api } from "./api.js";
 import { errorNode, toast } from "./notices.js";
 import { state } from "./state.js";
 import { noteStatusChange } from "./health.js";
-import { removeJob, render, upsertJob } from "./job-list.js";
+import { removeJob, render, updateCount, upsertJob } from "./job-list.js";
 import { syncStreams } from "./event-stream.js";
 import { renderJob } from "./job-card.js";
 
@@ -31,17 +31,23 @@ export async function runWhole(job, btn) {
   btn.disabled = false;
 }
 
-export async function cancelJob(id, btn) {
+// Pause, resume, cancel, or stop keeping the finished frames: the box answers with the job as it is now.
+async function changeJob(id, btn, action, said) {
   btn.disabled = true;
   try {
-    const job = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`);
-    if (job && job.id) { noteStatusChange(state.jobs.get(job.id), job); state.jobs.set(job.id, job); renderJob(job); }
-    toast(`Cancel requested for ${shortId(id)}.`);
+    const job = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/${action}`);
+    if (job && job.id) { noteStatusChange(state.jobs.get(job.id), job); state.jobs.set(job.id, job); renderJob(job); updateCount(); }
+    toast(said(shortId(id)));
   } catch (e) {
     toast(errorNode(e), true);
     btn.disabled = false;
   }
 }
+
+export const cancelJob = (id, btn) => changeJob(id, btn, "cancel", (job) => `Cancel requested for ${job}.`);
+export const stopAndKeep = (id, btn) => changeJob(id, btn, "cancel?keep=true", (job) => `Stopping ${job}; the frames it finished are kept.`);
+export const pauseJob = (id, btn) => changeJob(id, btn, "pause", (job) => `Pause requested for ${job}.`);
+export const resumeJob = (id, btn) => changeJob(id, btn, "resume", (job) => `Resumed ${job}.`);
 
 export async function deleteJob(id, btn) {
   const j = state.jobs.get(id);

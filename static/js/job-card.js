@@ -14,11 +14,11 @@ import { metricsBlock } from "./metrics-table.js";
 // so buttons under the pointer are not swapped out on every progress event.
 
 const SECTIONS = [
-  { name: "top", sig: (j) => JSON.stringify([j.status, j.op, j.model, j.params, j.priority, j.input && j.input.file_name, j.output && j.output.url, j.output && j.output.file_name, j.output && j.output.kept]), build: buildTop },
+  { name: "top", sig: (j) => JSON.stringify([j.status, j.pausing, j.partial, j.started_at, j.op, j.model, j.params, j.priority, j.input && j.input.file_name, j.output && j.output.url, j.output && j.output.file_name, j.output && j.output.kept]), build: buildTop },
   { name: "place", sig: (j) => JSON.stringify(placeText(j)), build: buildPlace },
   { name: "progress", sig: (j) => JSON.stringify([j.status, j.progress, j.started_at]), build: buildProgress },
   { name: "error", sig: (j) => JSON.stringify(j.error), build: buildError },
-  { name: "facts", sig: (j) => JSON.stringify([j.id, j.input, j.output, j.created_at, j.started_at, j.finished_at]), build: buildFacts },
+  { name: "facts", sig: (j) => JSON.stringify([j.id, j.input, j.output, j.estimate, j.created_at, j.started_at, j.finished_at]), build: buildFacts },
   { name: "timings", sig: (j) => JSON.stringify([j.status, j.timings]), block: timingsBlock },
   { name: "plan", sig: (j) => JSON.stringify(j.plan), block: planBlock },
   { name: "metrics", sig: (j) => JSON.stringify(j.metrics), block: metricsBlock },

@@ -65,7 +65,7 @@ export async function poll() {
     state.order = [...fresh.values()].sort(byNewest).map((j) => j.id);
     state.nextOffset = data ? data.next_offset : null;
     showError($("jobs-error"), null);
-    try { await refreshPlaces(jobs); } catch (_) { state.places = new Map(); } // no places rather than wrong ones
+    try { await refreshPlaces(jobs); } catch (_) { /* the places the jobs came with */ }
     render();
     syncStreams();
   } catch (e) {

@@ -4,7 +4,7 @@ import { h } from "./dom.js";
 import { fmtDuration, isNum, parseTime } from "./format.js";
 import { titleOf } from "./card-head.js";
 
-export function etaOf(job) {
+function etaOf(job) {
   const p = job.progress || {};
   if (isNum(p.eta_s)) return p.eta_s;
   const started = parseTime(job.started_at);

@@ -8,6 +8,7 @@ import { savePrefs } from "./form-prefs.js";
 import { applyPreset, loadPresets } from "./presets.js";
 import { loadModels, onModelChange, onOpChange, onScaleChange, updateSubmit } from "./form-choices.js";
 import { setupDrop } from "./file-choice.js";
+import { estimateSoon } from "./form-estimate.js";
 import { submitJob, tryFirst } from "./upload.js";
 import { loadMore, poll, render } from "./job-list.js";
 import { setOpFilter, storedOpFilter } from "./op-filter.js";
@@ -20,6 +21,7 @@ const HEALTH_MS = 5000;
 function init() {
   setupDrop();
   $("job-form").addEventListener("submit", submitJob);
+  $("job-form").addEventListener("change", estimateSoon); // the estimate follows the settings
   $("try-first").addEventListener("click", tryFirst);
   $("abort").addEventListener("click", () => { if (state.xhr) state.xhr.abort(); });
   $("op").addEventListener("change", () => { onOpChange(); savePrefs(); });

@@ -18,6 +18,5 @@ export const state = {
   openDetails: new Set(), // "<id>:<section>" of <details> the user opened
   cards: new Map(),     // id -> { el, sigs, nodes } (per-section signatures and DOM nodes)
   pollTimer: null,
-  places: new Map(),    // id of a queued job -> { position, waitS } (see queuePlaces)
-  workerCount: 0,       // workers /healthz names: they share the queue's work (none: no wait is guessed)
+  workerCount: 0,       // workers /healthz names (none: no start is promised, see placeText)
 };

@@ -8,6 +8,7 @@ import { showError, toast } from "./notices.js";
 import { state } from "./state.js";
 import { updateSubmit } from "./form-choices.js";
 import { formEntries } from "./form-fields.js";
+import { dropEstimateInFlight } from "./form-estimate.js";
 import { poll, render, upsertJob } from "./job-list.js";
 import { syncStreams } from "./event-stream.js";
 
@@ -40,6 +41,7 @@ function upload(entries, file) {
   for (const [k, v] of entries) fd.append(k, v);
   fd.append("file", file, file.name);
 
+  dropEstimateInFlight();
   const xhr = new XMLHttpRequest();
   state.xhr = xhr;
   const bar = $("upload-progress");

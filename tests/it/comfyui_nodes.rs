@@ -2,7 +2,8 @@
 //! tensors in ComfyUI's layouts against a real box with access tokens: VAE decode and encode against the Wan 2.1
 //! reference case, an upscale against the box's own job on the same frames, a SeedVR2 restore, sound (ComfyUI's
 //! AUDIO) through both, progress from the job's event stream (and polling without it), the box's errors as
-//! exceptions, and ComfyUI's Cancel cancelling the box's job, queued or running; the model inputs as ComfyUI's
+//! exceptions, ComfyUI's Cancel cancelling the box's job, queued or running, and a job paused on the box waited on
+//! (its queue place and the pause shown on the node) rather than taken for a failure; the model inputs as ComfyUI's
 //! prompt validation sees them, with a second box that has a model the first lacks, and each computing node's
 //! precision reaching the box (`tests/python/comfyui_nodes_check.py` does the calls).
 use crate::common;
@@ -50,7 +51,9 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     models_with_small_seedvr2(dir.path());
     std::os::unix::fs::symlink(Path::new(REPO).join("models/realesrgan"), models.join("realesrgan")).unwrap();
     let tokens = format!("comfy:{TOKEN}");
-    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_TOKENS", &tokens)]);
+    // No short job is lent the executor beside the busy one: the jobs behind it stay queued, as the checks expect.
+    let env = [("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_TOKENS", &tokens), ("VAEBOX_SHORT_JOB_S", "0")];
+    let server = Server::start(dir.path(), &env);
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {TOKEN}").parse().unwrap());
     let client = reqwest::Client::builder().default_headers(headers).build().unwrap();
@@ -198,5 +201,15 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     assert_eq!(result["encode_cancel_raised"], "comfy", "{result}");
     assert_eq!(result["encode_cancelled_job_op"], "vae_encode", "{result}");
     assert_eq!(result["encode_cancelled_job_status"], "cancelled", "{result}");
+
+    // Paused on the box while the node waits: the node shows its place in the queue, then the pause, and once the
+    // job is resumed returns its frame rather than failing.
+    assert_eq!(result["paused_seen"], json!(["paused", "queued"]), "{result}");
+    assert_eq!((&result["paused_decode_shape"], &result["paused_decode_error"]), (&json!([1, 64, 96, 3]), &Value::Null), "{result}");
+    let texts: Vec<&str> = result["paused_node_texts"].as_array().unwrap().iter().map(|t| t[0].as_str().unwrap_or_default()).collect();
+    let queued = texts.iter().position(|t| t.starts_with("vaebox: queued, position 1 · "));
+    let paused = texts.iter().position(|t| t.starts_with("vaebox: paused on the box"));
+    assert!(queued.is_some() && paused > queued && texts.last() == Some(&"vaebox: succeeded"), "{texts:?}");
+    assert!(result["paused_node_texts"].as_array().unwrap().iter().all(|t| t[1] == "7"), "{result}");
     assert_eq!(result["blocker_status"], "cancelled", "{result}");
 }

@@ -56,6 +56,7 @@ mod seedvr2_dit_reference;
 mod seedvr2_dit_weights;
 mod seedvr2_reference;
 mod several_workers;
+mod shared_box;
 mod stills;
 mod tiling;
 mod tokens;

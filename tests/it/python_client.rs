@@ -1,13 +1,17 @@
 //! The Python client (clients/python) against the real server: its generated module is the box's current
 //! document, `pip install` builds it offline, and the `vaebox` command submits a folder and downloads the
 //! results next to the inputs, continues an interrupted download with a Range request, lists, shows and
-//! cancels jobs, runs a try's whole clip, and reports the box's refusals by code. Run from its source
+//! cancels jobs, runs a try's whole clip, and reports the box's refusals by code; it estimates a job, shows a
+//! queued job's place, pauses and resumes one (a `submit --wait` waiting on through the pause), and keeps a
+//! cancelled job's finished frames as a result it downloads. Run from its source
 //! folder (`PYTHONPATH`), with the project's Python (`VAEBOX_PYTHON`, else `.venv`): nothing is installed
 //! outside a temporary folder.
 use crate::common;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -25,15 +29,19 @@ fn vaebox(server: &Server, cwd: &Path, args: &[&str]) -> Output {
 }
 
 fn vaebox_with_token(server: &Server, cwd: &Path, token: &str, args: &[&str]) -> Output {
-    Command::new(python())
+    vaebox_command(server, cwd, token, args).output().expect("python runs (set VAEBOX_PYTHON)")
+}
+
+fn vaebox_command(server: &Server, cwd: &Path, token: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(python());
+    command
         .args(["-m", "vaebox"])
         .args(args)
         .current_dir(cwd)
         .env("PYTHONPATH", client_dir())
         .env("VAEBOX_CLIENT_URL", &server.base)
-        .env("VAEBOX_CLIENT_TOKEN", token)
-        .output()
-        .expect("python runs (set VAEBOX_PYTHON)")
+        .env("VAEBOX_CLIENT_TOKEN", token);
+    command
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -46,10 +54,10 @@ fn ok(args: &[&str], output: Output) -> String {
     text(&output.stdout)
 }
 
-/// A small clip: the first `frames` frames of a real one, shrunk to `width`×`height`.
+/// A small clip: the first `frames` frames of a real one (looped past its 120), shrunk to `width`×`height`.
 fn small_clip(frames: u32, size: Option<(u32, u32)>, out: &Path) {
     let mut command = Command::new("ffmpeg");
-    command.args(["-nostdin", "-v", "error", "-y", "-i"]).arg(media("carphone_pristine.mp4"));
+    command.args(["-nostdin", "-v", "error", "-y", "-stream_loop", "-1", "-i"]).arg(media("carphone_pristine.mp4"));
     if let Some((width, height)) = size {
         command.args(["-vf", &format!("scale={width}:{height}")]);
     }
@@ -331,4 +339,130 @@ async fn the_command_says_what_it_did_not_do() {
         .unwrap();
     assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
     assert_eq!(text(&listed.stderr), "", "a closed pipe is not an error");
+}
+
+/// The job's JSON through `status --json` once `done(job)` holds (within a minute).
+async fn status_once(server: &Server, work: &Path, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let job: Value = serde_json::from_str(&ok(&["status"], vaebox(server, work, &["status", id, "--json"]))).unwrap();
+        if done(&job) {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "job {id} is not {what}: {job}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What a line-by-line reader of a running command has seen, once it holds `needle` (within a minute).
+async fn seen_once(seen: &Mutex<String>, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = seen.lock().unwrap().clone();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "never shown: {needle}\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A command left running is stopped when the test ends early.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn first_field(line: &str) -> String {
+    line.split('\t').next().unwrap().trim().to_string()
+}
+
+/// A box that runs one job at a time (none lent beside another) and makes a segment per chunk: an estimate, a
+/// queued job's place, a pause that a `submit --wait` waits through, a resume, and cancels that keep, or cannot
+/// keep, what is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_estimates_pauses_resumes_and_keeps_a_cancelled_jobs_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    small_clip(3, Some((96, 72)), &work.join("a.mp4"));
+    // Upscaled x4 on the CPU this takes about a minute; it is cancelled long before.
+    small_clip(900, None, &work.join("long.mp4"));
+    let tokens = format!("alice:{SECRET}");
+    let env = [("VAEBOX_TOKENS", tokens.as_str()), ("VAEBOX_SHORT_JOB_S", "0"), ("VAEBOX_CHECKPOINT_S", "0"), ("VAEBOX_CHUNK_FRAMES", "4")];
+    let server = Server::start(dir.path(), &env);
+
+    // An estimate: the result's frames and size, its time unknown on a box that has finished no such job, its
+    // fields checked as a submission's are, and nothing queued.
+    let estimate = ok(&["estimate"], vaebox(&server, &work, &["estimate", "a.mp4", "--param", "scale=2"]));
+    assert!(estimate.starts_with("frames    3\nsize      192x144\ntime      not known yet"), "{estimate}");
+    let refused = vaebox(&server, &work, &["estimate", "a.mp4", "--param", "scal=2"]);
+    assert!(text(&refused.stderr).contains("error: unknown-parameter: unknown parameter `scal`; did you mean `scale`?"), "{}", text(&refused.stderr));
+    assert_eq!(ok(&["list"], vaebox(&server, &work, &["list"])), "", "an estimate queued a job");
+
+    // A long job runs (a few segments done), and a short one submitted with --wait waits behind it.
+    let long = first_field(&ok(&["submit"], vaebox(&server, &work, &["submit", "long.mp4", "--param", "scale=4"])));
+    status_once(&server, &work, &long, "running", |job| job["progress"]["done"].as_u64().unwrap_or(0) >= 12).await;
+    let args = ["submit", "a.mp4", "--param", "scale=2", "--wait"];
+    let mut waiting = Running(vaebox_command(&server, &work, SECRET, &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let mut submitted = String::new();
+    BufReader::new(waiting.0.stdout.take().unwrap()).read_line(&mut submitted).unwrap();
+    let short = first_field(&submitted);
+    let progress = Arc::new(Mutex::new(String::new()));
+    let (lines, seen) = (BufReader::new(waiting.0.stderr.take().unwrap()).lines(), progress.clone());
+    let reader = std::thread::spawn(move || lines.map_while(Result::ok).for_each(|line| seen.lock().unwrap().push_str(&(line + "\n"))));
+
+    // Its place in the queue, in the progress line, `status` and `list`.
+    seen_once(&progress, "a.mp4  [........................]   0%  queued, position 1 · start").await;
+    let shown = ok(&["status"], vaebox(&server, &work, &["status", &short]));
+    assert!(shown.contains("status    queued, position 1 · start"), "{shown}");
+    let listed = ok(&["list"], vaebox(&server, &work, &["list"]));
+    assert!(listed.contains(&format!("{short}\tqueued\tupscale\trealesrgan-animevideov3\tposition 1 · start")), "{listed}");
+
+    // Paused: the waiting command says so and waits on; a running job cannot be resumed; the paused one goes
+    // back to its place.
+    assert_eq!(ok(&["pause"], vaebox(&server, &work, &["pause", &short])), format!("{short}\tpaused\n"));
+    seen_once(&progress, &format!("0%  paused  waiting for `vaebox resume {short}`")).await;
+    assert!(waiting.0.try_wait().unwrap().is_none(), "the wait ended at the pause: {}", progress.lock().unwrap());
+    let refused = vaebox(&server, &work, &["resume", &long]);
+    assert!(text(&refused.stderr).starts_with("error: job-not-pausable: "), "{}", text(&refused.stderr));
+    let resumed = ok(&["resume"], vaebox(&server, &work, &["resume", &short]));
+    assert!(resumed.starts_with(&format!("{short}\tqueued, position 1 · ")), "{resumed}");
+
+    // PNG frames have no segments to keep: `cancel --keep` is refused and a plain cancel is not. The running
+    // upscale's finished segments are kept as its result.
+    let args = ["submit", "a.mp4", "--param", "scale=2", "--param", "output_format=png"];
+    let frames = first_field(&ok(&args, vaebox(&server, &work, &args)));
+    assert!(ok(&["status"], vaebox(&server, &work, &["status", &frames])).contains("status    queued, position 2 · "));
+    let refused = vaebox(&server, &work, &["cancel", &frames, "--keep"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused.stderr).starts_with("error: nothing-to-keep: "), "{}", text(&refused.stderr));
+    assert!(ok(&["cancel"], vaebox(&server, &work, &["cancel", &frames])).starts_with(&format!("{frames}\tcancelled")));
+    assert!(ok(&["cancel"], vaebox(&server, &work, &["cancel", &long, "--keep"])).starts_with(&format!("{long}\t")));
+    // The box marks the job cancelled first and joins its segments after.
+    let kept = status_once(&server, &work, &long, "cancelled with its frames kept", |job| job["partial"] == true).await;
+    assert_eq!(kept["status"], "cancelled", "{kept}");
+    let kept_frames = kept["output"]["media"]["frames"].as_u64().unwrap();
+    assert!((1..900).contains(&kept_frames), "{kept}");
+    let shown = ok(&["status"], vaebox(&server, &work, &["status", &long]));
+    assert!(shown.contains("status    cancelled, its finished frames kept as a partial result"), "{shown}");
+    let saved = ok(&["download"], vaebox(&server, &work, &["download", &long, "."]));
+    assert_eq!(saved.trim(), format!("long_x4_partial-{kept_frames}f.mp4"));
+    let probed = ffprobe(&work.join(saved.trim()));
+    assert_eq!((probed.width, probed.height, probed.frames), (704, 576, kept_frames));
+
+    // The waiting command's job ran once the way was clear: its result saved next to its input.
+    let status = waiting.0.wait().unwrap();
+    reader.join().unwrap();
+    let said = progress.lock().unwrap().clone();
+    assert!(status.success(), "{said}");
+    assert!(said.contains("a.mp4  [########################] 100%  succeeded") && said.contains("a.mp4  saved a_x2.mp4\n"), "{said}");
+    assert_eq!(ffprobe(&work.join("a_x2.mp4")).frames, 3);
+    // Now the box has finished such a job, the estimate has a time.
+    let estimate = ok(&["estimate"], vaebox(&server, &work, &["estimate", "a.mp4", "--param", "scale=2"]));
+    assert!(estimate.contains("\ntime      about "), "{estimate}");
 }

@@ -221,6 +221,15 @@ comfy.model_management = types.ModuleType("comfy.model_management")
 comfy.model_management.processing_interrupted = lambda: cancel_requested[0]
 comfy.model_management.throw_exception_if_processing_interrupted = throw_exception_if_processing_interrupted
 sys.modules.update({"comfy": comfy, "comfy.utils": comfy.utils, "comfy.model_management": comfy.model_management})
+# ComfyUI's progress text under the running node (node 7 here), recorded.
+node_texts = []
+comfy_execution = types.ModuleType("comfy_execution")
+comfy_execution.utils = types.ModuleType("comfy_execution.utils")
+comfy_execution.utils.get_executing_context = lambda: types.SimpleNamespace(prompt_id="prompt", node_id="7", list_index=None)
+prompt_server = types.SimpleNamespace(send_progress_text=lambda text, node_id: node_texts.append((text, node_id)))
+server_module = types.ModuleType("server")
+server_module.PromptServer = types.SimpleNamespace(instance=prompt_server)
+sys.modules.update({"comfy_execution": comfy_execution, "comfy_execution.utils": comfy_execution.utils, "server": server_module})
 
 # Every poll of a job (`GET /v1/jobs/{id}`) the nodes make; following the event stream makes none.
 polls = []
@@ -394,7 +403,36 @@ except Interrupted:
 node_job = newest_job()
 out["encode_cancelled_job_op"] = node_job["op"]
 out["encode_cancelled_job_status"] = settle(node_job["id"])
-box("POST", f"/v1/jobs/{busy}/cancel", b"")
+
+
+# Paused on the box while the node waits (from the box's page, say): not a failure. The node shows its place in
+# the queue, then that it is paused, and once it is resumed (and the busy job cancelled) returns the frames.
+def pause_then_resume(seen):
+    deadline = time.monotonic() + 60
+    job = newest_job()
+    while time.monotonic() < deadline and not (job["id"] != busy and any("position" in text for text, _ in node_texts)):
+        time.sleep(0.05)
+        job = newest_job()
+    seen.append(box("POST", f"/v1/jobs/{job['id']}/pause", b"")["status"])
+    while time.monotonic() < deadline and not any("paused" in text for text, _ in node_texts):
+        time.sleep(0.05)
+    seen.append(box("POST", f"/v1/jobs/{job['id']}/resume", b"")["status"])
+    box("POST", f"/v1/jobs/{busy}/cancel", b"")
+
+
+cancel_requested[0] = False
+node_texts.clear()
+paused_seen = []
+watcher = threading.Thread(target=pause_then_resume, args=(paused_seen,))
+watcher.start()
+try:
+    (image,) = decode.decode(vaebox, {"samples": case["latent_mu"][:, :, :1]}, "wan21-small")
+    out["paused_decode_shape"] = list(image.shape)
+except Exception as e:
+    out["paused_decode_error"] = str(e)
+watcher.join()
+out["paused_seen"] = paused_seen
+out["paused_node_texts"] = node_texts
 out["blocker_status"] = settle(busy, within=120.0)
 
 print(json.dumps(out))

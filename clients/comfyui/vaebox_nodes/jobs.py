@@ -9,6 +9,7 @@ from .errors import VaeboxError
 POLL_S = 0.25
 # How often ComfyUI's Cancel flag is looked at while the event stream is quiet.
 WATCH_S = 0.2
+# Not `paused`: a job paused on the box (from its page or another client) goes on once resumed, so the node waits on.
 FINAL = ("succeeded", "failed", "cancelled")
 
 
@@ -60,7 +61,7 @@ def watch_events(connection, job_id, progress, deadline):
                 return job
             if item is not None:
                 job = item
-                progress.update((job.get("progress") or {}).get("fraction"))
+                report(progress, job)
                 if job.get("status") in FINAL:
                     return job
     finally:
@@ -72,10 +73,36 @@ def poll(connection, job_id, progress, deadline):
     while True:
         stop_if_asked(connection, job_id, deadline)
         job = connection.json("GET", f"/v1/jobs/{job_id}")
-        progress.update((job.get("progress") or {}).get("fraction"))
+        report(progress, job)
         if job.get("status") in FINAL:
             return job
         time.sleep(POLL_S)
+
+
+def report(progress, job):
+    """The job's fraction on the bar and its state on the node: where it stands in the box's queue, or paused."""
+    progress.update((job.get("progress") or {}).get("fraction"))
+    progress.say(state_text(job))
+
+
+def state_text(job):
+    """`vaebox: queued, position 2 · starts in about 40 s`, `vaebox: paused on the box …`, `vaebox: running`."""
+    status = job.get("status")
+    place = job.get("queue")
+    if status == "queued" and place:
+        starts_in = place.get("starts_in_s")
+        when = f"starts in about {duration(starts_in)}" if starts_in is not None else "start time not known yet"
+        return f"vaebox: queued, position {place['position']} · {when}"
+    if status == "paused":
+        return "vaebox: paused on the box; waiting until it is resumed there (Cancel here cancels it)"
+    if status == "running" and job.get("pausing"):
+        return "vaebox: running, pausing at its next checkpoint"
+    return f"vaebox: {status}"
+
+
+def duration(seconds):
+    """`45 s`, `12 min`: an estimate, no finer than it can be."""
+    return f"{max(1, round(seconds))} s" if seconds < 90 else f"{round(seconds / 60)} min"
 
 
 def stop_if_asked(connection, job_id, deadline):

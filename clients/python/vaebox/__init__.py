@@ -6,9 +6,11 @@
     job = box.follow(job["id"], lambda j: print(j["status"], (j.get("progress") or {}).get("fraction")))
     box.download(job["id"], ".")
 """
-from ._generated import OPS, PARAMETERS, Job, ModelInfo, Parameter
+from ._generated import OPS, PARAMETERS, Estimate, Job, ModelInfo, Parameter, QueuePlace
 from .client import Client, Download
 from .errors import BoxError, ParameterError
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Download", "BoxError", "ParameterError", "Job", "ModelInfo", "Parameter", "OPS", "PARAMETERS"]
+__all__ = [
+    "Client", "Download", "BoxError", "ParameterError", "Job", "Estimate", "QueuePlace", "ModelInfo", "Parameter", "OPS", "PARAMETERS",
+]

@@ -21,8 +21,8 @@ class Parameter:
     maximum: Optional[float] = None
 
 
-JobStatus = Literal['queued', 'running', 'succeeded', 'failed', 'cancelled']
-JOB_STATUSES: Tuple[JobStatus, ...] = ('queued', 'running', 'succeeded', 'failed', 'cancelled')
+JobStatus = Literal['queued', 'paused', 'running', 'succeeded', 'failed', 'cancelled']
+JOB_STATUSES: Tuple[JobStatus, ...] = ('queued', 'paused', 'running', 'succeeded', 'failed', 'cancelled')
 
 
 Op = Literal['upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate']
@@ -96,6 +96,10 @@ class Job(_JobRequired, total=False):
     owner: Optional[str]
     callback: Optional[Dict[str, Any]]
     from_try: Optional[str]
+    pausing: bool
+    estimate: Optional[Estimate]
+    queue: Optional[QueuePlace]
+    partial: bool
 
 
 class _JobListRequired(TypedDict):
@@ -117,6 +121,31 @@ class _ProgressRequired(TypedDict):
 class Progress(_ProgressRequired, total=False):
     eta_s: Optional[float]
     stage: Optional[str]
+
+
+class _QueuePlaceRequired(TypedDict):
+    position: int
+    ahead: int
+    running: int
+
+
+class QueuePlace(_QueuePlaceRequired, total=False):
+    "Where a queued job stands: its place in the claim order, counting every owner's jobs (none of them named)."
+    starts_in_s: Optional[float]
+
+
+class _EstimateRequired(TypedDict):
+    frames: int
+    width: int
+    height: int
+
+
+class Estimate(_EstimateRequired, total=False):
+    "What the box expects of a job before it runs, from its own measured rates for that op and model (`POST /v1/jobs?dry_run=true`, and each queued job's `estimate`)."
+    seconds: Optional[float]
+    output_bytes: Optional[int]
+    disk_bytes: Optional[int]
+    basis: Optional[str]
 
 
 class _InputInfoRequired(TypedDict):

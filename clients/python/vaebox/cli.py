@@ -1,5 +1,5 @@
-"""The `vaebox` command: submit files or folders, follow them, list, cancel and download jobs, run a try's
-whole clip.
+"""The `vaebox` command: estimate and submit files or folders, follow them, list, pause, resume, cancel and
+download jobs, run a try's whole clip.
 
 The box's address comes from --url, else VAEBOX_CLIENT_URL, else http://127.0.0.1:8080; an access token
 from --token, else VAEBOX_CLIENT_TOKEN. (Not VAEBOX_URL: the server reads every VAEBOX_* variable as
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from . import describe
 from .client import Client
 from .errors import BoxError
 from .files import sorted_files
@@ -62,15 +63,18 @@ def parser() -> argparse.ArgumentParser:
 
     submit = commands.add_parser("submit", parents=[connection], help="upload a file, or each video file of a folder, as jobs")
     submit.add_argument("path", type=Path, metavar="FILE_OR_FOLDER")
-    submit.add_argument("--op", help="upscale, vae_encode, vae_decode, vae_reconstruct, restore, interpolate (default: the preset's, else upscale)")
-    submit.add_argument("--model", help="a model from `vaebox models` (default: the box's for the op)")
-    submit.add_argument("--preset", help="a preset from `vaebox presets`: fills in the fields not given")
-    submit.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a job field (scale=2, dtype=bf16, ...); repeatable")
+    add_job_fields(submit)
     submit.add_argument("--wait", action="store_true", help="follow each job and download its result next to its input")
     submit.set_defaults(command=submit_command)
 
+    estimate = commands.add_parser("estimate", parents=[connection], help="what a job would make and take, without queueing it")
+    estimate.add_argument("path", type=Path, metavar="FILE")
+    add_job_fields(estimate)
+    estimate.add_argument("--json", action="store_true", help="the estimate as the box sends it")
+    estimate.set_defaults(command=estimate_command)
+
     listing = commands.add_parser("list", parents=[connection], help="jobs, newest first")
-    listing.add_argument("--status", help="queued, running, succeeded, failed or cancelled")
+    listing.add_argument("--status", help="queued, paused, running, succeeded, failed or cancelled")
     listing.add_argument("--limit", type=int)
     listing.add_argument("--json", action="store_true", help="the jobs as the box sends them")
     listing.set_defaults(command=list_command)
@@ -80,9 +84,18 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="the job as the box sends it")
     status.set_defaults(command=status_command)
 
-    cancel = commands.add_parser("cancel", parents=[connection], help="cancel a queued or running job")
+    cancel = commands.add_parser("cancel", parents=[connection], help="cancel a queued, paused or running job")
     cancel.add_argument("id")
+    cancel.add_argument("--keep", action="store_true", help="keep the frames it finished as a shorter result (videos only)")
     cancel.set_defaults(command=cancel_command)
+
+    pause = commands.add_parser("pause", parents=[connection], help="hold a job back: queued, it is passed over; running, it stops at its next checkpoint")
+    pause.add_argument("id")
+    pause.set_defaults(command=lambda client, args: print_state(client.pause(args.id)))
+
+    resume = commands.add_parser("resume", parents=[connection], help="put a paused job back in line where it was")
+    resume.add_argument("id")
+    resume.set_defaults(command=lambda client, args: print_state(client.resume(args.id)))
 
     whole = commands.add_parser("whole", parents=[connection], help="run the whole clip of a job over part of its input")
     whole.add_argument("id")
@@ -101,6 +114,14 @@ def parser() -> argparse.ArgumentParser:
     presets.add_argument("--json", action="store_true")
     presets.set_defaults(command=presets_command)
     return main_parser
+
+
+def add_job_fields(command: argparse.ArgumentParser) -> None:
+    """The fields of a job, the same for `submit` and `estimate`."""
+    command.add_argument("--op", help="upscale, vae_encode, vae_decode, vae_reconstruct, restore, interpolate (default: the preset's, else upscale)")
+    command.add_argument("--model", help="a model from `vaebox models` (default: the box's for the op)")
+    command.add_argument("--preset", help="a preset from `vaebox presets`: fills in the fields not given")
+    command.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a job field (scale=2, dtype=bf16, ...); repeatable")
 
 
 def job_fields(args) -> Dict[str, str]:
@@ -149,6 +170,11 @@ def submit_command(client: Client, args) -> int:
 def wait_and_download(client: Client, path: Path, job) -> bool:
     line = ProgressLine(path.name)
     final = client.follow(job["id"], line.job)
+    if final["status"] == "cancelled" and final.get("partial"):
+        # Cancelled with --keep elsewhere: what it finished is saved, and the job still counts as not done.
+        saved = client.download(final["id"], path.parent, on_progress=line.download)
+        line.done(f"cancelled, partial result saved {saved.path}")
+        return False
     if final["status"] != "succeeded":
         error = final.get("error") or {"code": final["status"], "message": "the job did not succeed"}
         line.done(final["status"])
@@ -159,14 +185,40 @@ def wait_and_download(client: Client, path: Path, job) -> bool:
     return True
 
 
+def estimate_command(client: Client, args) -> int:
+    if not args.path.is_file():
+        raise BoxError("no-files", f"{args.path} is not a file")
+    estimate = client.estimate(args.path, args.op, **job_fields(args))
+    if args.json:
+        print(json.dumps(estimate, indent=2))
+        return 0
+    rows = [("frames", str(estimate["frames"])), ("size", f"{estimate['width']}x{estimate['height']}")]
+    # Time and bytes come from this box's own finished jobs of the op and model: none before the first.
+    seconds = estimate.get("seconds")
+    basis = f" (from {estimate['basis']})" if estimate.get("basis") else ""
+    rows.append(("time", f"about {describe.duration(seconds)}{basis}" if seconds is not None else "not known yet: no such job has finished on this box"))
+    output_bytes = estimate.get("output_bytes")
+    rows.append(("result", f"about {describe.size(output_bytes)}" if output_bytes is not None else "size not known yet"))
+    if estimate.get("disk_bytes") is not None:
+        rows.append(("disk", f"about {describe.size(estimate['disk_bytes'])} while it runs"))
+    for name, value in rows:
+        print(f"{name:<9} {value}")
+    return 0
+
+
 def list_command(client: Client, args) -> int:
     jobs = client.jobs(status=args.status, limit=args.limit)
     if args.json:
         print(json.dumps(jobs, indent=2))
         return 0
     for job in jobs:
-        print("\t".join([job["id"], job["status"], job["op"], job["model"], percent(job), job["input"]["file_name"], job["created_at"]]))
+        print("\t".join([job["id"], job["status"], job["op"], job["model"], progress_column(job), job["input"]["file_name"], job["created_at"]]))
     return 0
+
+
+def progress_column(job) -> str:
+    """How far it got; for a queued job, where it stands in the queue."""
+    return describe.queue_place(job) or percent(job)
 
 
 def percent(job) -> str:
@@ -182,11 +234,12 @@ def status_command(client: Client, args) -> int:
         print(json.dumps(job, indent=2))
         return 0
     progress = job.get("progress") or {}
-    rows = [("id", job["id"]), ("status", job["status"]), ("op", job["op"]), ("model", job["model"])]
+    rows = [("id", job["id"]), ("status", describe.state(job)), ("op", job["op"]), ("model", job["model"])]
     media = job["input"].get("media") or {}
     size = f" ({media['width']}x{media['height']}, {media['frames']} frames)" if media.get("frames") else ""
     rows.append(("input", job["input"]["file_name"] + size))
-    if job["status"] in ("queued", "running"):
+    # A queued or paused job has progress when it ran before (it made way, or was paused while running).
+    if job["status"] == "running" or (job["status"] in ("queued", "paused") and progress):
         stage = f" {progress['stage']}" if progress.get("stage") else ""
         rows.append(("progress", f"{percent(job)}{stage}"))
     if job.get("output"):
@@ -199,8 +252,12 @@ def status_command(client: Client, args) -> int:
 
 
 def cancel_command(client: Client, args) -> int:
-    job = client.cancel(args.id)
-    print(f"{job['id']}\t{job['status']}")
+    return print_state(client.cancel(args.id, keep=args.keep))
+
+
+def print_state(job) -> int:
+    """`ID<tab>state`: the answer of pause, resume and cancel."""
+    print(f"{job['id']}\t{describe.state(job)}")
     return 0
 
 

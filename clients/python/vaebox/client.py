@@ -1,4 +1,5 @@
-"""`vaebox.Client`: submit files as jobs, follow them, download their results (resumable)."""
+"""`vaebox.Client`: estimate and submit files as jobs, follow, pause, resume and cancel them, download their
+results (resumable)."""
 from __future__ import annotations
 
 import http.client
@@ -11,12 +12,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import files
-from ._generated import Job, ModelInfo
+from ._generated import Estimate, Job, ModelInfo
 from .errors import BoxError
 from .events import events
 from .params import job_query
 from .transport import Transport
 
+# Not `paused`: a paused job goes on once resumed, so whoever waits on it waits on.
 FINAL_STATUSES = ("succeeded", "failed", "cancelled")
 # The box sends a keep-alive comment every 15 s; a stream silent for this long is broken.
 STREAM_IDLE_S = 60.0
@@ -55,6 +57,15 @@ class Client:
         query["filename"] = path.name
         return self.transport.upload("/v1/jobs", query, path)
 
+    def estimate(self, path: PathLike, op: Optional[str] = None, **params: Any) -> Estimate:
+        """What the job `submit(path, op, **params)` would make and take on this box (its frames and size;
+        its seconds, result bytes and disk where the box has finished such jobs before), checked as a
+        submission is; nothing is queued. The file is uploaded, as for a submission."""
+        path = Path(path)
+        query = job_query(op, params)
+        query["filename"] = path.name
+        return self.transport.upload("/v1/estimate", query, path)
+
     def job(self, job_id: str) -> Job:
         return self.transport.json("GET", job_path(job_id))
 
@@ -63,8 +74,20 @@ class Client:
         query = {k: str(v) for k, v in (("status", status), ("limit", limit), ("offset", offset)) if v is not None}
         return self.transport.json("GET", "/v1/jobs", query)["jobs"]
 
-    def cancel(self, job_id: str) -> Job:
-        return self.transport.json("POST", job_path(job_id) + "/cancel")
+    def cancel(self, job_id: str, keep: bool = False) -> Job:
+        """Cancels a queued, paused or running job (a running one stops at its next chunk). `keep`: the frames
+        it finished become its shorter result (`partial`, downloadable); the box refuses that with
+        nothing-to-keep for a job that makes no video segments (a latent, a still, PNG frames)."""
+        return self.transport.json("POST", job_path(job_id) + "/cancel", {"keep": "true"} if keep else None)
+
+    def pause(self, job_id: str) -> Job:
+        """Holds the job back: a queued one is passed over, a running one stops at its next checkpoint
+        (`pausing` until then) and goes on from there when resumed. A paused job is not final."""
+        return self.transport.json("POST", job_path(job_id) + "/pause")
+
+    def resume(self, job_id: str) -> Job:
+        """Puts a paused job back in line where it was (job-not-pausable when it is not paused)."""
+        return self.transport.json("POST", job_path(job_id) + "/resume")
 
     def run_whole(self, job_id: str) -> Job:
         """The whole clip of a job over part of its input: a new job made by the box from the input that job
@@ -79,7 +102,8 @@ class Client:
 
     def follow(self, job_id: str, on_progress: Optional[Callable[[Job], None]] = None) -> Job:
         """Follows the job's event stream until it ends; `on_progress` gets every snapshot. Returns the
-        final job (succeeded, failed or cancelled: a failed job is returned, not raised)."""
+        final job (succeeded, failed or cancelled: a failed job is returned, not raised). A paused job is
+        followed on, as `paused` snapshots, until it is resumed and ends or is cancelled."""
         tries = 0
         while True:
             try:
@@ -109,11 +133,13 @@ class Client:
         """Saves the job's result. `dest` None: the box's file name in the current folder; a folder: that
         name there (with `-1`, `-2`, ... when taken); a file: that file (an existing one only with
         `overwrite`). The bytes arrive in `DEST.<job>.part` first; a `.part` left by an interrupted
-        download of the same job is continued with a Range request, not fetched again."""
+        download of the same job is continued with a Range request, not fetched again. A job cancelled
+        with `keep` has its partial result downloaded."""
         job = self.job(job_id)
         output = job.get("output")
-        if job["status"] != "succeeded" or not output:
-            raise BoxError("job-not-finished", f"job {job_id} is {job['status']}: it has no result yet", None)
+        if not output or (job["status"] != "succeeded" and not job.get("partial")):
+            why = "it has no result yet" if job["status"] not in FINAL_STATUSES else "it has no result"
+            raise BoxError("job-not-finished", f"job {job_id} is {job['status']}: {why}", None)
         name = files.safe_file_name(output["file_name"], f"{job_id}.result")
         target = Path(dest) if dest is not None else Path.cwd()
         if target.is_dir():

@@ -4,6 +4,8 @@ from __future__ import annotations
 import sys
 from typing import Optional, TextIO
 
+from . import describe
+
 BAR_WIDTH = 24
 
 
@@ -17,17 +19,22 @@ class ProgressLine:
 
     def job(self, job) -> None:
         progress = job.get("progress") or {}
-        fraction = 1.0 if job["status"] == "succeeded" else float(progress.get("fraction") or 0.0)
+        status = job["status"]
+        fraction = 1.0 if status == "succeeded" else float(progress.get("fraction") or 0.0)
         stage = progress.get("stage") or ""
-        details = [job["status"]]
-        if stage and job["status"] == "running":
+        details = [describe.state(job)]
+        if stage and status == "running":
             details.append(stage)
         if progress.get("total"):
             details.append(f"{progress.get('done', 0)}/{progress['total']} {progress.get('unit', '')}".rstrip())
-        if progress.get("eta_s") is not None and job["status"] == "running":
+        if progress.get("eta_s") is not None and status == "running":
             details.append(f"eta {progress['eta_s']:.0f}s")
-        # In a log, a line when the status or stage changes or another tenth is done, not per frame.
-        self.show(fraction, "  ".join(details), key=(job["status"], stage, int(fraction * 10)))
+        if status == "paused":
+            # Paused on the box (by its owner, or on the box's page): this keeps waiting, so say how it goes on.
+            details.append(f"waiting for `vaebox resume {job['id']}`")
+        # In a log, a line when the status, stage or place in the queue changes or another tenth is done, not per frame.
+        place = (job.get("queue") or {}).get("position")
+        self.show(fraction, "  ".join(details), key=(status, job.get("pausing"), place, stage, int(fraction * 10)))
 
     def download(self, done: int, total: int) -> None:
         fraction = done / total if total else 1.0

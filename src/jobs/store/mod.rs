@@ -238,7 +238,8 @@ pub trait JobStore: Send + Sync + 'static {
     async fn set_progress(&self, lease: &Lease, progress: &Progress) -> Result<(), StoreError>;
     async fn succeed(&self, lease: &Lease, outcome: &JobOutcome) -> Result<(), StoreError>;
     async fn fail(&self, lease: &Lease, error: &JobError, timings: Option<&Timings>) -> Result<(), StoreError>;
-    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>) -> Result<(), StoreError>;
+    /// `kept`: the finished segments it keeps as its result (`…/cancel?keep=true`), recorded with the status.
+    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>, kept: Option<&KeptOutput>) -> Result<(), StoreError>;
     /// `keep`: the job's finished segments become its (shorter) result.
     async fn request_cancel(&self, id: Uuid, keep: bool) -> Result<CancelOutcome, StoreError>;
     /// A cancelled job's finished segments, joined, are its result (`…/cancel?keep=true`).

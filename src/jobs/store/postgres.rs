@@ -233,15 +233,20 @@ impl JobStore for PgStore {
         Ok(())
     }
 
-    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>) -> Result<(), StoreError> {
+    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>, kept: Option<&KeptOutput>) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE jobs SET status = 'cancelled', finished_at = $1, timings = COALESCE($2, timings), lease_until = NULL
+            "UPDATE jobs SET status = 'cancelled', finished_at = $1, timings = COALESCE($2, timings), lease_until = NULL,
+                             output_name = $5, output_path = $6, output_bytes = $7, output_media = $8
              WHERE id = $3 AND worker = $4 AND status = 'running'",
         )
         .bind(now_rfc3339())
         .bind(timings.map(to_json))
         .bind(lease.id.to_string())
         .bind(&lease.worker)
+        .bind(kept.map(|k| &k.name))
+        .bind(kept.map(|k| &k.path))
+        .bind(kept.map(|k| clamp_i64(k.bytes)))
+        .bind(kept.and_then(|k| k.media.as_ref()).map(to_json))
         .execute(&self.pool)
         .await?;
         Ok(())

@@ -238,13 +238,18 @@ impl JobStore for SqliteStore {
         Ok(())
     }
 
-    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>) -> Result<(), StoreError> {
+    async fn mark_cancelled(&self, lease: &Lease, timings: Option<&Timings>, kept: Option<&KeptOutput>) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE jobs SET status = 'cancelled', finished_at = ?, timings = COALESCE(?, timings), lease_until = NULL
+            "UPDATE jobs SET status = 'cancelled', finished_at = ?, timings = COALESCE(?, timings), lease_until = NULL,
+                             output_name = ?, output_path = ?, output_bytes = ?, output_media = ?
              WHERE id = ? AND worker = ? AND status = 'running'",
         )
         .bind(now_rfc3339())
         .bind(timings.map(to_json))
+        .bind(kept.map(|k| &k.name))
+        .bind(kept.map(|k| &k.path))
+        .bind(kept.map(|k| clamp_i64(k.bytes)))
+        .bind(kept.and_then(|k| k.media.as_ref()).map(to_json))
         .bind(lease.id.to_string())
         .bind(&lease.worker)
         .execute(&self.pool)

@@ -1,5 +1,6 @@
 //! The submit form in the window: its submit button and error in view at its tallest, its selects wide
-//! enough for every option (at 1280 and at 1024 px), and its file kept after a submit.
+//! enough for every option (at 1280 and at 1024 px), its file kept after a submit, and what the box expects
+//! the chosen file to take.
 
 use crate::common;
 
@@ -203,4 +204,57 @@ async fn the_form_keeps_its_file_after_a_submit_and_sends_it_again() {
     let (_, listed) = get_json(&client(), &server.url("/v1/jobs")).await;
     let sent: Vec<(Value, Value)> = listed["jobs"].as_array().unwrap().iter().map(|j| (j["input"]["file_name"].clone(), j["input"]["bytes"].clone())).collect();
     assert_eq!(sent, vec![(json!("again.mp4"), json!(bytes.len())); 2], "the server did not get the file twice: {listed}");
+}
+
+/// Sets a select as the user does: the change bubbles up to the form, which hears it as it hears the user's.
+fn choose(browser: &mut Browser, id: &str, value: &str) {
+    browser.eval(&format!(
+        "(() => {{ const select = document.getElementById({}); select.value = {}; select.dispatchEvent(new Event('change', {{ bubbles: true }})); }})()",
+        js(id),
+        js(value)
+    ));
+}
+
+/// The line under the form once it shows an answer (not while it asks).
+fn estimate_line(browser: &mut Browser, starting: &str) -> String {
+    let shown = format!("(() => {{ const line = document.getElementById('estimate'); return !line.hidden && line.textContent.startsWith({}) && line.textContent; }})()", js(starting));
+    let line = browser.wait_until(&shown, Duration::from_secs(20));
+    line.unwrap_or_else(|| panic!("the form shows no estimate starting {starting:?}: {:?}", browser.eval("document.getElementById('estimate').textContent"))).as_str().unwrap().to_string()
+}
+
+/// Once a file is chosen the form says what the box expects of it (POST /v1/estimate, nothing queued): with
+/// a model no job of which has finished here, that there is no basis for a time; with the model and scale of
+/// a finished job, the time the box itself estimates; and the result's frames and size either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_form_says_what_the_chosen_file_would_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
+    let bytes = std::fs::read(&clip).unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let done = run_job(&client, &server, "op=upscale&scale=2&filename=done.mp4", bytes.clone()).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let model = done["model"].as_str().unwrap();
+    let url = server.url(&format!("/v1/estimate?op=upscale&scale=2&model={model}"));
+    let (status, expected) = send_json(client.post(url).body(bytes.clone())).await;
+    assert_eq!(status, 200, "{expected}");
+    let seconds = expected["seconds"].as_f64().unwrap_or_else(|| panic!("no time after a finished job: {expected}"));
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    choose_op(&mut browser, "upscale");
+    let other = browser.eval(&format!("[...document.getElementById('model').options].find((o) => !o.disabled && o.value !== {}).value", js(model)));
+    choose(&mut browser, "model", other.as_str().unwrap());
+    choose_file(&mut browser, "estimated.mp4", &bytes);
+    let line = estimate_line(&mut browser, "no basis");
+    assert!(line.starts_with("no basis for a time yet (no such job finished here) · 3 frames "), "{line:?} with {other}");
+
+    choose(&mut browser, "model", model);
+    choose(&mut browser, "scale", "2");
+    let line = estimate_line(&mut browser, "about ");
+    let starts = format!("about {}s on this box · 3 frames 352×288 · about ", seconds.round());
+    assert!(line.starts_with(&starts), "{line:?} is not {starts:?}… (the box estimates {expected})");
+    let (_, listed) = get_json(&client, &server.url("/v1/jobs")).await;
+    assert_eq!(listed["jobs"].as_array().map(Vec::len), Some(1), "an estimate queued a job: {listed}");
 }

@@ -9,11 +9,13 @@
 //! - `form_ops`: what the submit form sends for an op (restore, interpolate; Try first, a preset), and the
 //!   plan and timings the card then shows for the job it ran (form-*.js, presets.js, plan-table.js);
 //! - `form`: the submit form in the window: in view at its tallest, its selects wide enough for their
-//!   options, its file kept after a submit (form-*.js, file-choice.js, upload.js);
+//!   options, its file kept after a submit, the estimate for the chosen file (form-*.js, file-choice.js,
+//!   upload.js);
 //! - `job_cards`: the job list's cards: buttons and title at 1024 px, a restore's plan in words, the op
 //!   filter (job-card.js, card-*.js, plan-table.js, op-filter.js);
-//! - `progress`: jobs followed as they wait and run: queue places and waits, the header's running job,
-//!   the thumbnail turning from input to output (queue-places.js, job-progress.js, health.js, thumbnails.js);
+//! - `progress`: jobs followed as they wait and run: queue places and waits (on a shared box too, counting
+//!   jobs the user cannot see), Pause and Resume, the header's running job, the thumbnail turning from input
+//!   to output (queue-places.js, job-actions.js, job-progress.js, health.js, thumbnails.js);
 //! - `compare`: the before/after view (compare.js).
 //!
 //! The helpers several of them use (the window's size, opening the page, an element's box) are here.

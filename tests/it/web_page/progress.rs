@@ -1,5 +1,6 @@
-//! Jobs followed as they wait and run, without a reload: queued cards' places and waits, the header's
-//! running job, and a card's thumbnail turning from the input's still to the output's.
+//! Jobs followed as they wait and run, without a reload: queued cards' places and waits (on a shared box
+//! too, where most of the line is other owners' jobs), pausing and resuming, the header's running job, and a
+//! card's thumbnail turning from the input's still to the output's.
 
 use crate::common;
 
@@ -126,4 +127,74 @@ async fn header_and_thumbnail_follow_a_job_to_its_end() {
     let over = format!("!document.getElementById('health-text').textContent.includes('running') && !document.querySelector('#health-text a[href=\"#job-{id}\"]')");
     let header = browser.wait_until(&over, Duration::from_secs(5));
     assert!(header.is_some(), "the header still names the job after it ended: {}", browser.eval("document.getElementById('health-text').textContent"));
+}
+
+const ANN: &str = "ann-secret-12345";
+const BOB: &str = "bob-secret-12345";
+
+/// An upscale queued with an access token: its id.
+async fn queue_as(client: &reqwest::Client, server: &Server, token: &str, clip: &Path, name: &str, priority: i64) -> String {
+    let url = server.url(&format!("/v1/jobs?op=upscale&scale=2&priority={priority}&filename={name}"));
+    let (status, job) = send_json(client.post(url).bearer_auth(token).body(std::fs::read(clip).unwrap())).await;
+    assert_eq!((status, job["status"].as_str()), (202, Some("queued")), "{job}");
+    job["id"].as_str().unwrap().to_string()
+}
+
+async fn status_as(client: &reqwest::Client, server: &Server, token: &str, id: &str) -> String {
+    let (status, job) = send_json(client.get(server.url(&format!("/v1/jobs/{id}"))).bearer_auth(token)).await;
+    assert_eq!(status, 200, "{job}");
+    job["status"].as_str().unwrap().to_string()
+}
+
+/// Clicks the button of that label on a job's card, once the card shows it.
+fn click_on_card(browser: &mut Browser, id: &str, label: &str) {
+    let button = format!("[...document.querySelectorAll({})].find((b) => b.textContent === {})", js(format!("#job-{id} .job-actions button")), js(label));
+    assert!(browser.wait_until(&format!("!!{button}"), Duration::from_secs(15)).is_some(), "the card of {id} shows no {label} button");
+    browser.eval(&format!("{button}.click()"));
+}
+
+/// On a shared box a queued card counts the jobs ahead that its owner cannot see: Bob's long job runs and
+/// his two more urgent ones wait, so Ann's one job is third in line though her list shows only it. Pause
+/// holds it back (the card turns paused, its place gone) and Resume puts it back where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_card_counts_the_jobs_its_owner_cannot_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let (long, tiny) = (dir.path().join("long.mp4"), dir.path().join("tiny.mp4"));
+    // On the CPU Bob's job runs for minutes, far past the test's end; the others never start.
+    make_clip(&media("bikes.mp4"), 100, false, &long);
+    make_clip(&media("carphone_pristine.mp4"), 3, false, &tiny);
+    let tokens = format!("ann:{ANN},bob:{BOB}");
+    // Nothing is lent the running job's executor (no job is short enough) and it never makes way: the line
+    // stays as it was queued.
+    let env = [("VAEBOX_TOKENS", tokens.as_str()), ("VAEBOX_SHORT_JOB_S", "0"), ("VAEBOX_FAIR_WAIT_S", "0"), ("VAEBOX_DEVICE", "cpu")];
+    let server = Server::start(dir.path(), &env);
+    let client = client();
+    let bobs_long = queue_as(&client, &server, BOB, &long, "bob-long.mp4", 0).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while status_as(&client, &server, BOB, &bobs_long).await != "running" {
+        assert!(std::time::Instant::now() < deadline, "Bob's long job did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for name in ["bob-urgent-1.mp4", "bob-urgent-2.mp4"] {
+        queue_as(&client, &server, BOB, &tiny, name, 1).await;
+    }
+    let anns = queue_as(&client, &server, ANN, &tiny, "ann.mp4", 0).await;
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    browser.before_each_document(&format!("localStorage.setItem('vaebox-token', {})", js(ANN)));
+    open_page(&mut browser, &server.url("/"));
+    assert_eq!(place_on_card(&mut browser, &anns), "queued — position 3", "Bob's two urgent jobs are ahead of Ann's");
+    let cards = browser.eval("[...document.querySelectorAll('#jobs > li.job')].map((card) => card.id)");
+    assert_eq!(cards, json!([format!("job-{anns}")]), "Ann's list shows a job that is not hers");
+
+    click_on_card(&mut browser, &anns, "Pause");
+    let card = format!("document.getElementById({})", js(format!("job-{anns}")));
+    let paused = format!("{card}.classList.contains('st-paused') && !{card}.querySelector('.queue-place') && {card}.querySelector('.badge').textContent");
+    assert_eq!(browser.wait_until(&paused, Duration::from_secs(10)), Some(json!("paused")), "the card did not turn paused");
+    assert_eq!(status_as(&client, &server, ANN, &anns).await, "paused");
+
+    click_on_card(&mut browser, &anns, "Resume");
+    let queued = format!("{card}.classList.contains('st-queued') && ({card}.querySelector('.queue-place') || {{}}).textContent");
+    assert_eq!(browser.wait_until(&queued, Duration::from_secs(10)), Some(json!("queued — position 3")), "the resumed job is not back in its place");
+    assert_eq!(status_as(&client, &server, BOB, &bobs_long).await, "running", "Bob's long job ended within the test: the line it counts moved");
 }
