@@ -289,7 +289,7 @@ pub struct Timings {
 }
 
 /// What the box expects of a job before it runs, from its own measured rates for that op and model
-/// (`POST /v1/jobs?dry_run=true`, and each queued job's `estimate`).
+/// (`POST /v1/estimate`, and each queued job's `estimate`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Estimate {
     /// Frames the result will have, and its size.

@@ -1,7 +1,9 @@
 //! What a job will take before it runs: its output's frames and size, and its time and bytes from this box's
 //! own finished jobs of the same op and model. A job's work is counted in pixel-frames of its video side (the
 //! input video's, a latent's decoded video's); its time is a fixed part (load, start and finish of the
-//! processes) plus a rate per pixel-frame, each the median over the recent jobs that match best.
+//! processes: the median over the recent jobs that match best) plus its work at their rate, weighted by their
+//! work (a few frames' run is mostly start-up and says little of the rate; a 3-frame job once made a long
+//! clip's estimate 3× too long).
 use super::output_size::{output_size, InputSize};
 use super::{JobRequest, Queue};
 use crate::jobs::{Estimate, Job, JobStatus, ListFilter};
@@ -56,7 +58,9 @@ impl Planned {
 #[derive(Debug, Clone, PartialEq)]
 struct Run {
     fixed_s: f64,
-    seconds_per_pixel_frame: f64,
+    /// Seconds streaming frames through (read, compute, write) and the pixel-frames they were.
+    streaming_s: f64,
+    work: f64,
     output_bytes_per_pixel_frame: f64,
     /// Whether it ran with the same settings that change the work (scale, precision, interpolation).
     same_settings: bool,
@@ -86,7 +90,8 @@ impl Run {
             && job.params.restore == request.params.restore;
         Some(Run {
             fixed_s: (total - streaming).max(0.0),
-            seconds_per_pixel_frame: streaming / work.pixel_frames(),
+            streaming_s: streaming,
+            work: work.pixel_frames(),
             output_bytes_per_pixel_frame: output.bytes as f64 / written.pixel_frames(),
             same_settings,
         })
@@ -114,7 +119,7 @@ pub fn estimate_from(history: &[Job], request: &JobRequest, planned: &Planned) -
         (None, None, None)
     } else {
         let fixed = median(basis.iter().map(|run| run.fixed_s).collect());
-        let rate = median(basis.iter().map(|run| run.seconds_per_pixel_frame).collect());
+        let rate = basis.iter().map(|run| run.streaming_s).sum::<f64>() / basis.iter().map(|run| run.work).sum::<f64>();
         let bytes = median(basis.iter().map(|run| run.output_bytes_per_pixel_frame).collect());
         let settings = if basis[0].same_settings { "with these settings" } else { "with other settings" };
         let text = format!("{} finished {} job(s) of {} here, {settings}", basis.len(), request.op.as_str(), request.model);

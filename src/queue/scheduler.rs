@@ -326,7 +326,7 @@ impl Scheduler {
         let (progress_tx, progress_rx) = watch::channel(Progress::default());
         let lease = Lease { id, worker: self.worker.name.clone(), attempt: job.attempts };
         // Renewed until the outcome is written (every return below ends it).
-        let _heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string(), run)));
+        let heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string(), run)));
         let estimate_s = job.estimate.as_ref().and_then(|estimate| estimate.seconds);
         let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx, estimate_s));
 
@@ -393,6 +393,8 @@ impl Scheduler {
             _ => None,
         };
         self.record_outcome(&lease, &result, &timings, kept.as_ref()).await;
+        // The lease ends with the outcome: a beat now would find the job ended and take it for a lost lease.
+        drop(heartbeat);
         if let Some(checkpoints) = checkpoints {
             match &result {
                 Ok(_) => checkpoints.remove().await,

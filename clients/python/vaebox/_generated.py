@@ -141,7 +141,7 @@ class _EstimateRequired(TypedDict):
 
 
 class Estimate(_EstimateRequired, total=False):
-    "What the box expects of a job before it runs, from its own measured rates for that op and model (`POST /v1/jobs?dry_run=true`, and each queued job's `estimate`)."
+    "What the box expects of a job before it runs, from its own measured rates for that op and model (`POST /v1/estimate`, and each queued job's `estimate`)."
     seconds: Optional[float]
     output_bytes: Optional[int]
     disk_bytes: Optional[int]
