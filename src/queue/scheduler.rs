@@ -370,8 +370,7 @@ impl Scheduler {
             }
             // Back in the queue (cancelled if a user asked, paused if its owner did), not counted as an
             // attempt; if the store cannot take it now, the job is left `running` and the next start re-queues it.
-            let stored = if self.cancels.is_stopping() { self.store.give_back(&lease).await } else { self.store.set_aside(&lease).await };
-            match stored {
+            match self.store.give_back(&lease).await {
                 Ok(()) if self.cancels.is_stopping() => tracing::warn!(%id, "job stopped by the shutdown; it is back in the queue"),
                 Ok(()) => tracing::info!(%id, "job made way at a checkpoint; it goes on from there at its turn"),
                 Err(e) => tracing::warn!(%id, error = %e, "job stopped; it is re-queued at the next start"),

@@ -25,6 +25,15 @@ function namesEndedJob(hz) {
   return ended(hz.running_job) || (hz.workers || []).some((w) => ended(w.current_job));
 }
 
+// Who holds the executor: a job this page lists, with its owner (an admin's page lists everyone's), or one it
+// does not list (on a box with tokens, most often another user's, which this user may not see).
+function runningJob(id) {
+  const job = state.jobs.get(id);
+  if (!job) return h("span", { class: "hz-other", title: id, text: "a job not listed here" });
+  const link = h("a", { href: `#job-${id}`, title: id, text: shortId(id) });
+  return job.owner ? h("span", {}, link, h("span", { class: "muted", text: ` (${job.owner})` })) : link;
+}
+
 export async function refreshHealth() {
   const box = $("health");
   const text = $("health-text");
@@ -36,17 +45,14 @@ export async function refreshHealth() {
       h("span", { class: "hz-item" }, h("span", { class: "muted", text: "queue " }), h("strong", { text: isNum(hz.queue_depth) ? hz.queue_depth : DASH })),
     ];
     if (hz.running_job) {
-      parts.push(h("span", { class: "hz-item" }, h("span", { class: "muted", text: "running " }),
-        h("a", { href: `#job-${hz.running_job}`, title: hz.running_job, text: shortId(hz.running_job) })));
+      parts.push(h("span", { class: "hz-item" }, h("span", { class: "muted", text: "running " }), runningJob(hz.running_job)));
     } else {
       parts.push(h("span", { class: "hz-item muted", text: "idle" }));
     }
     // Several boxes on one queue: each worker, its device (and the memory it offers) and what it runs.
     const memoryNote = (bytes) => (bytes == null ? "" : `, ${(bytes / 2 ** 30).toFixed(1)} GiB`);
     for (const w of (hz.workers || []).filter(() => (hz.workers || []).length > 1 || hz.device === "none")) {
-      const doing = w.current_job
-        ? h("a", { href: `#job-${w.current_job}`, title: w.current_job, text: shortId(w.current_job) })
-        : h("span", { class: "muted", text: "idle" });
+      const doing = w.current_job ? runningJob(w.current_job) : h("span", { class: "muted", text: "idle" });
       parts.push(h("span", { class: "hz-item hz-worker", title: `last heartbeat ${w.last_heartbeat}` },
         h("span", { class: "muted", text: `${w.name} (${w.device}${memoryNote(w.device_memory_bytes)}) ` }), doing));
     }

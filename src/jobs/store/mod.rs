@@ -227,10 +227,6 @@ pub trait JobStore: Send + Sync + 'static {
         }
         Ok(None)
     }
-    /// A running job that stopped at a checkpoint to make way (its owner paused it, another owner's turn):
-    /// back in the queue (paused, if asked; cancelled, if a user asked), not counted as an attempt; its start
-    /// (the owner's turn) and progress stay.
-    async fn set_aside(&self, lease: &Lease) -> Result<(), StoreError>;
     /// Pauses or resumes a queued or running job.
     async fn set_paused(&self, id: Uuid, paused: bool) -> Result<PauseOutcome, StoreError>;
     /// Extends the lease; says whether the worker still holds it and whether a user asked to cancel.
@@ -252,8 +248,9 @@ pub trait JobStore: Send + Sync + 'static {
     /// or fail (`attempts-exhausted`) once they have been started `max_attempts` times: a job that
     /// crashes the process must not start it again forever.
     async fn requeue_interrupted(&self, worker: &str, max_attempts: i64) -> Result<Expired, StoreError>;
-    /// A stopping server hands the job it was running back to the queue (cancelled if a user asked);
-    /// the stop does not count as one of its attempts.
+    /// A running job that stopped to make way (its owner paused it, another owner's turn, the server stops) goes
+    /// back in line (paused, if asked; cancelled, if a user asked); the stop does not count as one of its
+    /// attempts, and its start (the owner's turn) and progress stay.
     async fn give_back(&self, lease: &Lease) -> Result<(), StoreError>;
     /// After a restart of box `answered_by`: the synchronous calls it was answering lost their caller with
     /// the connection; those not finished fail (`caller-gone`) instead of running for nobody. Their ids.

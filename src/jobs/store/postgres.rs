@@ -138,21 +138,6 @@ impl JobStore for PgStore {
         row.map(JobRow::into_job).transpose()
     }
 
-    async fn set_aside(&self, lease: &Lease) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
-                             finished_at = CASE WHEN cancel_requested THEN $1 ELSE NULL END,
-                             attempts = GREATEST(attempts - 1, 0), worker = NULL, lease_until = NULL, queued_at = $1
-             WHERE id = $2 AND worker = $3 AND status = 'running'",
-        )
-        .bind(now_rfc3339())
-        .bind(lease.id.to_string())
-        .bind(&lease.worker)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     async fn set_paused(&self, id: Uuid, paused: bool) -> Result<PauseOutcome, StoreError> {
         let changed = sqlx::query("UPDATE jobs SET paused = $1 WHERE id = $2 AND status IN ('queued', 'running')")
             .bind(i64::from(paused))
@@ -396,7 +381,7 @@ impl JobStore for PgStore {
         sqlx::query(
             "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
                              finished_at = CASE WHEN cancel_requested THEN $1 ELSE NULL END,
-                             attempts = GREATEST(attempts - 1, 0), started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
+                             attempts = GREATEST(attempts - 1, 0), worker = NULL, lease_until = NULL, queued_at = $1
              WHERE id = $2 AND worker = $3 AND status = 'running'",
         )
         .bind(now_rfc3339())

@@ -141,21 +141,6 @@ impl JobStore for SqliteStore {
         }
     }
 
-    async fn set_aside(&self, lease: &Lease) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE jobs SET status = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
-                             finished_at = CASE WHEN cancel_requested = 1 THEN ?1 ELSE NULL END,
-                             attempts = MAX(attempts - 1, 0), worker = NULL, lease_until = NULL, queued_at = ?1
-             WHERE id = ?2 AND worker = ?3 AND status = 'running'",
-        )
-        .bind(now_rfc3339())
-        .bind(lease.id.to_string())
-        .bind(&lease.worker)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     async fn set_paused(&self, id: Uuid, paused: bool) -> Result<PauseOutcome, StoreError> {
         let changed = sqlx::query("UPDATE jobs SET paused = ? WHERE id = ? AND status IN ('queued', 'running')")
             .bind(i64::from(paused))
@@ -400,9 +385,9 @@ impl JobStore for SqliteStore {
     async fn give_back(&self, lease: &Lease) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE jobs SET status = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
-                             finished_at = CASE WHEN cancel_requested = 1 THEN ? ELSE NULL END,
-                             attempts = MAX(attempts - 1, 0), started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
-             WHERE id = ? AND worker = ? AND status = 'running'",
+                             finished_at = CASE WHEN cancel_requested = 1 THEN ?1 ELSE NULL END,
+                             attempts = MAX(attempts - 1, 0), worker = NULL, lease_until = NULL, queued_at = ?1
+             WHERE id = ?2 AND worker = ?3 AND status = 'running'",
         )
         .bind(now_rfc3339())
         .bind(lease.id.to_string())

@@ -186,6 +186,9 @@ async fn a_queued_card_counts_the_jobs_its_owner_cannot_see() {
     assert_eq!(place_on_card(&mut browser, &anns), "queued — position 3", "Bob's two urgent jobs are ahead of Ann's");
     let cards = browser.eval("[...document.querySelectorAll('#jobs > li.job')].map((card) => card.id)");
     assert_eq!(cards, json!([format!("job-{anns}")]), "Ann's list shows a job that is not hers");
+    // The header says the executor is busy with a job she cannot see, without naming it.
+    let header = browser.wait_until("(document.getElementById('health-text').textContent.match(/running .*/) || [])[0]", Duration::from_secs(10));
+    assert_eq!(header.as_ref().and_then(|h| h.as_str()).map(|h| h.starts_with("running a job not listed here")), Some(true), "{header:?}");
 
     click_on_card(&mut browser, &anns, "Pause");
     let card = format!("document.getElementById({})", js(format!("job-{anns}")));
