@@ -61,7 +61,7 @@ enum Command {
 pub struct ExecutorHandle {
     commands: mpsc::Sender<Command>,
     /// Synchronous calls and short jobs waiting for the running job's next chunk end (`lending`).
-    waiting: lending::Waiting,
+    waiting: Waiting,
     device: String,
     /// A CUDA device's total memory; `None` on CPU.
     device_memory_bytes: Option<u64>,
@@ -71,7 +71,7 @@ impl ExecutorHandle {
     /// Starts the executor thread; returns once the device is chosen.
     pub fn spawn(config: ExecutorConfig) -> ExecutorHandle {
         let (commands, inbox) = mpsc::channel::<Command>();
-        let waiting = lending::Waiting::default();
+        let waiting = Waiting::default();
         let lent = waiting.clone();
         let (device_tx, device_rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -126,10 +126,37 @@ impl ExecutorHandle {
     }
 }
 
+/// The jobs waiting to be lent the executor (`lending`), in the order they came.
+type Waiting = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<RunCommand>>>;
+
 /// What the executor thread reads its work from.
 struct Inbox {
     commands: mpsc::Receiver<Command>,
-    waiting: lending::Waiting,
+    waiting: Waiting,
+}
+
+fn next_waiting(waiting: &Waiting) -> Option<RunCommand> {
+    waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop_front()
+}
+
+/// Runs every job waiting to be lent the executor on `executor` itself (it is idle).
+fn run_waiting(waiting: &Waiting, executor: &mut Executor) {
+    while let Some(command) = next_waiting(waiting) {
+        run_command(executor, command);
+    }
+}
+
+/// What a chunk end of `executor`'s own job calls to lend it: the next waiting job, run on a side executor.
+fn lender(executor: &Executor, waiting: &Waiting) -> lending::LendOne {
+    let (mut side, waiting) = (executor.side(), waiting.clone());
+    Box::new(move || match next_waiting(&waiting) {
+        Some(command) => {
+            tracing::info!(id = %command.job.id, op = command.job.op.as_str(), "the running job lends the executor");
+            run_command(&mut side, command);
+            true
+        }
+        None => false,
+    })
 }
 
 /// Runs one job on `executor` and sends its outcome back.
@@ -151,7 +178,7 @@ fn serve(mut executor: Executor, mut inbox: Inbox, mut first: Option<RunCommand>
             None => match inbox.commands.recv() {
                 Ok(Command::Run(command)) => command,
                 Ok(Command::Lend) => {
-                    lending::run_waiting(&inbox.waiting, &mut executor);
+                    run_waiting(&inbox.waiting, &mut executor);
                     continue;
                 }
                 Err(_) => return,
@@ -168,9 +195,8 @@ fn serve(mut executor: Executor, mut inbox: Inbox, mut first: Option<RunCommand>
         } else {
             command
         };
-        let side = executor.side();
-        let waiting = inbox.waiting.clone();
-        lending::lending_while(&waiting, side, || run_command(&mut executor, command));
+        let lend_one = lender(&executor, &inbox.waiting);
+        lending::lending_while(lend_one, || run_command(&mut executor, command));
     }
 }
 

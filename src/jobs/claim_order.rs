@@ -13,6 +13,8 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
+pub use crate::jobs::model::QueuePlace;
+
 /// A queued (not paused) or running job as the order sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -49,19 +51,6 @@ pub struct Snapshot {
     pub entries: Vec<Entry>,
     /// Each owner's latest start (RFC 3339, over all its jobs, finished ones too).
     pub last_start: HashMap<Option<String>, String>,
-}
-
-/// Where a queued job stands: its place in the claim order, counting every owner's jobs (none of them named).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-pub struct QueuePlace {
-    /// 1: the next job any worker claims.
-    pub position: usize,
-    /// Jobs ahead of it (of every owner), and jobs running now.
-    pub ahead: usize,
-    pub running: usize,
-    /// Seconds until it starts, from the running jobs' ETAs and the estimates of the jobs ahead, shared over
-    /// the workers; null where one of those has no basis.
-    pub starts_in_s: Option<f64>,
 }
 
 /// What the order keeps track of per owner while it walks the queue.

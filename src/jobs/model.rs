@@ -288,6 +288,19 @@ pub struct Timings {
     pub lent: Option<f64>,
 }
 
+/// Where a queued job stands: its place in the claim order, counting every owner's jobs (none of them named).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct QueuePlace {
+    /// 1: the next job any worker claims.
+    pub position: usize,
+    /// Jobs ahead of it (of every owner), and jobs running now.
+    pub ahead: usize,
+    pub running: usize,
+    /// Seconds until it starts, from the running jobs' ETAs and the estimates of the jobs ahead, shared over
+    /// the workers; null where one of those has no basis.
+    pub starts_in_s: Option<f64>,
+}
+
 /// What the box expects of a job before it runs, from its own measured rates for that op and model
 /// (`POST /v1/estimate`, and each queued job's `estimate`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -385,7 +398,7 @@ pub struct Job {
     /// What the box expected of the job when it was queued.
     pub estimate: Option<Estimate>,
     /// A queued job's place among every owner's jobs; null for any other.
-    pub queue: Option<crate::jobs::claim_order::QueuePlace>,
+    pub queue: Option<QueuePlace>,
     /// A cancelled job whose finished segments were kept as its (shorter) result.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,

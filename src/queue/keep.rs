@@ -3,7 +3,6 @@
 //! the cancelled job serves it as its result (`partial: true`). The input's audio is not in it.
 use std::path::{Path, PathBuf};
 
-use super::scheduler::output_path_for;
 use crate::config::Config;
 use crate::jobs::files::JobFiles;
 use crate::jobs::shared_resume::{resume_dir, CHECKPOINT};
@@ -25,10 +24,11 @@ fn kept_path(output: &Path, frames: u64) -> PathBuf {
 }
 
 /// Joins the stopped `job`'s finished segments into a file of their own: its result once it is recorded
-/// cancelled. None when its checkpoints name none.
-pub async fn keep_finished(config: &Config, files: &JobFiles, job: &Job) -> Option<KeptOutput> {
+/// cancelled. `output`: where its whole result would have been (`scheduler::output_path_for`). None when its
+/// checkpoints name none.
+pub async fn keep_finished(config: &Config, files: &JobFiles, job: &Job, output: &Path) -> Option<KeptOutput> {
     let id = job.id;
-    let output = files.local(id, &output_path_for(job).to_string_lossy());
+    let output = files.local(id, &output.to_string_lossy());
     let dir = resume_dir(&output);
     let checkpoint: Option<serde_json::Value> = std::fs::read_to_string(dir.join(CHECKPOINT)).ok().and_then(|text| serde_json::from_str(&text).ok());
     let count = |key: &str| checkpoint.as_ref().and_then(|c| c.get(key)).and_then(serde_json::Value::as_u64).unwrap_or(0);

@@ -70,7 +70,8 @@ impl Queue {
             }
             CancelOutcome::Cancelled(job) if keep => {
                 // A paused job's segments are in its folder: they are kept now.
-                if let Some(kept) = super::keep::keep_finished(&self.config, &self.files, &job).await {
+                let output = super::scheduler::output_path_for(&job);
+                if let Some(kept) = super::keep::keep_finished(&self.config, &self.files, &job, &output).await {
                     self.store.keep_output(id, &kept).await?;
                 }
                 self.store.get(id).await?.unwrap_or(job)

@@ -416,7 +416,7 @@ impl Scheduler {
     /// A job cancelled with `keep=true`: its finished segments joined, to be its result.
     async fn kept_if_asked(&self, job: &Job) -> Option<crate::jobs::KeptOutput> {
         match self.store.get(job.id).await {
-            Ok(Some(now)) if now.keep_partial => super::keep::keep_finished(&self.config, &self.files, &now).await,
+            Ok(Some(now)) if now.keep_partial => super::keep::keep_finished(&self.config, &self.files, &now, &output_path_for(&now)).await,
             _ => None,
         }
     }

@@ -108,7 +108,7 @@ async fn each_bad_input_gets_its_code_and_nothing_is_lost() {
     assert_eq!(response.status(), 404);
     let (s, b) = get_json(&client, &server.url(&format!("/v1/jobs/{missing}/result"))).await;
     assert_error(s, &b, 404, "job-not-found");
-    let (s, b) = get_json(&client, &server.url("/v1/jobs?status=paused")).await;
+    let (s, b) = get_json(&client, &server.url("/v1/jobs?status=sleeping")).await;
     assert_error(s, &b, 400, "invalid-status");
 
     // The server still serves, the good job finishes, and only it exists.

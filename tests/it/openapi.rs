@@ -30,7 +30,10 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/jobs/{id}/thumbnail", &["get"]),
     ("/v1/jobs/{id}/preview", &["get"]),
     ("/v1/jobs/{id}/cancel", &["post"]),
+    ("/v1/jobs/{id}/pause", &["post"]),
+    ("/v1/jobs/{id}/resume", &["post"]),
     ("/v1/jobs/{id}/whole", &["post"]),
+    ("/v1/estimate", &["post"]),
 ];
 
 fn schema<'a>(doc: &'a Value, name: &str) -> &'a Value {

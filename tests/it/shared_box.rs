@@ -89,7 +89,8 @@ async fn a_decode_and_another_owners_short_job_run_beside_a_long_upscale_which_s
     let env = [("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_TOKENS", TOKENS), ("VAEBOX_CHUNK_FRAMES", "2"), ("VAEBOX_SHORT_JOB_S", "3")];
     let server = Server::start(dir.path(), &env);
     let (ann, bob) = (user(ANN), user(BOB));
-    let long = clip(dir.path(), 400);
+    // Long enough to be running still, several seconds after the call and the short job, on a loaded machine.
+    let long = clip(dir.path(), 600);
 
     // Undisturbed: the bytes to match, and this box's rate for the short job's estimate.
     let undisturbed = run_job(&ann, &server, &format!("{UPSCALE}&filename=long.mp4"), long.clone()).await;
@@ -246,4 +247,26 @@ async fn an_estimate_from_one_earlier_job_is_within_30_percent_of_a_600_frame_up
     let took = job["timings"]["total"].as_f64().unwrap();
     assert!((seconds - took).abs() <= 0.3 * took, "estimated {seconds:.1} s, took {took:.1} s ({})", estimate["basis"]);
     assert_eq!(job["estimate"]["seconds"].as_f64().map(|s| (s * 10.0).round()), Some((seconds * 10.0).round()), "the job keeps the estimate it was queued with");
+}
+
+/// On SIGTERM a running job stops at its next checkpoint: the stop does not wait its whole grace (two minutes
+/// here) for the job to finish, and the job goes on from that checkpoint at the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_server_does_not_wait_its_grace_for_a_job_that_can_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("VAEBOX_CHUNK_FRAMES", "2"), ("VAEBOX_CHECKPOINT_S", "1"), ("VAEBOX_SHUTDOWN_GRACE_S", "120")];
+    let mut server = Server::start(dir.path(), &env);
+    let client = client();
+    let id = submit(&client, &server, &format!("{UPSCALE}&filename=clip.mp4"), clip(dir.path(), 600)).await["id"].as_str().unwrap().to_string();
+    wait_until(&client, &server, &id, "under way", |j| j["status"] == "running" && done(j) > 40).await;
+    let asked = Instant::now();
+    server.sigterm();
+    let exited = server.wait_for_exit(Duration::from_secs(30));
+    assert!(exited.is_some_and(|status| status.success()), "the server did not stop within 30 s: {exited:?}");
+    let stopped_s = asked.elapsed().as_secs_f64();
+    assert!(stopped_s < 10.0, "the stop took {stopped_s:.1} s");
+    let server = server.restart_after_kill9();
+    let finished = wait_for_final(&client, &server, &id, Duration::from_secs(300)).await;
+    assert_eq!((finished["status"].as_str(), finished["attempts"].as_i64()), (Some("succeeded"), Some(1)), "{finished}");
+    assert!(finished["plan"]["resumed_from"]["frame"].as_u64().is_some_and(|frame| frame >= 30), "{}", finished["plan"]);
 }
