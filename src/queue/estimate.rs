@@ -1,9 +1,10 @@
 //! What a job will take before it runs: its output's frames and size, and its time and bytes from this box's
 //! own finished jobs of the same op and model. A job's work is counted in pixel-frames of its video side (the
-//! input video's, a latent's decoded video's); its time is a fixed part (load, start and finish of the
-//! processes: the median over the recent jobs that match best) plus its work at their rate, weighted by their
-//! work (a few frames' run is mostly start-up and says little of the rate; a 3-frame job once made a long
-//! clip's estimate 3× too long).
+//! input video's, a latent's decoded video's); its time is the model's load (the latest job's) plus a start-up
+//! part and its work at a rate, the line through the recent jobs that match best (least squares; with one job,
+//! or jobs of one size, its whole time at its rate). Time the stages do not count (conversions, checkpoints)
+//! grows with the work as the rest does, so it is the rate's, not a fixed part's: counted fixed, a 600-frame
+//! job's made a 12-frame job look 4 s long.
 use super::output_size::{output_size, InputSize};
 use super::{JobRequest, Queue};
 use crate::jobs::{Estimate, Job, JobStatus, ListFilter};
@@ -57,9 +58,9 @@ impl Planned {
 /// What one finished job says of its op and model on this box.
 #[derive(Debug, Clone, PartialEq)]
 struct Run {
-    fixed_s: f64,
-    /// Seconds streaming frames through (read, compute, write) and the pixel-frames they were.
-    streaming_s: f64,
+    load_s: f64,
+    /// Seconds from the model's load to the end, and the pixel-frames they were.
+    run_s: f64,
     work: f64,
     output_bytes_per_pixel_frame: f64,
     /// Whether it ran with the same settings that change the work (scale, precision, interpolation).
@@ -73,7 +74,7 @@ impl Run {
         }
         let timings = job.timings.as_ref()?;
         let total = timings.total?;
-        let streaming = timings.read.unwrap_or(0.0) + timings.compute? + timings.write.unwrap_or(0.0);
+        let load_s = timings.load_model.unwrap_or(0.0).min(total);
         let output = job.output.as_ref()?;
         let work = match (&job.input.media, &output.media) {
             (Some(input), _) if !request.op.reads_latent() => VideoSide { width: u64::from(input.width), height: u64::from(input.height), frames: input.frames },
@@ -89,8 +90,8 @@ impl Run {
             && job.params.interpolate == request.params.interpolate
             && job.params.restore == request.params.restore;
         Some(Run {
-            fixed_s: (total - streaming).max(0.0),
-            streaming_s: streaming,
+            load_s,
+            run_s: total - load_s,
             work: work.pixel_frames(),
             output_bytes_per_pixel_frame: output.bytes as f64 / written.pixel_frames(),
             same_settings,
@@ -108,6 +109,23 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
+/// The start-up seconds and the seconds per pixel-frame of the runs: the least-squares line through their
+/// (work, time), where it has a start-up of 0 or more and a positive rate; else their time over their work.
+fn line_through(runs: &[&Run]) -> (f64, f64) {
+    let n = runs.len() as f64;
+    let (mean_work, mean_s) = (runs.iter().map(|r| r.work).sum::<f64>() / n, runs.iter().map(|r| r.run_s).sum::<f64>() / n);
+    let spread: f64 = runs.iter().map(|r| (r.work - mean_work).powi(2)).sum();
+    let together: f64 = runs.iter().map(|r| (r.work - mean_work) * (r.run_s - mean_s)).sum();
+    if spread > 0.0 {
+        let rate = together / spread;
+        let start = mean_s - rate * mean_work;
+        if rate > 0.0 && start >= 0.0 {
+            return (start, rate);
+        }
+    }
+    (0.0, runs.iter().map(|r| r.run_s).sum::<f64>() / runs.iter().map(|r| r.work).sum::<f64>())
+}
+
 /// The estimate from the box's finished jobs `history` (newest first).
 pub fn estimate_from(history: &[Job], request: &JobRequest, planned: &Planned) -> Estimate {
     let runs: Vec<Run> = history.iter().filter_map(|job| Run::of(job, request)).collect();
@@ -118,12 +136,12 @@ pub fn estimate_from(history: &[Job], request: &JobRequest, planned: &Planned) -
     let (seconds, output_bytes, basis_text) = if basis.is_empty() {
         (None, None, None)
     } else {
-        let fixed = median(basis.iter().map(|run| run.fixed_s).collect());
-        let rate = basis.iter().map(|run| run.streaming_s).sum::<f64>() / basis.iter().map(|run| run.work).sum::<f64>();
+        let (start_s, rate) = line_through(&basis);
+        let load_s = basis[0].load_s;
         let bytes = median(basis.iter().map(|run| run.output_bytes_per_pixel_frame).collect());
         let settings = if basis[0].same_settings { "with these settings" } else { "with other settings" };
         let text = format!("{} finished {} job(s) of {} here, {settings}", basis.len(), request.op.as_str(), request.model);
-        (Some(fixed + rate * planned.work.pixel_frames()), Some((bytes * output.pixel_frames()).round() as u64), Some(text))
+        (Some(load_s + start_s + rate * planned.work.pixel_frames()), Some((bytes * output.pixel_frames()).round() as u64), Some(text))
     };
     // The input, the result, and the segments the result is joined from (as large as it).
     let disk_bytes = output_bytes.map(|bytes| planned.input_bytes + 2 * bytes);
@@ -159,5 +177,25 @@ impl Queue {
             }
         };
         estimate_from(&history, request, planned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(work: f64, run_s: f64) -> Run {
+        Run { load_s: 0.0, run_s, work, output_bytes_per_pixel_frame: 1.0, same_settings: true }
+    }
+
+    /// Two sizes give the start-up and the rate; one size (or a line that would make no sense) its time over its work.
+    #[test]
+    fn the_line_through_the_runs_gives_start_up_and_rate() {
+        let (small, large) = (run(100.0, 1.5), run(1000.0, 6.0));
+        let (start, rate) = line_through(&[&small, &large]);
+        assert!((start - 1.0).abs() < 1e-9 && (rate - 0.005).abs() < 1e-12, "{start} {rate}");
+        assert_eq!(line_through(&[&large]), (0.0, 0.006));
+        let (start, rate) = line_through(&[&run(100.0, 3.0), &run(1000.0, 2.0)]);
+        assert_eq!((start, rate), (0.0, 5.0 / 1100.0), "a rate that falls with the work is no rate");
     }
 }

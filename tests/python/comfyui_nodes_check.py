@@ -391,12 +391,14 @@ out["restore_job_op"] = node_job["op"]
 out["restore_job_params"] = node_job["params"]
 out["restore_job_status"] = settle(node_job["id"])
 
-# The same for an encode, a synchronous call: cancelling hangs up, and the box cancels its job.
+# The same for an encode, a synchronous call: cancelling hangs up, and the box cancels its job. A synchronous
+# call does not wait behind the busy job (it runs at that job's next chunk end), so it is long enough to be
+# running still when the cancel comes: 49 frames of 192×256.
 cancel_requested[0] = False
 timer = threading.Timer(1.0, lambda: cancel_requested.__setitem__(0, True))
 timer.start()
 try:
-    encode.encode(vaebox, pixels, "wan21-small")
+    encode.encode(vaebox, torch.rand(49, 192, 256, 3, generator=torch.Generator().manual_seed(3)), "wan21-small")
     out["encode_cancel_raised"] = None
 except Interrupted:
     out["encode_cancel_raised"] = "comfy"
