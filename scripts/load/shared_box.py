@@ -8,10 +8,13 @@ for each binary given, side by side:
 2. the estimate of a 600-frame upscale after one earlier 90-frame job of the model, against its measured time
    (only where the binary has `POST /v1/estimate`).
 
-Each binary runs on its own temporary data dir, with tokens for two users, `chunk_frames` 2 and the repository's
-models. Needs a release build and the test media (scripts/setup.sh --test).
-Usage: scripts/load/shared_box.py [BINARY ...]   (default: target/release/vaebox)
+Each binary runs on its own temporary data dir, with tokens for two users, `chunk_frames` 2, `short_job_s` 3 (the
+long job here runs seconds, not minutes: a 12-frame job is short beside it) and the repository's models. A binary
+from before `short_job_s` (`--before BINARY`) runs without that key, which it would refuse. Needs a release build
+and the test media (scripts/setup.sh --test); the torch libraries are found through the repository's .venv.
+Usage: scripts/load/shared_box.py [BINARY] [--before BINARY]   (default: target/release/vaebox)
 """
+import glob
 import hashlib
 import json
 import os
@@ -44,7 +47,7 @@ def clip(folder, frames):
 
 
 class Box:
-    def __init__(self, binary, folder):
+    def __init__(self, binary, folder, shares):
         self.port = free_port()
         models = os.path.join(folder, "models")
         os.makedirs(os.path.join(models, "vae"))
@@ -55,7 +58,12 @@ class Box:
         env = dict(os.environ, VAEBOX_LISTEN=f"127.0.0.1:{self.port}", VAEBOX_DATA_DIR=os.path.join(folder, "data"),
                    VAEBOX_MODELS_DIR=models, VAEBOX_THREADS="2", VAEBOX_CHUNK_FRAMES="2", VAEBOX_LOG="warn",
                    VAEBOX_TOKENS=f"ann:{ANN},bob:{BOB}")
-        self.process = subprocess.Popen([binary, "serve"], env=env, stdout=subprocess.DEVNULL)
+        if shares:
+            env["VAEBOX_SHORT_JOB_S"] = "3"
+        # A binary built in another folder has no rpath to this one's torch.
+        env["LD_LIBRARY_PATH"] = ":".join(glob.glob(os.path.join(ROOT, ".venv/lib/python3*/site-packages/torch/lib")))
+        # In the temporary folder: no config.toml there, only the variables above.
+        self.process = subprocess.Popen([os.path.abspath(binary), "serve"], env=env, stdout=subprocess.DEVNULL, cwd=folder)
         for _ in range(100):
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1)
@@ -98,9 +106,9 @@ class Box:
         self.process.wait(30)
 
 
-def measure(binary):
+def measure(binary, shares):
     with tempfile.TemporaryDirectory() as folder:
-        box = Box(binary, folder)
+        box = Box(binary, folder, shares)
         try:
             long, short = clip(folder, LONG_FRAMES), clip(folder, 12)
             undisturbed = box.wait(ANN, box.submit(ANN, UPSCALE, long)["id"])
@@ -137,10 +145,19 @@ def measure(binary):
 
 
 def main():
-    binaries = sys.argv[1:] or [os.path.join(ROOT, "target/release/vaebox")]
+    args = sys.argv[1:]
+    runs = []
+    while args:
+        if args[0] == "--before" and len(args) > 1:
+            runs.append((args[1], False))
+            args = args[2:]
+        else:
+            runs.append((args[0], True))
+            args = args[1:]
+    runs = runs or [(os.path.join(ROOT, "target/release/vaebox"), True)]
     print(f"load at start: {os.getloadavg()[0]:.2f}")
-    for binary in binaries:
-        row = measure(binary)
+    for binary, shares in runs:
+        row = measure(binary, shares)
         print(binary)
         for key, value in row.items():
             print(f"  {key}: {value:.2f}" if isinstance(value, float) else f"  {key}: {value}")
