@@ -14,4 +14,5 @@ pub mod media;
 pub mod models;
 pub mod redact;
 pub mod server;
+pub mod stats;
 pub mod tiling;

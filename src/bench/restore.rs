@@ -21,6 +21,7 @@ pub use layout::{DitShape, TXT_IN_DIM};
 
 use super::peak::matmul_gflops;
 use crate::device::{peak_host_bytes, reset_peak_host_bytes, HostAllocator};
+use crate::stats::median;
 use crate::models::restore::colorfix::ColorFix;
 use crate::models::restore::noise_augment::NoiseScales;
 use crate::models::restore::one_step::{restore, Noise, RestoreModels, RestoreStep, StageSeconds, WholeBatches};
@@ -190,16 +191,6 @@ struct Row {
 impl Row {
     fn median(&self, stage: impl Fn(&StageSeconds) -> f64) -> f64 {
         median(self.runs.iter().map(stage).collect())
-    }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
     }
 }
 

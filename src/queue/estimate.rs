@@ -8,6 +8,7 @@
 use super::output_size::{output_size, InputSize};
 use super::{JobRequest, Queue};
 use crate::jobs::{Estimate, Job, JobStatus, ListFilter};
+use crate::stats::median;
 
 /// Finished jobs read for a basis, newest first.
 const HISTORY: i64 = 200;
@@ -96,16 +97,6 @@ impl Run {
             output_bytes_per_pixel_frame: output.bytes as f64 / written.pixel_frames(),
             same_settings,
         })
-    }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
     }
 }
 

@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["tiling"],
     &["models"],
     &["media", "device"],
-    &["error_codes", "redact"],
+    &["error_codes", "redact", "stats"],
 ];
 
 fn layer_of(module: &str) -> usize {
