@@ -24,7 +24,7 @@ fn kept_path(output: &Path, frames: u64) -> PathBuf {
 }
 
 /// Joins the stopped `job`'s finished segments into a file of their own: its result once it is recorded
-/// cancelled. `output`: where its whole result would have been (`scheduler::output_path_for`). None when its
+/// cancelled. `output`: where its whole result would have been (`output_path::output_path_for`). None when its
 /// checkpoints name none.
 pub async fn keep_finished(config: &Config, files: &JobFiles, job: &Job, output: &Path) -> Option<KeptOutput> {
     let id = job.id;

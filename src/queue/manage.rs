@@ -70,7 +70,7 @@ impl Queue {
             }
             CancelOutcome::Cancelled(job) if keep => {
                 // A paused job's segments are in its folder: they are kept now.
-                let output = super::scheduler::output_path_for(&job);
+                let output = super::output_path::output_path_for(&job);
                 if let Some(kept) = super::keep::keep_finished(&self.config, &self.files, &job, &output).await {
                     self.store.keep_output(id, &kept).await?;
                 }

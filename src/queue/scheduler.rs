@@ -1,7 +1,6 @@
 //! The scheduler: claims the next queued job from the store, hands it to the executor, writes
 //! progress and the outcome back, and announces every change to listeners (SSE); finished jobs are
 //! reported to `telemetry`.
-use crate::models::{OutputName, Writes};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,9 +16,9 @@ use crate::jobs::model::*;
 use crate::jobs::shared_resume::{remove_dir, resume_dir, SharedCheckpoints};
 use crate::jobs::store::{Claim, JobStore, Lane, Lease, LeaseState, WorkerInfo};
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
+use super::output_path::output_path_for;
+use super::progress_eta::forward_progress;
 
-/// Progress reaches the database at most this often; SSE listeners see the same rate.
-const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 /// News about the running job (progress, a cancellation asked elsewhere) makes the worker read its row at
 /// most this often.
 const NEWS_CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -214,13 +213,18 @@ impl Scheduler {
     /// While the executor runs a job of its own, claims synchronous calls and short jobs and has them lent the
     /// executor at the running job's next chunk end, one at a time. A short job is lent it only while the
     /// running job has longer than `short_job_s` left (or no estimate): one short job does not wait on another.
+    /// Each look reads the queue once; the worker's models are read once per running job.
     async fn lending_lane(&self, started_at: &str, busy: &Mutex<Option<Uuid>>) {
         let mut news = self.events.subscribe();
+        let mut claim: Option<(Uuid, Claim)> = None;
         while !self.cancels.is_stopping() {
             let running = *busy.lock().unwrap();
             if let Some(running) = running {
-                let short = Lane::Short { short_job_s: self.lendable_s(running).await };
-                match self.store.claim_next(&self.worker.claim(short)).await {
+                if claim.as_ref().is_none_or(|(for_job, _)| *for_job != running) {
+                    claim = Some((running, self.worker.claim(Lane::Any)));
+                }
+                let (_, claim) = claim.as_mut().expect("read above");
+                match self.lend_next(running, claim).await {
                     Ok(Some(job)) => {
                         self.execute(job, started_at, Run::Lent).await;
                         continue;
@@ -235,17 +239,18 @@ impl Scheduler {
         }
     }
 
-    /// The longest job lent the executor while `running` runs: `short_job_s`, or none but synchronous calls
-    /// when `running` itself has no longer than that left.
-    async fn lendable_s(&self, running: Uuid) -> f64 {
-        let remaining = match self.store.queue_snapshot().await {
-            Ok(snapshot) => snapshot.entry(running).and_then(|entry| entry.remaining_s),
-            Err(_) => None,
-        };
-        match remaining {
+    /// Claims the next job to lend the executor to beside `running`: synchronous calls, and jobs expected to take
+    /// at most `short_job_s` when `running` itself has longer than that left. None also when another worker
+    /// took it first (the next look tries again).
+    async fn lend_next(&self, running: Uuid, claim: &mut Claim) -> Result<Option<Job>, crate::jobs::StoreError> {
+        let snapshot = self.store.queue_snapshot().await?;
+        let short_job_s = match snapshot.entry(running).and_then(|entry| entry.remaining_s) {
             Some(left) if left <= self.worker.short_job_s => 0.0,
             _ => self.worker.short_job_s,
-        }
+        };
+        claim.lane = Lane::Short { short_job_s };
+        let Some(next) = snapshot.next(|entry| claim.accepts(entry)) else { return Ok(None) };
+        self.store.claim_job(next.id, claim).await
     }
 
     async fn seen(&self, started_at: &str, current_job: Option<Uuid>) {
@@ -521,231 +526,5 @@ async fn another_owners_turn(store: &dyn JobStore, claim: &Claim, fair_wait_s: f
             tracing::warn!(%id, error = %e, "cannot read the queue for the owners' turns");
             false
         }
-    }
-}
-
-/// `in.mp4` upscaled ×4 becomes `in_x4.mp4`, next to the input in the job's folder.
-pub fn output_path_for(job: &Job) -> PathBuf {
-    use crate::executor::interpolate::settings::DEFAULT_FACTOR;
-    let input = PathBuf::from(&job.input_path);
-    let stem = std::path::Path::new(&job.input.file_name)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "video".into());
-    let still = job.input.media.as_ref().is_some_and(|media| media.still);
-    let spec = job.op.spec();
-    let extension = match spec.writes {
-        Writes::Latent => "latent.safetensors",
-        Writes::Video { .. } => job.params.output_format.unwrap_or(OutputFormat::H264).extension_for(still),
-    };
-    let factor = job.params.interpolate.as_ref().and_then(|p| p.factor);
-    let label = match spec.output_name {
-        OutputName::Suffix(suffix) => suffix.to_string(),
-        OutputName::Scale => {
-            let interpolated = factor.map(|factor| format!("_x{factor}fps")).unwrap_or_default();
-            format!("_x{}{interpolated}", job.op.scale_or_default(job.params.scale))
-        }
-        OutputName::Rate => match job.params.interpolate.as_ref().and_then(|p| p.fps.as_deref()) {
-            // `60000/1001` → `in_60000-1001fps.mp4`; a factor: `in_x2fps.mp4`.
-            Some(fps) => format!("_{}fps", fps.strip_suffix("/1").unwrap_or(fps).replace('/', "-")),
-            None => format!("_x{}fps", factor.unwrap_or(DEFAULT_FACTOR)),
-        },
-    };
-    // `in_x4.mp4` over part of the input: `in_x4_12.5s+5s.mp4`, `in_x4_f120+48f.mp4`; before the extension
-    // the op wrote, whatever dots the input's own name has (`cam.2024_x4_0s+5s.mp4`).
-    let range = job.params.range.as_ref().map(|range| format!("_{}", range_label(range))).unwrap_or_default();
-    let name = format!("{stem}{label}{range}.{extension}");
-    input.parent().map(|dir| dir.join(&name)).unwrap_or_else(|| PathBuf::from(name))
-}
-
-/// `12.5s+5s`, `f120+48f`, `0s+end`: where a part of the input starts and how long it is, for a file name.
-fn range_label(range: &crate::media::InputRange) -> String {
-    let start = match (range.start, range.start_frame) {
-        (Some(seconds), _) => format!("{seconds}s"),
-        (None, Some(frame)) => format!("f{frame}"),
-        (None, None) => "0s".into(),
-    };
-    let length = match (range.frames, range.duration) {
-        (Some(frames), _) => format!("{frames}f"),
-        (None, Some(seconds)) => format!("{seconds}s"),
-        (None, None) => "end".into(),
-    };
-    format!("{start}+{length}")
-}
-
-async fn forward_progress(store: Arc<dyn JobStore>, events: JobEvents, lease: Lease, mut rx: watch::Receiver<Progress>, estimate_s: Option<f64>) {
-    let id = lease.id;
-    let mut rate = RunRate { estimate_s, ..RunRate::default() };
-    while rx.changed().await.is_ok() {
-        let mut progress = rx.borrow_and_update().clone();
-        rate.set_eta(&mut progress, Instant::now());
-        if let Err(e) = store.set_progress(&lease, &progress).await {
-            tracing::warn!(%id, error = %e, "cannot store progress");
-        }
-        let _ = events.send(id);
-        tokio::time::sleep(PROGRESS_INTERVAL).await;
-    }
-}
-
-/// An ETA is given once this run's rate was measured over at least this long (a few chunks' noise is not a rate).
-const ETA_MEASURE_S: f64 = 1.0;
-/// Until this run's rate was measured this long, its ETA leans on the job's estimate (the box's rate for the
-/// op and model), the more the shorter the measure: the first seconds of a run (encoder start, caches) are
-/// slower than the rest.
-const ETA_TRUST_S: f64 = 10.0;
-
-/// A job's ETA from the work this run did: a job that goes on from a checkpoint first passes over what it
-/// had finished (read again, not computed), so its rate is measured from its first progress past that (the
-/// first with any work done, after any `load` or `resume` stage), not from its start (once 3–30× short).
-#[derive(Debug, Default)]
-struct RunRate {
-    /// When the measure starts, and the fraction done then.
-    since: Option<(Instant, f64)>,
-    /// The whole job's estimate when it was queued.
-    estimate_s: Option<f64>,
-}
-
-impl RunRate {
-    fn set_eta(&mut self, progress: &mut Progress, now: Instant) {
-        if progress.fraction >= 1.0 {
-            progress.eta_s = Some(0.0);
-            return;
-        }
-        let passing = matches!(progress.stage.as_deref(), Some("load" | "resume")) || progress.fraction <= 0.0;
-        progress.eta_s = match self.since {
-            _ if passing => {
-                self.since = None;
-                None
-            }
-            Some((started, from)) if progress.fraction >= from => {
-                let (gained, seconds) = (progress.fraction - from, now.duration_since(started).as_secs_f64());
-                let measured = (gained > 0.0 && seconds >= ETA_MEASURE_S).then(|| seconds / gained * (1.0 - progress.fraction));
-                let estimated = self.estimate_s.map(|whole| whole * (1.0 - progress.fraction));
-                match (measured, estimated) {
-                    (Some(measured), Some(estimated)) => {
-                        let trust = (seconds / ETA_TRUST_S).min(1.0);
-                        Some(trust * measured + (1.0 - trust) * estimated)
-                    }
-                    (Some(measured), None) => Some(measured),
-                    (None, estimated) => estimated,
-                }
-            }
-            // The first progress past the passing over (or one that went back): the measure starts here.
-            _ => {
-                self.since = Some((now, progress.fraction));
-                None
-            }
-        };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::device::DtypeChoice;
-    use crate::media::InputRange;
-    use crate::models::Op;
-
-    fn job(op: Op, params: JobParams) -> Job {
-        Job {
-            id: Uuid::nil(),
-            status: JobStatus::Queued,
-            op,
-            model: "m".into(),
-            priority: 0,
-            params,
-            created_at: String::new(),
-            started_at: None,
-            finished_at: None,
-            input: InputInfo { file_name: "in.mp4".into(), bytes: 0, media: None },
-            output: None,
-            progress: None,
-            timings: None,
-            plan: None,
-            metrics: None,
-            error: None,
-            attempts: 0,
-            worker: None,
-            owner: None,
-            callback: None,
-            from_try: None,
-            pausing: false,
-            estimate: None,
-            queue: None,
-            partial: false,
-            keep_partial: false,
-            input_path: "/jobs/1/in.mp4".into(),
-            output_path: None,
-        }
-    }
-
-    fn name(op: Op, params: JobParams) -> String {
-        let path = output_path_for(&job(op, params));
-        assert_eq!(path.parent(), Some(std::path::Path::new("/jobs/1")), "next to the input");
-        path.file_name().unwrap().to_string_lossy().into_owned()
-    }
-
-    /// Every op's name for its output, as the op's spec gives it (clients and tests match these names).
-    #[test]
-    fn each_op_names_its_output() {
-        let plain = || JobParams::new(DtypeChoice::Auto);
-        let retimed = |factor, fps: Option<&str>| JobParams {
-            interpolate: Some(InterpolateParams { factor, fps: fps.map(str::to_string), ..Default::default() }),
-            ..plain()
-        };
-        assert_eq!(name(Op::Upscale, plain()), "in_x4.mp4", "the default scale");
-        assert_eq!(name(Op::Upscale, JobParams { scale: Some(2), ..retimed(Some(3), None) }), "in_x2_x3fps.mp4");
-        assert_eq!(name(Op::VaeEncode, plain()), "in.latent.safetensors");
-        assert_eq!(name(Op::VaeDecode, plain()), "in_decoded.mp4");
-        assert_eq!(name(Op::VaeReconstruct, JobParams { output_format: Some(OutputFormat::Ffv1), ..plain() }), "in_reconstructed.mkv");
-        assert_eq!(name(Op::Restore, plain()), "in_restored.mp4");
-        assert_eq!(name(Op::Interpolate, retimed(None, Some("60000/1001"))), "in_60000-1001fps.mp4");
-        assert_eq!(name(Op::Interpolate, retimed(None, Some("60/1"))), "in_60fps.mp4");
-        assert_eq!(name(Op::Interpolate, plain()), "in_x2fps.mp4");
-        let part = InputRange { start_frame: Some(120), frames: Some(48), ..Default::default() };
-        assert_eq!(name(Op::VaeEncode, JobParams { range: Some(part), ..plain() }), "in_f120+48f.latent.safetensors");
-    }
-
-    /// The ETA counts only the work this run did: a resumed job's frames passed over do not shorten it.
-    #[test]
-    fn an_eta_after_a_resume_counts_only_what_this_run_computed() {
-        let start = Instant::now();
-        let at = |s: f64| start + Duration::from_secs_f64(s);
-        let mut rate = RunRate { estimate_s: Some(200.0), ..RunRate::default() };
-        let mut step = |fraction: f64, stage: &str, t: f64| {
-            let mut progress = Progress { fraction, stage: Some(stage.into()), eta_s: Some(0.1), ..Progress::default() };
-            rate.set_eta(&mut progress, at(t));
-            progress.eta_s
-        };
-        assert_eq!(step(0.0, "load", 0.0), None);
-        // Half the clip passed over in a second, then 10 % computed in 10 s: 40 % left at that rate is 40 s.
-        assert_eq!(step(0.3, "resume", 0.5), None);
-        assert_eq!(step(0.5, "resume", 1.0), None);
-        assert_eq!(step(0.5, "upscale", 1.0), None, "the first progress past the passing over starts the measure");
-        // Measured over 10 s: the measure alone. Over 1 s: mostly the estimate (200 s for the whole, 80 s left).
-        let eta = step(0.6, "upscale", 11.0).unwrap();
-        assert!((eta - 40.0).abs() < 1e-6, "{eta}");
-        let mut early = RunRate { estimate_s: Some(200.0), ..RunRate::default() };
-        let mut progress = |fraction: f64, t: f64| {
-            let mut progress = Progress { fraction, stage: Some("upscale".into()), ..Progress::default() };
-            early.set_eta(&mut progress, at(t));
-            progress.eta_s
-        };
-        progress(0.5, 0.0);
-        let eta = progress(0.51, 1.0).unwrap();
-        let (measured, estimated) = (1.0 / 0.01 * 0.49, 200.0 * 0.49);
-        assert!((eta - (0.1 * measured + 0.9 * estimated)).abs() < 1e-6, "{eta}");
-    }
-
-    /// A dotted input name (as a camera or a watch folder gives them) keeps its part's tag at the end of the
-    /// name, before the extension the op wrote, not after its first dot.
-    #[test]
-    fn a_dotted_name_gets_its_range_before_the_extension() {
-        let mut dotted = job(Op::Upscale, JobParams { range: Some(InputRange { start: Some(12.5), duration: Some(5.0), ..Default::default() }), ..JobParams::new(DtypeChoice::Auto) });
-        dotted.input.file_name = "cam.2024.06.01.mp4".into();
-        let path = output_path_for(&dotted);
-        assert_eq!(path.file_name().unwrap(), "cam.2024.06.01_x4_12.5s+5s.mp4");
-        dotted.op = Op::VaeEncode;
-        assert_eq!(output_path_for(&dotted).file_name().unwrap(), "cam.2024.06.01_12.5s+5s.latent.safetensors");
     }
 }
