@@ -2,7 +2,7 @@
 //! upscaler → ffmpeg encode.
 //! Decode and encode run in their own processes and threads, so they overlap the compute; the
 //! timings record only the time this thread waited for them.
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::models::stop::StopFlag;
 use std::time::Instant;
 
 use tch::Tensor;
@@ -92,7 +92,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let output = OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) };
     let mut writer = write_output(exec, job, &info, output, &checkpoints.folder.dir, checkpoints.finished())?;
     let total = source.total(info.frames);
-    let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers }, cancel: &hooks.cancel };
+    let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers }, stop: hooks.stop_flag() };
     // A resumed job's figures go on from the sums its checkpoint kept.
     let mut quality = job.params.metrics.unwrap_or(false).then(|| checkpoints.resumed_quality());
 
@@ -217,8 +217,8 @@ struct ChunkUpscaler<'a> {
     scale: i64,
     depth: SampleDepth,
     workers: FrameWorkers,
-    /// The job's cancel, asked between tiles.
-    cancel: &'a AtomicBool,
+    /// The job's cancel, asked between tiles and between the model's layers.
+    stop: StopFlag,
 }
 
 impl ChunkUpscaler<'_> {
@@ -228,9 +228,8 @@ impl ChunkUpscaler<'_> {
     /// the conversion needs memory too, and a worker's float output is freed as soon as it is converted.
     fn resilient(&self, frames: &Tensor, tiling: &mut SpatialTiling, fallbacks: &mut Vec<String>) -> Result<Vec<RgbFrames>, ExecError> {
         let (tiles, scale, depth) = (&*tiling, self.scale, self.depth);
-        let cancel = self.cancel;
-        let stop = move || cancel.load(Ordering::Relaxed);
-        let forward = |model: &(dyn Upscaler + 'static), part: &Tensor| frames::to_rgb(&upscale_tiled_until(model, part, scale, tiles, &stop)?, depth);
+        let stop = &self.stop;
+        let forward = |model: &(dyn Upscaler + 'static), part: &Tensor| frames::to_rgb(&upscale_tiled_until(model, part, scale, tiles, stop)?, depth);
         let error = match super::attempt::attempt(|| self.workers.run(self.model, frames, forward)) {
             Ok(upscaled) => return Ok(upscaled),
             Err(error) => error,

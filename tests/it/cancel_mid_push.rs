@@ -135,3 +135,25 @@ async fn a_cancel_stops_a_vae_encode_of_a_zip_inside_its_push() {
     assert!(took < CANCEL_WITHIN, "the cancel took {took:?}: the push ran on to its end");
     assert_eq!(leftovers(&server, id).await, Vec::<std::path::PathBuf>::new());
 }
+
+/// Frames that fit one tile go through the upscaler in one call per chunk: the cancel is asked between the
+/// network's layers there too (a hard test's x4plus on 12 frames of 256² ended 137 s after its cancel).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_stops_an_upscale_whose_frames_fit_one_tile() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 4, false, &clip);
+    // 4 frames of 176×144 in one chunk and one tile: x4plus's convolutions at 704×576 make it tens of seconds here.
+    let server = Server::start(dir.path(), &[("VAEBOX_CHUNK_FRAMES", "4")]);
+    let client = client();
+    let query = "op=upscale&model=realesrgan-x4plus&scale=4&dtype=f32&tile=512&filename=clip.mp4";
+    let (status, job) = upload_raw(&client, &server, query, std::fs::read(&clip).unwrap()).await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap();
+    // The model loads in 0.5–1.5 s; the chunk's one call then takes half a minute: a cancel 3 s in lands inside it.
+    let (job, took) = cancel_under_way(&client, &server, id, |job| job["status"] == "running", Duration::from_secs(3)).await;
+    println!("upscale in one tile: cancelled {took:?} after the cancel's answer");
+    assert_eq!((job["status"].as_str(), job["progress"]["done"].as_u64()), (Some("cancelled"), Some(0)), "the cancel did not land in the first chunk: {job}");
+    assert!(took < CANCEL_WITHIN, "the cancel took {took:?}: the chunk ran on to its end");
+    assert_eq!(leftovers(&server, id).await, Vec::<std::path::PathBuf>::new());
+}

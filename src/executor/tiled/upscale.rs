@@ -4,6 +4,7 @@ use tch::{Kind, Tensor};
 
 use super::blend::BlendAccumulator;
 use crate::models::family::upscaler::Upscaler;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 use crate::tiling::blend::TileBlender;
 use crate::tiling::spatial::{plan_axis, plan_tiles, Span, SpatialTiling};
@@ -11,12 +12,13 @@ use crate::tiling::spatial::{plan_axis, plan_tiles, Span, SpatialTiling};
 /// Upscales `[N,3,H,W]` (Float, [0,1], on the model's device) tile by tile into one pre-allocated
 /// `[N,3,H*scale,W*scale]` Float output.
 pub fn upscale_tiled(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling: &SpatialTiling) -> Result<Tensor, ModelError> {
-    upscale_tiled_until(model, x, scale, tiling, &|| false)
+    upscale_tiled_until(model, x, scale, tiling, &StopFlag::never())
 }
 
-/// As [`upscale_tiled`], asking `stop` before each tile: a cancel takes effect between tiles, not at the end
-/// of a chunk (a 4-frame chunk of x4plus at 720p is half a minute of CPU). `ModelError::Stopped` then.
-pub fn upscale_tiled_until(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling: &SpatialTiling, stop: &dyn Fn() -> bool) -> Result<Tensor, ModelError> {
+/// As [`upscale_tiled`], asking `stop` before each tile and, inside the model, between its layers: a cancel
+/// takes effect within about a second, not at the end of a chunk (a 4-frame chunk of x4plus at 720p is half
+/// a minute of CPU, and frames that fit one tile are one call). `ModelError::Stopped` then.
+pub fn upscale_tiled_until(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling: &SpatialTiling, stop: &StopFlag) -> Result<Tensor, ModelError> {
     let size = x.size();
     let &[batch, channels, height, width] = size.as_slice() else {
         return Err(unsupported(format!("input of shape {size:?} (expected [N,3,H,W])")));
@@ -27,26 +29,22 @@ pub fn upscale_tiled_until(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling:
     if tiling.overlap < 0 || tiling.tile < 0 {
         return Err(unsupported(format!("tile {} / overlap {} (both must be >= 0)", tiling.tile, tiling.overlap)));
     }
-    if stop() {
-        return Err(ModelError::Stopped);
-    }
+    stop.check()?;
     let tiles = plan_tiles(height, width, tiling);
     if let [_single] = tiles.as_slice() {
-        return model.upscale(x, scale);
+        return model.upscale_until(x, scale, stop);
     }
     if tiling.blends(model.receptive_radius()) {
         return upscale_blended(model, x, scale, tiling, stop);
     }
     let output = Tensor::empty([batch, channels, height * scale, width * scale], (Kind::Float, x.device()));
     for tile in &tiles {
-        if stop() {
-            return Err(ModelError::Stopped);
-        }
+        stop.check()?;
         let _span = tracing::trace_span!("upscale_tile", row = tile.core_rows.start, col = tile.core_cols.start).entered();
         let input = x
             .narrow(2, tile.context_rows.start, tile.context_rows.len())
             .narrow(3, tile.context_cols.start, tile.context_cols.len());
-        let upscaled = model.upscale(&input, scale)?;
+        let upscaled = model.upscale_until(&input, scale, stop)?;
         let core = upscaled
             .narrow(2, (tile.core_rows.start - tile.context_rows.start) * scale, tile.core_rows.len() * scale)
             .narrow(3, (tile.core_cols.start - tile.context_cols.start) * scale, tile.core_cols.len() * scale);
@@ -59,7 +57,7 @@ pub fn upscale_tiled_until(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling:
 }
 
 /// Every tile's whole output (core and context), blended where contexts overlap.
-fn upscale_blended(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling: &SpatialTiling, stop: &dyn Fn() -> bool) -> Result<Tensor, ModelError> {
+fn upscale_blended(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling: &SpatialTiling, stop: &StopFlag) -> Result<Tensor, ModelError> {
     let size = x.size();
     let scaled = |spans: Vec<(Span, Span)>| spans.into_iter().map(|(_, context)| context.scaled(scale)).collect::<Vec<_>>();
     let rows = scaled(plan_axis(size[2], tiling));
@@ -67,12 +65,10 @@ fn upscale_blended(model: &dyn Upscaler, x: &Tensor, scale: i64, tiling: &Spatia
     let blender = TileBlender::new(&rows, &cols, x.device());
     let mut sum = BlendAccumulator::new(&x.unsqueeze(2), size[2] * scale, size[3] * scale);
     for (index, (r, c)) in rows.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))).enumerate() {
-        if stop() {
-            return Err(ModelError::Stopped);
-        }
+        stop.check()?;
         let Some(tile) = blender.tile(index) else { continue };
         let input = x.narrow(2, r.start / scale, r.len() / scale).narrow(3, c.start / scale, c.len() / scale);
-        sum.add(&model.upscale(&input, scale)?.unsqueeze(2), tile)?;
+        sum.add(&model.upscale_until(&input, scale, stop)?.unsqueeze(2), tile)?;
     }
     Ok(sum.finish().squeeze_dim(2))
 }

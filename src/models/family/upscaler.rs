@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 
 use super::Family;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 #[derive(Debug, Clone, Copy)]
@@ -17,8 +18,14 @@ pub struct UpscalerLoadOptions {
 /// A loaded upscaler. `upscale` only reads the model (no interior mutability): the executor's frame
 /// workers call it from several threads at once.
 pub trait Upscaler {
-    /// `[N,3,H,W]` Float in [0,1] on the model's device → `[N,3,H·scale,W·scale]` Float in [0,1].
-    fn upscale(&self, x: &Tensor, scale: i64) -> Result<Tensor, ModelError>;
+    /// `[N,3,H,W]` Float in [0,1] on the model's device → `[N,3,H·scale,W·scale]` Float in [0,1], asking
+    /// `stop` between layers: a cancel ends a frame's network within about a second, not at its end (one
+    /// tile of x4plus on a chunk of frames is minutes of CPU). `ModelError::Stopped` then.
+    fn upscale_until(&self, x: &Tensor, scale: i64, stop: &StopFlag) -> Result<Tensor, ModelError>;
+    /// [`Upscaler::upscale_until`] for a caller that never stops (benches, whole-frame helpers).
+    fn upscale(&self, x: &Tensor, scale: i64) -> Result<Tensor, ModelError> {
+        self.upscale_until(x, scale, &StopFlag::never())
+    }
     /// Input pixels per side that can influence an output pixel at every scale `upscale` takes: tiles with
     /// this much context reproduce the whole frame exactly; with less, tiles are blended.
     fn receptive_radius(&self) -> i64;

@@ -7,6 +7,7 @@ use std::path::Path;
 use tch::Tensor;
 
 use crate::models::formats::ncnn::{GraphCursor, NcnnLayer};
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 use super::layers::{Conv, EdgeCrop, CONV_3X3};
 use super::unet::{UNet1, UNet2};
@@ -64,11 +65,13 @@ impl CuganGraph {
     }
 
     /// The padded frame (in the model's dtype and layout) → `scale` × its size less the padding's share.
-    pub(super) fn forward(&self, padded: &Tensor) -> Tensor {
-        let x = self.unet2.forward(&self.unet1.forward(padded));
-        match &self.head {
+    pub(super) fn forward(&self, padded: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        let x = self.unet1.forward(padded, stop)?;
+        let x = self.unet2.forward(&x, stop)?;
+        stop.check()?;
+        Ok(match &self.head {
             None => x,
             Some(head) => head.crop.forward(&head.conv.forward(&x)).pixel_shuffle(SHUFFLE_FACTOR),
-        }
+        })
     }
 }

@@ -17,6 +17,7 @@ use crate::models::nn::placement::Placement2d;
 use crate::models::family::upscaler::{ShippedUpscaler, Upscaler, UpscalerFamily, UpscalerLoadOptions};
 use crate::models::family::Family;
 use crate::models::formats::ncnn;
+use super::stop::StopFlag;
 use super::ModelError;
 
 mod frame;
@@ -84,8 +85,8 @@ fn load_shipped(files: &[PathBuf], options: &UpscalerLoadOptions) -> Result<Box<
 }
 
 impl Upscaler for RealCugan {
-    fn upscale(&self, x: &Tensor, scale: i64) -> Result<Tensor, ModelError> {
-        RealCugan::upscale(self, x, scale)
+    fn upscale_until(&self, x: &Tensor, scale: i64, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        RealCugan::upscale_until(self, x, scale, stop)
     }
 
     fn receptive_radius(&self) -> i64 {
@@ -125,23 +126,33 @@ impl RealCugan {
     /// `[N,3,H,W]` Float in [0,1] → `[N,3,H·s,W·s]` Float in [0,1], NCHW-contiguous: one frame as the tool
     /// makes it (padded, run, cropped; the 4x model's residual added in Float).
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.forward_until(x, &StopFlag::never()).expect("a flag that is never raised")
+    }
+
+    /// [`RealCugan::forward`], asking `stop` between its networks' levels.
+    fn forward_until(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
         tch::no_grad(|| {
             let _span = tracing::trace_span!("realcugan", scale = self.native_scale()).entered();
             let x = x.to_kind(Kind::Float);
             let padded = self.options.place(&self.around.pad(&x));
-            self.around.finish(&self.graph.forward(&padded), &x).clamp(0.0, 1.0).contiguous()
+            Ok(self.around.finish(&self.graph.forward(&padded, stop)?, &x).clamp(0.0, 1.0).contiguous())
         })
     }
 
     /// Upscales by the model's own factor; every file has one (the tool picks a file per scale too).
     pub fn upscale(&self, x: &Tensor, scale: i64) -> Result<Tensor, ModelError> {
+        self.upscale_until(x, scale, &StopFlag::never())
+    }
+
+    /// [`RealCugan::upscale`], asking `stop` between levels (`ModelError::Stopped` once raised).
+    pub fn upscale_until(&self, x: &Tensor, scale: i64, stop: &StopFlag) -> Result<Tensor, ModelError> {
         if scale != self.native_scale() {
             return Err(ModelError::Unsupported {
                 model: format!("realcugan x{}", self.native_scale()),
                 what: format!("scale {scale} (supported: {})", self.native_scale()),
             });
         }
-        Ok(self.forward(x))
+        self.forward_until(x, stop)
     }
 }
 

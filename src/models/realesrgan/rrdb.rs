@@ -2,6 +2,7 @@
 use tch::Tensor;
 
 use crate::models::formats::ncnn::GraphCursor;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 use super::layers::*;
 use super::receptive::SpatialOp;
@@ -48,14 +49,15 @@ impl ResidualDenseBlock {
         Ok((Self { convs, residual_scale }, output))
     }
 
-    pub(super) fn forward(&self, x: &Tensor) -> Tensor {
+    pub(super) fn forward(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
         let mut features = vec![x.shallow_clone()];
         for conv in &self.convs {
+            stop.check()?;
             let input = if features.len() == 1 { x.shallow_clone() } else { Tensor::cat(&features, 1) };
             features.push(conv.forward(&input));
         }
         let last = features.pop().expect("five convs ran");
-        x + last * self.residual_scale
+        Ok(x + last * self.residual_scale)
     }
 }
 
@@ -100,9 +102,12 @@ impl Rrdb {
         Ok((Self { blocks, residual_scale }, output))
     }
 
-    pub(super) fn forward(&self, x: &Tensor) -> Tensor {
-        let out = self.blocks.iter().fold(x.shallow_clone(), |h, block| block.forward(&h));
-        x + out * self.residual_scale
+    pub(super) fn forward(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        let mut out = x.shallow_clone();
+        for block in &self.blocks {
+            out = block.forward(&out, stop)?;
+        }
+        Ok(x + out * self.residual_scale)
     }
 }
 
@@ -162,14 +167,32 @@ impl RrdbNet {
         Ok((Self { conv_first, body, conv_body, upsamplers, conv_hr, conv_last }, cursor.output(last_layer)?))
     }
 
-    pub(super) fn forward(&self, x: &Tensor) -> Tensor {
+    /// `stop` is asked before every convolution. The ones after the upsamplers work at up to the output's
+    /// size, 16× the body's pixels, so they run one frame at a time with an ask between frames: a batch of
+    /// frames there was seconds between two asks.
+    pub(super) fn forward(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
         let feature = self.conv_first.forward(x);
-        let body = self.body.iter().fold(feature.shallow_clone(), |h, block| block.forward(&h));
-        let mut h = feature + self.conv_body.forward(&body);
+        let mut body = feature.shallow_clone();
+        for block in &self.body {
+            body = block.forward(&body, stop)?;
+        }
+        stop.check()?;
+        let h = feature + self.conv_body.forward(&body);
+        let frames = (0..h.size()[0]).map(|i| self.forward_upsampling(&h.narrow(0, i, 1), stop)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Tensor::cat(&frames, 0))
+    }
+
+    /// The upsamplers and the last two convolutions, for one frame's features.
+    fn forward_upsampling(&self, h: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        let mut h = h.shallow_clone();
         for (factor, conv) in &self.upsamplers {
+            stop.check()?;
             h = conv.forward(&upsample_nearest(&h, *factor));
         }
-        self.conv_last.forward(&self.conv_hr.forward(&h))
+        stop.check()?;
+        let h = self.conv_hr.forward(&h);
+        stop.check()?;
+        Ok(self.conv_last.forward(&h))
     }
 
     /// The longest path: through all five convs of every dense block.

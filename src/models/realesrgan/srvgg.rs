@@ -2,6 +2,7 @@
 use tch::{Kind, Tensor};
 
 use crate::models::formats::ncnn::GraphCursor;
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 use super::layers::*;
 use super::receptive::SpatialOp;
@@ -63,13 +64,15 @@ impl SrVggNetCompact {
     /// `x` is the Float input; the body runs in `opts.kind`, but the skip is added in Float:
     /// in bf16 the upsampled image itself would be rounded by up to 2^-9, ten times the
     /// rounding of the small residual the body predicts.
-    pub(super) fn forward(&self, x: &Tensor, opts: &Placement2d) -> Tensor {
+    pub(super) fn forward(&self, x: &Tensor, opts: &Placement2d, stop: &StopFlag) -> Result<Tensor, ModelError> {
         let mut h = self.act_first.forward(&self.conv_first.forward(&opts.place(x)));
         for (conv, act) in &self.body {
+            stop.check()?;
             h = act.forward(&conv.forward(&h));
         }
+        stop.check()?;
         let residual = self.conv_last.forward(&h).to_kind(Kind::Float).pixel_shuffle(self.upscale);
-        residual + upsample_nearest(x, self.upscale)
+        Ok(residual + upsample_nearest(x, self.upscale))
     }
 
     /// The longest path (the conv chain; the skip branch reaches no further).
