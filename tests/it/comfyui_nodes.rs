@@ -10,6 +10,7 @@ use crate::common;
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use common::*;
 use serde_json::{json, Value};
@@ -212,4 +213,93 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     assert!(queued.is_some() && paused > queued && texts.last() == Some(&"vaebox: succeeded"), "{texts:?}");
     assert!(result["paused_node_texts"].as_array().unwrap().iter().all(|t| t[1] == "7"), "{result}");
     assert_eq!(result["blocker_status"], "cancelled", "{result}");
+}
+
+/// The box restarts (SIGTERM, then a new process on the same data dir and port) while a node's upscale runs on it:
+/// the node waits for it and takes up its job again by id (no second job; the box handed the running job back at the
+/// stop and ran it at the next start), where it
+/// used to fail with `unreachable` within 2 s; a box away longer than the node waits has the node give up and its
+/// job cancelled once the box is back. The model-name check stays on for a reachable box after a prompt named an
+/// unreachable one (or a connection's URL came from a link), lets a prompt through while its own box is away, and
+/// asks that box again once it is back (`tests/python/comfyui_restart_check.py` drives the nodes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn comfyui_nodes_wait_for_a_restarted_box_and_take_up_their_job_again() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    // One job at a time (none lent beside a running one), a checkpoint per 2-frame chunk, and no grace at SIGTERM:
+    // the running job is handed back at once and taken up at the next start.
+    let mut env = vec![
+        ("VAEBOX_SHORT_JOB_S", "0".to_string()),
+        ("VAEBOX_CHUNK_FRAMES", "2".to_string()),
+        ("VAEBOX_CHECKPOINT_S", "0".to_string()),
+        ("VAEBOX_SHUTDOWN_GRACE_S", "0".to_string()),
+    ];
+    let start = |env: &[(&str, String)]| Server::start(dir.path(), &env.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>());
+    let first = start(&env);
+    let port = first.base.rsplit(':').next().unwrap().to_string();
+    env.push(("VAEBOX_LISTEN", format!("127.0.0.1:{port}")));
+    // An address where nothing listens: a port bound and let go.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+
+    let mut script = Command::new(python())
+        .arg(Path::new(REPO).join("tests/python/comfyui_restart_check.py"))
+        .args([&first.base, &Path::new(REPO).join("clients/comfyui").display().to_string(), &format!("http://{dead}"), "40"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python runs (set VAEBOX_PYTHON)");
+    let mut to_script = script.stdin.take().unwrap();
+    let lines = BufReader::new(script.stdout.take().unwrap()).lines();
+    let mut server = Some(first);
+    let mut last = String::new();
+    for line in lines.map_while(Result::ok) {
+        match line.as_str() {
+            "STOP" => {
+                let mut stopping = server.take().expect("a box to stop");
+                stopping.sigterm();
+                assert!(stopping.wait_for_exit(Duration::from_secs(30)).is_some(), "the box did not stop");
+            }
+            "START" => {
+                server = Some(start(&env));
+            }
+            _ => {
+                last = line;
+                continue;
+            }
+        }
+        writeln!(to_script, "DONE").unwrap();
+    }
+    let status = script.wait().unwrap();
+    assert!(status.success(), "comfyui_restart_check.py failed (its stderr is above); last line: {last}");
+    let result: Value = serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {last}"));
+    println!("{result}");
+
+    // The check: lenient for the prompt whose box is away or unknown, and only for it.
+    assert_eq!(result["dead_box_errors"], json!([]), "{result}");
+    assert_eq!(result["linked_url_errors"], json!([]), "{result}");
+    for key in ["after_dead_box_errors", "after_linked_url_errors", "back_errors"] {
+        assert!(result[key].to_string().contains("unknown model `no-such-model`; for `upscale` this box has"), "{key}: {result}");
+    }
+    assert_eq!(result["good_name_errors"], json!([]), "{result}");
+    assert_eq!(result["while_away_errors"], json!([]), "{result}");
+
+    // The restart: the node waited, took up the same job (its second attempt) and returned its frames.
+    assert_eq!(result["node_alive_while_away"], true, "{result}");
+    assert_eq!(result["restart_outcome"]["shape"], json!([40, 144, 192, 3]), "{result}");
+    let jobs = result["restart_jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "the node sent its job again: {result}");
+    assert_eq!(jobs[0]["id"], result["restart_job_id"], "{result}");
+    assert_eq!(jobs[0]["status"], "succeeded", "{result}");
+    let texts = result["restart_node_texts"].to_string();
+    assert!(texts.contains("vaebox: the box is not answering (restarting?); asking again for up to "), "{result}");
+    assert!(texts.contains("vaebox: the box is back after "), "{result}");
+
+    // Given up: `unreachable` naming the wait, and the job cancelled when the box took the next node's job.
+    let error = result["give_up_outcome"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("vaebox unreachable") && error.contains("the box did not answer for 3 s"), "{result}");
+    assert!(result["give_up_outcome"]["seconds"].as_f64().unwrap() < 30.0, "{result}");
+    assert_eq!(result["next_job_outcome"]["shape"], json!([3, 144, 192, 3]), "{result}");
+    assert_eq!(result["given_up_job_status"], "cancelled", "{result}");
 }

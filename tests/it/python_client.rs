@@ -1,9 +1,11 @@
 //! The Python client (clients/python) against the real server: its generated module is the box's current
-//! document, `pip install` builds it offline, and the `vaebox` command submits a folder and downloads the
-//! results next to the inputs, continues an interrupted download with a Range request, lists, shows and
+//! document, `pip install` builds it offline as `vaebox-client` (its old name `vaebox`, the server's too, naming
+//! the server binary when given a server command), and the command submits a folder and downloads the
+//! results next to the inputs (a folder sent again leaves them out), continues an interrupted download with a Range request, lists, shows and
 //! cancels jobs, runs a try's whole clip, and reports the box's refusals by code; it estimates a job, shows a
 //! queued job's place, pauses and resumes one (a `submit --wait` waiting on through the pause), and keeps a
-//! cancelled job's finished frames as a result it downloads. Run from its source
+//! cancelled job's finished frames as a result it downloads. Behind a misbehaving proxy it keeps the token from
+//! another host, bounds a download by the result's bytes and names every malformed answer. Run from its source
 //! folder (`PYTHONPATH`), with the project's Python (`VAEBOX_PYTHON`, else `.venv`): nothing is installed
 //! outside a temporary folder.
 use crate::common;
@@ -66,7 +68,7 @@ fn small_clip(frames: u32, size: Option<(u32, u32)>, out: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_generated_module_is_the_box_document_and_pip_installs_the_client_offline() {
+async fn the_generated_module_is_the_box_document_and_pip_installs_vaebox_client_offline() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
 
@@ -109,9 +111,22 @@ async fn the_generated_module_is_the_box_document_and_pip_installs_the_client_of
         .output()
         .unwrap();
     assert!(install.status.success(), "pip install failed (scripts/setup.sh --test puts setuptools>=77 in .venv):\n{}", text(&install.stderr));
-    let installed = Command::new(venv.join("bin/vaebox")).args(["--url", &server.base, "models"]).current_dir(dir.path()).output().unwrap();
+    let installed = Command::new(venv.join("bin/vaebox-client")).args(["--url", &server.base, "models"]).current_dir(dir.path()).output().unwrap();
     let models = ok(&["models"], installed);
     assert!(models.lines().any(|l| l.starts_with("realesrgan-animevideov3\tupscaler\tupscale\tx2,x4\tpresent")), "{models}");
+    // `vaebox` is the server binary's name (`vaebox run ...` in the README): the client's old name, kept for
+    // scripts, runs client commands and, given a server command, says which program takes it; so does the new one.
+    let old_name = Command::new(venv.join("bin/vaebox")).args(["--url", &server.base, "models"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(ok(&["models"], old_name), models);
+    for (script, args) in [("vaebox", &["run", "--input", "in.mp4", "--output", "out.mp4"][..]), ("vaebox-client", &["--url", &server.base, "serve"][..])] {
+        let told = Command::new(venv.join("bin").join(script)).args(args).current_dir(dir.path()).output().unwrap();
+        let said = text(&told.stderr);
+        assert_eq!(told.status.code(), Some(2), "{script} {args:?}: {said}");
+        let command = args.iter().find(|a| ["run", "serve"].contains(a)).unwrap();
+        assert!(said.starts_with(&format!("error: `{command}` is a command of the vaebox server (the Rust binary), not of this Python client.")), "{said}");
+        assert!(said.contains(&format!("vaebox {command} ...")) && said.contains("the client: vaebox-client COMMAND"), "{said}");
+        assert!(!said.contains("invalid choice"), "{said}");
+    }
     let module = Command::new(&venv_python).args(["-c", "import vaebox; print(vaebox.__file__)"]).current_dir(dir.path()).output().unwrap();
     assert!(text(&module.stdout).starts_with(venv.to_str().unwrap()), "not the installed copy: {}", text(&module.stdout));
 }
@@ -426,7 +441,7 @@ async fn the_command_estimates_pauses_resumes_and_keeps_a_cancelled_jobs_frames(
     // Paused: the waiting command says so and waits on; a running job cannot be resumed; the paused one goes
     // back to its place.
     assert_eq!(ok(&["pause"], vaebox(&server, &work, &["pause", &short])), format!("{short}\tpaused\n"));
-    seen_once(&progress, &format!("0%  paused  waiting for `vaebox resume {short}`")).await;
+    seen_once(&progress, &format!("0%  paused  waiting for `vaebox-client resume {short}`")).await;
     assert!(waiting.0.try_wait().unwrap().is_none(), "the wait ended at the pause: {}", progress.lock().unwrap());
     let refused = vaebox(&server, &work, &["resume", &long]);
     assert!(text(&refused.stderr).starts_with("error: job-not-pausable: "), "{}", text(&refused.stderr));
@@ -465,4 +480,87 @@ async fn the_command_estimates_pauses_resumes_and_keeps_a_cancelled_jobs_frames(
     // Now the box has finished such a job, the estimate has a time.
     let estimate = ok(&["estimate"], vaebox(&server, &work, &["estimate", "a.mp4", "--param", "scale=2"]));
     assert!(estimate.contains("\ntime      about "), "{estimate}");
+}
+
+/// A folder whose results `submit --wait` saved into it, submitted again, sends its inputs only: the results it
+/// listed in `.vaebox-results`, and files named as the box names a result of another file there (saved before
+/// the list existed), are skipped with why; their inputs give results of the same size, not ones upscaled twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_submitted_again_leaves_out_the_results_saved_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let folder = work.join("clips");
+    std::fs::create_dir_all(&folder).unwrap();
+    small_clip(3, Some((96, 72)), &folder.join("a.mp4"));
+    let server = Server::start(dir.path(), &[("VAEBOX_TOKENS", &format!("alice:{SECRET}"))]);
+
+    let args = ["submit", "clips", "--param", "scale=2", "--wait"];
+    assert_eq!(ok(&args, vaebox(&server, &work, &args)).lines().count(), 1);
+    assert_eq!(std::fs::read_to_string(folder.join(".vaebox-results")).unwrap(), "\"a_x2.mp4\"\n");
+    // A result an older client saved: named after its input, not listed.
+    std::fs::copy(folder.join("a.mp4"), folder.join("b.mp4")).unwrap();
+    std::fs::copy(folder.join("a_x2.mp4"), folder.join("b_x2.mp4")).unwrap();
+
+    let output = vaebox(&server, &work, &args);
+    let stderr = text(&output.stderr);
+    let stdout = ok(&args, output);
+    let sent: Vec<&str> = stdout.lines().map(|l| l.split('\t').nth(1).unwrap()).collect();
+    assert_eq!(sent, ["clips/a.mp4", "clips/b.mp4"], "{stdout}{stderr}");
+    assert!(stderr.contains("skipped clips/a_x2.mp4: a result this client saved here (listed in .vaebox-results); name the file to send it"), "{stderr}");
+    assert!(stderr.contains("skipped clips/b_x2.mp4: named as the box names a result of b.mp4; name the file to send it"), "{stderr}");
+    for result in ["a_x2-1.mp4", "b_x2-1.mp4"] {
+        let probed = ffprobe(&folder.join(result));
+        assert_eq!((probed.width, probed.height), (192, 144), "{result}");
+    }
+    assert!(!folder.join("a_x2_x2.mp4").exists() && !folder.join("b_x2_x2.mp4").exists());
+    // Named on its own, a result is sent like any file.
+    let args = ["submit", "clips/a_x2.mp4", "--param", "scale=2"];
+    assert_eq!(ok(&args, vaebox(&server, &work, &args)).lines().count(), 1);
+}
+
+/// Behind a proxy (tests/python/python_client_answers_check.py, http.server) in front of the real box: a `/result`
+/// redirected to another host gets no `Authorization` (one to the box's own host keeps it), a download that says
+/// or sends more than the job's result has stops with `download-too-large` and leaves nothing, and six kinds of
+/// malformed answer (not JSON, JSON of another type, missing keys, wrong field types, a body cut short, not UTF-8)
+/// raise `vaebox.MalformedAnswer` (code `bad-answer`) from every call, not a KeyError or JSONDecodeError.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_keeps_its_token_from_other_hosts_bounds_downloads_and_names_malformed_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    small_clip(3, Some((96, 72)), &work.join("a.mp4"));
+    let server = Server::start(dir.path(), &[("VAEBOX_TOKENS", &format!("alice:{SECRET}"))]);
+    let args = ["submit", "a.mp4", "--param", "scale=2", "--wait"];
+    let id = first_field(&ok(&args, vaebox(&server, &work, &args)));
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+
+    let script = Path::new(REPO).join("tests/python/python_client_answers_check.py");
+    let output = Command::new(python()).arg(script).args([&server.base, SECRET, &id]).arg(&scratch).output().unwrap();
+    assert!(output.status.success(), "python_client_answers_check.py failed:\n{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    println!("{result:#}");
+
+    assert_eq!(result["elsewhere_same_bytes"], true, "{result}");
+    assert_eq!(result["storage_saw_authorization"], serde_json::json!([null]), "the token went to another host: {result}");
+    assert_eq!(result["same_host_redirect"], "returned", "{result}");
+    for mode in ["endless", "overdeclared"] {
+        let said = result[format!("{mode}_download")].as_str().unwrap();
+        assert!(said.starts_with("BoxError download-too-large: "), "{mode}: {said}");
+        assert_eq!(result[format!("{mode}_files_left")], serde_json::json!([]), "{result}");
+    }
+    for mode in ["nonjson", "wrongtype", "missing", "wrongfield", "truncated", "notutf8"] {
+        for call in ["job", "jobs", "models", "presets", "download"] {
+            let said = result[format!("{mode}/{call}")].as_str().unwrap();
+            assert!(said.starts_with("MalformedAnswer bad-answer: "), "{mode}/{call}: {said}");
+        }
+    }
+    assert!(result["truncated/job"].as_str().unwrap().contains("the answer was cut short"), "{result}");
+    assert!(result["wrongfield/job"].as_str().unwrap().contains("`status` is 3 (int)"), "{result}");
+    assert!(result["missing/models"].as_str().unwrap().contains("`models[0].name` is missing"), "{result}");
+    assert!(result["badevent/follow"].as_str().unwrap().starts_with("MalformedAnswer bad-answer: an event of GET "), "{result}");
+    assert_eq!(result["command_exit"], 1, "{result}");
+    let said = result["command_stderr"].as_str().unwrap();
+    assert!(said.starts_with("error: bad-answer: GET /v1/jobs/") && !said.contains("Traceback"), "{said}");
 }

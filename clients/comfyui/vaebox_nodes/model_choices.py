@@ -10,9 +10,12 @@ node named (when ComfyUI validated it or it ran), most recent first.
 - Its default VAE follows a fixed rule (the box marks none): Wan 2.1, then Wan 2.2, then SeedVR2, each in the
   boxes' order; the upscaler is the box's own default, realesrgan-animevideov3.
 - The nodes name `model` in `VALIDATE_INPUTS`, so ComfyUI skips its "Value not in list" check and asks
-  `check_name` instead: a name any known box serves for the op passes, typed or listed; one that every known box
-  answered without is refused in the box's own words (its op's models); when a box cannot be asked, or a
-  connection's URL is not known before it runs, the name passes and the connected box decides when the node runs.
+  `check_name` instead: a name any known box serves for the op passes, typed or listed; one that every box that
+  answered is without is refused in the box's own words (its op's models). When the prompt's box cannot be asked,
+  or its connection's URL is not known before it runs, the name passes and the connected box decides when the node
+  runs. That leniency is the prompt's own: the box of the connection node ComfyUI validated last (it validates a
+  connection before the nodes it feeds), so a box that was away once does not switch the check off for other
+  connections, and a box that failed to answer is asked again after CACHE_S (at once when a name is not found).
 - With no box reachable the list holds the names the box's README uses, still a COMBO whose typed names pass."""
 import os
 import threading
@@ -28,6 +31,9 @@ LIST_TIMEOUT_S = 1.5
 # A list is asked again after this: long enough for one /object_info or one prompt's validation, short enough
 # that a model put on a box shows on the next Refresh.
 CACHE_S = 10.0
+# A box that did not answer is asked again after this, not CACHE_S: once it is back (a restart), names are checked
+# against it again at the next validation rather than let through for CACHE_S.
+FAILED_RETRY_S = 2.0
 # Connection nodes' boxes remembered; the oldest is forgotten past this.
 MAX_BOXES = 8
 # The upscaler a box uses when a job names none (src/models/op.rs).
@@ -47,7 +53,10 @@ _lock = threading.Lock()
 _connected = {}  # url -> token, in the order connection nodes named them (dicts keep it)
 _answers = {}  # url -> (monotonic time asked, its models or None when it did not answer)
 _last_listed = {}  # url -> its models at its last answer: the list still shows them while it is away
-_unaddressed_connection = [False]  # a connection node whose URL came from a link (unknown until it runs)
+# The box of the connection node validated last: its URL, UNADDRESSED (a URL fed by a link, unknown until the node
+# runs), or None before any. The nodes it feeds are validated right after it.
+UNADDRESSED = object()
+_prompt_box = [None]
 
 
 def env_box():
@@ -58,13 +67,15 @@ def remember_box(url, token=""):
     """A connection node named this box: its models join the lists, most recent first. None: a URL fed by a link,
     which makes name checks lenient (that box cannot be asked before the node runs)."""
     if url is None:
-        _unaddressed_connection[0] = True
+        with _lock:
+            _prompt_box[0] = UNADDRESSED
         return
     try:
         url = Connection(url, token).url
     except ValueError:
         return
     with _lock:
+        _prompt_box[0] = url
         _connected.pop(url, None)
         _connected[url] = token or os.environ.get(TOKEN_VARIABLE, "")
         while len(_connected) > MAX_BOXES:
@@ -95,12 +106,19 @@ def _ask(url, token):
 
 
 def answers(boxes, fresh=False):
-    """{url: models or None} for `boxes`, asking those whose answer is older than CACHE_S (all with `fresh`) side
-    by side, so that boxes away cost LIST_TIMEOUT_S together, not each."""
+    """{url: models or None} for `boxes`, asking those whose answer is older than CACHE_S (a failure: FAILED_RETRY_S;
+    all with `fresh`) side by side, so that boxes away cost LIST_TIMEOUT_S together, not each."""
     now = time.monotonic()
+
+    def stale(url):
+        if fresh or url not in _answers:
+            return True
+        asked, models = _answers[url]
+        return now - asked >= (CACHE_S if models is not None else FAILED_RETRY_S)
+
     with _lock:
-        stale = [(u, t) for u, t in boxes if fresh or u not in _answers or now - _answers[u][0] >= CACHE_S]
-    askers = [threading.Thread(target=_ask, args=box, daemon=True) for box in stale]
+        to_ask = [(u, t) for u, t in boxes if stale(u)]
+    askers = [threading.Thread(target=_ask, args=box, daemon=True) for box in to_ask]
     for asker in askers:
         asker.start()
     for asker in askers:
@@ -163,15 +181,19 @@ def check_name(op, model):
         return True  # fed by a link: its value is known only when the node runs
     if not name:
         return f"name a model that can do {op} (GET /v1/models on the box lists them)"
-    if _unaddressed_connection[0]:
+    with _lock:
+        prompt_box = _prompt_box[0]
+    if prompt_box is UNADDRESSED:
         return True
     boxes = known_boxes()
+    # The boxes this node may be connected to: the prompt's, else (no connection node validated) every known one.
+    candidates = [prompt_box] if prompt_box is not None else [url for url, _ in boxes]
     # Asked afresh when not found in a cached list: a model just put on a box is not refused for CACHE_S.
     for fresh in (False, True):
         listed = answers(boxes, fresh)
-        if any(models is None for models in listed.values()):
-            return True  # a box that cannot be asked may be the connected one: it decides when the node runs
-        if any(name in [m["name"] for m in able(models, op)] for models in listed.values()):
+        if any(listed.get(url) is None for url in candidates):
+            return True  # the node's box cannot be asked: it decides when the node runs
+        if any(models is not None and name in [m["name"] for m in able(models, op)] for models in listed.values()):
             return True
-    reasons = [f"{url}: {refusal(name, op, models)}" for url, models in listed.items()]
+    reasons = [f"{url}: {refusal(name, op, models)}" for url, models in listed.items() if models is not None]
     return "vaebox: " + "; ".join(reasons) + ". Hint: pick a model from the list, or check the connection node's url"

@@ -8,9 +8,9 @@
 """
 from ._generated import OPS, PARAMETERS, Estimate, Job, ModelInfo, Parameter, QueuePlace
 from .client import Client, Download
-from .errors import BoxError, ParameterError
+from .errors import BoxError, MalformedAnswer, ParameterError
 
 __version__ = "0.1.0"
 __all__ = [
-    "Client", "Download", "BoxError", "ParameterError", "Job", "Estimate", "QueuePlace", "ModelInfo", "Parameter", "OPS", "PARAMETERS",
+    "Client", "Download", "BoxError", "MalformedAnswer", "ParameterError", "Job", "Estimate", "QueuePlace", "ModelInfo", "Parameter", "OPS", "PARAMETERS",
 ]

@@ -1,4 +1,4 @@
-"""`python -m vaebox`: the `vaebox` command without installing it."""
+"""`python -m vaebox`: the `vaebox-client` command without installing it."""
 import sys
 
 from .cli import main

@@ -1,4 +1,4 @@
-"""The `vaebox` command: estimate and submit files or folders, follow them, list, pause, resume, cancel and
+"""The `vaebox-client` command: estimate and submit files or folders, follow them, list, pause, resume, cancel and
 download jobs, run a try's whole clip.
 
 The box's address comes from --url, else VAEBOX_CLIENT_URL, else http://127.0.0.1:8080; an access token
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -17,15 +18,24 @@ from typing import Dict, List, Optional
 from . import describe
 from .client import Client
 from .errors import BoxError
-from .files import sorted_files
+from .files import remember_result, sorted_files
 from .progress import ProgressLine
 
 URL_VARIABLE = "VAEBOX_CLIENT_URL"
 TOKEN_VARIABLE = "VAEBOX_CLIENT_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
+COMMAND = "vaebox-client"
+# The server binary's own commands (src/main.rs). `vaebox` was this command's name too, and the server's
+# README says `vaebox run ...`: given one of these, say which program takes it instead of "invalid choice".
+SERVER_COMMANDS = ("serve", "run", "bench", "calibrate")
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None, old_name: bool = False) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    server_command = first_command(argv)
+    if server_command in SERVER_COMMANDS:
+        print(server_command_message(server_command, old_name), file=sys.stderr)
+        return 2
     args = parser().parse_args(argv)
     try:
         url = getattr(args, "url", None) or os.environ.get(URL_VARIABLE) or DEFAULT_URL
@@ -37,7 +47,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {error.code}: {error.message}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # before OSError, which it is
-        # `vaebox list | head`: the reader has what it wanted. Python would complain again at exit, flushing
+        # `vaebox-client list | head`: the reader has what it wanted. Python would complain again at exit, flushing
         # into the closed pipe, unless stdout goes nowhere from here on.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -48,8 +58,50 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: invalid-url: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted (jobs on the box go on; `vaebox download ID` continues a download)", file=sys.stderr)
+        print("interrupted (jobs on the box go on; `vaebox-client download ID` continues a download)", file=sys.stderr)
         return 130
+
+
+def old_name_main() -> int:
+    """The `vaebox` console script of earlier installs, kept so that scripts calling it go on working. It shares
+    its name with the server binary, and comes first on PATH in the venv that installed it: told a server command
+    (`vaebox run ...`, as the README shows), it names the server binary rather than answering "invalid choice"."""
+    return main(old_name=True)
+
+
+def first_command(argv: List[str]) -> Optional[str]:
+    """The first word that is not an option (nor --url's or --token's value)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("--url", "--token"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def server_binary() -> Optional[str]:
+    """A `vaebox` on PATH other than this script: the server's binary, when it is installed."""
+    here = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = os.path.join(folder or ".", "vaebox")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK) and os.path.realpath(candidate) != here:
+            return candidate
+    return None
+
+
+def server_command_message(command: str, old_name: bool) -> str:
+    """Which program takes `command`: the server binary (the one on PATH, when there is one)."""
+    found = server_binary()
+    server = f"{found} {command} ..." if found else f"target/release/vaebox {command} ...   (built in the repository; see the README)"
+    lines = [
+        f"error: `{command}` is a command of the vaebox server (the Rust binary), not of this Python client.",
+        f"  the server: {server}",
+        f"  the client: {COMMAND} COMMAND ...   (submit, list, status, download, ...; {COMMAND} --help)",
+    ]
+    if old_name:
+        lines.append(f"This `vaebox` is the client's old name, kept for scripts; it is `{COMMAND}` now.")
+    return "\n".join(lines)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     connection = argparse.ArgumentParser(add_help=False)
     connection.add_argument("--url", default=argparse.SUPPRESS, help=f"the box (default: ${URL_VARIABLE}, else {DEFAULT_URL})")
     connection.add_argument("--token", default=argparse.SUPPRESS, help=f"an access token's secret (default: ${TOKEN_VARIABLE})")
-    main_parser = argparse.ArgumentParser(prog="vaebox", description=__doc__.split("\n\n")[0], parents=[connection])
+    main_parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0], parents=[connection])
     commands = main_parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
 
     submit = commands.add_parser("submit", parents=[connection], help="upload a file, or each video file of a folder, as jobs")
@@ -119,8 +171,8 @@ def parser() -> argparse.ArgumentParser:
 def add_job_fields(command: argparse.ArgumentParser) -> None:
     """The fields of a job, the same for `submit` and `estimate`."""
     command.add_argument("--op", help="upscale, vae_encode, vae_decode, vae_reconstruct, restore, interpolate (default: the preset's, else upscale)")
-    command.add_argument("--model", help="a model from `vaebox models` (default: the box's for the op)")
-    command.add_argument("--preset", help="a preset from `vaebox presets`: fills in the fields not given")
+    command.add_argument("--model", help="a model from `vaebox-client models` (default: the box's for the op)")
+    command.add_argument("--preset", help="a preset from `vaebox-client presets`: fills in the fields not given")
     command.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a job field (scale=2, dtype=bf16, ...); repeatable")
 
 
@@ -173,6 +225,7 @@ def wait_and_download(client: Client, path: Path, job) -> bool:
     if final["status"] == "cancelled" and final.get("partial"):
         # Cancelled with --keep elsewhere: what it finished is saved, and the job still counts as not done.
         saved = client.download(final["id"], path.parent, on_progress=line.download)
+        remember_result(saved.path)
         line.done(f"cancelled, partial result saved {saved.path}")
         return False
     if final["status"] != "succeeded":
@@ -181,6 +234,7 @@ def wait_and_download(client: Client, path: Path, job) -> bool:
         print(f"error: {error['code']}: {path}: {error['message']}", file=sys.stderr)
         return False
     saved = client.download(final["id"], path.parent, on_progress=line.download)
+    remember_result(saved.path)
     line.done(f"saved {saved.path}")
     return True
 
@@ -270,6 +324,7 @@ def whole_command(client: Client, args) -> int:
 def download_command(client: Client, args) -> int:
     line = ProgressLine(args.id[:8])
     saved = client.download(args.id, args.dest, on_progress=line.download)
+    remember_result(saved.path)
     resumed = f", continued from byte {saved.resumed_from}" if saved.resumed_from else ""
     line.done(f"saved {saved.path}: {saved.bytes} bytes, {saved.received} fetched{resumed}")
     print(saved.path)

@@ -3,17 +3,17 @@ results (resumable)."""
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypedDict, Union
 
 from . import files
-from ._generated import Estimate, Job, ModelInfo
-from .errors import BoxError
+from ._generated import Estimate, Job, JobList, ModelInfo, ModelList
+from .answers import checked, parse
+from .errors import BoxError, MalformedAnswer
 from .events import events
 from .params import job_query
 from .transport import Transport
@@ -27,6 +27,12 @@ RECONNECT_TRIES = 120
 CHUNK_BYTES = 1 << 20
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+class PresetList(TypedDict):
+    """`GET /v1/presets` (not a typed schema of the document: each preset's fields are the box's job fields)."""
+
+    presets: Dict[str, Dict[str, Any]]
 
 
 @dataclass
@@ -55,7 +61,7 @@ class Client:
         path = Path(path)
         query = job_query(op, params)
         query["filename"] = path.name
-        return self.transport.upload("/v1/jobs", query, path)
+        return checked(self.transport.upload("/v1/jobs", query, path), Job, "POST /v1/jobs")
 
     def estimate(self, path: PathLike, op: Optional[str] = None, **params: Any) -> Estimate:
         """What the job `submit(path, op, **params)` would make and take on this box (its frames and size;
@@ -64,41 +70,44 @@ class Client:
         path = Path(path)
         query = job_query(op, params)
         query["filename"] = path.name
-        return self.transport.upload("/v1/estimate", query, path)
+        return checked(self.transport.upload("/v1/estimate", query, path), Estimate, "POST /v1/estimate")
 
     def job(self, job_id: str) -> Job:
-        return self.transport.json("GET", job_path(job_id))
+        return self._job_answer("GET", job_path(job_id))
 
     def jobs(self, status: Optional[str] = None, limit: Optional[int] = None, offset: Optional[int] = None) -> List[Job]:
         """One page of jobs, newest first (the box's page size unless `limit`)."""
         query = {k: str(v) for k, v in (("status", status), ("limit", limit), ("offset", offset)) if v is not None}
-        return self.transport.json("GET", "/v1/jobs", query)["jobs"]
+        return checked(self.transport.json("GET", "/v1/jobs", query), JobList, "GET /v1/jobs")["jobs"]
 
     def cancel(self, job_id: str, keep: bool = False) -> Job:
         """Cancels a queued, paused or running job (a running one stops at its next chunk). `keep`: the frames
         it finished become its shorter result (`partial`, downloadable); the box refuses that with
         nothing-to-keep for a job that makes no video segments (a latent, a still, PNG frames)."""
-        return self.transport.json("POST", job_path(job_id) + "/cancel", {"keep": "true"} if keep else None)
+        return self._job_answer("POST", job_path(job_id) + "/cancel", {"keep": "true"} if keep else None)
 
     def pause(self, job_id: str) -> Job:
         """Holds the job back: a queued one is passed over, a running one stops at its next checkpoint
         (`pausing` until then) and goes on from there when resumed. A paused job is not final."""
-        return self.transport.json("POST", job_path(job_id) + "/pause")
+        return self._job_answer("POST", job_path(job_id) + "/pause")
 
     def resume(self, job_id: str) -> Job:
         """Puts a paused job back in line where it was (job-not-pausable when it is not paused)."""
-        return self.transport.json("POST", job_path(job_id) + "/resume")
+        return self._job_answer("POST", job_path(job_id) + "/resume")
 
     def run_whole(self, job_id: str) -> Job:
         """The whole clip of a job over part of its input: a new job made by the box from the input that job
         kept, with the same settings and no range (its `from_try` names that job)."""
-        return self.transport.json("POST", job_path(job_id) + "/whole")
+        return self._job_answer("POST", job_path(job_id) + "/whole")
 
     def models(self) -> List[ModelInfo]:
-        return self.transport.json("GET", "/v1/models")["models"]
+        return checked(self.transport.json("GET", "/v1/models"), ModelList, "GET /v1/models")["models"]
 
     def presets(self) -> Dict[str, Dict[str, Any]]:
-        return self.transport.json("GET", "/v1/presets")["presets"]
+        return checked(self.transport.json("GET", "/v1/presets"), PresetList, "GET /v1/presets")["presets"]
+
+    def _job_answer(self, method: str, path: str, query: Optional[Dict[str, str]] = None) -> Job:
+        return checked(self.transport.json(method, path, query), Job, f"{method} {path}")
 
     def follow(self, job_id: str, on_progress: Optional[Callable[[Job], None]] = None) -> Job:
         """Follows the job's event stream until it ends; `on_progress` gets every snapshot. Returns the
@@ -113,7 +122,8 @@ class Client:
                         tries = 0
                         if name != "job":
                             continue  # `shutdown`: the box is stopping; the job goes on after its restart
-                        job = json.loads(data)
+                        what = f"an event of GET {job_path(job_id)}/events"
+                        job = checked(parse(data.encode("utf-8"), what), Job, what)
                         if on_progress is not None:
                             on_progress(job)
                         if job["status"] in FINAL_STATUSES:
@@ -121,7 +131,7 @@ class Client:
             except BoxError as error:
                 if error.code != "unreachable":
                     raise
-            except OSError:
+            except (OSError, http.client.HTTPException):
                 pass  # the stream broke or fell silent: ask again
             tries += 1
             if tries > RECONNECT_TRIES:
@@ -173,18 +183,29 @@ class Client:
             start = content_range_start(response.headers.get("Content-Range")) if response.status == 206 else 0
             if start not in (0, have):
                 raise BoxError("download-mismatch", f"asked for bytes from {have}, the box sent them from {start}")
+            # The job declares its result's bytes: an answer that says or sends more is not that result, and is
+            # not written past it (a proxy's or another program's endless stream would fill the disk).
+            expected = total - start
+            declared = response.headers.get("Content-Length")
+            if declared is not None and (not declared.strip().isdigit() or int(declared) > expected):
+                raise BoxError("download-too-large", f"the answer declares {declared!r} bytes from byte {start}; the job's result has {expected} there")
             received = 0
             with part.open("r+b" if start and part.exists() else "wb") as out:
                 out.seek(start)
                 out.truncate()
                 while True:
                     try:
-                        chunk = response.read(CHUNK_BYTES)
+                        # One byte past the declared end at most, to see whether more comes.
+                        chunk = response.read(min(CHUNK_BYTES, expected - received + 1))
                     except (OSError, http.client.HTTPException) as failure:  # what arrived stays in the .part for the next try
                         raise BoxError("download-incomplete", f"the connection broke at byte {start + received} of {total} ({failure}); "
                                        "run the download again to continue") from None
                     if not chunk:
                         break
+                    if received + len(chunk) > expected:
+                        out.close()
+                        part.unlink()  # which of its bytes are the result's cannot be told
+                        raise BoxError("download-too-large", f"the box sent more than the {total} bytes the job's result has; nothing was kept")
                     out.write(chunk)
                     received += len(chunk)
                     if on_progress is not None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import BinaryIO, Iterator, Tuple
 
-from .errors import BoxError
+from .errors import BoxError, MalformedAnswer
 
 # One event's data is one job as JSON (a few KiB with its plan).
 MAX_LINE_BYTES = 16 << 20
@@ -18,7 +18,10 @@ def events(stream: BinaryIO) -> Iterator[Tuple[str, str]]:
             return
         if len(line) > MAX_LINE_BYTES:
             raise BoxError("answer-too-large", f"an event line is over {MAX_LINE_BYTES} bytes")
-        text = line.decode("utf-8").rstrip("\r\n")
+        try:
+            text = line.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise MalformedAnswer(f"an event line is not UTF-8: {line[:60]!r}") from None
         if not text:
             if data:
                 yield name, "\n".join(data)

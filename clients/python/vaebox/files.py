@@ -1,9 +1,12 @@
-"""Where results go on this machine: never over an existing file, and which files of a folder to send."""
+"""Where results go on this machine: never over an existing file, and which files of a folder to send (not the
+results this client saved there)."""
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 # What a folder submission sends: video containers ffmpeg reads (the box probes each; anything else it
 # refuses with not-a-video), and the latent files vae_decode takes.
@@ -14,6 +17,13 @@ PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".zip")
 PICTURE_OPS = (None, "upscale", "restore")
 # Kept whole when a name gets a number: `clip.latent-1.safetensors` would hide what the file is.
 DOUBLE_SUFFIXES = (".latent.safetensors",)
+# The results `submit --wait` and `download` saved into a folder, one JSON string (a file name) per line. A folder
+# submission leaves them out: sent again, a folder's `clip_x4.mp4` would be upscaled ×4 once more.
+RESULTS_LIST = ".vaebox-results"
+# What the box puts after its input's stem in a result's name (src/queue/output_path.rs, src/queue/keep.rs):
+# `_x4`, `_x2fps`, `_60000-1001fps`, `_decoded`, `_reconstructed`, `_restored`, then maybe a range, `_partial-Nf`,
+# and this client's `-1` when the name was taken. Results saved before RESULTS_LIST existed are known by it.
+RESULT_LABEL = re.compile(r"_(x\d+|\d+(-\d+)?fps|decoded|reconstructed|restored)([_.-]|$)")
 
 
 def sorted_files(folder: Path, op: str = None) -> Tuple[List[Path], List[Tuple[Path, str]]]:
@@ -26,8 +36,16 @@ def sorted_files(folder: Path, op: str = None) -> Tuple[List[Path], List[Tuple[P
     else:
         suffixes, what = VIDEO_SUFFIXES, f"not a video ({op} takes videos)"
     taken, skipped = [], []
-    for path in sorted(folder.iterdir()):
-        if path.name.startswith("."):
+    saved = saved_results(folder)
+    entries = sorted(folder.iterdir())
+    stems = {path.name[: len(path.name) - len(path.suffix)]: path.name for path in entries if path.suffix.lower() in suffixes}
+    for path in entries:
+        source = result_source(path.name, stems)
+        if path.name in saved:
+            skipped.append((path, f"a result this client saved here (listed in {RESULTS_LIST}); name the file to send it"))
+        elif source is not None:
+            skipped.append((path, f"named as the box names a result of {source}; name the file to send it"))
+        elif path.name.startswith("."):
             skipped.append((path, "hidden"))
         elif path.is_dir():
             skipped.append((path, "a folder (subfolders are not sent)"))
@@ -38,6 +56,42 @@ def sorted_files(folder: Path, op: str = None) -> Tuple[List[Path], List[Tuple[P
         else:
             taken.append(path)
     return taken, skipped
+
+
+def result_source(name: str, stems: Dict[str, str]) -> Optional[str]:
+    """The folder's file (of those `stems` → names) that `name` reads as the box's result of (`clip_x4.mp4` of
+    `clip.mp4`), or None."""
+    for stem, source in stems.items():
+        if name != source and name.startswith(stem) and RESULT_LABEL.match(name, len(stem)):
+            return source
+    return None
+
+
+def saved_results(folder: Path) -> set:
+    """The names RESULTS_LIST holds (none when there is no list, or a line is not a name)."""
+    try:
+        lines = (folder / RESULTS_LIST).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    names = set()
+    for line in lines:
+        try:
+            name = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(name, str):
+            names.add(name)
+    return names
+
+
+def remember_result(path: Path) -> None:
+    """Adds a saved result to its folder's RESULTS_LIST. A folder where the list cannot be written keeps the
+    result unlisted (the name rule still knows the box's names), rather than failing a download that worked."""
+    try:
+        with (path.parent / RESULTS_LIST).open("a", encoding="utf-8") as listed:
+            listed.write(json.dumps(path.name) + "\n")
+    except OSError:
+        pass
 
 
 def safe_file_name(name: str, fallback: str) -> str:

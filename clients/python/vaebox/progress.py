@@ -31,7 +31,7 @@ class ProgressLine:
             details.append(f"eta {progress['eta_s']:.0f}s")
         if status == "paused":
             # Paused on the box (by its owner, or on the box's page): this keeps waiting, so say how it goes on.
-            details.append(f"waiting for `vaebox resume {job['id']}`")
+            details.append(f"waiting for `vaebox-client resume {job['id']}`")
         # In a log, a line when the status, stage or place in the queue changes or another tenth is done, not per frame.
         place = (job.get("queue") or {}).get("position")
         self.show(fraction, "  ".join(details), key=(status, job.get("pausing"), place, stage, int(fraction * 10)))
