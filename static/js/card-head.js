@@ -1,14 +1,23 @@
 // A card's top: its thumbnail, status, title, what the job does, and its buttons.
 
 import { h } from "./dom.js";
-import { isNum, shortId } from "./format.js";
+import { isNum, shortId, titleOf } from "./format.js";
 import { withToken } from "./access-token.js";
-import { TERMINAL } from "./state.js";
+import { state, TERMINAL } from "./state.js";
 import { cancelJob, deleteJob, pauseJob, resumeJob, runWhole, stopAndKeep } from "./job-actions.js";
 import { thumbnailOf } from "./thumbnails.js";
 import { canCompare, openCompare } from "./compare.js";
 
-export function titleOf(job) { return (job.input && job.input.file_name) || shortId(job.id); }
+// The whole-clip job made from this try (its `from_try` names the try), if the page lists one that is not
+// failed or cancelled: the box would answer "asked for before" to a second Run the whole clip (a paused one
+// is resumed, not run twice), so the card links to it instead. The newest such job wins, as on the box.
+export function wholeClipOf(job) {
+  for (const id of state.order) {
+    const other = state.jobs.get(id);
+    if (other && other.from_try === job.id && !["failed", "cancelled"].includes(other.status)) return other;
+  }
+  return null;
+}
 
 function sizeText(params) {
   const r = params.restore || {};
@@ -69,7 +78,15 @@ export function buildTop(job) {
     }, label));
   }
   if (st === "succeeded" && params.range) {
-    actions.append(button("Run the whole clip", (b) => runWhole(job, b), `Run the whole clip of ${title} with the same settings`));
+    const whole = wholeClipOf(job);
+    if (whole) {
+      actions.append(h("a", {
+        class: "button whole-clip", href: `#job-${whole.id}`,
+        "aria-label": `The whole clip of ${title}: job ${shortId(whole.id)}, ${whole.status}`,
+      }, `Whole clip (${whole.status})`));
+    } else {
+      actions.append(button("Run the whole clip", (b) => runWhole(job, b), `Run the whole clip of ${title} with the same settings`));
+    }
   }
   if (canCompare(job)) {
     actions.append(button("Compare", () => openCompare(job.id), `Compare ${title} before and after`));

@@ -1,11 +1,10 @@
 // Compare: a job's input and output played one over the other, with a split, frame steps and 1:1.
 
 import { $ } from "./dom.js";
-import { isNum, shortId } from "./format.js";
+import { isNum, shortId, titleOf } from "./format.js";
 import { api } from "./api.js";
 import { withToken } from "./access-token.js";
 import { state } from "./state.js";
-import { titleOf } from "./card-head.js";
 
 const COMPARABLE_OPS = new Set(["upscale", "restore", "vae_reconstruct"]);
 export function canCompare(job) {

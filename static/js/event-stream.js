@@ -2,9 +2,6 @@
 
 import { withToken } from "./access-token.js";
 import { state, TERMINAL } from "./state.js";
-import { noteStatusChange } from "./health.js";
-import { updateCount } from "./job-list.js";
-import { renderJob } from "./job-card.js";
 
 const MAX_STREAMS = 4;        // browsers allow ~6 HTTP/1.1 connections per host; keep room for uploads/polls
 
@@ -13,7 +10,9 @@ export function closeStream(id) {
   if (es) { es.close(); state.streams.delete(id); }
 }
 
-function openStream(id) {
+// Each event's job goes to `show` (job-list.js's showJob, which draws its card): the list is handed in, not
+// imported, as the list itself opens the streams.
+function openStream(id, show) {
   const es = new EventSource(withToken(`/v1/jobs/${encodeURIComponent(id)}/events`));
   state.streams.set(id, es);
   es.addEventListener("job", (ev) => {
@@ -21,15 +20,8 @@ function openStream(id) {
     try { job = JSON.parse(ev.data); } catch (_) { return; }
     if (!job || job.id !== id) return;
     state.streamFailures.delete(id);
-    if (state.jobs.has(id)) {
-      const prev = state.jobs.get(id);
-      noteStatusChange(prev, job);
-      if (prev && prev._localAt) job._localAt = prev._localAt;
-      state.jobs.set(id, job);
-      renderJob(job);
-      updateCount();
-    }
-    if (TERMINAL.has(job.status)) { closeStream(id); syncStreams(); }
+    if (state.jobs.has(id)) show(job);
+    if (TERMINAL.has(job.status)) { closeStream(id); syncStreams(show); }
   });
   es.addEventListener("error", () => {
     // CONNECTING: the browser retries by itself. CLOSED: give up; polling takes over.
@@ -40,7 +32,7 @@ function openStream(id) {
   });
 }
 
-export function syncStreams() {
+export function syncStreams(show) {
   if (typeof EventSource === "undefined") return;
   for (const [id] of state.streams) {
     const j = state.jobs.get(id);
@@ -52,6 +44,6 @@ export function syncStreams() {
       || (b.priority || 0) - (a.priority || 0));
   for (const j of active) {
     if (state.streams.size >= MAX_STREAMS) break;
-    openStream(j.id);
+    openStream(j.id, show);
   }
 }

@@ -1,30 +1,17 @@
-// The chosen file: the file input and the drop zone, and what the file says about the op and format.
+// The chosen files: the file input and the drop zone, and what the files say about the op and format.
+// Several files make one job each, with the same settings (upload.js).
 
 import { $, h } from "./dom.js";
 import { fmtBytes } from "./format.js";
 import { showError } from "./notices.js";
 import { state } from "./state.js";
-import { LATENT_RE, onOpChange, updateSubmit } from "./form-choices.js";
+import { LATENT_RE, checkFileOp, isStill, onOpChange, updateSubmit } from "./form-choices.js";
 import { estimateSoon } from "./form-estimate.js";
 
-export function checkFileOp() {
-  const warn = $("file-warning");
-  const f = state.file;
-  const op = $("op").value;
-  let msg = "";
-  if (f) {
-    const latent = LATENT_RE.test(f.name);
-    if (op === "vae_decode" && !latent) msg = "VAE decode expects a latent file (.safetensors / .latent).";
-    else if (op !== "vae_decode" && latent) msg = "This looks like a latent file; choose “VAE decode”.";
-  }
-  warn.textContent = msg;
-  warn.hidden = !msg;
-}
-
 // A still is written as PNG (png or png16): the video formats, which the box would refuse, are hidden.
-const STILL_RE = /\.(png|jpe?g|webp)$/i;
-function offerStillFormats(f) {
-  const still = !!f && (STILL_RE.test(f.name) || /^image\/(png|jpeg|webp)$/.test(f.type || ""));
+// With stills and videos chosen together the box's default is kept, which fits each.
+function offerStillFormats(files) {
+  const still = files.length > 0 && files.some(isStill);
   const select = $("output-format");
   for (const option of select.options) {
     if (["h264", "h265", "prores", "ffv1"].includes(option.value)) option.hidden = still;
@@ -32,16 +19,24 @@ function offerStillFormats(f) {
   if (still && select.selectedOptions[0] && select.selectedOptions[0].hidden) select.value = "";
 }
 
-function setFile(f) {
-  state.file = f || null;
+// "clip.mp4 6.4 KiB", or for several "3 files, 19 KiB: a.mp4, b.mp4, c.mp4 (one job each)".
+function describe(files) {
+  const total = files.reduce((sum, f) => sum + f.size, 0);
+  if (files.length === 1) return [h("strong", { text: files[0].name }), " ", h("span", { class: "muted", text: fmtBytes(total) })];
+  return [h("strong", { text: `${files.length} files` }), " ", h("span", { class: "muted", text: fmtBytes(total) }), ": ",
+    files.map((f) => f.name).join(", "), " ", h("span", { class: "muted", text: "(one job each)" })];
+}
+
+function setFiles(files) {
+  state.files = files;
   const info = $("file-info");
-  if (f) {
-    info.replaceChildren(h("strong", { text: f.name }), " ", h("span", { class: "muted", text: fmtBytes(f.size) }));
+  if (files.length) {
+    info.replaceChildren(...describe(files));
     info.hidden = false;
     $("dropzone").classList.add("has-file");
-    // Pick a sensible op for the file kind if the current one doesn't fit.
+    // Pick a sensible op for the files' kind if the current one doesn't fit: VAE decode when all are latents.
     const op = $("op");
-    const latent = LATENT_RE.test(f.name);
+    const latent = files.every((f) => LATENT_RE.test(f.name));
     const opts = [...op.options].map((o) => o.value);
     if (latent && op.value !== "vae_decode" && opts.includes("vae_decode")) {
       op.value = "vae_decode"; onOpChange();
@@ -53,7 +48,7 @@ function setFile(f) {
     info.hidden = true;
     $("dropzone").classList.remove("has-file");
   }
-  offerStillFormats(f);
+  offerStillFormats(files);
   showError($("form-error"), null);
   checkFileOp();
   updateSubmit();
@@ -70,11 +65,11 @@ export function setupDrop() {
     if (!hasFiles(e)) return;
     e.preventDefault();
     depth = 0; dz.classList.remove("dragging");
-    const f = e.dataTransfer.files && e.dataTransfer.files[0];
-    if (f && !state.xhr) setFile(f);
+    const files = [...(e.dataTransfer.files || [])];
+    if (files.length && !state.xhr) setFiles(files);
   });
   dz.addEventListener("dragenter", (e) => { if (hasFiles(e)) { depth++; dz.classList.add("dragging"); } });
   dz.addEventListener("dragleave", () => { depth = Math.max(0, depth - 1); if (!depth) dz.classList.remove("dragging"); });
   dz.addEventListener("dragover", (e) => { if (hasFiles(e)) { e.preventDefault(); e.dataTransfer.dropEffect = "copy"; } });
-  $("file").addEventListener("change", (e) => setFile(e.target.files && e.target.files[0]));
+  $("file").addEventListener("change", (e) => setFiles([...(e.target.files || [])]));
 }

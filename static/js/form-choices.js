@@ -1,14 +1,17 @@
 // The form's selects: ops and models from /v1/models, and the scale, precision and VAE each allows;
-// which fields show for the op; whether the form can be sent.
+// which fields show for the op (and, on a narrow screen, whether all of them do); whether the chosen files
+// fit the op; whether the form can be sent, and tried first.
 
 import { $, h } from "./dom.js";
 import { api } from "./api.js";
 import { showError } from "./notices.js";
 import { state } from "./state.js";
 import { loadPrefs } from "./form-prefs.js";
-import { checkFileOp } from "./file-choice.js";
 
 export const LATENT_RE = /\.(safetensors|latent)$/i;
+// A still picture (one frame): written as PNG only, and with no first seconds to try.
+const STILL_RE = /\.(png|jpe?g|webp)$/i;
+export function isStill(file) { return STILL_RE.test(file.name) || /^image\/(png|jpeg|webp)$/.test(file.type || ""); }
 const OP_LABELS = {
   upscale: "Upscale",
   vae_encode: "VAE encode (video → latent)",
@@ -134,12 +137,52 @@ function fillVaes(dit, preferred) {
   $("vae-help").textContent = vaes.length ? "" : "Put a SeedVR2 VAE in the models folder's vae/ to restore.";
 }
 
+// "… (b.mp4 and 2 more)" after a message about some of several files; nothing when one file is chosen.
+function naming(files) {
+  if (state.files.length < 2 || !files.length) return "";
+  return ` (${files[0].name}${files.length > 1 ? ` and ${files.length - 1} more` : ""})`;
+}
+
+// A warning when a chosen file does not fit the op: a video to VAE-decode, a latent to anything else.
+export function checkFileOp() {
+  const warn = $("file-warning");
+  const op = $("op").value;
+  const latents = state.files.filter((f) => LATENT_RE.test(f.name));
+  const others = state.files.filter((f) => !LATENT_RE.test(f.name));
+  let msg = "";
+  if (op === "vae_decode" && others.length) msg = `VAE decode expects a latent file (.safetensors / .latent)${naming(others)}.`;
+  else if (op !== "vae_decode" && latents.length) msg = `This looks like a latent file${naming(latents)}; choose “VAE decode”.`;
+  warn.textContent = msg;
+  warn.hidden = !msg;
+}
+
+// Why Try first cannot run with this op and these files ("" when it can): the box would refuse it.
+function whyNoTry() {
+  if ($("op").value === "vae_decode") return "A latent is decoded whole: there is no first part of it to try.";
+  const still = state.files.find(isStill);
+  if (still) return `${still.name} is a still picture (one frame): there is no first part of it to try. Upload & queue runs it whole.`;
+  return "";
+}
+
 export function updateSubmit() {
   const m = currentModel();
   const busy = !!state.xhr;
   const noVae = $("op").value === "restore" && !$("vae").value;
-  $("submit").disabled = busy || !state.file || !m || m.present === false || noVae;
-  // A latent is decoded whole: there is no first few seconds of it to try.
-  $("try-first").disabled = $("submit").disabled || $("op").value === "vae_decode";
+  $("submit").disabled = busy || !state.files.length || !m || m.present === false || noVae;
+  // A disabled button shows no reason by itself: the reason is its title (on the button and around it, as a
+  // disabled button gets no pointer) and, once files are chosen, a line under the buttons.
+  const why = whyNoTry();
+  $("try-first").disabled = $("submit").disabled || !!why;
+  for (const el of [$("try-first"), $("try-first").parentElement]) el.title = why;
+  $("try-first-note").textContent = why;
+  $("try-first-note").hidden = !why || !state.files.length;
   $("abort").hidden = !busy;
+}
+
+// On a narrow screen (the form above the jobs, style.css) the form shows its main choices only, so that the
+// job list is within reach; "All settings" shows the rest. A field with something to fix opens them (form-fields.js).
+export function showAllSettings(all) {
+  $("job-form").classList.toggle("all-settings", all);
+  $("all-settings").setAttribute("aria-expanded", String(all));
+  $("all-settings").textContent = all ? "Fewer settings" : "All settings";
 }

@@ -1,4 +1,5 @@
 // Under the form: what the box expects the chosen file with the form's settings to take (POST /v1/estimate).
+// Several files are not estimated: the box reads each whole to answer, which would cost as much as the uploads.
 
 import { $ } from "./dom.js";
 import { fmtBytes, fmtDuration, isNum } from "./format.js";
@@ -31,11 +32,12 @@ async function askEstimate() {
   asking = null;
   const line = $("estimate");
   let entries = null;
-  try { entries = state.file && !state.xhr ? checkedEntries() : null; } catch (_) { /* Submit says what to fix */ }
+  const file = state.files.length === 1 ? state.files[0] : null;
+  try { entries = file && !state.xhr ? checkedEntries() : null; } catch (_) { /* Submit says what to fix */ }
   if (!entries) { line.hidden = true; return; }
   const body = new FormData();
   for (const [k, v] of entries) body.append(k, v);
-  body.append("file", state.file, state.file.name);
+  body.append("file", file, file.name);
   const ask = new AbortController();
   asking = ask;
   line.removeAttribute("title");

@@ -4,7 +4,7 @@ import { $ } from "./dom.js";
 import { ApiError } from "./api.js";
 import { showError } from "./notices.js";
 import { savePrefs } from "./form-prefs.js";
-import { currentModel } from "./form-choices.js";
+import { currentModel, showAllSettings } from "./form-choices.js";
 
 // The form's fields as [name, value] pairs, checked as far as the page can; null after showing why not.
 export function formEntries() {
@@ -15,6 +15,8 @@ export function formEntries() {
   } catch (e) {
     showError($("form-error"), e);
     if (e.field && $("restore-advanced").contains(e.field)) $("restore-advanced").open = true;
+    // A narrow screen's form may have the field among the settings it does not show.
+    if (e.field && !e.field.getClientRects().length) showAllSettings(true);
     if (e.field) e.field.focus();
     return null;
   }

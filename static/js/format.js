@@ -52,3 +52,6 @@ export function fmtMedia(m) {
 }
 
 export function shortId(id) { return String(id || "").slice(0, 8); }
+
+// What a job is called on its card, in Compare and in its progress bar's label: its file, or its id.
+export function titleOf(job) { return (job.input && job.input.file_name) || shortId(job.id); }

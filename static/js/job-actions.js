@@ -5,10 +5,12 @@ import { shortId } from "./format.js";
 import { api } from "./api.js";
 import { errorNode, toast } from "./notices.js";
 import { state } from "./state.js";
-import { noteStatusChange } from "./health.js";
-import { removeJob, render, updateCount, upsertJob } from "./job-list.js";
-import { syncStreams } from "./event-stream.js";
-import { renderJob } from "./job-card.js";
+
+// What the job list does with an answer: show a job as it is now, add a new one, drop a deleted one. The list
+// draws the cards these buttons sit on, so it hands its functions in (main.js wires them) instead of being
+// imported here: cards → buttons → list → cards would be an import circle.
+const list = { show: () => {}, add: () => {}, drop: () => {} };
+export function connectActionsToList({ show, add, drop }) { Object.assign(list, { show, add, drop }); }
 
 // The whole clip of a job over part of its input, made by the server from the input that job kept, with
 // its settings: nothing is sent again, so it works after a reload and for tries sent by curl or a script.
@@ -17,10 +19,7 @@ export async function runWhole(job, btn) {
   try {
     const whole = await api("POST", `/v1/jobs/${encodeURIComponent(job.id)}/whole`);
     if (whole && whole.id) {
-      whole._localAt = Date.now();
-      upsertJob(whole, true);
-      render();
-      syncStreams();
+      list.add(whole);
       const link = h("a", { href: `#job-${whole.id}`, text: shortId(whole.id) });
       if (whole.httpStatus === 200) toast([`The whole clip was asked for before: `, link, ` is ${whole.status}`]);
       else toast(["Queued the whole clip as ", link]);
@@ -36,7 +35,7 @@ async function changeJob(id, btn, action, said) {
   btn.disabled = true;
   try {
     const job = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/${action}`);
-    if (job && job.id) { noteStatusChange(state.jobs.get(job.id), job); state.jobs.set(job.id, job); renderJob(job); updateCount(); }
+    if (job && job.id) list.show(job);
     toast(said(shortId(id)));
   } catch (e) {
     toast(errorNode(e), true);
@@ -56,12 +55,11 @@ export async function deleteJob(id, btn) {
   btn.disabled = true;
   try {
     await api("DELETE", `/v1/jobs/${encodeURIComponent(id)}`);
-    removeJob(id);
-    render();
+    list.drop(id);
     toast(`Deleted ${shortId(id)}.`);
     $("jobs-heading").focus();
   } catch (e) {
-    if (e.status === 404) { removeJob(id); render(); return; }
+    if (e.status === 404) { list.drop(id); return; }
     toast(errorNode(e), true);
     btn.disabled = false;
   }

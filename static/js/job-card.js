@@ -1,10 +1,11 @@
 // A job's card: its sections, each rebuilt only when its own part of the job changes.
 
 import { h } from "./dom.js";
+import { titleOf } from "./format.js";
 import { state } from "./state.js";
 import { buildProgress } from "./job-progress.js";
 import { buildPlace, placeText } from "./queue-places.js";
-import { buildTop, titleOf } from "./card-head.js";
+import { buildTop, wholeClipOf } from "./card-head.js";
 import { buildError, buildFacts } from "./card-facts.js";
 import { timingsBlock } from "./timings-table.js";
 import { planBlock } from "./plan-table.js";
@@ -14,7 +15,7 @@ import { metricsBlock } from "./metrics-table.js";
 // so buttons under the pointer are not swapped out on every progress event.
 
 const SECTIONS = [
-  { name: "top", sig: (j) => JSON.stringify([j.status, j.pausing, j.partial, j.started_at, j.op, j.model, j.params, j.priority, j.input && j.input.file_name, j.output && j.output.url, j.output && j.output.file_name, j.output && j.output.kept]), build: buildTop },
+  { name: "top", sig: (j) => JSON.stringify([j.status, j.pausing, j.partial, j.started_at, j.op, j.model, j.params, j.priority, j.input && j.input.file_name, j.output && j.output.url, j.output && j.output.file_name, j.output && j.output.kept, wholeSig(j)]), build: buildTop },
   { name: "place", sig: (j) => JSON.stringify(placeText(j)), build: buildPlace },
   { name: "progress", sig: (j) => JSON.stringify([j.status, j.progress, j.started_at]), build: buildProgress },
   { name: "error", sig: (j) => JSON.stringify(j.error), build: buildError },
@@ -23,6 +24,12 @@ const SECTIONS = [
   { name: "plan", sig: (j) => JSON.stringify(j.plan), block: planBlock },
   { name: "metrics", sig: (j) => JSON.stringify(j.metrics), block: metricsBlock },
 ];
+
+// A try's top links to its whole clip once there is one (card-head.js): that job and its status are part of it.
+function wholeSig(job) {
+  const whole = job.params && job.params.range ? wholeClipOf(job) : null;
+  return whole && [whole.id, whole.status];
+}
 
 // <details> sections keep their element (and open state); only summary text and table change.
 function applyBlock(job, old, blk) {

@@ -14,7 +14,7 @@ import { renderJob } from "./job-card.js";
 const POLL_MS = 3000;         // job list refresh
 const POLL_HIDDEN_MS = 15000; // when the tab is in the background
 
-export function upsertJob(job, prepend) {
+function upsertJob(job, prepend) {
   if (!job || !job.id) return;
   const had = state.jobs.has(job.id);
   state.jobs.set(job.id, job);
@@ -22,10 +22,31 @@ export function upsertJob(job, prepend) {
   else if (!had) state.order.push(job.id);
 }
 
-export function removeJob(id) {
+// A job as it is now (a button's answer, an event of its stream), on its card if the list shows it.
+export function showJob(job) {
+  const previous = state.jobs.get(job.id);
+  noteStatusChange(previous, job);
+  if (previous && previous._localAt) job._localAt = previous._localAt;
+  state.jobs.set(job.id, job);
+  renderJob(job);
+  updateCount();
+}
+
+// A job just made here (an upload, a whole clip): first in the list, followed at once, and kept until the
+// list the box sends names it (see poll).
+export function addJob(job) {
+  job._localAt = Date.now();
+  upsertJob(job, true);
+  render();
+  syncStreams(showJob);
+}
+
+// A deleted job: its card goes.
+export function dropJob(id) {
   state.jobs.delete(id);
   state.order = state.order.filter((x) => x !== id);
   closeStream(id);
+  render();
 }
 
 function listUrl(offset, limit) {
@@ -67,7 +88,7 @@ export async function poll() {
     showError($("jobs-error"), null);
     try { await refreshPlaces(jobs); } catch (_) { /* the places the jobs came with */ }
     render();
-    syncStreams();
+    syncStreams(showJob);
   } catch (e) {
     showError($("jobs-error"), e);
   } finally {
@@ -98,7 +119,7 @@ export async function loadMore() {
   }
 }
 
-export function updateCount() {
+function updateCount() {
   const n = state.order.length;
   const shown = state.order.filter((id) => shownByOpFilter(state.jobs.get(id))).length;
   const active = state.order.filter((id) => { const j = state.jobs.get(id); return j && !TERMINAL.has(j.status); }).length;

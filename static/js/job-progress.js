@@ -1,8 +1,7 @@
 // A running job's progress bar, its ETA and the elapsed times that tick every second.
 
 import { h } from "./dom.js";
-import { fmtDuration, isNum, parseTime } from "./format.js";
-import { titleOf } from "./card-head.js";
+import { fmtDuration, isNum, parseTime, titleOf } from "./format.js";
 
 function etaOf(job) {
   const p = job.progress || {};

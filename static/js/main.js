@@ -6,11 +6,12 @@ import { PAGE, state } from "./state.js";
 import { refreshHealth } from "./health.js";
 import { savePrefs } from "./form-prefs.js";
 import { applyPreset, loadPresets } from "./presets.js";
-import { loadModels, onModelChange, onOpChange, onScaleChange, updateSubmit } from "./form-choices.js";
+import { loadModels, onModelChange, onOpChange, onScaleChange, showAllSettings, updateSubmit } from "./form-choices.js";
 import { setupDrop } from "./file-choice.js";
 import { estimateSoon } from "./form-estimate.js";
 import { submitJob, tryFirst } from "./upload.js";
-import { loadMore, poll, render } from "./job-list.js";
+import { addJob, dropJob, loadMore, poll, render, showJob } from "./job-list.js";
+import { connectActionsToList } from "./job-actions.js";
 import { setOpFilter, storedOpFilter } from "./op-filter.js";
 import { closeStream } from "./event-stream.js";
 import { tick } from "./job-progress.js";
@@ -19,10 +20,12 @@ import { compareFromHash, setupCompare } from "./compare.js";
 const HEALTH_MS = 5000;
 
 function init() {
+  connectActionsToList({ show: showJob, add: addJob, drop: dropJob });
   setupDrop();
   $("job-form").addEventListener("submit", submitJob);
   $("job-form").addEventListener("change", estimateSoon); // the estimate follows the settings
   $("try-first").addEventListener("click", tryFirst);
+  $("all-settings").addEventListener("click", () => showAllSettings(!$("job-form").classList.contains("all-settings")));
   $("abort").addEventListener("click", () => { if (state.xhr) state.xhr.abort(); });
   $("op").addEventListener("change", () => { onOpChange(); savePrefs(); });
   $("preset").addEventListener("change", (e) => applyPreset(e.target.value));

@@ -5,7 +5,7 @@ export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
 export const state = {
   models: [],
-  file: null,
+  files: [],            // the chosen files: one job each, with the form's settings
   xhr: null,
   jobs: new Map(),      // id -> Job
   order: [],            // ids, newest first

@@ -1,5 +1,5 @@
-//! The job list's cards: a try's title and four buttons at 1024 px, a restore's plan in words, and the
-//! list's op filter.
+//! The job list's cards: a try's title and four buttons at 1024 px, a try's link to its whole clip once
+//! there is one, a restore's plan in words, and the list's op filter.
 
 use crate::common;
 
@@ -42,6 +42,60 @@ async fn job_cards_keep_a_readable_title_beside_four_buttons_at_1024_px() {
     }
     let page_width = browser.eval("document.documentElement.scrollWidth").as_f64().unwrap();
     assert!(page_width <= NARROW_WIDTH as f64, "the page is {page_width} px wide in a {NARROW_WIDTH} px window");
+}
+
+/// The labels and links (`href`) of a card's buttons.
+fn card_actions(browser: &mut Browser, card: &str) -> serde_json::Value {
+    browser.eval(&format!("[...document.querySelectorAll({})].map((b) => [b.textContent, b.getAttribute('href')])", js(format!("{card} .job-actions > *"))))
+}
+
+/// A succeeded try offers Run the whole clip; once pressed, the card links to the whole clip's job (the one
+/// the box made with `from_try` naming the try) instead of offering it again, and after a reload, the link
+/// found from the list alone, it still does. A try whose whole clip was asked for elsewhere (by the API)
+/// links to it as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_links_to_its_whole_clip_instead_of_running_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 8, false, &clip);
+    let clip = std::fs::read(&clip).unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = client();
+    let by_page = run_job(&client, &server, "op=upscale&scale=2&duration=0.2&filename=by-page.mp4", clip.clone()).await;
+    let by_api = run_job(&client, &server, "op=upscale&scale=2&duration=0.2&filename=by-api.mp4", clip).await;
+    let (by_page, by_api) = (by_page["id"].as_str().unwrap(), by_api["id"].as_str().unwrap());
+    let response = client.post(server.url(&format!("/v1/jobs/{by_api}/whole"))).send().await.unwrap();
+    assert_eq!(response.status(), 202);
+    let api_whole: serde_json::Value = response.json().await.unwrap();
+
+    let mut browser = Browser::start(WIDTH, HEIGHT);
+    open_page(&mut browser, &server.url("/"));
+    let card = format!("#job-{by_page}");
+    let offered = format!("[...document.querySelectorAll({})].some((b) => b.textContent === 'Run the whole clip')", js(format!("{card} .job-actions > button")));
+    assert!(browser.wait_until(&offered, Duration::from_secs(15)).is_some(), "the try offers no Run the whole clip: {}", card_actions(&mut browser, &card));
+    browser.eval(&format!("[...document.querySelectorAll({})].find((b) => b.textContent === 'Run the whole clip').click()", js(format!("{card} .job-actions > button"))));
+    let linked = format!("document.querySelector({}) && document.querySelector({}).getAttribute('href')", js(format!("{card} a.whole-clip")), js(format!("{card} a.whole-clip")));
+    let href = browser.wait_until(&linked, Duration::from_secs(15)).unwrap_or_else(|| panic!("no link to the whole clip after Run the whole clip: {}", card_actions(&mut browser, &card)));
+
+    let (_, listed) = get_json(&client, &server.url("/v1/jobs")).await;
+    let wholes: Vec<&serde_json::Value> = listed["jobs"].as_array().unwrap().iter().filter(|j| j["from_try"] == json!(by_page)).collect();
+    assert_eq!(wholes.len(), 1, "the box did not make one whole clip of the try: {listed}");
+    assert_eq!(href, json!(format!("#job-{}", wholes[0]["id"].as_str().unwrap())), "the link is not to the whole clip's job");
+    let expect_link = |browser: &mut Browser, card: &str, href: &str, when: &str| {
+        let actions = card_actions(browser, card);
+        let labels: Vec<&str> = actions.as_array().unwrap().iter().map(|a| a[0].as_str().unwrap()).collect();
+        assert!(!labels.contains(&"Run the whole clip"), "{when}: the card still offers the whole clip: {actions}");
+        let link = actions.as_array().unwrap().iter().find(|a| a[1] == json!(href));
+        assert!(link.is_some_and(|a| a[0].as_str().unwrap().starts_with("Whole clip (")), "{when}: no link to {href}: {actions}");
+    };
+    expect_link(&mut browser, &card, href.as_str().unwrap(), "after the click");
+
+    browser.reload();
+    let api_card = format!("#job-{by_api}");
+    let both = format!("document.querySelector({}) && document.querySelector({})", js(format!("{card} a.whole-clip")), js(format!("{api_card} a.whole-clip")));
+    assert!(browser.wait_until(&both, Duration::from_secs(15)).is_some(), "after a reload: {} / {}", card_actions(&mut browser, &card), card_actions(&mut browser, &api_card));
+    expect_link(&mut browser, &card, href.as_str().unwrap(), "after a reload");
+    expect_link(&mut browser, &api_card, &format!("#job-{}", api_whole["id"].as_str().unwrap()), "asked for by the API");
 }
 
 /// A restore's plan names every row in words, as the form does ("Fit", "Padding", "Mirrored lead frames",

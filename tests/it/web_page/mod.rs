@@ -11,19 +11,27 @@
 //! - `form`: the submit form in the window: in view at its tallest, its selects wide enough for their
 //!   options, its file kept after a submit, the estimate for the chosen file (form-*.js, file-choice.js,
 //!   upload.js);
-//! - `job_cards`: the job list's cards: buttons and title at 1024 px, a restore's plan in words, the op
-//!   filter (job-card.js, card-*.js, plan-table.js, op-filter.js);
+//! - `chosen_files`: what the chosen files allow: no Try first for a still, and several files dropped or
+//!   chosen at once queued as a job each (file-choice.js, form-choices.js, upload.js);
+//! - `job_cards`: the job list's cards: buttons and title at 1024 px, a try's link to its whole clip, a
+//!   restore's plan in words, the op filter (job-card.js, card-*.js, plan-table.js, op-filter.js);
+//! - `phone`: the page in a phone's window (390×844): a compact form with the job list within the first
+//!   screen, and cards without blank rows (style.css, form-choices.js);
 //! - `progress`: jobs followed as they wait and run: queue places and waits (on a shared box too, counting
 //!   jobs the user cannot see), Pause and Resume, the header's running job, the thumbnail turning from input
 //!   to output (queue-places.js, job-actions.js, job-progress.js, health.js, thumbnails.js);
-//! - `compare`: the before/after view (compare.js).
+//! - `compare`: the before/after view (compare.js);
+//! - `module_cycles`: no page modules import each other in a loop (read from static/js/, no browser).
 //!
 //! The helpers several of them use (the window's size, opening the page, an element's box) are here.
 
+mod chosen_files;
 mod compare;
 mod form;
 mod form_ops;
 mod job_cards;
+mod module_cycles;
+mod phone;
 mod progress;
 mod served;
 

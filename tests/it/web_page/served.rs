@@ -81,7 +81,7 @@ async fn every_page_module_is_served_small_and_reached_from_the_entry() {
 
 /// The specifiers a module imports from: its `import`/`export … from` statements (at the start of a line, up
 /// to their `;`) and any `import("…")`.
-fn imported_specifiers(source: &str) -> Vec<String> {
+pub(super) fn imported_specifiers(source: &str) -> Vec<String> {
     let quoted = |text: &str| -> Option<String> {
         let start = text.find(['"', '\''])?;
         let quote = text[start..].chars().next().unwrap();
