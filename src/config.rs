@@ -169,6 +169,15 @@ pub struct Config {
     /// A body slower than this (KiB/s, averaged over 10 s) is cut with 408 `upload-too-slow` (0: no
     /// minimum), so that slow clients cannot hold the places for ever.
     pub min_upload_rate_kib_s: u64,
+    /// Open connections at once (0: as many as the process's descriptor limit allows, less
+    /// 256 kept for the jobs' ffmpeg pipes and files). Beyond it a new
+    /// connection is answered 503 `too-many-connections` and closed.
+    pub max_connections: u32,
+    /// Of those, at most this many from one address (0: no share per address).
+    pub max_connections_per_client: u32,
+    /// Open `/events` streams from one address (0: no share per address); more get 429 `too-many-streams`.
+    /// All addresses together hold at most half of the connections in streams.
+    pub max_event_streams_per_client: u32,
     /// On SIGTERM or Ctrl-C, a running job stops at its next checkpoint (and goes on from it at the next start),
     /// or finishes, within this many seconds; then it stops where it is and is re-queued.
     pub shutdown_grace_s: u64,
@@ -186,6 +195,8 @@ pub struct Config {
     pub callback_hosts: Vec<String>,
     /// Seconds before a failed delivery's first retry; each later wait doubles, up to an hour, for a day.
     pub callback_retry_first_s: u64,
+    /// Seconds one delivery try may take (connecting, sending, the answer's head); a receiver slower than this failed.
+    pub callback_timeout_s: f64,
     /// Seconds between two looks at the watch folders; a file is taken once its size and time stayed the
     /// same over two looks and for `watch_settle_s`.
     pub watch_poll_s: f64,
@@ -256,12 +267,16 @@ impl Default for Config {
             max_concurrent_uploads: 8,
             max_uploads_per_client: 4,
             min_upload_rate_kib_s: 16,
+            max_connections: 0,
+            max_connections_per_client: 64,
+            max_event_streams_per_client: 16,
             shutdown_grace_s: 30,
             short_job_s: 30.0,
             fair_wait_s: 120.0,
             callback_secret: String::new(),
             callback_hosts: Vec::new(),
             callback_retry_first_s: 10,
+            callback_timeout_s: 5.0,
             watch_poll_s: 2.0,
             watch_settle_s: 10.0,
             watch: Vec::new(),
@@ -408,6 +423,9 @@ impl Config {
         if self.callback_retry_first_s == 0 || self.callback_retry_first_s > 3600 {
             return invalid("callback_retry_first_s", "must be between 1 and 3600 seconds");
         }
+        if !(0.1..=60.0).contains(&self.callback_timeout_s) {
+            return invalid("callback_timeout_s", "must be between 0.1 and 60 seconds");
+        }
         if !(self.watch_poll_s >= 0.1 && self.watch_poll_s <= 3600.0) {
             return invalid("watch_poll_s", "must be between 0.1 and 3600 seconds");
         }
@@ -530,74 +548,4 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shipped_config_file_states_the_defaults() {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml")).unwrap();
-        let file: Config = toml::from_str(&text).unwrap();
-        assert_eq!(file, Config::default());
-    }
-
-    #[test]
-    fn env_overrides_are_typed_by_the_default() {
-        let mut table = toml::Table::try_from(Config::default()).unwrap();
-        let vars = [("VAEBOX_MAX_WIDTH".to_string(), "640".to_string()), ("VAEBOX_LISTEN".into(), "0.0.0.0:9".into())];
-        apply_env_overrides(&mut table, vars.into_iter()).unwrap();
-        let config: Config = toml::Value::Table(table).try_into().unwrap();
-        assert_eq!(config.max_width, 640);
-        assert_eq!(config.listen.to_string(), "0.0.0.0:9");
-    }
-
-    #[test]
-    fn bad_env_values_and_unknown_keys_are_refused() {
-        let mut table = toml::Table::try_from(Config::default()).unwrap();
-        let bad_number = [("VAEBOX_MAX_WIDTH".to_string(), "wide".to_string())];
-        assert!(apply_env_overrides(&mut table, bad_number.into_iter()).is_err());
-        let unknown = [("VAEBOX_NO_SUCH_KEY".to_string(), "1".to_string())];
-        assert!(apply_env_overrides(&mut table, unknown.into_iter()).is_err());
-    }
-
-    #[test]
-    fn invalid_values_name_their_key() {
-        let config = Config { chunk_frames: 0, ..Config::default() };
-        let err = config.validate().unwrap_err().to_string();
-        assert!(err.contains("chunk_frames"), "{err}");
-        let config = Config { cpu_frame_workers: 1000, ..Config::default() };
-        let err = config.validate().unwrap_err().to_string();
-        assert!(err.contains("cpu_frame_workers"), "{err}");
-        for (key, value) in [("listen", "nowhere"), ("device", "tpu"), ("dtype", "f64"), ("cpu_allocator", "greedy")] {
-            let mut table = toml::Table::try_from(Config::default()).unwrap();
-            table.insert(key.into(), toml::Value::String(value.into()));
-            let err = toml::Value::Table(table).try_into::<Config>().unwrap_err().to_string();
-            assert!(err.contains(&format!("`{value}`: {key}: expected ")), "{err}");
-        }
-    }
-
-    #[test]
-    fn typed_values_read_as_written() {
-        let mut table = toml::Table::try_from(Config::default()).unwrap();
-        for (key, value) in [("listen", "0.0.0.0:9000"), ("device", "cuda:1"), ("dtype", "bfloat16"), ("cpu_allocator", "fast")] {
-            table.insert(key.into(), toml::Value::String(value.into()));
-        }
-        let config: Config = toml::Value::Table(table).try_into().unwrap();
-        assert_eq!(config.listen.to_string(), "0.0.0.0:9000");
-        assert_eq!((config.device, config.dtype, config.cpu_allocator), (DeviceChoice::Cuda(1), DtypeChoice::Bf16, HostAllocator::Fast));
-        let written = toml::Table::try_from(&config).unwrap();
-        assert_eq!((written["device"].as_str(), written["dtype"].as_str()), (Some("cuda:1"), Some("bf16")));
-    }
-
-    #[test]
-    fn media_priority_reads_normal_or_idle() {
-        let read = |value: &str| {
-            let mut table = toml::Table::try_from(Config::default()).unwrap();
-            table.insert("media_priority".into(), toml::Value::String(value.into()));
-            toml::Value::Table(table).try_into::<Config>().map(|c| c.media_priority)
-        };
-        assert_eq!(Config::default().media_priority, ProcessPriority::Normal);
-        assert_eq!(read("idle").unwrap(), ProcessPriority::Idle);
-        assert_eq!(read("normal").unwrap(), ProcessPriority::Normal);
-        assert!(read("urgent").is_err());
-    }
-}
+mod tests;

@@ -45,6 +45,12 @@ codes! {
     TOO_MANY_UPLOADS = "too-many-uploads";
     /// The body arrived slower than `min_upload_rate_kib_s` over a 10 s window.
     UPLOAD_TOO_SLOW = "upload-too-slow";
+    /// The box holds `max_connections` connections, or this address its share (`max_connections_per_client`):
+    /// answered as soon as the connection is accepted, then closed.
+    TOO_MANY_CONNECTIONS = "too-many-connections";
+    /// This address has `max_event_streams_per_client` `/events` streams open, or all addresses together
+    /// half of `max_connections`.
+    TOO_MANY_STREAMS = "too-many-streams";
     /// A browser request (POST, DELETE) from a page of another origin that `cors_origins` does not list.
     FOREIGN_ORIGIN = "foreign-origin";
     /// The request's `Host` is a name this box does not have (DNS rebinding); `allowed_hosts` adds names.
@@ -121,6 +127,9 @@ codes! {
     /// `/v1/decode`, `/v1/encode`: `shape` is not a list of positive sizes of the expected rank (or its
     /// element count does not fit 64 bits).
     INVALID_SHAPE = "invalid-shape";
+    /// `/v1/decode`, `/v1/encode`: a batch (the shape's first size) of more items than the queue holds
+    /// (`max_queued_jobs`, or `max_queued_jobs_per_token`): each item is a job; the message names the limit.
+    BATCH_TOO_LARGE = "batch-too-large";
     /// `/v1/encode`: the pixel tensor holds NaN or infinite values.
     TENSOR_NOT_FINITE = "tensor-not-finite";
     /// The box has access tokens and the call sent none, or one it does not know.

@@ -1,5 +1,6 @@
 //! `vaebox serve` (default), `vaebox run` (one job, no server) and `vaebox bench`.
 mod run_args;
+mod run_stop;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -127,6 +128,10 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match run_command(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) if error.is::<run_stop::Stopped>() => {
+            eprintln!("{error}");
+            std::process::ExitCode::from(run_stop::STOPPED_EXIT)
+        }
         Err(error) => {
             // The causes on one line, without a backtrace (RUST_BACKTRACE is for panics, not for "the
             // output folder does not exist").
@@ -189,6 +194,8 @@ struct OneJob<'a> {
     input: &'a Path,
     output: &'a Path,
     show_progress: bool,
+    /// The job's cancel (`run`: Ctrl-C).
+    cancel: Arc<AtomicBool>,
 }
 
 /// The server's checks at submission, on the options and then on the input, before a model is loaded.
@@ -201,8 +208,8 @@ async fn prepare(config: &Config, options: &JobOptions, input: &Path) -> anyhow:
     Ok((request, probed))
 }
 
-/// Runs one job on a private executor, exactly as the server would.
-async fn run_job(executor: &ExecutorHandle, job: OneJob<'_>) -> anyhow::Result<JobOutcome> {
+/// Runs one job on a private executor, exactly as the server would; with the job's last progress.
+async fn run_job(executor: &ExecutorHandle, job: OneJob<'_>) -> (anyhow::Result<JobOutcome>, Progress) {
     let spec = JobSpec {
         id: uuid::Uuid::new_v4(),
         op: job.request.op,
@@ -215,6 +222,7 @@ async fn run_job(executor: &ExecutorHandle, job: OneJob<'_>) -> anyhow::Result<J
         shared_checkpoints: None,
     };
     let (progress, mut progress_rx) = watch::channel(Progress::default());
+    let last = progress_rx.clone();
     let printer = job.show_progress.then(|| {
         tokio::spawn(async move {
             let mut shown = ProgressDisplay::new();
@@ -225,12 +233,13 @@ async fn run_job(executor: &ExecutorHandle, job: OneJob<'_>) -> anyhow::Result<J
             shown.finish();
         })
     });
-    let hooks = JobHooks::new(progress, Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let hooks = JobHooks::new(progress, job.cancel, Arc::new(AtomicBool::new(false)));
     let (result, _timings) = executor.run(spec, hooks).await;
     if let Some(printer) = printer {
         let _ = printer.await;
     }
-    result.map_err(|e| anyhow::anyhow!("{} ({})", e, e.code()))
+    let last = last.borrow().clone();
+    (result.map_err(|e| anyhow::anyhow!("{} ({})", e, e.code())), last)
 }
 
 /// A plain progress line in a log at most this often (the bar on a terminal redraws freely).
@@ -291,13 +300,13 @@ impl ProgressDisplay {
 /// Steps of the terminal bar.
 const BAR_STEPS: u64 = 1000;
 
-/// `8/17 frames · dit batch 2/3 · 42.0% · ETA 12s`: what is written, the stage, and the executor's own
+/// `8/17 frames · dit batch 2/3 · 42.0% · ETA 12s` (`ETA 2h 17m`, as the page writes it): what is written, the stage, and the executor's own
 /// fraction and ETA (which know about stages the frame count does not).
 fn progress_line(p: &Progress) -> String {
     let mut parts = vec![if p.total > 0 { format!("{}/{} {}", p.done, p.total, p.unit) } else { format!("{} {}", p.done, p.unit) }];
     parts.extend(p.stage.clone());
     parts.push(format!("{:.1}%", p.fraction * 100.0));
-    parts.extend(p.eta_s.map(|s| format!("ETA {s:.0}s")));
+    parts.extend(p.eta_s.map(|s| format!("ETA {}", vaebox::stats::duration_words(s))));
     parts.join(" · ")
 }
 
@@ -312,12 +321,19 @@ async fn run_once(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     // The job's files are named absolutely: they reach ffmpeg, and its concat lists read relative paths
     // against their own folder. The person still reads the output's name as they typed it.
     let (input, output) = (absolute_path(&args.input), absolute_path(&args.output));
+    // One run at a time writes an output and its checkpoints; taken before the input is probed.
+    let _lock = run_stop::RunLock::take(&output)?;
+    let interrupt = run_stop::Interrupt::listen();
     let (request, probed) = prepare(config, &options, &input).await?;
     let still = probed.media.as_ref().is_some_and(|media| media.still);
     check_output_extension(&args.output, request.op, request.params.output_format, still)?;
     let executor = ExecutorHandle::spawn(ExecutorConfig::from_config(config));
-    let job = OneJob { request, probed, input: &input, output: &output, show_progress: true };
-    let outcome = run_job(&executor, job).await?;
+    let job = OneJob { request, probed, input: &input, output: &output, show_progress: true, cancel: interrupt.flag() };
+    let (outcome, last) = run_job(&executor, job).await;
+    if interrupt.raised() {
+        return Err(run_stop::Stopped::of(&output, &last).into());
+    }
+    let outcome = outcome?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({
             "output": outcome.output_path,
@@ -461,10 +477,10 @@ async fn bench_upscale(config: &Config, bench: BenchUpscale) -> anyhow::Result<(
                 let options = JobOptions { model: Some(bench.model.clone()), params, ..JobOptions::new(Op::Upscale) };
                 // The first run loads the model; the measured run finds it resident, as a busy server would.
                 let (request, probed) = prepare(&config, &options, &bench.input).await?;
-                run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
+                run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false, cancel: Default::default() }).await.0?;
                 let (request, probed) = prepare(&config, &options, &bench.input).await?;
                 let children_before = ended_children_cpu_seconds();
-                let outcome = run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false }).await?;
+                let outcome = run_job(&executor, OneJob { request, probed, input: &bench.input, output: &output, show_progress: false, cancel: Default::default() }).await.0?;
                 let media_cpu = ended_children_cpu_seconds() - children_before;
                 drop(executor);
                 let t = &outcome.timings;

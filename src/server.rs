@@ -1,7 +1,10 @@
 //! Start-up: open the store, recover interrupted jobs, start the executor and scheduler, serve HTTP;
 //! and the stop on SIGTERM or Ctrl-C (see `stop`).
+mod connection_limits;
+pub mod descriptors;
 mod listen;
 mod secured_io;
+mod sweep;
 pub mod runtime;
 
 use std::sync::Arc;
@@ -27,6 +30,10 @@ use crate::queue::{Queue, QueueParts};
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let role = config.role;
+    match descriptors::raise_soft_limit() {
+        Ok(limit) => tracing::info!(limit, "open file descriptor limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open file descriptor limit"),
+    }
     preflight::check_writable(&config.data_dir, "data_dir")?;
     preflight::check_default_output_format(&config)?;
     crate::api::presets::check(&config).map_err(|why| anyhow::anyhow!("invalid configuration: {why}"))?;
@@ -82,6 +89,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             tracing::error!(failed = ?interrupted.failed, worker = %name, max_attempts = config.max_attempts, "jobs the server stopped in on every one of their attempts failed");
         }
     }
+    // After the requeue above, which records a job cancelled while it ran as cancelled: its checkpoints go.
+    tokio::spawn({
+        let (store, jobs_dir) = (store.clone(), config.data_dir.join("jobs"));
+        async move { sweep::ended_jobs_leftovers(store.as_ref(), jobs_dir).await }
+    });
 
     let reserve = Arc::new(DiskReserve::new(&config.data_dir, config.disk_reserve_mib << 20));
     reserve.ensure();
@@ -99,10 +111,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         }
         .run(),
     );
-    // Where this process serves its API, once bound: webhooks may not be sent into it.
-    let own_api = Arc::new(std::sync::OnceLock::new());
     if !config.callback_secret.is_empty() {
-        tokio::spawn(crate::queue::callbacks::Deliverer::new(&config, store.clone(), events.clone(), own_api.clone()).run());
+        tokio::spawn(crate::queue::callbacks::Deliverer::new(&config, store.clone(), events.clone()).run());
     }
     let cancels = CancelFlags::default();
     let metrics = Metrics::install()?;
@@ -171,8 +181,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             queue,
             metrics,
             device,
-            uploads: crate::api::upload_places::UploadPlaces::new(config.max_concurrent_uploads, config.max_uploads_per_client),
+            uploads: crate::api::upload_places::UploadPlaces::new(config.max_concurrent_uploads, config.max_uploads_per_client, config.min_upload_rate_kib_s),
             data_dir_bytes: Default::default(),
+            streams: crate::api::stream_places::StreamPlaces::new(
+                config.max_event_streams_per_client,
+                connection_limits::ConnectionLimits::new(config.max_connections, config.max_connections_per_client).total_limit() / 2,
+            ),
         };
         for watcher in crate::api::watch::Watcher::all(&state, watch_fields) {
             tokio::spawn(watcher.run());
@@ -181,7 +195,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
             tokio::spawn(Retention { store: store.clone(), files: files.clone(), keep }.run());
         }
-        Some(listen_http(&config, state, &own_api).await?)
+        Some(listen_http(&config, state, store.clone()).await?)
     } else {
         // Scripts read this line to know the worker is claiming.
         println!("vaebox worker {} claiming jobs (device {device})", worker_names.join(","));
@@ -202,7 +216,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn listen_http(config: &Config, state: AppState, own_api: &std::sync::OnceLock<std::net::SocketAddr>) -> anyhow::Result<listen::Connections> {
+async fn listen_http(config: &Config, state: AppState, store: Arc<dyn jobs::JobStore>) -> anyhow::Result<listen::Connections> {
     if !config.listen_addr().ip().is_loopback() && config.tokens.is_empty() {
         tracing::warn!(
             listen = %config.listen_addr(),
@@ -213,12 +227,15 @@ async fn listen_http(config: &Config, state: AppState, own_api: &std::sync::Once
     }
     let listener = tokio::net::TcpListener::bind(config.listen_addr()).await?;
     let addr = listener.local_addr()?;
-    let _ = own_api.set(addr);
+    // Before it serves: every process's webhooks refuse the box's own API (a worker's as well).
+    crate::queue::callbacks::api_listens::record(store, addr).await.context("cannot record where the API listens in the database")?;
     // Tests and scripts read this line to find the port when `listen` ends in :0.
     println!("vaebox listening on http://{addr} (device {})", state.device);
     tracing::info!(%addr, device = %state.device, "listening");
     let header_timeout = Duration::from_secs(config.header_timeout_s.max(1));
-    Ok(listen::Connections::serve(listener, api::router(state), header_timeout))
+    let limits = connection_limits::ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
+    tracing::info!(max_connections = limits.total_limit(), per_client = config.max_connections_per_client, "connection limits");
+    Ok(listen::Connections::serve(listener, api::router(state), header_timeout, limits))
 }
 
 /// Ends the process without the C++ static destructors a normal exit runs: libtorch may still be at work

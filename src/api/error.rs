@@ -55,6 +55,8 @@ pub enum ApiError {
     UploadTooLarge { limit: u64 },
     #[error("{0}")]
     Unauthorized(String),
+    #[error("{0}")]
+    TooManyStreams(String),
     #[error("form field `{field}` is over {limit} bytes; only the `file` part may be large")]
     FieldTooLarge { field: String, limit: usize },
     #[error("the upload stalled: nothing arrived for body_idle_timeout_s seconds")]
@@ -63,6 +65,8 @@ pub enum ApiError {
     TooManyUploads { limit: u32 },
     #[error("this address is sending {limit} uploads already, its share of the box's places; try again when one has finished")]
     TooManyUploadsFromClient { limit: u32 },
+    #[error("addresses of this one's network (its /24, or /64) are sending {limit} uploads already, all but the places kept for other networks; try again when one has finished")]
+    TooManyUploadsFromNetwork { limit: u32 },
     #[error("this address is sending an upload already, and {} kept for addresses that send none; try again when its upload has finished", reserved_places(*reserve))]
     UploadPlacesReserved { reserve: u32 },
     #[error("an upload from this address was just cut off for arriving under the box's minimum rate; it may start another in {retry_after_s} s (Retry-After): send fewer uploads at once, or from a faster link")]
@@ -99,9 +103,11 @@ impl ApiError {
             ApiError::UploadStalled => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_STALLED),
             ApiError::TooManyUploads { .. }
             | ApiError::TooManyUploadsFromClient { .. }
+            | ApiError::TooManyUploadsFromNetwork { .. }
             | ApiError::UploadPlacesReserved { .. }
             | ApiError::SlowUploadCoolDown { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::TOO_MANY_UPLOADS),
             ApiError::UploadTooSlow(_) => (StatusCode::REQUEST_TIMEOUT, codes::UPLOAD_TOO_SLOW),
+            ApiError::TooManyStreams(_) => (StatusCode::TOO_MANY_REQUESTS, codes::TOO_MANY_STREAMS),
             ApiError::ForeignOrigin { .. } => (StatusCode::FORBIDDEN, codes::FOREIGN_ORIGIN),
             ApiError::UnknownHost { .. } => (StatusCode::FORBIDDEN, codes::UNKNOWN_HOST),
             ApiError::DuplicateHeader { .. } => (StatusCode::BAD_REQUEST, codes::DUPLICATE_HEADER),

@@ -37,14 +37,14 @@ pub fn line(job: &Job) -> String {
     }
 }
 
-/// `42% · dit batch 2/5 · 12/40 frames · ETA 13s`.
+/// `42% · dit batch 2/5 · 12/40 frames · ETA 13s` (`ETA 2h 17m`: as the page writes it).
 fn progress_words(progress: &Progress) -> String {
     let mut parts = vec![format!("{:.0}%", progress.fraction * 100.0)];
     parts.extend(progress.stage.clone());
     if progress.total > 0 {
         parts.push(format!("{}/{} {}", progress.done, progress.total, progress.unit));
     }
-    parts.extend(progress.eta_s.map(|s| format!("ETA {s:.0}s")));
+    parts.extend(progress.eta_s.map(|s| format!("ETA {}", crate::stats::duration_words(s))));
     parts.join(" · ")
 }
 
@@ -64,6 +64,10 @@ mod tests {
     fn progress_reads_as_words() {
         let progress = Progress { done: 12, total: 40, unit: "frames".into(), fraction: 0.42, eta_s: Some(13.2), stage: Some("dit batch 2/5".into()) };
         assert_eq!(progress_words(&progress), "42% · dit batch 2/5 · 12/40 frames · ETA 13s");
+        let long = Progress { eta_s: Some(8266.0), ..progress.clone() };
+        assert_eq!(progress_words(&long), "42% · dit batch 2/5 · 12/40 frames · ETA 2h 17m");
+        let minutes = Progress { eta_s: Some(187.4), ..progress.clone() };
+        assert!(progress_words(&minutes).ends_with("ETA 3m 07s"), "{}", progress_words(&minutes));
         let starting = Progress { total: 0, eta_s: None, stage: None, fraction: 0.0, ..progress };
         assert_eq!(progress_words(&starting), "0%");
     }

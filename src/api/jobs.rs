@@ -21,6 +21,7 @@ use super::params::{self, CancelQuery, EventsQuery, JobFields, ListQuery, Result
 use super::stored::StoredFile;
 use super::upload::{self, UploadLimits};
 use super::state::AppState;
+use super::upload_places::ClientAddr;
 use crate::error_codes as codes;
 use crate::jobs::{Estimate, Job, JobStatus, ListFilter};
 use crate::queue::{Followed, InputKind, QueueError, Submission, Whole};
@@ -63,7 +64,7 @@ pub async fn create(State(app): State<AppState>, Extension(caller): Extension<Ca
     let (upload, job_request, ticket) = receive(&app, &caller, request, Queued::Yes).await?;
     let ticket = ticket.expect("a place in the queue was asked for");
     let submission = Submission { request: job_request, input: upload.file, kind: InputKind::File, owner: caller.owner(), ticket };
-    let job = app.queue.submit(submission).await?;
+    let job = app.queue.submit(submission).await.map_err(|e| upload::explain(e.into(), upload.hint.as_deref()))?;
     Ok((StatusCode::ACCEPTED, Json(job)).into_response())
 }
 
@@ -135,7 +136,8 @@ async fn receive(app: &AppState, caller: &Caller, request: Request, queued: Queu
 )]
 pub async fn estimate(State(app): State<AppState>, Extension(caller): Extension<Caller>, request: Request) -> Result<Json<Estimate>, ApiError> {
     let (upload, job_request, _) = receive(&app, &caller, request, Queued::No).await?;
-    Ok(Json(app.queue.estimate_upload(job_request, upload.file).await?))
+    let estimate = app.queue.estimate_upload(job_request, upload.file).await;
+    Ok(Json(estimate.map_err(|e| upload::explain(e.into(), upload.hint.as_deref()))?))
 }
 
 /// `GET /v1/jobs`: a page of jobs, newest first.
@@ -188,7 +190,7 @@ pub(super) struct JobId {
 
 /// The job, if this caller may see it (another token's job is as unknown as a missing one).
 pub(super) async fn find(app: &AppState, caller: &Caller, raw: &str) -> Result<Job, ApiError> {
-    Ok(app.queue.find(raw, |job| caller.sees(job)).await?)
+    Ok(app.queue.find(raw, caller.listing_owner().as_deref()).await?)
 }
 
 /// One job
@@ -279,7 +281,7 @@ pub async fn cancel(
 ) -> Result<Json<Job>, ApiError> {
     let query: CancelQuery = params::from_query(query.as_deref().unwrap_or(""))?;
     let keep = params::flag("keep", query.keep.as_deref())?;
-    Ok(Json(app.queue.cancel(&id, |job| caller.sees(job), keep).await?))
+    Ok(Json(app.queue.cancel(&id, caller.listing_owner().as_deref(), keep).await?))
 }
 
 /// Pause: a queued job is passed over, a running one stops at its next checkpoint
@@ -300,7 +302,7 @@ pub async fn cancel(
     )
 )]
 pub async fn pause(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
-    Ok(Json(app.queue.pause(&id, |job| caller.sees(job)).await?))
+    Ok(Json(app.queue.pause(&id, caller.listing_owner().as_deref()).await?))
 }
 
 /// Resume a paused job
@@ -317,7 +319,7 @@ pub async fn pause(State(app): State<AppState>, Extension(caller): Extension<Cal
     )
 )]
 pub async fn resume(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
-    let job = app.queue.resume(&id, |job| caller.sees(job)).await?;
+    let job = app.queue.resume(&id, caller.listing_owner().as_deref()).await?;
     Ok(Json(app.queue.placed_one(job).await))
 }
 
@@ -373,7 +375,7 @@ pub async fn whole(State(app): State<AppState>, Extension(caller): Extension<Cal
     )
 )]
 pub async fn delete(State(app): State<AppState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
-    app.queue.delete(&id, |job| caller.sees(job)).await?;
+    app.queue.delete(&id, caller.listing_owner().as_deref()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -390,6 +392,7 @@ pub async fn delete(State(app): State<AppState>, Extension(caller): Extension<Ca
     responses(
         (status = 200, description = "Event stream; each event's data is a Job (with compact=1: a line of text)", body = String, content_type = "text/event-stream"),
         (status = 404, body = ErrorBody, description = "job-not-found"),
+        (status = 429, body = ErrorBody, description = "too-many-streams: this address's share of event streams (max_event_streams_per_client), or the box's, is open"),
         Faults,
     )
 )]
@@ -397,14 +400,18 @@ pub async fn delete(State(app): State<AppState>, Extension(caller): Extension<Ca
 pub async fn events(
     State(app): State<AppState>,
     Extension(caller): Extension<Caller>,
+    client: Option<Extension<ClientAddr>>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let query: EventsQuery = params::from_query(query.as_deref().unwrap_or(""))?;
     let compact = params::flag("compact", query.compact.as_deref())?;
     let job = find(&app, &caller, &id).await?;
+    // Held by the stream's closure, so freed when the stream ends or its client goes.
+    let place = client.map(|Extension(ClientAddr(ip))| app.streams.take(ip)).transpose()?;
     let mut last_line = String::new();
     let stream = app.queue.follow(job).filter_map(move |followed| {
+        let _held = &place;
         let event = match followed {
             Followed::Job(job) if compact => {
                 // A change this line does not show (a heartbeat, a timing) is not worth a line of its own.

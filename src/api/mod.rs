@@ -19,6 +19,7 @@ mod remote_call;
 mod remote_tensor;
 mod state;
 mod stored;
+pub mod stream_places;
 pub mod system;
 pub mod upload;
 pub mod upload_places;

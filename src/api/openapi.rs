@@ -52,7 +52,7 @@ use super::{jobs, preview, remote, system};
         system::style_css,
     ),
     components(schemas(ErrorBody)),
-    modifiers(&UnwrapOneItemOneOfs, &EveryRouteCanRefuse),
+    modifiers(&UnwrapOneItemOneOfs, &EveryRouteCanRefuse, &TokensAsBearer),
     tags(
         (name = "jobs", description = "Upload a video or latent, follow the job, download the result"),
         (name = "remote VAE", description = "diffusers' remote_decode / remote_encode, answered when the job finishes"),
@@ -76,6 +76,37 @@ impl Modify for EveryRouteCanRefuse {
         for item in document.paths.paths.values_mut() {
             for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
                 operation.responses.responses.entry("4XX".to_string()).or_insert_with(|| RefOr::T(refusal.clone()));
+            }
+        }
+    }
+}
+
+/// The security scheme `/v1/*` calls name (`auth`): `Authorization: Bearer <secret>` on a box with `tokens`
+/// (Swagger UI's Authorize button then sends it with every "Try it out"). The page, `/healthz`, `/metrics`
+/// and this document stay open, so only the `/v1/` operations require it.
+struct TokensAsBearer;
+
+/// The scheme's name in `components.securitySchemes`.
+pub const BEARER_SCHEME: &str = "bearer";
+
+impl Modify for TokensAsBearer {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "On a box with `tokens` configured, every `/v1/` call sends `Authorization: Bearer <secret>` (HTTP Basic with the \
+                 secret as the password works too, and a GET may carry `?access_token=<secret>`); 401 `unauthorized` otherwise. \
+                 A box without tokens takes calls without it.",
+            ))
+            .build();
+        document.components.get_or_insert_with(Default::default).add_security_scheme(BEARER_SCHEME, SecurityScheme::Http(scheme));
+        for (path, item) in document.paths.paths.iter_mut() {
+            if !path.starts_with("/v1/") {
+                continue;
+            }
+            for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
+                operation.security = Some(vec![SecurityRequirement::new(BEARER_SCHEME, Vec::<String>::new())]);
             }
         }
     }
@@ -137,6 +168,23 @@ pub fn docs_routes() -> Router {
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    #[test]
+    fn the_v1_operations_take_a_bearer_token_and_the_pages_stay_open() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let scheme = &doc["components"]["securitySchemes"][BEARER_SCHEME];
+        assert_eq!((scheme["type"].as_str(), scheme["scheme"].as_str()), (Some("http"), Some("bearer")), "{scheme}");
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let security = &operation["security"];
+                if path.starts_with("/v1/") {
+                    assert_eq!(security, &serde_json::json!([{ BEARER_SCHEME: [] }]), "{method} {path}");
+                } else {
+                    assert!(security.is_null(), "{method} {path} is open to every caller: {security}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_document_lists_every_error_code() {

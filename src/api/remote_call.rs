@@ -9,6 +9,7 @@ use super::error::ApiError;
 use super::fields;
 use super::params::{self, JobFields, RemoteQuery};
 use super::state::AppState;
+use crate::config::Config;
 use crate::error_codes as codes;
 use crate::jobs::OutputFormat;
 use crate::media::safetensors::{self, Dtype};
@@ -183,6 +184,22 @@ fn decode_options(query: &RemoteQuery, job: &mut JobRequest, batch: i64) -> Resu
     Ok(metadata)
 }
 
+/// Each item of a batch is a job of its own, waiting in the queue with the others: a batch over what the
+/// queue holds (`max_queued_jobs`, or one token's `max_queued_jobs_per_token`) is never taken, however
+/// empty the queue, and is refused for its size rather than as a full queue.
+fn check_batch(batch: i64, config: &Config) -> Result<(), ApiError> {
+    let per_token = (!config.tokens.is_empty() && config.max_queued_jobs_per_token > 0).then_some(config.max_queued_jobs_per_token);
+    let (limit, setting) = match per_token {
+        Some(per_token) if per_token < config.max_queued_jobs => (per_token, "max_queued_jobs_per_token"),
+        _ => (config.max_queued_jobs, "max_queued_jobs"),
+    };
+    if batch <= i64::from(limit) {
+        return Ok(());
+    }
+    let why = format!("a batch of {batch} items is more than this box takes in one call: at most {limit} ({setting}; each item is a job waiting in the queue); send the batch in calls of {limit} items or fewer");
+    Err(bad(codes::BATCH_TOO_LARGE, why))
+}
+
 pub fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCall, ApiError> {
     let (query, compute_dtype) = read_query(request)?;
     if query.model.is_none() {
@@ -197,6 +214,7 @@ pub fn parse_call(request: &Request, op: Op, app: &AppState) -> Result<RemoteCal
         .ok_or_else(|| bad(codes::INVALID_DTYPE, format!("tensor dtype `{dtype_name}` is not float32, float16 or bfloat16")))?;
     let shape = parse_shape(&query.shape)?;
     let (item_shape, batch, frame_added) = batch_of(&shape, op)?;
+    check_batch(batch, &app.config)?;
     if safetensors::checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size())).is_none() {
         return Err(bad(codes::INVALID_SHAPE, format!("shape {shape:?} has more elements than a tensor can hold")));
     }

@@ -19,6 +19,8 @@ pub struct AppState {
     /// Places for uploads being received (`max_concurrent_uploads`, `max_uploads_per_client`).
     pub uploads: UploadPlaces,
     pub data_dir_bytes: DataDirBytes,
+    /// Places for open `/events` streams (`max_event_streams_per_client`, half the connections in all).
+    pub streams: super::stream_places::StreamPlaces,
 }
 
 impl AppState {

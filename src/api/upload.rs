@@ -18,6 +18,9 @@ use crate::queue::StagedFile;
 pub struct Upload {
     pub file: StagedFile,
     pub fields: JobFields,
+    /// What the body probably was, said with a refusal of it as a video (`explain`): a few bytes of text
+    /// (`curl -F file=clip.mp4`, without the `@`), or a form-encoded body (`curl -d @clip.mp4`).
+    pub hint: Option<String>,
 }
 
 pub fn is_multipart(request: &Request) -> bool {
@@ -43,9 +46,16 @@ pub struct UploadLimits<'a> {
 
 pub async fn receive_raw(request: Request, fields: JobFields, limits: &UploadLimits<'_>) -> Result<Upload, ApiError> {
     let file_name = fields.get("filename").unwrap_or("input.mp4");
+    let form_encoded = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"));
+    let sent = Sent::Raw { form_encoded, file_name: fields.get("filename").map(str::to_string) };
     let stream = request.into_body().into_data_stream();
     let file = stream_to_temp(stream, sanitize_file_name(file_name), limits).await?;
-    Ok(Upload { file, fields })
+    let hint = sniff(&file, &sent).await;
+    Ok(Upload { file, fields, hint })
 }
 
 pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> Result<Upload, ApiError> {
@@ -65,8 +75,9 @@ pub async fn receive_multipart(request: Request, limits: &UploadLimits<'_>) -> R
             "unknown parameter `filename` in a form: the `file` part carries its own file name",
         ));
     }
-    let file = file.ok_or_else(|| ApiError::bad_request(codes::MISSING_FILE, "the form has no `file` part"))?;
-    Ok(Upload { file, fields })
+    let file = file.ok_or_else(|| ApiError::bad_request(codes::MISSING_FILE, "the form has no `file` part (with curl: `-F file=@clip.mp4`)"))?;
+    let hint = sniff(&file, &Sent::FormPart).await;
+    Ok(Upload { file, fields, hint })
 }
 
 type Parts = (serde_json::Map<String, serde_json::Value>, Option<StagedFile>);
@@ -117,6 +128,70 @@ async fn receive_parts(multipart: &mut Multipart, limits: &UploadLimits<'_>) -> 
         ));
     }
     Ok((fields, file))
+}
+
+/// How the body came: a form's `file` part, or a raw body (form-encoded by its Content-Type, as `curl -d` sends).
+enum Sent {
+    FormPart,
+    Raw { form_encoded: bool, file_name: Option<String> },
+}
+
+/// An upload of at most this many bytes, all of it text, is taken for a name or words sent instead of a file.
+const TEXT_HINT_BYTES: u64 = 1024;
+
+/// What an upload probably was when it is not a video (`hint_for`), from its first bytes.
+async fn sniff(file: &StagedFile, sent: &Sent) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let opened = tokio::fs::File::open(&file.path).await.ok()?;
+    opened.take(TEXT_HINT_BYTES).read_to_end(&mut head).await.ok()?;
+    hint_for(&head, file.bytes, sent)
+}
+
+/// `head`: the upload's first bytes (all of them when it is small). A few bytes of text are a file's name
+/// or some words; a form-encoded body is what `curl -d @clip.mp4` sends, the file's line breaks dropped.
+fn hint_for(head: &[u8], bytes: u64, sent: &Sent) -> Option<String> {
+    let text = (bytes <= TEXT_HINT_BYTES && bytes == head.len() as u64)
+        .then(|| std::str::from_utf8(head).ok())
+        .flatten()
+        .map(str::trim)
+        .filter(|text| !text.is_empty() && text.chars().all(|c| !c.is_control() || c.is_whitespace()));
+    let form_encoded = matches!(sent, Sent::Raw { form_encoded: true, .. });
+    if let Some(text) = text {
+        // `curl -d file=clip.mp4`: the name is the value.
+        let name = if form_encoded { text.rsplit('=').next().unwrap_or(text) } else { text };
+        let shown: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let shown = if shown.chars().count() > 60 { format!("{}…", shown.chars().take(60).collect::<String>()) } else { shown };
+        let looks_like_a_name = !name.is_empty() && name.len() <= 255 && !name.contains(char::is_whitespace);
+        let what = format!("the upload is {bytes} bytes of text `{shown}`, not a file's content");
+        return Some(match (sent, looks_like_a_name) {
+            (Sent::FormPart, true) => format!("{what}: did you mean `-F file=@{name}`? (without the `@`, curl sends the name itself)"),
+            (Sent::Raw { .. }, true) => format!("{what}: did you mean `--data-binary @{name}` or `-F file=@{name}`?"),
+            (_, false) => format!("{what}: send the file itself, `-F file=@clip.mp4` or `--data-binary @clip.mp4` with curl"),
+        });
+    }
+    let Sent::Raw { form_encoded: true, file_name } = sent else { return None };
+    let name = file_name.as_deref().unwrap_or("clip.mp4");
+    Some(format!(
+        "the body came form-encoded (Content-Type application/x-www-form-urlencoded, as `curl -d` sends it, dropping the file's \
+         line breaks): send the file with `--data-binary @{name}` or `-F file=@{name}`"
+    ))
+}
+
+/// A refusal of the upload as a video or latent, with what the body probably was (`Upload::hint`) added to
+/// its message; the code stays the refusal's own.
+pub fn explain(error: ApiError, hint: Option<&str>) -> ApiError {
+    use crate::media::latent::LatentError;
+    use crate::media::MediaError;
+    use crate::queue::QueueError;
+    let Some(hint) = hint else { return error };
+    let with = |reason: String| format!("{reason}; {hint}");
+    match error {
+        ApiError::Queue(QueueError::Media(MediaError::NotAVideo { reason })) => QueueError::Media(MediaError::NotAVideo { reason: with(reason) }).into(),
+        ApiError::Queue(QueueError::Media(MediaError::Truncated { reason })) => QueueError::Media(MediaError::Truncated { reason: with(reason) }).into(),
+        ApiError::Queue(QueueError::Latent(LatentError::NotALatent(reason))) => QueueError::Latent(LatentError::NotALatent(with(reason))).into(),
+        other => other,
+    }
 }
 
 /// Form fields other than the file are a few words each; a larger one is refused without being held in memory.
@@ -185,6 +260,7 @@ pub fn upload_slot(app: &super::state::AppState, request: &Request) -> Result<Up
         NoPlace::Full => ApiError::TooManyUploads { limit: app.config.max_concurrent_uploads },
         NoPlace::ClientShare { limit } => ApiError::TooManyUploadsFromClient { limit },
         NoPlace::Reserved { reserve } => ApiError::UploadPlacesReserved { reserve },
+        NoPlace::NetworkShare { limit } => ApiError::TooManyUploadsFromNetwork { limit },
         // Whole seconds, rounded up: a client that waits as told is not refused again.
         NoPlace::CoolingDown { retry_after } => ApiError::SlowUploadCoolDown { retry_after_s: retry_after.as_secs() + 1 },
     })
@@ -296,6 +372,26 @@ pub fn sanitize_file_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_sent_as_text_or_a_form_encoded_body_is_named() {
+        let form = |name: Option<&str>| Sent::Raw { form_encoded: true, file_name: name.map(str::to_string) };
+        let raw = Sent::Raw { form_encoded: false, file_name: None };
+        assert_eq!(
+            hint_for(b"clip.mp4", 8, &Sent::FormPart).unwrap(),
+            "the upload is 8 bytes of text `clip.mp4`, not a file's content: did you mean `-F file=@clip.mp4`? (without the `@`, curl sends the name itself)"
+        );
+        assert!(hint_for(b"clip.mp4\n", 9, &raw).unwrap().ends_with("did you mean `--data-binary @clip.mp4` or `-F file=@clip.mp4`?"));
+        assert!(hint_for(b"file=a.mp4", 10, &form(None)).unwrap().ends_with("did you mean `--data-binary @a.mp4` or `-F file=@a.mp4`?"));
+        let words = b"not a video\n".repeat(3);
+        assert!(hint_for(&words, words.len() as u64, &raw).unwrap().contains("36 bytes of text `not a video not a video not a video`"));
+        // Binary, or text cut off (more bytes than read): no guess, unless the body came form-encoded.
+        let mp4 = b"\0\0\0\x1cftypisom";
+        assert_eq!(hint_for(mp4, 12, &Sent::FormPart), None);
+        assert_eq!(hint_for(b"clip.mp4", 5000, &raw), None);
+        assert!(hint_for(mp4, 500_000, &form(Some("x.mp4"))).unwrap().ends_with("send the file with `--data-binary @x.mp4` or `-F file=@x.mp4`"));
+        assert!(hint_for(mp4, 500_000, &form(None)).unwrap().contains("`curl -d`"));
+    }
 
     #[test]
     fn file_names_lose_paths_and_odd_characters() {

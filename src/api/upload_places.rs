@@ -10,12 +10,18 @@
 //!   [`SLOW_UPLOAD_COOL_DOWN`] (503 with `Retry-After`), so a trickling client that reconnects at once
 //!   cannot keep taking back the place it lost.
 //!
+//! - its network's share: the addresses of one /24 (IPv4) or /64 (IPv6) together hold at most all the places
+//!   but the reserve (40 trickling addresses of one network once held 82% of the places).
+//!
 //! A body slower than `min_upload_rate_kib_s` over a window of [`RATE_WINDOW`] is cut (408
-//! `upload-too-slow`): the idle timeout alone cuts only silence. With `max_uploads_per_client` 0 (a box
+//! `upload-too-slow`): the idle timeout alone cuts only silence. And when an upload is refused a place, the
+//! slowest body held, if it has run [`CUT_AFTER`] at under [`CUT_BELOW_MIN_RATES`] times the minimum, is cut
+//! (408 at its next bytes) so that the refused client's retry finds the place free. With `max_uploads_per_client` 0 (a box
 //! behind a proxy, where every client has the proxy's address) only the total holds.
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -39,12 +45,46 @@ pub fn reserve_for(total: u32) -> u32 {
     (total / 4).max(1)
 }
 
+/// A body held this long may be cut for a refused upload (younger ones have not shown their rate yet).
+pub const CUT_AFTER: Duration = Duration::from_secs(5);
+/// A body may be cut for a refused upload while its average rate is under this many times the minimum.
+pub const CUT_BELOW_MIN_RATES: u64 = 4;
+
+/// The network an address counts in for its network's share: its /24, or its /64.
+pub fn network_of(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            IpAddr::from([a, b, c, 0])
+        }
+        IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+    }
+}
+
+/// What a held body has carried: read by `take` to find the slowest, and raised to cut it.
+struct BodyMeter {
+    addr: IpAddr,
+    since: Instant,
+    bytes: AtomicU64,
+    cut: AtomicBool,
+}
+
+impl BodyMeter {
+    fn kib_s(&self, now: Instant) -> f64 {
+        self.bytes.load(Ordering::Relaxed) as f64 / 1024.0 / (now - self.since).as_secs_f64().max(1e-3)
+    }
+}
+
 #[derive(Clone)]
 pub struct UploadPlaces {
     all: Arc<Semaphore>,
     ledger: SharedLedger,
+    total: u32,
     per_client_limit: u32,
     reserve: u32,
+    /// `min_upload_rate_kib_s`: a body held under [`CUT_BELOW_MIN_RATES`] times it may be cut for a refused
+    /// upload (0: none is).
+    min_kib_s: u64,
 }
 
 /// Why no place was given.
@@ -56,6 +96,8 @@ pub enum NoPlace {
     ClientShare { limit: u32 },
     /// This address holds a place, and the free ones left (`reserve` or fewer) are kept for other addresses.
     Reserved { reserve: u32 },
+    /// The addresses of this one's /24 (or /64) hold all the places but the reserve.
+    NetworkShare { limit: u32 },
     /// An upload from this address was just cut as too slow; it may start another after `retry_after`.
     CoolingDown { retry_after: Duration },
 }
@@ -65,6 +107,10 @@ pub enum NoPlace {
 struct Ledger {
     /// Places held per address; an address that holds none has no entry.
     held: HashMap<IpAddr, u32>,
+    /// Places held per network (`network_of`), likewise.
+    held_by_network: HashMap<IpAddr, u32>,
+    /// The bodies being received, to find the slowest; dropped ones are swept at each refusal.
+    bodies: Vec<Weak<BodyMeter>>,
     /// Addresses whose upload was cut as too slow, until when they may start no other; past ones are
     /// dropped at each `take`, so the map holds only the addresses cut in the last cool-down.
     cooling_until: HashMap<IpAddr, Instant>,
@@ -87,18 +133,25 @@ struct Holder {
 pub struct UploadPlace {
     _permit: OwnedSemaphorePermit,
     holder: Option<Holder>,
+    meter: Option<Arc<BodyMeter>>,
 }
 
 impl Drop for UploadPlace {
     fn drop(&mut self) {
         if let Some(holder) = &self.holder {
             let mut ledger = lock(&holder.ledger);
-            if let Some(held) = ledger.held.get_mut(&holder.addr) {
-                *held -= 1;
-                if *held == 0 {
-                    ledger.held.remove(&holder.addr);
-                }
-            }
+            release(&mut ledger.held, holder.addr);
+            release(&mut ledger.held_by_network, network_of(holder.addr));
+        }
+    }
+}
+
+/// One place fewer held under `key`; a key that holds none has no entry.
+fn release(held: &mut HashMap<IpAddr, u32>, key: IpAddr) {
+    if let Some(count) = held.get_mut(&key) {
+        *count -= 1;
+        if *count == 0 {
+            held.remove(&key);
         }
     }
 }
@@ -106,27 +159,38 @@ impl Drop for UploadPlace {
 impl UploadPlace {
     /// The rate check of the body this place receives: when it cuts the body, the address cools down.
     pub fn rate_check(&self, min_kib_s: u64) -> RateCheck {
-        RateCheck { cut_cools: self.holder.clone(), ..RateCheck::new(min_kib_s) }
+        RateCheck { cut_cools: self.holder.clone(), meter: self.meter.clone(), ..RateCheck::new(min_kib_s) }
     }
 }
 
 impl UploadPlaces {
     /// `per_client_limit` 0: no rule per address, only the total.
-    pub fn new(total: u32, per_client_limit: u32) -> UploadPlaces {
+    pub fn new(total: u32, per_client_limit: u32, min_kib_s: u64) -> UploadPlaces {
         let total = total.max(1);
         UploadPlaces {
             all: Arc::new(Semaphore::new(total as usize)),
             ledger: Arc::default(),
+            total,
             per_client_limit,
             reserve: reserve_for(total),
+            min_kib_s,
         }
     }
 
+    /// A place for an upload from `client`; refused, the slowest body held may be cut for its retry.
     pub fn take(&self, client: Option<IpAddr>) -> Result<UploadPlace, NoPlace> {
         let Some(addr) = client.filter(|_| self.per_client_limit > 0) else {
-            return Ok(UploadPlace { _permit: self.any_free()?, holder: None });
+            return Ok(UploadPlace { _permit: self.any_free()?, holder: None, meter: None });
         };
         let mut ledger = lock(&self.ledger);
+        let taken = self.take_for(&mut ledger, addr);
+        if matches!(taken, Err(NoPlace::Full | NoPlace::Reserved { .. } | NoPlace::NetworkShare { .. })) {
+            self.cut_slowest(&mut ledger);
+        }
+        taken
+    }
+
+    fn take_for(&self, ledger: &mut Ledger, addr: IpAddr) -> Result<UploadPlace, NoPlace> {
         let now = Instant::now();
         ledger.cooling_until.retain(|_, until| *until > now);
         if let Some(until) = ledger.cooling_until.get(&addr) {
@@ -141,9 +205,41 @@ impl UploadPlaces {
         if held > 0 && free > 0 && free <= self.reserve as usize {
             return Err(NoPlace::Reserved { reserve: self.reserve });
         }
+        let network = network_of(addr);
+        let network_limit = (self.total - self.reserve).max(self.per_client_limit);
+        if ledger.held_by_network.get(&network).copied().unwrap_or(0) >= network_limit {
+            return Err(NoPlace::NetworkShare { limit: network_limit });
+        }
         let permit = self.any_free()?;
         *ledger.held.entry(addr).or_insert(0) += 1;
-        Ok(UploadPlace { _permit: permit, holder: Some(Holder { addr, ledger: self.ledger.clone() }) })
+        *ledger.held_by_network.entry(network).or_insert(0) += 1;
+        let meter = Arc::new(BodyMeter { addr, since: Instant::now(), bytes: AtomicU64::new(0), cut: AtomicBool::new(false) });
+        ledger.bodies.push(Arc::downgrade(&meter));
+        Ok(UploadPlace { _permit: permit, holder: Some(Holder { addr, ledger: self.ledger.clone() }), meter: Some(meter) })
+    }
+
+    /// Cuts the slowest body that has run [`CUT_AFTER`] under [`CUT_BELOW_MIN_RATES`] times the minimum rate
+    /// (at its next bytes), and cools its address down; none while the minimum is 0.
+    fn cut_slowest(&self, ledger: &mut Ledger) {
+        ledger.bodies.retain(|body| body.strong_count() > 0);
+        if self.min_kib_s == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let threshold = (self.min_kib_s * CUT_BELOW_MIN_RATES) as f64;
+        let slowest = ledger
+            .bodies
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|body| !body.cut.load(Ordering::Relaxed) && now - body.since >= CUT_AFTER)
+            .map(|body| (body.kib_s(now), body))
+            .filter(|(rate, _)| *rate < threshold)
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((rate, body)) = slowest {
+            tracing::info!(client = %body.addr, kib_s = rate, "an upload was refused a place: the slowest body held is cut for it");
+            body.cut.store(true, Ordering::Relaxed);
+            ledger.cooling_until.insert(body.addr, now + SLOW_UPLOAD_COOL_DOWN);
+        }
     }
 
     fn any_free(&self) -> Result<OwnedSemaphorePermit, NoPlace> {
@@ -153,10 +249,25 @@ impl UploadPlaces {
 
 /// The body went on too slowly (`RateCheck`).
 #[derive(Debug, thiserror::Error)]
-#[error("the upload came in at {got_kib_s:.1} KiB/s, under the box's minimum of {min_kib_s} KiB/s")]
+#[error("{}", self.describe())]
 pub struct TooSlow {
     pub got_kib_s: f64,
     pub min_kib_s: u64,
+    /// Cut for an upload that was refused a place, being the slowest held (under `CUT_BELOW_MIN_RATES` × the minimum).
+    pub for_another: bool,
+}
+
+impl TooSlow {
+    fn describe(&self) -> String {
+        match self.for_another {
+            false => format!("the upload came in at {:.1} KiB/s, under the box's minimum of {} KiB/s", self.got_kib_s, self.min_kib_s),
+            true => format!(
+                "the upload came in at {:.1} KiB/s, the slowest of the box's uploads and under {} KiB/s, while another waited for a place",
+                self.got_kib_s,
+                self.min_kib_s * CUT_BELOW_MIN_RATES
+            ),
+        }
+    }
 }
 
 /// The rate a body arrives at, checked by the readers as each chunk comes in: once a whole
@@ -167,16 +278,25 @@ pub struct RateCheck {
     window_bytes: u64,
     /// The address that cools down when this body is cut; none for a place not held per address.
     cut_cools: Option<Holder>,
+    /// What the places see of this body (its bytes), and how they cut it for a refused upload.
+    meter: Option<Arc<BodyMeter>>,
 }
 
 impl RateCheck {
     /// `min_kib_s` 0: no minimum.
     fn new(min_kib_s: u64) -> RateCheck {
-        RateCheck { min_kib_s, window_start: Instant::now(), window_bytes: 0, cut_cools: None }
+        RateCheck { min_kib_s, window_start: Instant::now(), window_bytes: 0, cut_cools: None, meter: None }
     }
 
     pub fn add(&mut self, bytes: usize) -> Result<(), TooSlow> {
         self.window_bytes += bytes as u64;
+        if let Some(meter) = &self.meter {
+            meter.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+            if meter.cut.load(Ordering::Relaxed) {
+                // Its address cools down already (`cut_slowest`).
+                return Err(TooSlow { got_kib_s: meter.kib_s(Instant::now()), min_kib_s: self.min_kib_s, for_another: true });
+            }
+        }
         let elapsed = self.window_start.elapsed();
         if self.min_kib_s == 0 || elapsed < RATE_WINDOW {
             return Ok(());
@@ -186,7 +306,7 @@ impl RateCheck {
             if let Some(holder) = &self.cut_cools {
                 lock(&holder.ledger).cooling_until.insert(holder.addr, Instant::now() + SLOW_UPLOAD_COOL_DOWN);
             }
-            return Err(TooSlow { got_kib_s, min_kib_s: self.min_kib_s });
+            return Err(TooSlow { got_kib_s, min_kib_s: self.min_kib_s, for_another: false });
         }
         self.window_start = Instant::now();
         self.window_bytes = 0;
@@ -198,8 +318,14 @@ impl RateCheck {
 mod tests {
     use super::*;
 
-    fn addr(last: u8) -> Option<IpAddr> {
-        Some(IpAddr::from([127, 0, 0, last]))
+    /// An address of a network of its own (the rules per address, apart from the network's share).
+    fn addr(n: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([10, 0, n, 1]))
+    }
+
+    /// Address `n` of one /24.
+    fn neighbour(n: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([192, 168, 1, n]))
     }
 
     fn refusal(places: &UploadPlaces, client: Option<IpAddr>) -> NoPlace {
@@ -209,7 +335,7 @@ mod tests {
     #[test]
     fn two_addresses_at_their_share_leave_places_for_a_third() {
         // The defaults: 8 places, 4 per address, 2 of them kept for addresses that hold none.
-        let places = UploadPlaces::new(8, 4);
+        let places = UploadPlaces::new(8, 4, 16);
         let first: Vec<_> = (0..4).map(|_| places.take(addr(2)).ok().expect("its share")).collect();
         assert_eq!(refusal(&places, addr(2)), NoPlace::ClientShare { limit: 4 });
         let second: Vec<_> = (0..2).map(|_| places.take(addr(3)).ok().expect("outside the reserve")).collect();
@@ -227,7 +353,7 @@ mod tests {
 
     #[test]
     fn one_address_alone_gets_its_whole_share() {
-        let places = UploadPlaces::new(8, 4);
+        let places = UploadPlaces::new(8, 4, 16);
         let held: Vec<_> = (0..4).filter_map(|_| places.take(addr(1)).ok()).collect();
         assert_eq!(held.len(), 4);
     }
@@ -235,7 +361,7 @@ mod tests {
     #[test]
     fn the_reserve_is_a_quarter_and_never_hides_a_full_box() {
         assert_eq!((reserve_for(1), reserve_for(2), reserve_for(4), reserve_for(8), reserve_for(20)), (1, 1, 1, 2, 5));
-        let places = UploadPlaces::new(1, 4);
+        let places = UploadPlaces::new(1, 4, 16);
         let _only = places.take(addr(1)).ok().unwrap();
         assert_eq!(refusal(&places, addr(1)), NoPlace::Full);
         assert_eq!(refusal(&places, addr(2)), NoPlace::Full);
@@ -243,7 +369,7 @@ mod tests {
 
     #[test]
     fn without_a_share_per_address_only_the_total_holds() {
-        let places = UploadPlaces::new(2, 0);
+        let places = UploadPlaces::new(2, 0, 16);
         let held: Vec<_> = (0..2).filter_map(|_| places.take(addr(1)).ok()).collect();
         assert_eq!(held.len(), 2, "no reserve, as every client may have one proxy's address");
         assert_eq!(refusal(&places, addr(2)), NoPlace::Full);
@@ -251,7 +377,7 @@ mod tests {
 
     #[test]
     fn an_address_cut_as_too_slow_cools_down_and_others_do_not() {
-        let places = UploadPlaces::new(8, 4);
+        let places = UploadPlaces::new(8, 4, 16);
         let place = places.take(addr(2)).ok().unwrap();
         let mut rate = place.rate_check(16);
         // A window that began long ago and carried one byte.
@@ -266,14 +392,14 @@ mod tests {
         }
         assert!(places.take(addr(3)).is_ok(), "another address is not held back");
         // Once the cool-down is over the address takes places again.
-        lock(&places.ledger).cooling_until.insert(IpAddr::from([127, 0, 0, 2]), Instant::now());
+        lock(&places.ledger).cooling_until.insert(addr(2).unwrap(), Instant::now());
         assert!(places.take(addr(2)).is_ok());
         assert!(lock(&places.ledger).cooling_until.is_empty(), "past cool-downs are forgotten");
     }
 
     #[test]
     fn a_fast_enough_body_is_not_cut() {
-        let places = UploadPlaces::new(8, 4);
+        let places = UploadPlaces::new(8, 4, 16);
         let place = places.take(addr(2)).ok().unwrap();
         let mut rate = place.rate_check(16);
         rate.window_start = Instant::now() - RATE_WINDOW;
@@ -282,5 +408,46 @@ mod tests {
         let mut unlimited = place.rate_check(0);
         unlimited.window_start = Instant::now() - RATE_WINDOW;
         assert!(unlimited.add(0).is_ok());
+    }
+
+    #[test]
+    fn the_addresses_of_one_network_leave_the_reserve_to_other_networks() {
+        let places = UploadPlaces::new(8, 4, 16);
+        let held: Vec<_> = (1..=40).filter_map(|n| places.take(neighbour(n)).ok()).collect();
+        assert_eq!(held.len(), 6, "one /24 holds all but the reserve of 2");
+        assert_eq!(refusal(&places, neighbour(41)), NoPlace::NetworkShare { limit: 6 });
+        assert!(places.take(addr(9)).is_ok(), "another network gets a reserved place");
+        let v6 = |tail: u16| Some(IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, tail]));
+        assert_eq!(network_of(v6(1).unwrap()), network_of(v6(2).unwrap()));
+        assert_ne!(network_of(v6(1).unwrap()), network_of(IpAddr::from([0x2001, 0xdb8, 0, 2, 0, 0, 0, 1])));
+    }
+
+    #[test]
+    fn a_refused_upload_cuts_the_slowest_body_held_for_its_retry() {
+        let places = UploadPlaces::new(2, 4, 16);
+        let (mut slow, mut fast) = (places.take(addr(1)).ok().unwrap(), places.take(addr(2)).ok().unwrap());
+        // Both held past CUT_AFTER (their meters as the ledger sees them, started that long ago): the slow
+        // one carried 20 KiB/s, the fast one 1 MiB/s.
+        let held_for = CUT_AFTER + Duration::from_secs(1);
+        let mut backdated = Vec::new();
+        for (place, kib_s, n) in [(&mut slow, 20u64, 1), (&mut fast, 1024, 2)] {
+            let meter = Arc::new(BodyMeter {
+                addr: addr(n).unwrap(),
+                since: Instant::now() - held_for,
+                bytes: AtomicU64::new(kib_s * 1024 * held_for.as_secs()),
+                cut: AtomicBool::new(false),
+            });
+            backdated.push(Arc::downgrade(&meter));
+            place.meter = Some(meter);
+        }
+        lock(&places.ledger).bodies = backdated;
+        let (mut slow_rate, mut fast_rate) = (slow.rate_check(16), fast.rate_check(16));
+        assert_eq!(refusal(&places, addr(3)), NoPlace::Full);
+        let cut = slow_rate.add(1).unwrap_err();
+        assert!(cut.for_another && cut.to_string().contains("while another waited"), "{cut}");
+        assert!(fast_rate.add(1).is_ok(), "the faster body goes on");
+        drop(slow);
+        assert!(places.take(addr(3)).is_ok(), "the refused upload's retry finds the place");
+        assert!(matches!(refusal(&places, addr(1)), NoPlace::CoolingDown { .. }));
     }
 }

@@ -47,8 +47,9 @@ pub struct Checkpoint {
     /// `metrics=true`: the sums over the frames written so far.
     #[serde(default)]
     pub quality: Option<QualityMeter>,
-    /// The finished segments as written, checked before going on (`None`: a checkpoint from before them; an
-    /// empty list: a PNG output, whose frames are checked instead).
+    /// The finished segments as written, checked before going on (`None`: a checkpoint from before them,
+    /// whose segments are not trusted: the job starts over; an empty list: a PNG output, whose frames are
+    /// checked instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment_digests: Option<Vec<SegmentDigest>>,
 }
@@ -287,10 +288,15 @@ impl ResumeFolder {
     /// segment where the frame count alone says where to go on; else `None` (start over). Never a checkpoint
     /// that names frames the folder does not hold.
     fn verified(&self, checkpoint: Checkpoint) -> Option<Checkpoint> {
-        let Some(digests) = &checkpoint.segment_digests else { return Some(checkpoint) };
         if checkpoint.segments == 0 {
             return Some(checkpoint);
         }
+        // A finished segment recorded without its digest (what builds before them wrote, or an edited
+        // checkpoint) is never trusted: cut short, it gave a "succeeded" job with 30 of 120 frames.
+        let Some(digests) = &checkpoint.segment_digests else {
+            tracing::warn!(dir = %self.dir.display(), segments = checkpoint.segments, "a checkpoint that records no digests of its segments; starting over");
+            return None;
+        };
         if digests.is_empty() {
             // A PNG output: its frames, one file each.
             if segment_digests::frames_present(&self.dir, checkpoint.frames) {

@@ -14,7 +14,7 @@ use super::stage_clock::StageClock;
 use super::context::{Executor, JobHooks, JobSpec};
 use super::error::ExecError;
 use super::{alpha, frames};
-use crate::executor::tiled::upscale::upscale_tiled_until;
+use crate::executor::tiled::upscale::upscale_tiled_reporting;
 use crate::jobs::plan::{JobPlan, UpscalePlan};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::models::Op;
@@ -92,7 +92,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let output = OutputVideo { fps_rational, ..OutputVideo::like(&info, out_width, out_height) };
     let mut writer = write_output(exec, job, &info, output, &checkpoints.folder.dir, checkpoints.finished())?;
     let total = source.total(info.frames);
-    let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers }, stop: hooks.stop_flag() };
+    let frames_started = Instant::now();
+    let tile_progress = TileProgress { progress: &hooks.progress, started: frames_started, total, chunk: Default::default() };
+    let upscaler = ChunkUpscaler { model: &*model, scale, depth: writer.depth(), workers: FrameWorkers { workers }, stop: hooks.stop_flag(), progress: &tile_progress };
     // A resumed job's figures go on from the sums its checkpoint kept.
     let mut quality = job.params.metrics.unwrap_or(false).then(|| checkpoints.resumed_quality());
 
@@ -100,7 +102,6 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     // Frames the source has given; those a stopped run already wrote are read again, not upscaled again
     // (nor, re-timed, interpolated again: the retimer passes over them).
     let kept = checkpoints.finished().frames;
-    let frames_started = Instant::now();
     hooks.progress.send_replace(Progress::frames(0, total, 0.0).at("upscale"));
     let mut done = source.pass_over(kept, &mut clock)?;
     // Each chunk allocates and frees the same activations; under the bounded allocator they would be fresh
@@ -117,9 +118,13 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             continue;
         }
         let frames_in = frames_in.narrow(0, skip as i64, (count - skip) as i64);
+        // The chunk's tiles move the fraction as they finish: a chunk of big frames is minutes of work.
+        tile_progress.start_chunk(done - (count - skip), count - skip);
         // Consecutive runs of the chunk's frames, converted as the model made them; never joined into one
         // tensor, which would need the whole chunk's output twice at once.
-        let outputs = StageClock::time(&mut clock.compute, || tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks)))?;
+        let outputs = StageClock::time(&mut clock.compute, || tch::no_grad(|| upscaler.resilient(&frames_in, &mut tiling, &mut fallbacks)));
+        tile_progress.start_chunk(done, 0);
+        let outputs = outputs?;
         let mut index = 0;
         for run in outputs {
             for piece in checkpoints.split_at_segments(&writer, run) {
@@ -219,6 +224,8 @@ struct ChunkUpscaler<'a> {
     workers: FrameWorkers,
     /// The job's cancel, asked between tiles and between the model's layers.
     stop: StopFlag,
+    /// Told of each finished tile.
+    progress: &'a TileProgress<'a>,
 }
 
 impl ChunkUpscaler<'_> {
@@ -228,8 +235,12 @@ impl ChunkUpscaler<'_> {
     /// the conversion needs memory too, and a worker's float output is freed as soon as it is converted.
     fn resilient(&self, frames: &Tensor, tiling: &mut SpatialTiling, fallbacks: &mut Vec<String>) -> Result<Vec<RgbFrames>, ExecError> {
         let (tiles, scale, depth) = (&*tiling, self.scale, self.depth);
-        let stop = &self.stop;
-        let forward = |model: &(dyn Upscaler + 'static), part: &Tensor| frames::to_rgb(&upscale_tiled_until(model, part, scale, tiles, stop)?, depth);
+        let (stop, progress) = (&self.stop, self.progress);
+        let forward = |model: &(dyn Upscaler + 'static), part: &Tensor| {
+            let frames = part.size().first().copied().unwrap_or(0);
+            let tile_done = |_done: usize, tiles: usize| progress.tile_done(frames, tiles);
+            frames::to_rgb(&upscale_tiled_reporting(model, part, scale, tiles, stop, &tile_done)?, depth)
+        };
         let error = match super::attempt::attempt(|| self.workers.run(self.model, frames, forward)) {
             Ok(upscaled) => return Ok(upscaled),
             Err(error) => error,
@@ -252,5 +263,72 @@ impl ChunkUpscaler<'_> {
         fallbacks.push(format!("out of memory at tile {side}: tile {}", side / 2));
         tiling.tile = side / 2;
         self.resilient(frames, tiling, fallbacks)
+    }
+}
+
+/// A chunk's progress tile by tile: the frames' worth its finished tiles make (a frame worker's part of `n`
+/// frames in `t` tiles makes `n / t` per tile), as a fraction of the job. Frames written are counted at the
+/// chunk's end, as before; only the fraction (and so the ETA) moves within it, never past where that end puts it.
+struct TileProgress<'h> {
+    progress: &'h tokio::sync::watch::Sender<Progress>,
+    started: Instant,
+    total: u64,
+    chunk: std::sync::Mutex<ChunkShare>,
+}
+
+#[derive(Default)]
+struct ChunkShare {
+    /// Frames done before the chunk, and the chunk's frames (0: no chunk in hand, such as a still's alpha).
+    before: u64,
+    frames: u64,
+    /// Frames' worth of finished tiles.
+    worth: f64,
+}
+
+impl TileProgress<'_> {
+    fn start_chunk(&self, before: u64, frames: u64) {
+        *self.chunk.lock().unwrap_or_else(|p| p.into_inner()) = ChunkShare { before, frames, worth: 0.0 };
+    }
+
+    fn tile_done(&self, part_frames: i64, tiles: usize) {
+        let mut chunk = self.chunk.lock().unwrap_or_else(|p| p.into_inner());
+        if chunk.frames == 0 || tiles == 0 {
+            return;
+        }
+        // A part retried after running out of memory counts its tiles again: never past the chunk.
+        chunk.worth = (chunk.worth + part_frames.max(0) as f64 / tiles as f64).min(chunk.frames as f64);
+        let total = self.total.max(chunk.before + chunk.frames);
+        let fraction = (chunk.before as f64 + chunk.worth) / total as f64;
+        let elapsed = self.started.elapsed().as_secs_f64();
+        self.progress.send_replace(Progress::frames(chunk.before, total, elapsed).with_fraction(fraction, elapsed).at("upscale"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two frame workers' parts of a 4-frame chunk, 4 tiles each, after 8 frames of 20: each tile moves the
+    /// fraction by half a frame; the frames written stay at the chunk's start until its end.
+    #[test]
+    fn a_chunk_moves_the_fraction_tile_by_tile() {
+        let (sender, receiver) = tokio::sync::watch::channel(Progress::default());
+        let progress = TileProgress { progress: &sender, started: Instant::now(), total: 20, chunk: Default::default() };
+        progress.tile_done(2, 4);
+        assert_eq!(receiver.borrow().fraction, 0.0, "no chunk in hand: nothing to report");
+        progress.start_chunk(8, 4);
+        let mut fractions = Vec::new();
+        for _ in 0..4 {
+            progress.tile_done(2, 4);
+            progress.tile_done(2, 4);
+            let seen = receiver.borrow().clone();
+            assert_eq!((seen.done, seen.total, seen.stage.as_deref()), (8, 20, Some("upscale")), "{seen:?}");
+            fractions.push(seen.fraction);
+        }
+        let expected = [9.0 / 20.0, 10.0 / 20.0, 11.0 / 20.0, 12.0 / 20.0];
+        assert!(fractions.iter().zip(expected).all(|(got, want)| (got - want).abs() < 1e-9), "{fractions:?}");
+        // Tiles counted again (an out-of-memory retry) never pass the chunk's end.
+        progress.tile_done(4, 1);
+        assert!((receiver.borrow().fraction - 12.0 / 20.0).abs() < 1e-9);
     }
 }

@@ -5,18 +5,18 @@ use uuid::Uuid;
 
 use super::{Queue, QueueError};
 use crate::error_codes as codes;
+use crate::jobs::store::IdPrefix;
 use crate::jobs::{CancelOutcome, DeleteOutcome, Job, JobStatus, ListFilter, PauseOutcome};
 
-/// Jobs a short id is looked up among (newest first): enough to say that it is ambiguous and list them.
+/// Jobs a short id that names several lists (newest first); the refusal counts them all.
 const SHORT_ID_CANDIDATES: i64 = 16;
 
 /// The least of an id that names a job: below it nearly every id would be ambiguous on a busy box.
 const SHORTEST_ID: usize = 4;
 
-/// A short id as the store holds the start of ids (lower case), or `None` for text that starts no id.
-fn short_id_prefix(raw: &str) -> Option<String> {
-    let plausible = raw.len() >= SHORTEST_ID && raw.len() < 36 && raw.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
-    plausible.then(|| raw.to_ascii_lowercase())
+/// A short id as the store looks up the start of ids, or `None` for text that starts no id.
+fn short_id_prefix(raw: &str) -> Option<IdPrefix> {
+    (raw.len() >= SHORTEST_ID).then(|| IdPrefix::parse(raw)).flatten()
 }
 
 /// A succeeded job's output file.
@@ -27,23 +27,31 @@ pub struct JobResult {
 }
 
 impl Queue {
-    /// The job, if `visible` lets this caller see it (another token's job is as unknown as a missing one).
-    /// `raw_id` is the id as the client wrote it; a malformed one is simply not found.
+    /// The job, if the caller sees it: `owner`'s jobs only, or (`None`) every job; another token's job is as
+    /// unknown as a missing one. `raw_id` is the id as the client wrote it; a malformed one is simply not found.
     /// A short id (the first 8 characters the page, the CLI and the clients show, or any 4 or more) names the
-    /// one visible job whose id starts with it; several are refused with their ids (`ambiguous-job-id`).
-    pub async fn find(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<Job, QueueError> {
+    /// one job the caller sees whose id starts with it; several are refused, counted, with the newest ids
+    /// (`ambiguous-job-id`).
+    pub async fn find(&self, raw_id: &str, owner: Option<&str>) -> Result<Job, QueueError> {
         let not_found = || QueueError::JobNotFound(raw_id.into());
         if let Ok(id) = Uuid::parse_str(raw_id) {
-            return self.store.get(id).await?.filter(|job| visible(job)).ok_or_else(not_found);
+            let sees = |job: &Job| owner.is_none_or(|owner| job.owner.as_deref() == Some(owner));
+            return self.store.get(id).await?.filter(sees).ok_or_else(not_found);
         }
         let prefix = short_id_prefix(raw_id).ok_or_else(not_found)?;
-        let mut found: Vec<Job> = self.store.jobs_with_id_prefix(&prefix, SHORT_ID_CANDIDATES).await?.into_iter().filter(|job| visible(job)).collect();
-        match found.len() {
+        // The owner is part of the lookup: another owner's newer jobs with the same start must not fill the
+        // candidates and hide the caller's.
+        let mut found = self.store.jobs_with_id_prefix(&prefix, owner, SHORT_ID_CANDIDATES).await?;
+        match found.total {
             0 => Err(not_found()),
-            1 => Ok(found.remove(0)),
-            _ => {
-                let ids: Vec<String> = found.iter().map(|job| job.id.to_string()).collect();
-                let message = format!("`{raw_id}` starts {} jobs' ids: {}; give more of the id", ids.len(), ids.join(", "));
+            1 => found.jobs.pop().ok_or_else(not_found),
+            total => {
+                let ids: Vec<String> = found.jobs.iter().map(|job| job.id.to_string()).collect();
+                let listed = match ids.len() as i64 {
+                    shown if shown < total => format!("the newest {shown}: {}", ids.join(", ")),
+                    _ => ids.join(", "),
+                };
+                let message = format!("`{raw_id}` starts {total} jobs' ids ({listed}); give more of the id");
                 Err(QueueError::refused(codes::AMBIGUOUS_JOB_ID, message))
             }
         }
@@ -55,8 +63,8 @@ impl Queue {
 
     /// A queued job is cancelled at once; a running one is asked to stop at its next chunk. `keep`: its
     /// finished segments become its (shorter) result (`keep`).
-    pub async fn cancel(&self, raw_id: &str, visible: impl Fn(&Job) -> bool, keep: bool) -> Result<Job, QueueError> {
-        let found = self.find(raw_id, visible).await?;
+    pub async fn cancel(&self, raw_id: &str, owner: Option<&str>, keep: bool) -> Result<Job, QueueError> {
+        let found = self.find(raw_id, owner).await?;
         if keep && !super::keep::can_keep(&found) {
             let message = format!("this {} job makes no video segments to keep (it writes a latent, a still or PNG frames); cancel it without keep", found.op.as_str());
             return Err(QueueError::refused(codes::NOTHING_TO_KEEP, message));
@@ -89,8 +97,8 @@ impl Queue {
     /// Pauses a queued job (it keeps its place, and is passed over until resumed) or a running one (it stops
     /// at its next checkpoint and goes on from there once resumed; one that makes no checkpoints, such as a
     /// still or a synchronous call, runs to its end). Pausing a paused job changes nothing.
-    pub async fn pause(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<Job, QueueError> {
-        let job = self.find(raw_id, visible).await?;
+    pub async fn pause(&self, raw_id: &str, owner: Option<&str>) -> Result<Job, QueueError> {
+        let job = self.find(raw_id, owner).await?;
         if job.status == JobStatus::Paused {
             return Ok(job);
         }
@@ -101,8 +109,8 @@ impl Queue {
 
     /// Resumes a paused job: back in line where it was (a job that had run goes on from its checkpoint), or,
     /// if it had not stopped yet, on without stopping.
-    pub async fn resume(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<Job, QueueError> {
-        let job = self.find(raw_id, visible).await?;
+    pub async fn resume(&self, raw_id: &str, owner: Option<&str>) -> Result<Job, QueueError> {
+        let job = self.find(raw_id, owner).await?;
         if job.status != JobStatus::Paused && !job.pausing {
             let message = format!("job {raw_id} is {}, not paused", job.status.as_str());
             return Err(QueueError::refused(codes::JOB_NOT_PAUSABLE, message));
@@ -128,8 +136,8 @@ impl Queue {
 
     /// Deletes a finished job's files, then its row. Files first: on a full disk removing them is what
     /// makes room for the row's deletion (and the disk reserve is given up if that is still not enough).
-    pub async fn delete(&self, raw_id: &str, visible: impl Fn(&Job) -> bool) -> Result<(), QueueError> {
-        let job = self.find(raw_id, visible).await?;
+    pub async fn delete(&self, raw_id: &str, owner: Option<&str>) -> Result<(), QueueError> {
+        let job = self.find(raw_id, owner).await?;
         if !job.status.is_terminal() {
             return Err(not_finished(raw_id, &job));
         }

@@ -262,7 +262,11 @@ impl Scheduler {
     /// Keeps the job's lease while it runs, and stops the job when a user cancelled it through another
     /// process (the flag is in the store; a shared database announces it at once, else the next beat sees
     /// it) or when the lease was lost (another worker may have it now).
-    fn heartbeat(&self, lease: Lease, started_at: String, run: Run) -> impl std::future::Future<Output = ()> + Send + 'static {
+    ///
+    /// `finishing` is raised just before the run's outcome (or its hand-back) is written: a beat from then on
+    /// may find the job ended by that very write (the write's own news wakes the beat, at once on PostgreSQL),
+    /// which is the lease ending, not a lease lost.
+    fn heartbeat(&self, lease: Lease, started_at: String, run: Run, finishing: Arc<AtomicBool>) -> impl std::future::Future<Output = ()> + Send + 'static {
         let store = self.store.clone();
         let cancels = self.cancels.clone();
         let mut changed = self.events.subscribe();
@@ -307,6 +311,7 @@ impl Scheduler {
                             cancels.make_way(lease.id, pause_requested || turn);
                         }
                     }
+                    Ok(LeaseState::Lost) if finishing.load(Ordering::Acquire) => return,
                     Ok(LeaseState::Lost) => {
                         tracing::error!(id = %lease.id, "this worker lost the job's lease (it was given to another worker); stopping it");
                         cancels.raise(lease.id);
@@ -331,7 +336,8 @@ impl Scheduler {
         let (progress_tx, progress_rx) = watch::channel(Progress::default());
         let lease = Lease { id, worker: self.worker.name.clone(), attempt: job.attempts };
         // Renewed until the outcome is written (every return below ends it).
-        let heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string(), run)));
+        let finishing = Arc::new(AtomicBool::new(false));
+        let heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string(), run, finishing.clone())));
         let estimate_s = job.estimate.as_ref().and_then(|estimate| estimate.seconds);
         let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx, estimate_s));
 
@@ -368,6 +374,7 @@ impl Scheduler {
         };
         let _ = forwarder.await;
         self.cancels.remove(id);
+        finishing.store(true, Ordering::Release);
         let stopped_by_shutdown = matches!(result, Err(ExecError::Cancelled)) && self.cancels.is_stopping();
         if stopped_by_shutdown || matches!(result, Err(ExecError::MadeWay)) {
             if let Some(checkpoints) = checkpoints {
@@ -397,7 +404,7 @@ impl Scheduler {
             _ => None,
         };
         self.record_outcome(&lease, &result, &timings, kept.as_ref()).await;
-        // The lease ends with the outcome: a beat now would find the job ended and take it for a lost lease.
+        // The lease ended with the outcome.
         drop(heartbeat);
         if let Some(checkpoints) = checkpoints {
             match &result {

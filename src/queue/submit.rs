@@ -63,6 +63,9 @@ impl Queue {
         origin: Origin,
         ticket: Ticket,
     ) -> Result<Job, QueueError> {
+        if let Some(url) = &request.callback_url {
+            super::callbacks::refuse_own_api(url, self.store.as_ref()).await?;
+        }
         let probed = inspect_input(&self.config, &mut request, &input.path, kind).await?;
         self.refuse_if_no_worker_fits(&request).await?;
         let job = self.enqueue(id, input, request, probed, origin).await?;

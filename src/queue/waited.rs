@@ -40,7 +40,7 @@ impl Drop for WaitedJobs {
         let (queue, ids) = (self.queue.clone(), std::mem::take(&mut self.ids));
         runtime.spawn(async move {
             for id in ids {
-                if queue.cancel(&id.to_string(), |_| true, false).await.is_ok() {
+                if queue.cancel(&id.to_string(), None, false).await.is_ok() {
                     tracing::info!(%id, "a synchronous call ended before its job finished (its client left, or another item of its batch failed); the job was cancelled");
                 }
             }

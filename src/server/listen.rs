@@ -1,6 +1,7 @@
 //! The connection loop. `axum::serve` sets no header read timeout, so a client that opens a socket and
 //! sends half a request head would hold it forever; here every HTTP/1.1 connection gets one, and on
 //! shutdown connections finish the request in hand, then close, or are cut when the shutdown is over.
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -10,6 +11,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+use super::connection_limits::{ConnectionLimits, ConnectionSlot};
 
 /// The open connections of a server whose accept loop has been started.
 pub struct Connections {
@@ -21,8 +24,8 @@ pub struct Connections {
 }
 
 impl Connections {
-    /// Accepts connections on `listener` until `stop` is called.
-    pub fn serve(listener: TcpListener, router: Router, header_timeout: Duration) -> Connections {
+    /// Accepts connections on `listener` until `stop` is called, as many as `limits` allow.
+    pub fn serve(listener: TcpListener, router: Router, header_timeout: Duration, limits: Arc<ConnectionLimits>) -> Connections {
         let connections = Connections { tracker: TaskTracker::new(), stop: CancellationToken::new(), cut: CancellationToken::new() };
         let (tracker, stop, cut) = (connections.tracker.clone(), connections.stop.clone(), connections.cut.clone());
         tokio::spawn(async move {
@@ -32,9 +35,17 @@ impl Connections {
                     _ = stop.cancelled() => break,
                 };
                 match accepted {
-                    Ok((socket, peer)) => {
-                        tracker.spawn(serve_one(socket, peer, router.clone(), header_timeout, stop.clone(), cut.clone()));
-                    }
+                    Ok((socket, peer)) => match limits.admit(peer.ip()) {
+                        Ok(slot) => {
+                            tracker.spawn(serve_one(socket, peer, slot, router.clone(), header_timeout, stop.clone(), cut.clone()));
+                        }
+                        Err(refusal) => {
+                            // The answer fits the socket's send buffer: written without waiting, then closed,
+                            // so a refused connection holds its descriptor for no longer than this.
+                            let _ = socket.try_write(&refusal.response());
+                            tracing::debug!(%peer, ?refusal, "connection refused");
+                        }
+                    },
                     Err(e) => {
                         // Out of file descriptors and the like: pause instead of spinning.
                         tracing::warn!(error = %e, "cannot accept a connection");
@@ -67,6 +78,8 @@ impl Connections {
 async fn serve_one(
     socket: tokio::net::TcpStream,
     peer: std::net::SocketAddr,
+    // Counted as open until this task ends.
+    _slot: ConnectionSlot,
     router: Router,
     header_timeout: Duration,
     stop: CancellationToken,

@@ -191,30 +191,13 @@ async fn refusals_name_the_models_that_can_do_the_op() {
 /// would): their common start is refused with both ids, and one more character names each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_id_that_starts_two_jobs_ids_is_refused_with_both() {
-    use vaebox::jobs::{JobStore, NewJob, SqliteStore};
+    use vaebox::jobs::{JobStore, SqliteStore};
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
     let store = SqliteStore::open(&dir.path().join("data/vaebox.db")).await.unwrap();
     let ids = ["abcd1111-0000-4000-8000-000000000001", "abcd2222-0000-4000-8000-000000000002"];
     for id in ids {
-        store.insert(NewJob {
-            id: uuid::Uuid::parse_str(id).unwrap(),
-            op: vaebox::models::Op::Upscale,
-            model: "realesrgan-animevideov3".into(),
-            priority: -1000,
-            params: vaebox::jobs::JobParams::new(vaebox::device::DtypeChoice::Auto),
-            input_name: "clip.mp4".into(),
-            input_path: "/nowhere/clip.mp4".into(),
-            input_bytes: 1,
-            input_media: None,
-            probe_s: None,
-            owner: None,
-            device_bytes_needed: u64::MAX,
-            answered_by: None,
-            callback_url: None,
-            from_try: None,
-            estimate: None,
-        }).await.unwrap();
+        store.insert(crate::short_ids::parked_job(id, None)).await.unwrap();
     }
     let client = client();
     let (status, body) = get_json(&client, &server.url("/v1/jobs/abcd")).await;

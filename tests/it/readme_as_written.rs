@@ -16,15 +16,15 @@ const UPSCALE_RAW: &str = "curl --data-binary @clip.mp4 'HOST/v1/jobs?op=upscale
 const UPSCALE_FORM: &str = "curl -F file=@clip.mp4 -F op=upscale -F model=realesrgan-x4plus -F scale=2 HOST/v1/jobs";
 const FOLLOW: &str = r#"curl -N "HOST/v1/jobs/<id>/events?compact=1""#;
 const DOWNLOAD: &str = "curl -OJ HOST/v1/jobs/<id>/result";
-const ENCODE: &str = "id=$(curl -s --data-binary @clip.mp4 'HOST/v1/jobs?op=vae_encode&model=wan_2.1_vae&normalize=false&filename=clip.mp4' | jq -r .id)";
+const ENCODE: &str = r#"id=$(curl -s --data-binary @clip.mp4 'HOST/v1/jobs?op=vae_encode&model=wan_2.1_vae&normalize=false&filename=clip.mp4' | jq -er '.id // error(.error.code + ": " + .error.message)')"#;
 const WAIT: &str = "curl -sN HOST/v1/jobs/$id/events > /dev/null";
 const SAVE_LATENT: &str = "curl -fo clip.latent.safetensors HOST/v1/jobs/$id/result";
 const DECODE: &str = "curl --data-binary @clip.latent.safetensors 'HOST/v1/jobs?op=vae_decode&model=wan_2.1_vae'";
 const RECONSTRUCT: &str = "curl --data-binary @clip.mp4 'HOST/v1/jobs?op=vae_reconstruct&model=wan_2.1_vae&dtype=bf16'";
-const RESTORE: &str = "id=$(curl -s --data-binary @clip.mp4 'HOST/v1/jobs?op=restore&model=seedvr2_ema_3b&scale=2&filename=clip.mp4' | jq -r .id)";
+const RESTORE: &str = r#"id=$(curl -s --data-binary @clip.mp4 'HOST/v1/jobs?op=restore&model=seedvr2_ema_3b&scale=2&filename=clip.mp4' | jq -er '.id // error(.error.code + ": " + .error.message)')"#;
 const FOLLOW_RESTORE: &str = r#"curl -sN "HOST/v1/jobs/$id/events?compact=1""#;
 const SAVE_RESTORED: &str = "curl -fo clip_restored.mp4 HOST/v1/jobs/$id/result";
-const INTERPOLATE: &str = "id=$(curl -s --data-binary @clip.mp4 'HOST/v1/jobs?op=interpolate&factor=2&filename=clip.mp4' | jq -r .id)";
+const INTERPOLATE: &str = r#"id=$(curl -s --data-binary @clip.mp4 'HOST/v1/jobs?op=interpolate&factor=2&filename=clip.mp4' | jq -er '.id // error(.error.code + ": " + .error.message)')"#;
 const SAVE_INTERPOLATED: &str = "curl -fo clip_x2fps.mp4 HOST/v1/jobs/$id/result";
 const RUN_UPSCALE: &str = "target/release/vaebox run --op upscale --model realesrgan-animevideov3 --scale 4 --input in.mp4 --output out.mp4";
 const RUN_RESTORE: &str = "target/release/vaebox run --op restore --model seedvr2_ema_3b --scale 2 --input clip.mp4 --output out.mp4";
@@ -156,4 +156,22 @@ async fn every_op_runs_from_the_readme_on_the_shipped_config_with_its_relative_p
     // No job's resume folder is left behind when it succeeded.
     let hidden: Vec<_> = std::fs::read_dir(root).unwrap().chain(std::fs::read_dir(root.join("sub")).unwrap()).map(|e| e.unwrap().file_name()).filter(|name| name.to_string_lossy().ends_with(".resume")).collect();
     assert!(hidden.is_empty(), "resume folders left behind: {hidden:?}");
+}
+
+/// A box set up as told has no Wan VAE until the user puts one in `models/vae/`: the README's encode line
+/// then shows the box's refusal (code and message) and fails, where it once set `id=null` and said nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readme_line_the_box_refuses_shows_the_refusal() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    repository_copy(root);
+    std::fs::remove_file(root.join("models/vae/wan_2.1_vae.safetensors")).unwrap();
+    small_clip(&root.join("clip.mp4"));
+    let readme = std::fs::read_to_string(Path::new(REPO).join("README.md")).unwrap();
+    let server = Server::start_as_the_readme_says(root);
+    let encode = line(&readme, ENCODE, &server.base);
+    let output = Command::new("bash").args(["-c", &format!("{encode} && echo \"id=$id\"")]).current_dir(root).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(!output.status.success(), "the refused encode line succeeded:\n{stdout}\n{stderr}");
+    assert!(stderr.contains("unknown-model: ") && stderr.contains("wan_2.1_vae"), "the box's refusal was not shown:\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
 }

@@ -136,6 +136,10 @@ async fn jobs_spread_over_both_workers(dir: &Path, database: Option<&str>, extra
         assert_result_downloads(&client, &fleet, dir, &job).await;
     }
     assert_eq!(ran_on, BTreeSet::from(["worker-a".to_string(), "worker-b".to_string()]), "both workers should have run jobs");
+    // A job's own outcome ends its lease: a beat after that write (woken by the write's news, at once on
+    // PostgreSQL) once logged "lost the job's lease" and raised the job's cancel just before "job succeeded".
+    let log = fleet.log();
+    assert!(!log.contains("lost the job's lease"), "a worker took its own finished job for a lost lease:\n{log}");
 
     // The API runs no job itself and shows the workers it shares the queue with.
     let (status, health) = get_json(&client, &fleet.api.url("/healthz")).await;

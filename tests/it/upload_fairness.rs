@@ -53,10 +53,11 @@ async fn trickle_until_answered(mut socket: TcpStream, give_up: Instant) -> Stri
     }
 }
 
-/// An upload from 127.0.0.1 (reqwest's source address) that is read through: refused for what it is,
-/// not for want of a place.
-async fn third_address_gets_through(client: &reqwest::Client, server: &Server) {
-    let (status, body) = upload_raw(client, server, "op=upscale&filename=a.mp4", b"not a video at all".to_vec()).await;
+/// An upload from 127.0.1.1, an address of another /24 than the trickling ones, that is read through:
+/// refused for what it is, not for want of a place.
+async fn third_address_gets_through(_client: &reqwest::Client, server: &Server) {
+    let other_network = reqwest::Client::builder().local_address(std::net::IpAddr::from([127, 0, 1, 1])).build().unwrap();
+    let (status, body) = upload_raw(&other_network, server, "op=upscale&filename=a.mp4", b"not a video at all".to_vec()).await;
     assert_eq!((status, body["error"]["code"].as_str()), (422, Some("not-a-video")), "{body}");
 }
 
@@ -110,4 +111,50 @@ async fn trickling_clients_from_two_addresses_leave_a_place_for_a_third() {
         assert!((1..=31).contains(&retry_after), "Retry-After: {retry_after}");
     }
     third_address_gets_through(&client, &server).await;
+}
+
+/// Addresses of one /24 together hold all the places but the reserve (40 trickling addresses of one network
+/// once held 82% of them); an upload refused a place cuts the slowest body held (one that has run 5 s under
+/// 4× the minimum rate) and its retry gets the place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickling_addresses_of_one_network_leave_the_reserve_and_a_refused_upload_cuts_the_slowest() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4 places, 2 per address, one kept for other networks: one /24 holds at most 3.
+    let settings = [("VAEBOX_MAX_CONCURRENT_UPLOADS", "4"), ("VAEBOX_MAX_UPLOADS_PER_CLIENT", "2"), ("VAEBOX_MIN_UPLOAD_RATE_KIB_S", "4")];
+    let server = Server::start(dir.path(), &settings);
+    let address = server.base.trim_start_matches("http://").to_string();
+    let mut holding = Vec::new();
+    let mut refused = 0;
+    for n in 10..20 {
+        match start_upload(&format!("127.0.0.{n}"), &address).await {
+            (mut socket, None) => {
+                socket.write_all(&[0u8; 100]).await.unwrap();
+                holding.push(socket);
+            }
+            (_, Some(answer)) => {
+                assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("too-many-uploads") && answer.contains("/24"), "{answer}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((holding.len(), refused), (3, 7), "ten addresses of one /24 hold all places but the reserve");
+    third_address_gets_through(&client(), &server).await;
+
+    // Past 5 s the trickles are the slowest bodies under 16 KiB/s: a refused upload cuts one, its retry gets through.
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    let (_, first) = start_upload("127.0.0.30", &address).await;
+    assert!(first.is_some_and(|answer| answer.contains("too-many-uploads")), "the network's places are all held");
+    let give_up = Instant::now() + Duration::from_secs(8);
+    let trickles: Vec<_> = holding.into_iter().map(|socket| tokio::spawn(trickle_until_answered(socket, give_up))).collect();
+    let mut cut = 0;
+    for trickle in trickles {
+        let answer = trickle.await.unwrap();
+        if answer.contains("upload-too-slow") && answer.contains("while another waited") {
+            cut += 1;
+        }
+    }
+    assert!(cut >= 1, "no trickle was cut for the refused upload");
+    let retry = reqwest::Client::builder().local_address(std::net::IpAddr::from([127, 0, 0, 31])).build().unwrap();
+    let (status, body) = upload_raw(&retry, &server, "op=upscale&filename=a.mp4", b"not a video at all".to_vec()).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("not-a-video")), "{body}");
 }

@@ -1,7 +1,8 @@
 //! Webhooks (`callback_url`): the box POSTs the finished job to a receiver in this test, signed with
 //! `callback_secret`; the signature is checked by the receiver snippet README shows (scripts/verify_webhook.py,
 //! Python's own hmac), a refused try is retried, a try due while the box was down is made after start-up,
-//! and URLs the box must not call are refused at submission.
+//! URLs the box must not call are refused at submission, receivers that hang hold no other webhook, and no
+//! process of a split box (`role = api` and `role = worker`) posts into the box's API.
 use crate::common;
 
 use std::net::SocketAddr;
@@ -73,6 +74,20 @@ impl Receiver {
     fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
+}
+
+/// A receiver on a loopback port that accepts connections and never answers (nor closes them): each try
+/// there lasts the whole timeout.
+fn silent_receiver() -> SocketAddr {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    address
 }
 
 fn webhook_env(hosts: &'static str, retry_first_s: &'static str) -> Vec<(&'static str, &'static str)> {
@@ -307,17 +322,21 @@ async fn a_token_can_bring_its_webhook() {
 }
 
 /// A `callback_hosts` that holds the box's own address does not let a webhook POST into the box's API (it
-/// made a job on a box without tokens); and a receiver that cannot be reached is recorded in the same words
-/// whether its port was closed or silent, so that deliveries do not map the ports of allowed hosts.
+/// made a job on a box without tokens): the address is refused at submission, a name that leads there at the
+/// try; and a receiver that cannot be reached is recorded in the same words whether its port was closed or
+/// silent, so that deliveries do not map the ports of allowed hosts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_never_calls_the_box_itself_and_records_no_port_state() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &webhook_env("127.0.0.1", "3600"));
+    let server = Server::start(dir.path(), &webhook_env("127.0.0.1,localhost", "3600"));
     let client = client();
     let clip = tiny_clip(dir.path());
     let port = server.base.rsplit(':').next().unwrap().to_string();
     let into_the_box = format!("http://127.0.0.1:{port}/v1/jobs?op=upscale&scale=2");
-    let (status, job) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&into_the_box)), clip.clone()).await;
+    let (status, refused) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&into_the_box)), clip.clone()).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (400, Some("callback-host-not-allowed")), "{refused}");
+    let by_name = format!("http://localhost:{port}/v1/jobs?op=upscale&scale=2");
+    let (status, job) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&by_name)), clip.clone()).await;
     assert_eq!(status, 202, "{job}");
     let job = wait_for_tries(&client, &server, job["id"].as_str().unwrap(), 1, false).await;
     let error = job["callback"]["deliveries"][0]["error"].as_str().unwrap_or_default().to_string();
@@ -339,16 +358,7 @@ async fn a_webhook_never_calls_the_box_itself_and_records_no_port_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_receiver_does_not_hold_another_hosts_webhook() {
     let dir = tempfile::tempdir().unwrap();
-    // Accepts connections and never answers: each try there lasts the whole timeout.
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_url = format!("http://{}/hook", silent.local_addr().unwrap());
-    let held = Arc::new(Mutex::new(Vec::new()));
-    let keep = held.clone();
-    std::thread::spawn(move || {
-        for stream in silent.incoming().flatten() {
-            keep.lock().unwrap().push(stream);
-        }
-    });
+    let silent_url = format!("http://{}/hook", silent_receiver());
     let receiver = Receiver::start(&[]).await;
     // The healthy receiver by name, the silent one by address: two hosts.
     let server = Server::start(dir.path(), &webhook_env("127.0.0.1,localhost", "3600"));
@@ -368,4 +378,106 @@ async fn a_silent_receiver_does_not_hold_another_hosts_webhook() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(receiver.received()[0].delivery, id);
+}
+
+/// Sixteen webhooks whose receiver accepts and never answers, then one to the same host whose receiver
+/// answers: it arrives within seconds of its job's end (it came 3 min 02 s after, held behind the hanging
+/// tries), and each hanging try ends within `callback_timeout_s`, not minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_tries_do_not_hold_a_webhook_to_the_same_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let silent = silent_receiver();
+    let receiver = Receiver::start(&[]).await;
+    // Retried a second after each failed try: the hanging ones come back again and again meanwhile.
+    let server = Server::start(dir.path(), &webhook_env("127.0.0.1", "1"));
+    let client = client();
+    let clip = tiny_clip(dir.path());
+    let mut hanging = Vec::new();
+    for n in 0..16 {
+        let url = format!("http://{silent}/hook/{n}");
+        let (status, job) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&url)), clip.clone()).await;
+        assert_eq!(status, 202, "{job}");
+        hanging.push(job["id"].as_str().unwrap().to_string());
+    }
+    for id in &hanging {
+        wait_for_final(&client, &server, id, Duration::from_secs(180)).await;
+    }
+    let (_, job) = upload_raw(&client, &server, &format!("op=upscale&scale=2&callback_url={}", encoded(&receiver.url("/good"))), clip).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    wait_for_final(&client, &server, &id, Duration::from_secs(120)).await;
+    let ended = Instant::now();
+    while receiver.received().is_empty() {
+        assert!(ended.elapsed() < Duration::from_secs(5), "the webhook waited behind the hanging tries to its host");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(receiver.received()[0].delivery, id);
+    // Every hanging webhook has had its first try, ended by the timeout, by now or within its length.
+    for id in &hanging {
+        loop {
+            let (_, job) = get_json(&client, &server.url(&format!("/v1/jobs/{id}"))).await;
+            if let Some(first) = job["callback"]["deliveries"].as_array().and_then(|tries| tries.first()) {
+                assert_eq!(first["error"], "the receiver could not be reached or did not answer in time", "{job}");
+                break;
+            }
+            assert!(ended.elapsed() < Duration::from_secs(8), "a hanging try still unrecorded: {job}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// An API process and a worker process on one store (SQLite, then PostgreSQL): every process knows where the
+/// API listens, so a `callback_url` into it is refused at submission when it names the address, and by the
+/// worker at delivery when a name leads there (the worker's webhook went into the API: 202, and a job ran).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_process_of_a_split_box_posts_into_its_api() {
+    split_box_refuses_its_api(None).await;
+    let cluster = common::postgres::PgCluster::start();
+    split_box_refuses_its_api(Some(&cluster.url())).await;
+}
+
+async fn split_box_refuses_its_api(database: Option<&str>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = webhook_env("localhost,127.0.0.1", "3600");
+    env.push(("VAEBOX_THREADS", "1"));
+    if let Some(url) = database {
+        env.push(("VAEBOX_DATABASE", url));
+    }
+    let mut api_env = env.clone();
+    api_env.push(("VAEBOX_ROLE", "api"));
+    let api = Server::start(dir.path(), &api_env);
+    let log = dir.path().join("worker.log");
+    let _worker = WorkerProcess::start(dir.path(), "w1", &env, Some(&log));
+    let client = client();
+    let clip = tiny_clip(dir.path());
+    let port = api.base.rsplit(':').next().unwrap().to_string();
+
+    // The API's address: refused at submission.
+    let into_the_api = format!("http://127.0.0.1:{port}/v1/jobs?op=upscale&scale=2");
+    let (status, refused) = upload_raw(&client, &api, &format!("op=upscale&scale=2&callback_url={}", encoded(&into_the_api)), clip.clone()).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (400, Some("callback-host-not-allowed")), "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("own API"), "{refused}");
+
+    // A name that leads there: accepted, and the worker alone may send it (the API process is stopped).
+    let by_name = format!("http://localhost:{port}/v1/jobs?op=upscale&scale=2");
+    let (status, job) = upload_raw(&client, &api, &format!("op=upscale&scale=2&callback_url={}", encoded(&by_name)), clip).await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    let signal = |name: &str| assert!(std::process::Command::new("kill").args([name, &api.pid().to_string()]).status().unwrap().success());
+    signal("-STOP");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let tried = |log: &str| log.lines().any(|line| line.contains("webhook try") && line.contains(&id));
+    while !tried(&std::fs::read_to_string(&log).unwrap_or_default()) {
+        if Instant::now() > deadline {
+            signal("-CONT");
+            panic!("the worker made no webhook try within 90 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    signal("-CONT");
+    let job = wait_for_tries(&client, &api, &id, 1, false).await;
+    let error = job["callback"]["deliveries"][0]["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("own API"), "{job}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, listed) = get_json(&client, &api.url("/v1/jobs")).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1, "the webhook made a job: {listed}");
 }

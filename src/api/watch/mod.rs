@@ -67,6 +67,9 @@ pub struct Watcher {
     key: String,
     /// What each file looked like at the last looks: size, time, how many looks in a row, and since when.
     seen: HashMap<String, (u64, Option<SystemTime>, u32, Instant)>,
+    /// Taken files that could not be moved to `done/` or `failed/`, as they were then (size, time): left
+    /// alone until they change, not probed and logged again at every look.
+    unmovable: HashMap<String, (u64, Option<SystemTime>)>,
 }
 
 impl Watcher {
@@ -84,6 +87,7 @@ impl Watcher {
                 watch: watch.clone(),
                 fields,
                 seen: HashMap::new(),
+                unmovable: HashMap::new(),
             })
             .collect()
     }
@@ -103,7 +107,9 @@ impl Watcher {
         let settle = Duration::from_secs_f64(self.app.config.watch_settle_s);
         let open = self.app.queue.store().watch_open(&self.key).await?;
         for file in &open {
-            self.follow(file).await?;
+            if !self.still_unmovable(&file.file_name).await {
+                self.follow(file).await?;
+            }
         }
         let taken: Vec<&str> = open.iter().map(|f| f.file_name.as_str()).collect();
         let mut present = Vec::new();
@@ -130,8 +136,33 @@ impl Watcher {
         Ok(())
     }
 
+    /// The file's size and time, `None` when it is gone.
+    async fn looks(&self, name: &str) -> Option<(u64, Option<SystemTime>)> {
+        let meta = tokio::fs::metadata(self.watch.folder.join(name)).await.ok()?;
+        Some((meta.len(), meta.modified().ok()))
+    }
+
+    /// Whether the file could not be moved on and has not changed since; one that changed (or went) is
+    /// forgotten, so it is tried again.
+    async fn still_unmovable(&mut self, name: &str) -> bool {
+        let Some(then) = self.unmovable.get(name).copied() else { return false };
+        if self.looks(name).await == Some(then) {
+            return true;
+        }
+        self.unmovable.remove(name);
+        false
+    }
+
+    /// A file that could not be moved on to `sub/`: logged once, then left alone until it changes.
+    async fn unmovable(&mut self, file: &WatchedFile, sub: &str, error: std::io::Error) {
+        tracing::warn!(watch = self.index, file = %file.file_name, %error, "watch folder: cannot move the input to {sub}/; it is tried again once the file changes (touch it)");
+        if let Some(now) = self.looks(&file.file_name).await {
+            self.unmovable.insert(file.file_name.clone(), now);
+        }
+    }
+
     /// Records the file under a new job id, then submits it.
-    async fn take(&self, name: String) -> Result<(), ApiError> {
+    async fn take(&mut self, name: String) -> Result<(), ApiError> {
         let file = WatchedFile { job_id: uuid::Uuid::new_v4(), folder: self.key.clone(), file_name: name, state: WatchState::Submitted, output_name: None };
         self.app.queue.store().watch_record(&file).await?;
         tracing::info!(watch = self.index, file = %file.file_name, id = %file.job_id, "watch folder: taking a file");
@@ -140,7 +171,7 @@ impl Watcher {
 
     /// Submits the file's job under its recorded id. A refusal of the file (bad media, bad fields) moves it
     /// to `failed/`; a full queue or an unreachable store leaves it for the next look.
-    async fn submit(&self, file: &WatchedFile) -> Result<(), ApiError> {
+    async fn submit(&mut self, file: &WatchedFile) -> Result<(), ApiError> {
         let path = self.watch.folder.join(&file.file_name);
         let staged = self.app.uploads_dir().join(format!("{}.part", uuid::Uuid::new_v4()));
         let submitted = async {
@@ -179,7 +210,7 @@ impl Watcher {
     }
 
     /// Moves a taken file on as its job went.
-    async fn follow(&self, file: &WatchedFile) -> Result<(), ApiError> {
+    async fn follow(&mut self, file: &WatchedFile) -> Result<(), ApiError> {
         let store = self.app.queue.store();
         let job = store.get(file.job_id).await?;
         match (file.state, job) {
@@ -211,21 +242,21 @@ impl Watcher {
         }
     }
 
-    /// The input moves to `done/`. Until it has, the file stays recorded as open and the move is tried at
-    /// each look: a file left in the folder as done would be taken again as a new one.
-    async fn finish(&self, file: &WatchedFile) -> Result<(), ApiError> {
+    /// The input moves to `done/`. Until it has, the file stays recorded as open (a file left in the folder
+    /// as done would be taken again as a new one), and the move is tried again once the file changes.
+    async fn finish(&mut self, file: &WatchedFile) -> Result<(), ApiError> {
         if let Err(e) = files::move_input(&self.watch.folder, &file.file_name, "done").await {
-            tracing::warn!(watch = self.index, file = %file.file_name, error = %e, "watch folder: cannot move the input to done/; trying again at the next look");
+            self.unmovable(file, "done", e).await;
             return Ok(());
         }
         Ok(self.app.queue.store().watch_set(file.job_id, WatchState::Done, None).await?)
     }
 
     /// The input moves to `failed/` with its error, or (as in `finish`) stays open until it can.
-    async fn fail(&self, file: &WatchedFile, code: &str, message: &str) -> Result<(), ApiError> {
+    async fn fail(&mut self, file: &WatchedFile, code: &str, message: &str) -> Result<(), ApiError> {
         tracing::warn!(watch = self.index, file = %file.file_name, code, message, "watch folder: the file failed");
         if let Err(e) = files::fail_input(&self.watch.folder, &file.file_name, code, message).await {
-            tracing::warn!(watch = self.index, file = %file.file_name, error = %e, "watch folder: cannot move the input to failed/; trying again at the next look");
+            self.unmovable(file, "failed", e).await;
             return Ok(());
         }
         Ok(self.app.queue.store().watch_set(file.job_id, WatchState::Failed, None).await?)

@@ -1,6 +1,8 @@
 //! The job store: the truth about every job, behind one trait. SQLite (`sqlite`) is the embedded default
 //! for one box; PostgreSQL (`postgres`) is the queue several boxes share. Both keep the same rows (`row`)
 //! and the same leases: a claimed job belongs to one worker while its heartbeats keep the lease alive.
+mod api_listens;
+pub mod id_prefix;
 mod postgres;
 mod row;
 mod sqlite;
@@ -18,6 +20,7 @@ use super::model::*;
 pub use crate::config::DatabaseTarget;
 use crate::media::MediaInfo;
 
+pub use id_prefix::{IdPrefix, PrefixMatches};
 pub use postgres::PgStore;
 pub use row::content_type_for;
 pub use sqlite::SqliteStore;
@@ -207,9 +210,9 @@ pub trait JobStore: Send + Sync + 'static {
     /// The newest whole-clip job of the try `tried` that is queued, running or succeeded (a failed or
     /// cancelled one may be run again).
     async fn whole_of(&self, tried: Uuid) -> Result<Option<Job>, StoreError>;
-    /// The jobs whose ids start with `prefix` (the lower-case hex and hyphens of a short id), newest first, at
-    /// most `limit`.
-    async fn jobs_with_id_prefix(&self, prefix: &str, limit: i64) -> Result<Vec<Job>, StoreError>;
+    /// The jobs whose ids start with `prefix` (an index range, never a scan), `owner`'s only when given,
+    /// newest first, at most `limit`; and how many there are in all.
+    async fn jobs_with_id_prefix(&self, prefix: &IdPrefix, owner: Option<&str>, limit: i64) -> Result<PrefixMatches, StoreError>;
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError>;
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError>;
     /// The queued (not paused) and running jobs and each owner's latest start: what the claim order reads.
@@ -265,10 +268,15 @@ pub trait JobStore: Send + Sync + 'static {
     /// Workers heard of within `within`.
     async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError>;
     /// Takes the next webhook due (its job ended, its next try is due, nobody holds it) for `hold`, so that
-    /// one process sends it; the job as it stands.
-    async fn claim_callback(&self, worker: &str, hold: Duration) -> Result<Option<Job>, StoreError>;
+    /// one process sends it; the job as it stands. First tries before tries again (oldest job first in
+    /// each); only first tries unless `again`.
+    async fn claim_callback(&self, worker: &str, hold: Duration, again: bool) -> Result<Option<Job>, StoreError>;
     /// Records a try of a webhook this process holds, with what follows it, and lets go of it.
     async fn record_delivery(&self, id: Uuid, worker: &str, deliveries: &[Delivery], next: &CallbackNext) -> Result<(), StoreError>;
+    /// Records that an API process listens at `addresses` (`ip:port`), now: a webhook must not call into one.
+    async fn api_listening(&self, addresses: &[String]) -> Result<(), StoreError>;
+    /// The addresses API processes recorded within `within`.
+    async fn api_addresses(&self, within: Duration) -> Result<Vec<String>, StoreError>;
     /// A file taken from a watch folder, recorded before its job is submitted (under `file.job_id`).
     async fn watch_record(&self, file: &WatchedFile) -> Result<(), StoreError>;
     /// The files of a watch folder not yet done or failed.

@@ -312,13 +312,15 @@ impl JobStore for PgStore {
         row.map(JobRow::into_job).transpose()
     }
 
-    async fn jobs_with_id_prefix(&self, prefix: &str, limit: i64) -> Result<Vec<Job>, StoreError> {
-        let rows: Vec<JobRow> = sqlx::query_as("SELECT * FROM jobs WHERE substr(id, 1, length($1)) = $1 ORDER BY seq DESC LIMIT $2")
-            .bind(prefix)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.into_iter().map(JobRow::into_job).collect()
+    async fn jobs_with_id_prefix(&self, prefix: &IdPrefix, owner: Option<&str>, limit: i64) -> Result<PrefixMatches, StoreError> {
+        let rows: Vec<JobRow> =
+            sqlx::query_as(id_prefix::POSTGRES_JOBS).bind(prefix.lower()).bind(prefix.upper()).bind(owner).bind(limit).fetch_all(&self.pool).await?;
+        let jobs = rows.into_iter().map(JobRow::into_job).collect::<Result<Vec<Job>, StoreError>>()?;
+        let total = match jobs.len() as i64 {
+            shown if shown < limit => shown,
+            _ => sqlx::query_scalar(id_prefix::POSTGRES_COUNT).bind(prefix.lower()).bind(prefix.upper()).bind(owner).fetch_one(&self.pool).await?,
+        };
+        Ok(PrefixMatches { jobs, total })
     }
 
     async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
@@ -436,19 +438,21 @@ impl JobStore for PgStore {
         Ok(expired)
     }
 
-    async fn claim_callback(&self, worker: &str, hold: Duration) -> Result<Option<Job>, StoreError> {
+    async fn claim_callback(&self, worker: &str, hold: Duration, again: bool) -> Result<Option<Job>, StoreError> {
         // SKIP LOCKED as `claim_next`: two workers polling at once take different webhooks, never the same.
         let row: Option<JobRow> = sqlx::query_as(
             "UPDATE jobs SET callback_claimed_by = $1, callback_claimed_until = $2
              WHERE id = (SELECT id FROM jobs WHERE callback_state = 'pending' AND status IN ('succeeded', 'failed', 'cancelled')
                            AND (callback_due IS NULL OR callback_due <= $3)
                            AND (callback_claimed_until IS NULL OR callback_claimed_until <= $3)
-                         ORDER BY seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED)
+                           AND ($4 OR COALESCE(callback_deliveries, '[]') = '[]')
+                         ORDER BY COALESCE(callback_deliveries, '[]') <> '[]', seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED)
              RETURNING *",
         )
         .bind(worker)
         .bind(rfc3339_in(hold, true))
         .bind(now_rfc3339())
+        .bind(again)
         .fetch_optional(&self.pool)
         .await?;
         row.map(JobRow::into_job).transpose()
@@ -469,6 +473,14 @@ impl JobStore for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    async fn api_listening(&self, addresses: &[String]) -> Result<(), StoreError> {
+        super::api_listens::pg_record(&self.pool, addresses).await
+    }
+
+    async fn api_addresses(&self, within: Duration) -> Result<Vec<String>, StoreError> {
+        super::api_listens::pg_read(&self.pool, within).await
     }
 
     async fn watch_record(&self, file: &WatchedFile) -> Result<(), StoreError> {

@@ -111,3 +111,29 @@ async fn a_cancel_beside_a_stream_of_progress_writes_is_never_refused() {
     writer.await.unwrap();
     assert!(cancels > 10, "the cancels ran beside the writes: {cancels}");
 }
+
+/// Webhooks: first tries before tries again (a failed one put back stays a first try), tries again only
+/// when asked for (issue 53); and where the APIs listen, as recently recorded.
+#[tokio::test]
+async fn first_tries_are_claimed_before_tries_again_and_api_addresses_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("jobs.db")).await.unwrap();
+    let plan = JobPlan::Other(json!({}));
+    let (older, newer) = (succeeded_job(&store, plan.clone()).await, succeeded_job(&store, plan).await);
+    sqlx::query("UPDATE jobs SET callback_url = 'http://hooks.lan/x', callback_state = 'pending'").execute(&store.pool).await.unwrap();
+    let hold = Duration::from_secs(60);
+    assert_eq!(store.claim_callback("a", hold, true).await.unwrap().unwrap().id, older);
+    let failed = [Delivery { at: now_rfc3339(), status: Some(500), error: Some("500".into()), attempt: 1 }];
+    store.record_delivery(older, "a", &failed, &CallbackNext::RetryAt(now_rfc3339())).await.unwrap();
+    assert_eq!(store.claim_callback("a", hold, true).await.unwrap().unwrap().id, newer, "the first try first");
+    store.record_delivery(newer, "a", &[], &CallbackNext::RetryAt(now_rfc3339())).await.unwrap();
+    assert_eq!(store.claim_callback("a", hold, false).await.unwrap().unwrap().id, newer, "put back: still a first try");
+    assert!(store.claim_callback("a", hold, false).await.unwrap().is_none(), "no try again unless asked for");
+    assert_eq!(store.claim_callback("a", hold, true).await.unwrap().unwrap().id, older);
+
+    store.api_listening(&["127.0.0.1:8080".into(), "10.0.0.2:8080".into()]).await.unwrap();
+    store.api_listening(&["127.0.0.1:8080".into()]).await.unwrap();
+    assert_eq!(store.api_addresses(Duration::from_secs(60)).await.unwrap(), ["10.0.0.2:8080", "127.0.0.1:8080"]);
+    sqlx::query("UPDATE api_listens SET seen_at = '2000-01-01T00:00:00.000Z' WHERE address = '10.0.0.2:8080'").execute(&store.pool).await.unwrap();
+    assert_eq!(store.api_addresses(Duration::from_secs(60)).await.unwrap(), ["127.0.0.1:8080"]);
+}

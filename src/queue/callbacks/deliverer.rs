@@ -1,13 +1,17 @@
 //! The webhook sender each process runs: it polls the store for a webhook whose job has ended and whose
 //! try is due, holds it (so one process of several sends it), tries once, records the try and the next.
-//! The store is the truth, so a try due while the box was down is made after start-up.
+//! The store is the truth, so a try due while the box was down is made after start-up. A receiver that
+//! hangs holds a try for `callback_timeout_s` and no other webhook behind it: first tries go before tries
+//! again, and a host's share of tries in flight is bounded (issue 53: 16 hanging tries held a webhook to
+//! their host for 3 min).
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use uuid::Uuid;
 
+use super::api_listens;
 use super::host_slots::HostSlots;
 use super::post::{self, Post};
 use super::signature;
@@ -18,11 +22,16 @@ use crate::queue::scheduler::JobEvents;
 
 /// How often the store is asked for webhooks due: the delay between a job's end and its first try.
 const POLL: Duration = Duration::from_secs(1);
-/// A held webhook is another process's again after this (its holder died mid-try): past one try's timeout.
-const HOLD: Duration = Duration::from_secs(60);
-/// Webhook tries in flight at once, and at one receiver host.
-const IN_FLIGHT: usize = 16;
-const PER_HOST: usize = 2;
+/// Webhook tries in flight at once, and the share of them at one receiver host: a hanging host holds at
+/// most its share, each try for `callback_timeout_s`.
+const IN_FLIGHT: usize = 64;
+const FRESH_PER_HOST: usize = 32;
+/// Tries again (after a failed one) in flight at once, and at one host: only while fewer than this many
+/// tries of any kind are in flight there.
+const RETRIES_IN_FLIGHT: usize = 16;
+const RETRY_PER_HOST: usize = 2;
+/// A webhook claimed while its host has its share in flight is due again after this.
+const PUT_BACK: Duration = Duration::from_secs(2);
 /// Looking the receiver's name up.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -33,14 +42,14 @@ pub struct Deliverer {
     pub secret: String,
     pub hosts: CallbackHosts,
     pub retry_first: Duration,
+    /// One try's exchange with the receiver, at most (`callback_timeout_s`).
+    pub timeout: Duration,
     /// Followers of a job hear of its new try.
     pub events: JobEvents,
-    /// This process's API once it listens: a webhook into it would act on the box as nobody (no token).
-    pub own_api: Arc<OnceLock<SocketAddr>>,
 }
 
 impl Deliverer {
-    pub fn new(config: &Config, store: Arc<dyn JobStore>, events: JobEvents, own_api: Arc<OnceLock<SocketAddr>>) -> Deliverer {
+    pub fn new(config: &Config, store: Arc<dyn JobStore>, events: JobEvents) -> Deliverer {
         Deliverer {
             store,
             // One holder per process: a restarted process must not take over the holds of the one before.
@@ -48,31 +57,39 @@ impl Deliverer {
             secret: config.callback_secret.clone(),
             hosts: config.callback_hosts(),
             retry_first: Duration::from_secs(config.callback_retry_first_s),
+            timeout: Duration::from_secs_f64(config.callback_timeout_s),
             events,
-            own_api,
         }
     }
 
-    /// Tries side by side, `IN_FLIGHT` at most and `PER_HOST` at one host: a webhook due waits on no other
-    /// host's slow receiver. A webhook held while its host has its share in flight is left held and comes
-    /// back when the hold ends.
+    /// Tries side by side. A webhook's first try goes at once (`IN_FLIGHT` at most, `FRESH_PER_HOST` at one
+    /// host); tries again go after first tries (claimed first), `RETRIES_IN_FLIGHT` at most and only while
+    /// fewer than `RETRY_PER_HOST` tries are in flight at their host. A webhook that finds its host's share in
+    /// flight is put back, due again shortly: never held behind tries that keep hanging.
     pub async fn run(self) {
         let deliverer = Arc::new(self);
         let places = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+        let retry_places = Arc::new(tokio::sync::Semaphore::new(RETRIES_IN_FLIGHT));
         let hosts = HostSlots::default();
         loop {
             let place = places.clone().acquire_owned().await.expect("the semaphore is never closed");
-            match deliverer.store.claim_callback(&deliverer.holder, HOLD).await {
+            let retry_place = retry_places.clone().try_acquire_owned().ok();
+            match deliverer.store.claim_callback(&deliverer.holder, deliverer.hold(), retry_place.is_some()).await {
                 Ok(Some(job)) => {
-                    let host = job.callback.as_ref().and_then(|c| url::Url::parse(&c.url).ok()).and_then(|url| url.host_str().map(str::to_string)).unwrap_or_default();
-                    let Some(slot) = hosts.take(&host, PER_HOST) else {
-                        tracing::debug!(id = %job.id, host, "webhook: its host has its share of tries in flight; later");
+                    let Some(callback) = &job.callback else { continue };
+                    let again = !callback.deliveries.is_empty();
+                    let host = url::Url::parse(&callback.url).ok().and_then(|url| url.host_str().map(str::to_string)).unwrap_or_default();
+                    let share = if again { RETRY_PER_HOST } else { FRESH_PER_HOST };
+                    let Some(slot) = hosts.take(&host, share) else {
+                        deliverer.put_back(&job).await;
                         continue;
                     };
+                    // A first try takes no place of the tries again.
+                    let retry_place = retry_place.filter(|_| again);
                     let deliverer = deliverer.clone();
                     tokio::spawn(async move {
                         deliverer.deliver(job).await;
-                        drop((slot, place));
+                        drop((slot, place, retry_place));
                     });
                 }
                 Ok(None) => tokio::time::sleep(POLL).await,
@@ -81,6 +98,22 @@ impl Deliverer {
                     tokio::time::sleep(POLL * 5).await;
                 }
             }
+        }
+    }
+
+    /// A webhook is held for a minute, or past twice the longest try (the look-up, then the exchange).
+    fn hold(&self) -> Duration {
+        Duration::from_secs(60).max((RESOLVE_TIMEOUT + self.timeout) * 2)
+    }
+
+    /// A webhook whose host has its share of tries in flight goes back to the store, due again after
+    /// `PUT_BACK` and with no try counted; others are claimed meanwhile.
+    async fn put_back(&self, job: &Job) {
+        let Some(callback) = &job.callback else { return };
+        tracing::debug!(id = %job.id, url = %callback.url, "webhook: its host has its share of tries in flight; put back");
+        if let Err(e) = self.store.record_delivery(job.id, &self.holder, &callback.deliveries, &CallbackNext::RetryAt(in_rfc3339(PUT_BACK))).await {
+            // The hold runs out instead.
+            tracing::warn!(id = %job.id, error = %e, "cannot put a webhook back");
         }
     }
 
@@ -123,8 +156,10 @@ impl Deliverer {
     async fn try_once(&self, url: &str, event: &str, id: Uuid, attempt: u32, body: Bytes) -> Result<u16, String> {
         let url = url::Url::parse(url).map_err(|e| format!("the stored URL is unreadable: {e}"))?;
         let address = self.address_of(&url).await?;
-        if self.own_api.get().is_some_and(|api| is_served_by_this_box(address, *api)) {
-            return Err(format!("{address} is this box's own API: a webhook may not call into it"));
+        // Where every API process of the box listens, read now: one started a moment ago counts.
+        let apis = api_listens::known(self.store.as_ref()).await.map_err(|e| format!("cannot read where the box's API listens: {e}"))?;
+        if let Some(api) = api_listens::api_at(address, &apis) {
+            return Err(format!("{address} is this box's own API (it listens on {api}): a webhook may not call into it"));
         }
         let host = match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
@@ -141,7 +176,7 @@ impl Deliverer {
             ("vaebox-delivery", id.to_string()),
             ("vaebox-attempt", attempt.to_string()),
         ];
-        post::send(Post { address, host: &host, target: &target, headers, body }).await
+        post::send(Post { address, host: &host, target: &target, headers, body, timeout: self.timeout }).await
     }
 
     /// The receiver's address: the URL's own, or its name looked up now and checked, so that a listed name
@@ -158,9 +193,10 @@ impl Deliverer {
             Some(url::Host::Domain(name)) => name.to_string(),
             None => return Err("the URL names no host".into()),
         };
-        let found: Vec<SocketAddr> = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((name.as_str(), port)))
+        let resolve_timeout = RESOLVE_TIMEOUT.min(self.timeout);
+        let found: Vec<SocketAddr> = tokio::time::timeout(resolve_timeout, tokio::net::lookup_host((name.as_str(), port)))
             .await
-            .map_err(|_| format!("looking `{name}` up took over {} s", RESOLVE_TIMEOUT.as_secs()))?
+            .map_err(|_| format!("looking `{name}` up took over {:.1} s", resolve_timeout.as_secs_f64()))?
             .map_err(|e| format!("cannot look `{name}` up: {e}"))?
             .collect();
         if let Some(forbidden) = found.iter().find(|address| !self.hosts.allows_resolved(address.ip())) {
@@ -168,16 +204,6 @@ impl Deliverer {
         }
         found.first().copied().ok_or_else(|| format!("`{name}` has no address"))
     }
-}
-
-/// Whether `target` reaches `api`, this process's listening socket: the same port on a loopback address, the
-/// address it listens on, or any address of this machine (one a socket can be bound to) when it listens on all.
-fn is_served_by_this_box(target: SocketAddr, api: SocketAddr) -> bool {
-    if target.port() != api.port() {
-        return false;
-    }
-    let ip = target.ip().to_canonical();
-    ip.is_loopback() || ip.is_unspecified() || ip == api.ip() || (api.ip().is_unspecified() && std::net::UdpSocket::bind((ip, 0)).is_ok())
 }
 
 fn in_rfc3339(wait: Duration) -> String {

@@ -1,6 +1,8 @@
-//! Webhooks: a job's `callback_url` is checked at submission (`check_url`), and once the job has ended a
-//! `Deliverer` in every process takes it from the store, signs the job's JSON (`signature`) and POSTs it
-//! (`post`), retrying with back-off until a 2xx answers or a day has gone by.
+//! Webhooks: a job's `callback_url` is checked at submission (`check_url`, and `refuse_own_api` against where
+//! the box's APIs listen, `api_listens`), and once the job has ended a `Deliverer` in every process takes it
+//! from the store, signs the job's JSON (`signature`) and POSTs it (`post`), retrying with back-off until a
+//! 2xx answers or a day has gone by.
+pub mod api_listens;
 mod deliverer;
 mod host_slots;
 mod post;
@@ -8,9 +10,12 @@ pub mod signature;
 
 pub use deliverer::Deliverer;
 
+use std::net::{IpAddr, SocketAddr};
+
 use super::QueueError;
 use crate::config::Config;
 use crate::error_codes as codes;
+use crate::jobs::JobStore;
 
 /// The URL a job may be given: the box signs deliveries (`callback_secret`), the host is one the box may
 /// call (`callback_hosts`), and it is plain `http://` (the client has no TLS). The URL as it will be called.
@@ -41,6 +46,26 @@ pub fn check_url(raw: &str, config: &Config) -> Result<String, QueueError> {
         return Err(QueueError::refused(codes::CALLBACK_HOST_NOT_ALLOWED, why));
     }
     Ok(url.to_string())
+}
+
+/// A `callback_url` that names an address where one of the box's APIs listens (its own, or another
+/// process's of a split box) is refused: a webhook would act on the box as nobody. A name is looked up at each
+/// try instead, by the process that sends it.
+pub async fn refuse_own_api(raw: &str, store: &dyn JobStore) -> Result<(), QueueError> {
+    let Ok(url) = url::Url::parse(raw) else { return Ok(()) };
+    let ip = match url.host() {
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip),
+        _ => return Ok(()),
+    };
+    let target = SocketAddr::new(ip, url.port_or_known_default().unwrap_or(80));
+    match api_listens::api_at(target, &api_listens::known(store).await?) {
+        Some(api) => {
+            let why = format!("callback_url `{raw}` is this box's own API (it listens on {api}): a webhook may not call into it");
+            Err(QueueError::refused(codes::CALLBACK_HOST_NOT_ALLOWED, why))
+        }
+        None => Ok(()),
+    }
 }
 
 /// The tokens' own `callback_url`s, checked as a job's would be, or why start-up must stop.

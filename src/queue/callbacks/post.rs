@@ -1,5 +1,6 @@
 //! One webhook POST: to an address already checked (the name is not looked up again, so it cannot change
-//! between the check and the call), bounded in time, redirects not followed, the answer's body unread.
+//! between the check and the call), bounded in time (`callback_timeout_s`: connecting, sending and the
+//! answer's head together), redirects not followed, the answer's body unread.
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -10,9 +11,7 @@ use hyper::{header, Method, Request};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-/// Connecting, sending and the answer's head together; a receiver slower than this counts as down.
-pub const TIMEOUT: Duration = Duration::from_secs(10);
-/// Connecting alone: a receiver on the LAN answers a connection in milliseconds.
+/// Connecting alone, at most: a receiver on the LAN answers a connection in milliseconds.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What to send, and where.
@@ -24,6 +23,8 @@ pub struct Post<'a> {
     pub target: &'a str,
     pub headers: Vec<(&'static str, String)>,
     pub body: Bytes,
+    /// Connecting, sending and the answer's head together; a receiver slower than this counts as down.
+    pub timeout: Duration,
 }
 
 /// What a delivery records when no answer came, whatever the reason: a refused connection and one that hangs
@@ -41,14 +42,16 @@ pub async fn send(post: Post<'_>) -> Result<u16, String> {
 }
 
 async fn exchange(post: Post<'_>) -> Result<u16, String> {
+    let connect_timeout = CONNECT_TIMEOUT.min(post.timeout);
     let exchange = async {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(post.address))
+        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(post.address))
             .await
-            .map_err(|_| format!("no connection to {} within {} s", post.address, CONNECT_TIMEOUT.as_secs()))?
+            .map_err(|_| format!("no connection to {} within {:.1} s", post.address, connect_timeout.as_secs_f64()))?
             .map_err(|e| format!("cannot connect to {}: {e}", post.address))?;
         let (mut sender, connection) = handshake(TokioIo::new(stream)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
-        // Dropped (and the connection with it) when this call returns.
-        let connection = tokio::spawn(connection);
+        // Ended (and the socket closed) when this call returns, the timeout's too: a receiver that never
+        // answers keeps no task or socket of the box's.
+        let connection = AbortOnDrop(tokio::spawn(connection));
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(post.target)
@@ -60,8 +63,17 @@ async fn exchange(post: Post<'_>) -> Result<u16, String> {
         }
         let request = request.body(Full::new(post.body.clone())).map_err(|e| format!("request: {e}"))?;
         let answer = sender.send_request(request).await.map_err(|e| format!("no answer: {e}"));
-        connection.abort();
+        drop(connection);
         Ok::<u16, String>(answer?.status().as_u16())
     };
-    tokio::time::timeout(TIMEOUT, exchange).await.map_err(|_| format!("no answer within {} s", TIMEOUT.as_secs()))?
+    tokio::time::timeout(post.timeout, exchange).await.map_err(|_| format!("no answer within {:.1} s", post.timeout.as_secs_f64()))?
+}
+
+/// A task aborted when its handle is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
