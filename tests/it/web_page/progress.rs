@@ -89,12 +89,16 @@ async fn queued_cards_show_their_place_and_a_wait_once_there_is_a_basis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_and_thumbnail_follow_a_job_to_its_end() {
     let dir = tempfile::tempdir().unwrap();
-    // Long enough (several seconds) for the page, which polls the list every 3 s, to see it running.
+    // Long enough (several seconds) for the page, which polls the list every 3 s, to see it running: 60 frames
+    // at ×2 once ran in under 3 s, between two polls and before the API process's stream saw the worker start
+    // it; 120 at ×4 take several times as long.
     let clip = dir.path().join("clip.mp4");
-    make_clip(&media("carphone_pristine.mp4"), 60, false, &clip);
+    make_clip(&media("carphone_pristine.mp4"), 120, false, &clip);
     let server = queue_only_server(dir.path());
     let client = client();
-    let id = queue_upscale(&client, &server, &clip, "followed.mp4", 0).await;
+    let (status, job) = upload_raw(&client, &server, "op=upscale&scale=4&filename=followed.mp4", std::fs::read(&clip).unwrap()).await;
+    assert_eq!((status, job["status"].as_str()), (202, Some("queued")), "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
 
     let mut browser = Browser::start(WIDTH, HEIGHT);
     browser.before_each_document(
