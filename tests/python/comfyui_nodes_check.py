@@ -22,6 +22,7 @@ import types
 import urllib.request
 import zipfile
 
+from comfyui_loading import load_like_comfyui
 import numpy as np
 import torch
 from safetensors.torch import load_file
@@ -34,14 +35,6 @@ out = {}
 os.environ["COMFY_VAEBOX_URL"] = "http://127.0.0.1:9"
 
 
-def load_like_comfyui(path):
-    """ComfyUI's load_custom_node: the folder's __init__.py as a module named after the folder."""
-    name = os.path.basename(os.path.normpath(path))
-    spec = importlib.util.spec_from_file_location(name, os.path.join(path, "__init__.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def spec_problems(cls):

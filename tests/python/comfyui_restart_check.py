@@ -26,6 +26,7 @@ import time
 import types
 import urllib.request
 
+from comfyui_loading import load_like_comfyui
 import numpy as np
 import torch
 
@@ -42,14 +43,6 @@ def ask_the_test(what):
     assert answer == "DONE", f"the test answered {answer!r} to {what}"
 
 
-def load_like_comfyui(path):
-    """ComfyUI's load_custom_node: the folder's __init__.py as a module named after the folder."""
-    name = os.path.basename(os.path.normpath(path))
-    spec = importlib.util.spec_from_file_location(name, os.path.join(path, "__init__.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 package = load_like_comfyui(package_dir)
