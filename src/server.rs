@@ -176,6 +176,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             reserve: reserve.clone(),
             files: files.clone(),
         });
+        // After the descriptor limit was raised: the connections' limit follows it, the streams' half of that.
+        let limits = connection_limits::ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
         let state = AppState {
             config: config_shared,
             queue,
@@ -183,10 +185,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             device,
             uploads: crate::api::upload_places::UploadPlaces::new(config.max_concurrent_uploads, config.max_uploads_per_client, config.min_upload_rate_kib_s),
             data_dir_bytes: Default::default(),
-            streams: crate::api::stream_places::StreamPlaces::new(
-                config.max_event_streams_per_client,
-                connection_limits::ConnectionLimits::new(config.max_connections, config.max_connections_per_client).total_limit() / 2,
-            ),
+            streams: crate::api::stream_places::StreamPlaces::new(config.max_event_streams_per_client, limits.total_limit() / 2),
         };
         for watcher in crate::api::watch::Watcher::all(&state, watch_fields) {
             tokio::spawn(watcher.run());
@@ -195,7 +194,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             let keep = std::time::Duration::from_secs_f64(config.retention_hours * 3600.0);
             tokio::spawn(Retention { store: store.clone(), files: files.clone(), keep }.run());
         }
-        Some(listen_http(&config, state, store.clone()).await?)
+        Some(listen_http(&config, state, store.clone(), limits).await?)
     } else {
         // Scripts read this line to know the worker is claiming.
         println!("vaebox worker {} claiming jobs (device {device})", worker_names.join(","));
@@ -216,7 +215,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn listen_http(config: &Config, state: AppState, store: Arc<dyn jobs::JobStore>) -> anyhow::Result<listen::Connections> {
+async fn listen_http(
+    config: &Config,
+    state: AppState,
+    store: Arc<dyn jobs::JobStore>,
+    limits: Arc<connection_limits::ConnectionLimits>,
+) -> anyhow::Result<listen::Connections> {
     if !config.listen_addr().ip().is_loopback() && config.tokens.is_empty() {
         tracing::warn!(
             listen = %config.listen_addr(),
@@ -233,7 +237,6 @@ async fn listen_http(config: &Config, state: AppState, store: Arc<dyn jobs::JobS
     println!("vaebox listening on http://{addr} (device {})", state.device);
     tracing::info!(%addr, device = %state.device, "listening");
     let header_timeout = Duration::from_secs(config.header_timeout_s.max(1));
-    let limits = connection_limits::ConnectionLimits::new(config.max_connections, config.max_connections_per_client);
     tracing::info!(max_connections = limits.total_limit(), per_client = config.max_connections_per_client, "connection limits");
     Ok(listen::Connections::serve(listener, api::router(state), header_timeout, limits))
 }

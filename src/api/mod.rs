@@ -1,5 +1,6 @@
 //! The HTTP API (axum): routes, upload handling, error mapping, metrics, the web page and the OpenAPI
 //! document that describes them all (`openapi`).
+pub mod address_counts;
 pub mod auth;
 pub mod browser;
 mod data_dir_bytes;

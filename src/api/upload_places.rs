@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::address_counts::AddressCounts;
+
 /// The client's address, put on every request by the connection loop (`server::listen`).
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub IpAddr);
@@ -105,10 +107,10 @@ pub enum NoPlace {
 /// What the places know of each address.
 #[derive(Default)]
 struct Ledger {
-    /// Places held per address; an address that holds none has no entry.
-    held: HashMap<IpAddr, u32>,
-    /// Places held per network (`network_of`), likewise.
-    held_by_network: HashMap<IpAddr, u32>,
+    /// Places held per address.
+    held: AddressCounts,
+    /// Places held per network (`network_of`).
+    held_by_network: AddressCounts,
     /// The bodies being received, to find the slowest; dropped ones are swept at each refusal.
     bodies: Vec<Weak<BodyMeter>>,
     /// Addresses whose upload was cut as too slow, until when they may start no other; past ones are
@@ -140,18 +142,8 @@ impl Drop for UploadPlace {
     fn drop(&mut self) {
         if let Some(holder) = &self.holder {
             let mut ledger = lock(&holder.ledger);
-            release(&mut ledger.held, holder.addr);
-            release(&mut ledger.held_by_network, network_of(holder.addr));
-        }
-    }
-}
-
-/// One place fewer held under `key`; a key that holds none has no entry.
-fn release(held: &mut HashMap<IpAddr, u32>, key: IpAddr) {
-    if let Some(count) = held.get_mut(&key) {
-        *count -= 1;
-        if *count == 0 {
-            held.remove(&key);
+            ledger.held.release(holder.addr);
+            ledger.held_by_network.release(network_of(holder.addr));
         }
     }
 }
@@ -196,8 +188,8 @@ impl UploadPlaces {
         if let Some(until) = ledger.cooling_until.get(&addr) {
             return Err(NoPlace::CoolingDown { retry_after: *until - now });
         }
-        let held = ledger.held.get(&addr).copied().unwrap_or(0);
-        if held >= self.per_client_limit {
+        let held = ledger.held.held(addr);
+        if held >= u64::from(self.per_client_limit) {
             return Err(NoPlace::ClientShare { limit: self.per_client_limit });
         }
         // With none free the answer is that the box is full, not that the rest is reserved.
@@ -207,12 +199,12 @@ impl UploadPlaces {
         }
         let network = network_of(addr);
         let network_limit = (self.total - self.reserve).max(self.per_client_limit);
-        if ledger.held_by_network.get(&network).copied().unwrap_or(0) >= network_limit {
+        if ledger.held_by_network.held(network) >= u64::from(network_limit) {
             return Err(NoPlace::NetworkShare { limit: network_limit });
         }
         let permit = self.any_free()?;
-        *ledger.held.entry(addr).or_insert(0) += 1;
-        *ledger.held_by_network.entry(network).or_insert(0) += 1;
+        ledger.held.add(addr);
+        ledger.held_by_network.add(network);
         let meter = Arc::new(BodyMeter { addr, since: Instant::now(), bytes: AtomicU64::new(0), cut: AtomicBool::new(false) });
         ledger.bodies.push(Arc::downgrade(&meter));
         Ok(UploadPlace { _permit: permit, holder: Some(Holder { addr, ledger: self.ledger.clone() }), meter: Some(meter) })

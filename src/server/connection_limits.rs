@@ -2,11 +2,11 @@
 //! [`descriptors::RESERVED`]) and `max_connections_per_client` from one address. A connection over either
 //! is answered at once with a 503 and closed, before any of it is read, so a flood of idle connections
 //! costs the box one descriptor for a moment each and never the jobs' descriptors.
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::descriptors;
+use crate::api::address_counts::AddressCounts;
 use crate::error_codes as codes;
 
 pub struct ConnectionLimits {
@@ -14,13 +14,7 @@ pub struct ConnectionLimits {
     configured_total: u64,
     /// 0: no share per address.
     per_client: u64,
-    open: Mutex<OpenConnections>,
-}
-
-#[derive(Default)]
-struct OpenConnections {
-    total: u64,
-    per_client: HashMap<IpAddr, u64>,
+    open: Mutex<AddressCounts>,
 }
 
 /// Why a connection was refused: the answer's message.
@@ -54,33 +48,24 @@ impl ConnectionLimits {
     pub fn admit(self: &Arc<Self>, client: IpAddr) -> Result<ConnectionSlot, Refusal> {
         let limit = self.total_limit();
         let mut open = self.lock();
-        if open.total >= limit {
+        if open.total() >= limit {
             return Err(Refusal::Total { limit });
         }
-        let held = open.per_client.get(&client).copied().unwrap_or(0);
-        if self.per_client > 0 && held >= self.per_client {
+        if self.per_client > 0 && open.held(client) >= self.per_client {
             return Err(Refusal::ClientShare { limit: self.per_client });
         }
-        open.total += 1;
-        open.per_client.insert(client, held + 1);
+        open.add(client);
         Ok(ConnectionSlot { limits: self.clone(), client })
     }
 
-    fn lock(&self) -> MutexGuard<'_, OpenConnections> {
+    fn lock(&self) -> MutexGuard<'_, AddressCounts> {
         self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        let mut open = self.limits.lock();
-        open.total -= 1;
-        if let Some(held) = open.per_client.get_mut(&self.client) {
-            *held -= 1;
-            if *held == 0 {
-                open.per_client.remove(&self.client);
-            }
-        }
+        self.limits.lock().release(self.client);
     }
 }
 
