@@ -73,6 +73,11 @@ async fn queued_cards_show_their_place_and_a_wait_once_there_is_a_basis() {
 
     let next = queue_upscale(&client, &server, &clip, "next.mp4", 0).await;
     let after = queue_upscale(&client, &server, &clip, "after.mp4", 0).await;
+    // The page shows a start once its last /healthz named a worker (the killed one stays listed until its
+    // heartbeat is old): its place may be drawn before that refresh, so the card is given time to show it.
+    let starts = |id: &str, expected: &str| format!("((document.querySelector({}) || {{}}).textContent || '').startsWith({})", js(format!("#job-{id} .queue-place")), js(expected));
+    browser.wait_until(&starts(&next, "queued — position 1 · starts next"), Duration::from_secs(15));
+    browser.wait_until(&starts(&after, "queued — position 2 · starts in about "), Duration::from_secs(15));
     let place = place_on_card(&mut browser, &next);
     assert_eq!(place, "queued — position 1 · starts next");
     let place = place_on_card(&mut browser, &after);
