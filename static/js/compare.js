@@ -169,7 +169,9 @@ export function setupCompare() {
   const after = $("compare-after");
   $("compare-split").addEventListener("input", (e) => setSplit(e.target.value));
   $("compare-close").addEventListener("click", closeCompare);
-  $("compare").addEventListener("close", closeCompare);
+  // `close` (Escape, the close button) is fired a task after the dialog shut: by then the view may be
+  // open again on another job, which that late event must leave alone.
+  $("compare").addEventListener("close", () => { if (!$("compare").open) closeCompare(); });
   $("compare-play").addEventListener("click", () => {
     if (after.paused) {
       followLeader();
