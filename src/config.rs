@@ -106,8 +106,13 @@ pub struct Config {
     /// Working memory a VAE job may use, in MiB, beyond the loaded weights (0 = no budget: whole
     /// frames, `chunk_frames` at a time). The planner shortens the temporal chunk first, then tiles.
     pub memory_budget_mib: u64,
-    /// On CUDA with no budget set, the budget is the device's free memory minus this margin (MiB).
+    /// On CUDA with no budget set, the budget is the device's free memory minus this margin (MiB); on
+    /// the CPU, what the host has available minus it bounds a job whose whole frames would not fit.
     pub device_memory_margin_mib: u64,
+    /// Host memory (MiB) a CPU job with no budget may use for its frames and working memory (0 = what the
+    /// host has available when the job starts, less `device_memory_margin_mib`). A job whose whole frames
+    /// would need more is planned under it (shorter pushes, then tiles) instead of swapping or being killed.
+    pub host_memory_mib: u64,
     /// A `restore`'s DiT working memory in MiB, when lower than the job's budget (0 = the job's budget):
     /// a batch's latent that does not fit it runs through the DiT in overlapping spatial tiles.
     pub dit_memory_budget_mib: u64,
@@ -246,6 +251,7 @@ impl Default for Config {
             upscale_overlap: 0,
             memory_budget_mib: 0,
             device_memory_margin_mib: 1024,
+            host_memory_mib: 0,
             dit_memory_budget_mib: 0,
             tf32: false,
             cudnn_benchmark: true,

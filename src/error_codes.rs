@@ -179,7 +179,7 @@ codes! {
     INVALID_JOB = "invalid-job";
     /// The executor thread is gone; the server needs a restart.
     EXECUTOR_GONE = "executor-gone";
-    /// The device ran out of memory, also after the smaller plans.
+    /// The device ran out of memory, also after the smaller plans; or, on the CPU, not even the job's smallest plan fits the host's memory.
     OUT_OF_MEMORY = "out-of-memory";
     /// The data dir's disk filled up while the job wrote its output; the partial output is removed.
     DISK_FULL = "disk-full";

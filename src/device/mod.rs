@@ -1,5 +1,6 @@
 //! Device, precision and backend switches, decided once at start-up by the executor.
 pub mod cuda;
+pub mod host_memory;
 
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind};

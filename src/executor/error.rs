@@ -25,6 +25,9 @@ pub enum ExecError {
     ExecutorGone,
     #[error("the device ran out of memory: {0}")]
     OutOfMemory(String),
+    /// Refused before it ran: not even its smallest plan fits what the host gives a job.
+    #[error("the job does not fit this box's memory: {0}")]
+    ExceedsHostMemory(String),
     #[error("internal error in the model code: {0}")]
     Panicked(String),
     #[error("the shared storage: {0}")]
@@ -61,7 +64,7 @@ impl ExecError {
             ExecError::Unsupported(_) => codes::UNSUPPORTED_OP,
             ExecError::Invalid(_) => codes::INVALID_JOB,
             ExecError::ExecutorGone => codes::EXECUTOR_GONE,
-            ExecError::OutOfMemory(_) => codes::OUT_OF_MEMORY,
+            ExecError::OutOfMemory(_) | ExecError::ExceedsHostMemory(_) => codes::OUT_OF_MEMORY,
             ExecError::Panicked(_) => codes::INTERNAL_ERROR,
             ExecError::Storage(_) => codes::STORAGE_UNAVAILABLE,
         }

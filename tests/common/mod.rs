@@ -508,3 +508,26 @@ pub fn png_chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
     }
     [&(data.len() as u32).to_be_bytes()[..], kind, data, &(!crc).to_be_bytes()].concat()
 }
+
+/// A zip of the first `frames` frames of `clip` as PNGs scaled to `size` (`W:H`), in frame order, as a
+/// user's image sequence arrives.
+pub fn png_zip_of_clip(dir: &Path, clip: &Path, frames: u32, size: &str) -> Vec<u8> {
+    let pngs = dir.join("frames");
+    std::fs::create_dir(&pngs).unwrap();
+    let status = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-i"])
+        .arg(clip)
+        .args(["-frames:v", &frames.to_string(), "-vf", &format!("scale={size}")])
+        .arg(pngs.join("f%03d.png"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "ffmpeg could not cut the frames");
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let mut names: Vec<_> = std::fs::read_dir(&pngs).unwrap().map(|e| e.unwrap().path()).collect();
+    names.sort();
+    for path in &names {
+        zip.start_file(path.file_name().unwrap().to_str().unwrap(), zip::write::FileOptions::default()).unwrap();
+        std::io::Write::write_all(&mut zip, &std::fs::read(path).unwrap()).unwrap();
+    }
+    zip.finish().unwrap().into_inner()
+}

@@ -106,24 +106,7 @@ async fn a_cancel_stops_a_vae_encode_of_a_zip_inside_its_push() {
     let models = models_with_small_wan21(dir.path());
     // 17 PNG frames of 1280×720 in a zip, encoded in one push (chunks of 64 frames): a hard test's
     // 200-frame zip ran ~100 s past its cancel.
-    let pngs = dir.path().join("frames");
-    std::fs::create_dir(&pngs).unwrap();
-    let status = std::process::Command::new("ffmpeg")
-        .args(["-nostdin", "-v", "error", "-i"])
-        .arg(media("carphone_pristine.mp4"))
-        .args(["-frames:v", "17", "-vf", "scale=1280:720"])
-        .arg(pngs.join("f%03d.png"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let mut names: Vec<_> = std::fs::read_dir(&pngs).unwrap().map(|e| e.unwrap().path()).collect();
-    names.sort();
-    for path in &names {
-        zip.start_file(path.file_name().unwrap().to_str().unwrap(), zip::write::FileOptions::default()).unwrap();
-        std::io::Write::write_all(&mut zip, &std::fs::read(path).unwrap()).unwrap();
-    }
-    let body = zip.finish().unwrap().into_inner();
+    let body = png_zip_of_clip(dir.path(), &media("carphone_pristine.mp4"), 17, "1280:720");
     let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_CHUNK_FRAMES", "64")]);
     let client = client();
     let (status, job) = upload_raw(&client, &server, "op=vae_encode&model=wan21-small&dtype=f32&filename=frames.zip", body).await;

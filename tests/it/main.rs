@@ -29,6 +29,7 @@ mod docs_tokens;
 mod dit_memory;
 mod exact_split;
 mod gguf_quants;
+mod host_memory;
 mod import_cycles;
 mod interpolate;
 mod lan_safety;

@@ -3,6 +3,7 @@
 //! model's causal cache chunk by chunk, so memory does not grow with the clip's length.
 mod decode;
 mod encode;
+mod host_bound;
 mod job;
 mod reconstruct;
 
@@ -32,7 +33,10 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let load_started = Instant::now();
     let (vae, _) = exec.models.vae(&entry, exec.device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
-    let mut planning = job_planning(exec, job, vae_op, &vae, kind, timings)?;
+    let (mut planning, host_note) = host_bound::bound_by_host(exec, job_planning(exec, job, vae_op, &vae, kind, timings)?)?;
+    if let Some(note) = &host_note {
+        tracing::info!(job = %job.id, "{note}");
+    }
     let element_bytes = kind.elt_size_in_bytes() as i64;
     let mut replans = Vec::new();
     loop {
@@ -62,7 +66,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             })
         });
         match result {
-            Ok(outcome) => return Ok(with_replans(outcome, &replans)),
+            Ok(outcome) => return Ok(with_replans(outcome, host_note.iter().chain(&replans))),
             Err(error) if error.is_out_of_memory() => {
                 let Some((smaller, note)) = planning.replan(&tile_plan, replans.len()) else { return Err(error) };
                 tracing::warn!(job = %job.id, "{note}");
@@ -76,9 +80,9 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 }
 
 /// The re-plans come first in the finished plan's fallbacks (they happened before its own).
-fn with_replans(mut outcome: JobOutcome, replans: &[String]) -> JobOutcome {
+fn with_replans<'a>(mut outcome: JobOutcome, replans: impl Iterator<Item = &'a String>) -> JobOutcome {
     if let Some(JobPlan::Vae(plan)) = &mut outcome.plan {
-        plan.prepend_fallbacks(replans);
+        plan.prepend_fallbacks(&replans.cloned().collect::<Vec<_>>());
     }
     outcome
 }
