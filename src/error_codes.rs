@@ -104,6 +104,10 @@ codes! {
     /// A video `output_format` (h264, h265, prores, ffv1) for a still picture: upscale and restore write
     /// a still as `png` or `png16`.
     OUTPUT_FORMAT_NOT_FOR_STILL = "output-format-not-for-still";
+    /// `crf` is not a whole number from 0 to 51, or `encoder_preset` is not one of x264's presets.
+    INVALID_ENCODER_SETTING = "invalid-encoder-setting";
+    /// `crf` or `encoder_preset` with an output format other than h264 and h265 (a still's png included).
+    PARAMETER_NOT_FOR_OUTPUT_FORMAT = "parameter-not-for-output-format";
     /// A parameter this input cannot use: `keep_audio` or `interpolate` with a still picture, `fps` (an
     /// image sequence's rate) with anything but a zip of PNG frames.
     PARAMETER_NOT_FOR_INPUT = "parameter-not-for-input";

@@ -56,6 +56,16 @@ pub fn read_frames(exec: &Executor, job: &JobSpec, info: &MediaInfo, chunk_frame
     Ok(FrameReader::spawn(&exec.config.tools, config)?)
 }
 
+/// The x264/x265 quality of the job's result: its own `crf`, else the box's.
+pub fn encoder_crf(exec: &Executor, job: &JobSpec) -> u8 {
+    job.params.crf.and_then(|crf| u8::try_from(crf).ok()).unwrap_or(exec.config.output_crf)
+}
+
+/// The x264/x265 preset of the job's result: its own `encoder_preset`, else the box's.
+pub fn encoder_preset(exec: &Executor, job: &JobSpec) -> String {
+    job.params.encoder_preset.clone().unwrap_or_else(|| exec.config.output_preset.clone())
+}
+
 fn write_config(exec: &Executor, job: &JobSpec, video: OutputVideo) -> WriteConfig {
     let keep_streams = video.from_input_video && job.params.keep_audio != Some(false);
     WriteConfig {
@@ -67,8 +77,8 @@ fn write_config(exec: &Executor, job: &JobSpec, video: OutputVideo) -> WriteConf
         streams_span: video.span,
         format: job.params.output_format.unwrap_or(OutputFormat::H264),
         colour: video.colour,
-        crf: exec.config.output_crf,
-        preset: exec.config.output_preset.clone(),
+        crf: encoder_crf(exec, job),
+        preset: encoder_preset(exec, job),
         queue_chunks: QUEUE_CHUNKS,
         priority: exec.config.media_priority,
         sample_aspect_ratio: video.sample_aspect_ratio,

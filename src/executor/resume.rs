@@ -13,7 +13,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor};
 
-use super::media_io::FrameSink;
+use super::media_io::{encoder_crf, encoder_preset, FrameSink};
 use super::quality::QualityMeter;
 use super::segment_digests::{self, SegmentDigest};
 use super::tiled::tile_major::TileMajorMark;
@@ -259,7 +259,7 @@ impl ResumeFolder {
             "model": job.model,
             "params": job.params,
             "input": input,
-            "encoder": { "crf": exec.config.output_crf, "preset": exec.config.output_preset, "checkpoint_s": exec.config.checkpoint_s },
+            "encoder": { "crf": encoder_crf(exec, job), "preset": encoder_preset(exec, job), "checkpoint_s": exec.config.checkpoint_s },
             "settings": settings,
         });
         ResumeFolder { dir: resume_dir(&job.output_path), fingerprint: fingerprint.to_string(), reports: job.shared_checkpoints.clone(), digests: RefCell::default() }

@@ -68,6 +68,12 @@ pub struct JobParams {
     /// is for `vae_decode` only. Stored jobs called this `output`.
     #[serde(default, alias = "output", skip_serializing_if = "Option::is_none")]
     pub output_format: Option<OutputFormat>,
+    /// x264/x265 quality of an h264 or h265 result, 0–51 (default: the box's `output_crf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crf: Option<i64>,
+    /// x264/x265 preset of an h264 or h265 result (default: the box's `output_preset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoder_preset: Option<String>,
     /// Copy the input's audio, subtitles and chapters into the result (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_audio: Option<bool>,
@@ -172,6 +178,8 @@ impl JobParams {
             latent_scaling: None,
             latent_shift: None,
             output_format: None,
+            crf: None,
+            encoder_preset: None,
             keep_audio: None,
             metrics: None,
             memory_budget_mib: None,

@@ -115,6 +115,14 @@ impl OutputFormat {
         }
     }
 
+    /// The formats written by x264/x265, whose quality (`crf`) and speed (`encoder_preset`) a job may set.
+    pub fn takes_crf(self) -> bool {
+        match self {
+            OutputFormat::H264 | OutputFormat::H265 => true,
+            OutputFormat::Prores | OutputFormat::Ffv1 | OutputFormat::Png | OutputFormat::Png16 | OutputFormat::Safetensors => false,
+        }
+    }
+
     /// The formats a still can be written in (one PNG file).
     pub fn is_png(self) -> bool {
         matches!(self, OutputFormat::Png | OutputFormat::Png16)
@@ -199,3 +207,6 @@ mod tests {
         assert_eq!(OutputFormat::parse("mkv"), None);
     }
 }
+
+/// x264's and x265's presets, fastest first (both encoders take the same names).
+pub const ENCODER_PRESETS: [&str; 10] = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"];

@@ -53,6 +53,7 @@ pub fn fit_to_input(request: &mut JobRequest, info: &mut MediaInfo) -> Result<()
         let why = "keep_audio and interpolate are for videos; this input is a still picture (one frame)";
         return Err(QueueError::refused(codes::PARAMETER_NOT_FOR_INPUT, why));
     }
+    super::request::refuse_encoder_settings(&request.params, "a still picture, written as png,")?;
     match format {
         Some(format) if format.is_png() => Ok(()),
         Some(format) if request.output_format_given => Err(QueueError::refused(

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::device_need::{device_bytes_needed, NeedOf};
-use super::parameters::{METRICS, PRIORITY, TILE};
+use super::parameters::{CRF, METRICS, PRIORITY, TILE};
 use super::QueueError;
 use crate::config::{Config, MAX_MEMORY_BUDGET_MIB};
 use crate::device::DtypeChoice;
@@ -186,6 +186,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         range.check().map_err(|why| QueueError::refused(codes::INVALID_RANGE, why))?;
     }
     let output_format = check_output_format(op, options.params.output_format, config)?;
+    check_encoder_settings(&options.params, output_format)?;
     let callback_url = options.callback_url.as_deref().map(|raw| super::callbacks::check_url(raw, config)).transpose()?;
     if options.params.metrics == Some(true) && !METRICS.is_for(op) {
         let takers: Vec<&str> = METRICS.ops().map(Op::as_str).collect();
@@ -244,6 +245,27 @@ fn check_output_format(op: Op, asked: Option<OutputFormat>, config: &Config) -> 
         return Err(QueueError::refused(codes::OUTPUT_FORMAT_UNAVAILABLE, why));
     }
     Ok(Some(format))
+}
+
+/// `crf` within x264's range, and `crf`/`encoder_preset` only for a result x264 or x265 writes.
+fn check_encoder_settings(params: &JobParams, format: Option<OutputFormat>) -> Result<(), QueueError> {
+    if let Some(crf) = params.crf.filter(|crf| !CRF.bounds().contains(crf)) {
+        return Err(QueueError::refused(codes::INVALID_ENCODER_SETTING, format!("crf {crf} is not from 0 to 51")));
+    }
+    match format {
+        Some(format) if !format.takes_crf() => refuse_encoder_settings(params, &format!("output_format `{}`", format.as_str())),
+        Some(_) | None => Ok(()),
+    }
+}
+
+/// `crf` and `encoder_preset` refused for a result `what` is (no x264 or x265 writes it).
+pub(super) fn refuse_encoder_settings(params: &JobParams, what: &str) -> Result<(), QueueError> {
+    let given: Vec<&str> = [("crf", params.crf.is_some()), ("encoder_preset", params.encoder_preset.is_some())].into_iter().filter(|(_, given)| *given).map(|(name, _)| name).collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    let why = format!("{} set(s) the h264 and h265 encoders; {what} is not written by them", given.join(" and "));
+    Err(QueueError::refused(codes::PARAMETER_NOT_FOR_OUTPUT_FORMAT, why))
 }
 
 /// `restore`'s own fields, checked as the executor will use them (the same `RestoreSettings::resolve`),

@@ -33,9 +33,24 @@ export function checkedEntries() {
   else if (op === "interpolate") opFields = interpolateFields();
   const entries = [["op", op], ["model", $("model").value], ...opFields, ["priority", String(prio)], ["dtype", $("dtype").value]];
   if (op !== "vae_encode" && $("output-format").value) entries.push(["output_format", $("output-format").value]);
+  if (op !== "vae_encode") entries.push(...encoderFields());
   const callback = $("callback-url").value.trim();
   if (callback) entries.push(["callback_url", callback]);
   return entries;
+}
+
+// The x264/x265 quality and speed, when given: only an H.264 or H.265 result (or the box's default) takes them.
+function encoderFields() {
+  const fields = [];
+  const crf = wholeNumber("crf", "Quality (crf)", 0);
+  if (crf !== null && crf > 51) throw fieldError("crf", "Quality (crf) must be from 0 to 51.");
+  if (crf !== null) fields.push(["crf", crf]);
+  if ($("encoder-preset").value) fields.push(["encoder_preset", $("encoder-preset").value]);
+  const format = $("output-format").value;
+  if (fields.length && format && format !== "h264" && format !== "h265") {
+    throw fieldError(crf !== null ? "crf" : "encoder-preset", "Quality and encoder speed are for H.264 and H.265 results.", "parameter-not-for-output-format");
+  }
+  return fields;
 }
 
 // A restore field the user left empty is not sent: the server's default applies, and a field it does

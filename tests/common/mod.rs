@@ -531,3 +531,16 @@ pub fn png_zip_of_clip(dir: &Path, clip: &Path, frames: u32, size: &str) -> Vec<
     }
     zip.finish().unwrap().into_inner()
 }
+
+/// A 64 × 48 crop of a real photograph (scikit-image's astronaut) at `x`, `y`, as an RGB PNG.
+pub fn crop_of_astronaut(out: &Path, x: usize, y: usize) -> PathBuf {
+    let status = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-i"])
+        .arg(media("astronaut.png"))
+        .args(["-vf", &format!("crop=64:48:{x}:{y}"), "-pix_fmt", "rgb24"])
+        .arg(out)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg could not cut the picture");
+    out.to_path_buf()
+}

@@ -22,6 +22,7 @@ mod busy_database;
 mod cli;
 mod cli_stop;
 mod decode_batch_limit;
+mod encoder_settings;
 mod colour;
 mod comfyui_nodes;
 mod disk_full;

@@ -19,12 +19,6 @@ fn ffmpeg(args: &[&str]) {
     assert!(out.status.success(), "ffmpeg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// A 64 × 48 crop of a real photograph (scikit-image's astronaut) at `x`, `y`.
-fn crop_of_astronaut(out: &Path, x: usize, y: usize) -> PathBuf {
-    ffmpeg(&["-i", media("astronaut.png").to_str().unwrap(), "-vf", &format!("crop={W}:{H}:{x}:{y}"), "-pix_fmt", "rgb24", out.to_str().unwrap()]);
-    out.to_path_buf()
-}
-
 /// `picture` with the alpha `expression` of X and Y (ffmpeg's `geq`) merged in; the colour stays as it is.
 fn with_alpha(picture: &Path, expression: &str, out: &Path) -> PathBuf {
     let graph = format!("[0:v]format=rgba[c];[0:v]format=gray,geq=lum={expression}[a];[c][a]alphamerge");

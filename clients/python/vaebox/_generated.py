@@ -41,6 +41,8 @@ PARAMETERS: Dict[str, Parameter] = {
     'normalize': Parameter('normalize', 'boolean', ('vae_encode',)),
     'memory_budget_mib': Parameter('memory_budget_mib', 'integer', ('upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore'), minimum=0),
     'output_format': Parameter('output_format', 'string', ('upscale', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate'), enum=('h264', 'h265', 'prores', 'ffv1', 'png', 'png16', 'safetensors')),
+    'crf': Parameter('crf', 'integer', ('upscale', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=0, maximum=51),
+    'encoder_preset': Parameter('encoder_preset', 'string', ('upscale', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate'), enum=('ultrafast', 'superfast', 'veryfast', 'faster', 'fast', 'medium', 'slow', 'slower', 'veryslow', 'placebo')),
     'keep_audio': Parameter('keep_audio', 'boolean', ('upscale', 'vae_reconstruct', 'restore', 'interpolate'), default=True),
     'metrics': Parameter('metrics', 'boolean', ('upscale',), default=False),
     'vae': Parameter('vae', 'string', ('restore',)),

@@ -16,7 +16,7 @@ use crate::models::Op;
 
 pub use fields::{preset_text, JobFields};
 pub use read::{boolean, read};
-pub use table::{taken_by, METRICS, PARAMETERS, PRIORITY, TILE};
+pub use table::{taken_by, CRF, METRICS, PARAMETERS, PRIORITY, TILE};
 
 pub struct Parameter {
     pub name: &'static str,

@@ -9,6 +9,7 @@ use crate::error_codes as codes;
 use crate::executor::interpolate::settings::{DEFAULT_FACTOR, FACTORS};
 use crate::executor::restore::{self, DEFAULT_BATCH_FRAMES, DEFAULT_SEED, MAX_PREPEND_FRAMES, NOISE_SCALES};
 use crate::executor::scene::{DEFAULT_THRESHOLD, THRESHOLDS};
+use crate::media::format::ENCODER_PRESETS;
 use crate::media::OutputFormat;
 use crate::models::registry::DEFAULT_UPSCALE_MODEL;
 use crate::models::restore::colorfix::ColorFix;
@@ -151,6 +152,30 @@ pub const KEEP_AUDIO: Parameter = Parameter {
     stored: Stored::At("keep_audio"),
     code: Some(codes::INVALID_BOOLEAN),
     flag: Flag::Negated { long: "no-audio", help: "Leave the input's audio, subtitles and chapters out of the result." },
+    ..ROW
+};
+
+pub const CRF: Parameter = Parameter {
+    name: "crf",
+    value: Value::Int,
+    doc: "The result's quality for h264 and h265, 0 to 51 (x264/x265 CRF: lower is better and larger; 18 is visually \
+          lossless). 400 parameter-not-for-output-format with any other output format (a still's png included).",
+    default: Said("the box's output_crf, 18 unless configured"),
+    min: Some(0),
+    max: Some(51),
+    stored: Stored::At("crf"),
+    code: Some(codes::INVALID_ENCODER_SETTING),
+    ..ROW
+};
+
+pub const ENCODER_PRESET: Parameter = Parameter {
+    name: "encoder_preset",
+    value: Value::Choice { names: || ENCODER_PRESETS.to_vec(), canonical: |raw| ENCODER_PRESETS.iter().copied().find(|name| name.eq_ignore_ascii_case(raw)) },
+    doc: "The x264/x265 preset of an h264 or h265 result: slower ones make a smaller file at the same crf. 400 \
+          parameter-not-for-output-format with any other output format. (`preset` is the box's named job settings.)",
+    default: Said("the box's output_preset, veryfast unless configured"),
+    stored: Stored::At("encoder_preset"),
+    code: Some(codes::INVALID_ENCODER_SETTING),
     ..ROW
 };
 
@@ -401,8 +426,8 @@ pub const FILENAME: Parameter = Parameter {
 
 /// Every row, in the document's order.
 pub static PARAMETERS: &[Parameter] = &[
-    PRESET, OP, MODEL, SCALE, PRIORITY, DTYPE, TILE, NORMALIZE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, KEEP_AUDIO,
-    METRICS, VAE, HEIGHT, WIDTH, RESOLUTION, MAX_RESOLUTION, FIT, SEED, COLOR_FIX, BATCH_FRAMES, BATCH_OVERLAP,
+    PRESET, OP, MODEL, SCALE, PRIORITY, DTYPE, TILE, NORMALIZE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET,
+    KEEP_AUDIO, METRICS, VAE, HEIGHT, WIDTH, RESOLUTION, MAX_RESOLUTION, FIT, SEED, COLOR_FIX, BATCH_FRAMES, BATCH_OVERLAP,
     INTERPOLATE, INPUT_NOISE_SCALE, LATENT_NOISE_SCALE, PREPEND_FRAMES, UNIFORM_BATCHES, FACTOR, FPS,
     SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION, CALLBACK_URL, FILENAME,
 ];
@@ -416,17 +441,17 @@ const EVERY_OP: &[Parameter] = &[PRESET, OP, MODEL, PRIORITY, DTYPE, CALLBACK_UR
 pub fn taken_by(op: Op) -> impl Iterator<Item = &'static Parameter> {
     let own: &'static [Parameter] = match op {
         Upscale => {
-            &[SCALE, TILE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, KEEP_AUDIO, METRICS, INTERPOLATE, FPS, START, START_FRAME, FRAMES, DURATION]
+            &[SCALE, TILE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, METRICS, INTERPOLATE, FPS, START, START_FRAME, FRAMES, DURATION]
         }
         VaeEncode => &[NORMALIZE, MEMORY_BUDGET_MIB, START, START_FRAME, FRAMES, DURATION],
-        VaeDecode => &[MEMORY_BUDGET_MIB, OUTPUT_FORMAT],
-        VaeReconstruct => &[MEMORY_BUDGET_MIB, OUTPUT_FORMAT, KEEP_AUDIO, START, START_FRAME, FRAMES, DURATION],
+        VaeDecode => &[MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET],
+        VaeReconstruct => &[MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, START, START_FRAME, FRAMES, DURATION],
         Restore => &[
-            SCALE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, KEEP_AUDIO, VAE, HEIGHT, WIDTH, RESOLUTION, MAX_RESOLUTION, FIT, SEED,
+            SCALE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, VAE, HEIGHT, WIDTH, RESOLUTION, MAX_RESOLUTION, FIT, SEED,
             COLOR_FIX, BATCH_FRAMES, BATCH_OVERLAP, INPUT_NOISE_SCALE, LATENT_NOISE_SCALE, PREPEND_FRAMES, UNIFORM_BATCHES,
             FPS, SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION,
         ],
-        Interpolate => &[OUTPUT_FORMAT, KEEP_AUDIO, FACTOR, FPS, SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION],
+        Interpolate => &[OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, FACTOR, FPS, SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION],
     };
     EVERY_OP.iter().chain(own)
 }

@@ -3,7 +3,6 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::browser::Browser;
@@ -80,18 +79,6 @@ fn wait_for_both_videos(browser: &mut Browser) {
     assert!(browser.wait_until(ready, Duration::from_secs(60)).is_some(), "the previews did not load");
 }
 
-/// A 64 × 48 PNG cut from a real photograph (scikit-image's astronaut).
-fn small_png(out: &Path) {
-    let status = std::process::Command::new("ffmpeg")
-        .args(["-nostdin", "-v", "error", "-y", "-i"])
-        .arg(media("astronaut.png"))
-        .args(["-vf", "crop=64:48:180:60", "-pix_fmt", "rgb24"])
-        .arg(out)
-        .status()
-        .expect("run ffmpeg");
-    assert!(status.success(), "ffmpeg could not cut the picture");
-}
-
 const PLAYBACK_CONTROLS: [&str; 4] = ["compare-play", "compare-seek", "compare-prev", "compare-next"];
 
 /// Which of Play, the seek bar and the two frame steps the window shows (a hidden one has no box).
@@ -106,7 +93,7 @@ fn playback_shown(browser: &mut Browser) -> Value {
 async fn compare_shows_a_still_without_playback_controls() {
     let dir = tempfile::tempdir().unwrap();
     let png = dir.path().join("face.png");
-    small_png(&png);
+    crop_of_astronaut(&png, 180, 60);
     let clip = dir.path().join("clip.mp4");
     make_clip(&media("carphone_pristine.mp4"), 3, false, &clip);
     let server = Server::start(dir.path(), &[]);

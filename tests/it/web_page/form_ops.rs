@@ -174,7 +174,7 @@ async fn page_offers_interpolate_by_factor_or_rate_and_shows_its_plan() {
     let (status, listing) = get_json(&client, &server.url("/v1/models")).await;
     assert_eq!(status, 200, "{listing}");
 
-    // The user picks interpolate, a frame rate instead of a factor, and a scene-cut threshold.
+    // The user picks interpolate, a frame rate instead of a factor, a scene-cut threshold, and the encoder's quality and speed.
     let driver = r#"
 (function drive() {
   if ($("op").disabled) return setTimeout(drive, 50);
@@ -183,6 +183,7 @@ async fn page_offers_interpolate_by_factor_or_rate_and_shows_its_plan() {
   set("rate", "fps");
   if ($("fps-field").hidden) throw new Error("no frame-rate input after choosing one");
   $("fps").value = "62.5"; $("scene-threshold").value = "0.2";
+  $("crf").value = "23"; $("encoder-preset").value = "slow";
   chooseFile("interpolate-check.mp4");
   $("submit").click();
 })();"#;
@@ -195,6 +196,8 @@ async fn page_offers_interpolate_by_factor_or_rate_and_shows_its_plan() {
         ("scene_threshold", "0.2"),
         ("priority", "0"),
         ("dtype", "auto"),
+        ("crf", "23"),
+        ("encoder_preset", "slow"),
         ("file", "file:interpolate-check.mp4"),
     ];
     assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
