@@ -13,6 +13,7 @@ pub mod rife;
 pub mod seedvr2;
 pub mod seedvr2_dit;
 pub mod stop;
+pub mod taehv;
 pub mod wan;
 mod op;
 pub mod registry;

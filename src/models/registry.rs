@@ -282,6 +282,8 @@ pub fn vae_factors(family: Family) -> Option<(i64, i64)> {
         Family::Wan21 => Some(WanConfig::wan21()).map(|c| (c.spatial_factor(), c.temporal_factor())),
         Family::Wan22 => Some(WanConfig::wan22()).map(|c| (c.spatial_factor(), c.temporal_factor())),
         Family::Seedvr2 => Some(SeedVr2Config::seedvr2()).map(|c| (c.spatial_factor(), c.temporal_factor())),
+        // TAEHV's spatial factor is its checkpoint's (8 × its patch size: 8 or 16): not one per family.
+        Family::Taehv => None,
         Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => None,
     }
 }

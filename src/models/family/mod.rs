@@ -19,6 +19,8 @@ pub enum Family {
     Seedvr2Dit,
     /// RIFE frame interpolation (ECCV2022-RIFE's HDv3 model).
     Rife,
+    /// madebyollin's tiny video autoencoders (TAEHV: taew2_1, taew2_2, taew2_2_super, taehv).
+    Taehv,
 }
 
 impl Family {
@@ -31,6 +33,7 @@ impl Family {
             Family::Seedvr2 => "seedvr2",
             Family::Seedvr2Dit => "seedvr2_dit",
             Family::Rife => "rife",
+            Family::Taehv => "taehv",
         }
     }
 
@@ -39,7 +42,7 @@ impl Family {
     pub fn kind(self) -> ModelKind {
         match self {
             Family::Realesrgan | Family::Realcugan => ModelKind::Upscaler,
-            Family::Wan21 | Family::Wan22 | Family::Seedvr2 => ModelKind::Vae,
+            Family::Wan21 | Family::Wan22 | Family::Seedvr2 | Family::Taehv => ModelKind::Vae,
             Family::Seedvr2Dit => ModelKind::Dit,
             Family::Rife => ModelKind::Interpolator,
         }

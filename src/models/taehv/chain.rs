@@ -1,0 +1,241 @@
+//! The encoder and decoder as the original's `nn.Sequential`s, run over frames in `[N, T, C, H, W]` with
+//! their temporal state carried in [`Memory`]: a chunk of frames goes through each layer at once (the
+//! original's parallel mode is one chunk holding the whole clip), or frame by frame, depth first, as the
+//! original's work queue walks it (`parallel=False`). Both are the same function up to fp32 rounding.
+use std::collections::HashMap;
+
+use tch::Tensor;
+
+use super::blocks::{Conv2d, MemBlock, SuperMemBlock, TGrow, TPool};
+use crate::models::nn::causal_cache::{saved_state_error, SavedTensors};
+use crate::models::stop::StopFlag;
+use crate::models::ModelError;
+
+/// One child of the original's Sequential, at its index.
+#[derive(Debug)]
+pub enum Layer {
+    Conv(Conv2d),
+    Relu,
+    /// `tanh(x / 3) · 3`: the base decoder's soft clamp of its input latents to ±3.
+    Clamp,
+    /// `nn.Upsample(scale_factor)`, nearest; factor 1 where a stage does not upsample.
+    Upsample(i64),
+    PixelShuffle(i64),
+    Mem(MemBlock),
+    SuperMem(SuperMemBlock),
+    Pool(TPool),
+    Grow(TGrow),
+}
+
+impl Layer {
+    /// The class name the reference's intermediates carry; `None` for the parameter-free layers it omits.
+    fn traced_class(&self) -> Option<&'static str> {
+        match self {
+            Layer::Conv(_) => Some("Conv2d"),
+            Layer::Clamp => Some("Clamp"),
+            Layer::Mem(_) => Some("MemBlock"),
+            Layer::SuperMem(_) => Some("SuperMemBlock"),
+            Layer::Pool(_) => Some("TPool"),
+            Layer::Grow(_) => Some("TGrow"),
+            Layer::Relu | Layer::Upsample(_) | Layer::PixelShuffle(_) => None,
+        }
+    }
+}
+
+/// How a run walks time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Every frame a layer has in hand goes through it in one call.
+    Chunk,
+    /// One frame at a time, depth first: the original's `parallel=False`.
+    FrameByFrame,
+}
+
+/// What a chain carries from one chunk to the next, per layer index: a MemBlock's input at the previous
+/// frame (`[N, 1, C, H, W]`), or the frames a TPool holds until its group is whole (`[N, k, C, H, W]`).
+/// Slots are replaced, never written in place, so a shallow copy is a faithful snapshot.
+#[derive(Debug)]
+pub struct Memory {
+    slots: Vec<Option<Tensor>>,
+}
+
+impl Memory {
+    pub fn snapshot(&self) -> Memory {
+        Memory { slots: self.slots.iter().map(|slot| slot.as_ref().map(Tensor::shallow_clone)).collect() }
+    }
+
+    pub fn save(&self, prefix: &str, into: &mut SavedTensors) {
+        for (index, slot) in self.slots.iter().enumerate() {
+            if let Some(frames) = slot {
+                into.push((format!("{prefix}{index}"), frames.to_device(tch::Device::Cpu).contiguous()));
+            }
+        }
+        into.push((format!("{prefix}slots"), Tensor::from(self.slots.len() as i64)));
+    }
+
+    pub fn load(&mut self, prefix: &str, saved: &HashMap<String, Tensor>, device: tch::Device) -> Result<(), ModelError> {
+        let key = format!("{prefix}slots");
+        let count = saved.get(&key).ok_or_else(|| saved_state_error(format!("no `{key}`")))?.f_int64_value(&[])?;
+        if count != self.slots.len() as i64 {
+            return Err(saved_state_error(format!("{count} TAEHV memory slots, the model has {}", self.slots.len())));
+        }
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            *slot = saved.get(&format!("{prefix}{index}")).map(|frames| frames.to_device(device));
+        }
+        Ok(())
+    }
+}
+
+/// One run of a chain: its memory, pace, the stop asked before every layer, and optionally a record of
+/// every traced layer's inputs and output (`<chain>.<index>.<Class>.{in_x,in_past,out}`, as the reference).
+pub struct Run<'a> {
+    pub memory: &'a mut Memory,
+    pub pace: Pace,
+    pub stop: &'a StopFlag,
+    pub trace: Option<&'a mut Vec<(String, Tensor)>>,
+}
+
+#[derive(Debug)]
+pub struct Chain {
+    /// `encoder` or `decoder`: the checkpoint prefix, and the trace's.
+    name: &'static str,
+    layers: Vec<Layer>,
+}
+
+impl Chain {
+    pub fn new(name: &'static str, layers: Vec<Layer>) -> Self {
+        Self { name, layers }
+    }
+
+    pub fn new_memory(&self) -> Memory {
+        Memory { slots: self.layers.iter().map(|_| None).collect() }
+    }
+
+    /// Frames `[N, T, C, H, W]` through every layer; the output frames this input completes, in time
+    /// order (none while a TPool waits for the rest of its group).
+    pub fn run(&self, x: &Tensor, run: &mut Run) -> Result<Option<Tensor>, ModelError> {
+        let mut out = Vec::new();
+        match run.pace {
+            Pace::Chunk => self.descend(0, x.shallow_clone(), run, &mut out)?,
+            Pace::FrameByFrame => {
+                for t in 0..x.size()[1] {
+                    self.descend(0, x.f_narrow(1, t, 1)?, run, &mut out)?;
+                }
+            }
+        }
+        Ok(match out.len() {
+            0 => None,
+            1 => out.pop(),
+            _ => Some(Tensor::f_cat(&out, 1)?),
+        })
+    }
+
+    fn descend(&self, index: usize, x: Tensor, run: &mut Run, out: &mut Vec<Tensor>) -> Result<(), ModelError> {
+        if index == self.layers.len() {
+            out.push(x);
+            return Ok(());
+        }
+        run.stop.check()?;
+        let Some(y) = self.apply(index, &x, run)? else { return Ok(()) };
+        let frames = y.size()[1];
+        if run.pace == Pace::FrameByFrame && frames > 1 {
+            for t in 0..frames {
+                self.descend(index + 1, y.f_narrow(1, t, 1)?, run, out)?;
+            }
+            return Ok(());
+        }
+        self.descend(index + 1, y, run, out)
+    }
+
+    fn apply(&self, index: usize, x: &Tensor, run: &mut Run) -> Result<Option<Tensor>, ModelError> {
+        let layer = &self.layers[index];
+        let [n, t, c, h, w] = dims(x)?;
+        let flat = x.f_reshape([n * t, c, h, w])?;
+        let y = match layer {
+            Layer::Conv(conv) => unflatten(&conv.forward(&flat)?, n, t)?,
+            Layer::Relu => x.f_relu()?,
+            Layer::Clamp => (x / 3.0).f_tanh()? * 3.0,
+            Layer::Upsample(1) => x.shallow_clone(),
+            Layer::Upsample(factor) => {
+                let scale = Some(*factor as f64);
+                unflatten(&flat.f_upsample_nearest2d([h * factor, w * factor], scale, scale)?, n, t)?
+            }
+            Layer::PixelShuffle(factor) => unflatten(&flat.f_pixel_shuffle(*factor)?, n, t)?,
+            Layer::Mem(block) => {
+                let past = self.past(index, x, run)?;
+                unflatten(&block.forward(&flat, &past.f_reshape([n * t, c, h, w])?)?, n, t)?
+            }
+            Layer::SuperMem(block) => {
+                let past = self.past(index, x, run)?;
+                unflatten(&block.forward(&flat, &past.f_reshape([n * t, c, h, w])?)?, n, t)?
+            }
+            Layer::Pool(pool) => match self.pool(index, pool, x, run)? {
+                Some(pooled) => pooled,
+                None => return Ok(None),
+            },
+            Layer::Grow(grow) => grow.forward(&flat)?.f_reshape([n, t * grow.stride, c, h, w])?,
+        };
+        self.record(index, "out", &y, run);
+        Ok(Some(y))
+    }
+
+    /// Each frame's previous frame in its own sample: the remembered one (zeros at the clip's start) for
+    /// the chunk's first, then the chunk shifted by one. Remembers the chunk's last frame for the next.
+    fn past(&self, index: usize, x: &Tensor, run: &mut Run) -> Result<Tensor, ModelError> {
+        let [n, t, ..] = dims(x)?;
+        let previous = match run.memory.slots[index].take() {
+            Some(previous) if previous.size()[0] == n => previous,
+            Some(previous) => return Err(bad_chunk(format!("a chunk of {n} samples after chunks of {}", previous.size()[0]))),
+            None => x.f_narrow(1, 0, 1)?.f_zeros_like()?,
+        };
+        let past = if t == 1 { previous } else { Tensor::f_cat(&[&previous, &x.f_narrow(1, 0, t - 1)?], 1)? };
+        run.memory.slots[index] = Some(x.f_narrow(1, t - 1, 1)?.f_contiguous()?);
+        self.record(index, "in_x", x, run);
+        self.record(index, "in_past", &past, run);
+        Ok(past)
+    }
+
+    /// Whole groups of `stride` frames (the held ones first) pooled; the rest held for the next chunk.
+    fn pool(&self, index: usize, pool: &TPool, x: &Tensor, run: &mut Run) -> Result<Option<Tensor>, ModelError> {
+        let [n, _, c, h, w] = dims(x)?;
+        let frames = match run.memory.slots[index].take() {
+            Some(held) if held.size()[0] == n => Tensor::f_cat(&[&held, x], 1)?,
+            Some(held) => return Err(bad_chunk(format!("a chunk of {n} samples after chunks of {}", held.size()[0]))),
+            None => x.shallow_clone(),
+        };
+        let count = frames.size()[1];
+        let whole = count / pool.stride * pool.stride;
+        if whole < count {
+            run.memory.slots[index] = Some(frames.f_narrow(1, whole, count - whole)?.f_contiguous()?);
+        }
+        if whole == 0 {
+            return Ok(None);
+        }
+        let groups = whole / pool.stride;
+        let grouped = frames.f_narrow(1, 0, whole)?.f_reshape([n * groups, pool.stride * c, h, w])?;
+        Ok(Some(unflatten(&pool.forward(&grouped)?, n, groups)?))
+    }
+
+    fn record(&self, index: usize, what: &str, tensor: &Tensor, run: &mut Run) {
+        if let (Some(trace), Some(class)) = (run.trace.as_deref_mut(), self.layers[index].traced_class()) {
+            trace.push((format!("{}.{index}.{class}.{what}", self.name), tensor.shallow_clone()));
+        }
+    }
+}
+
+fn dims(x: &Tensor) -> Result<[i64; 5], ModelError> {
+    match x.size().as_slice() {
+        &[n, t, c, h, w] => Ok([n, t, c, h, w]),
+        other => Err(bad_chunk(format!("a tensor of shape {other:?} inside the network (expected [N, T, C, H, W])"))),
+    }
+}
+
+/// `[N·T, C, H, W]` → `[N, T, C, H, W]`.
+fn unflatten(flat: &Tensor, n: i64, t: i64) -> Result<Tensor, ModelError> {
+    let size = flat.size();
+    Ok(flat.f_reshape([n, t, size[1], size[2], size[3]])?)
+}
+
+fn bad_chunk(what: String) -> ModelError {
+    ModelError::Unsupported { model: "taehv".into(), what }
+}

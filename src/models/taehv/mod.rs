@@ -1,0 +1,18 @@
+//! madebyollin's tiny video autoencoders (TAEHV: `taew2_1`, `taew2_2`, `taew2_2_super`, `taehv`), read
+//! from their `.pth` / safetensors state dicts, in the original's parallel and frame-by-frame modes.
+mod blocks;
+mod chain;
+pub mod config;
+mod decoder;
+mod encoder;
+mod model;
+pub mod naming;
+mod stream;
+mod video_vae;
+pub mod weights;
+
+pub use config::{DecoderReduction, DecoderVariant, TaehvConfig};
+pub use model::{Taehv, TaehvLoadOptions, Trace};
+pub use naming::LatentSpace;
+pub use stream::{DecodeStream, EncodeStream};
+pub use video_vae::{PipelineDecodeStream, PipelineEncodeStream, TaehvVideoVae};
