@@ -135,14 +135,14 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
     entries
 }
 
-/// The `*.safetensors` / `*.gguf` files of one models folder, sorted; what is remembered of files gone
-/// from it is dropped.
+/// The `*.safetensors` / `*.gguf` / `*.pth` files of one models folder, sorted; what is remembered of
+/// files gone from it is dropped.
 fn checkpoints(dir: &Path, headers: &HeaderCache) -> Vec<PathBuf> {
     let Ok(listing) = std::fs::read_dir(dir) else { return vec![] };
     let mut files: Vec<PathBuf> = listing
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "safetensors" || e == "gguf"))
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors" || e == "gguf" || e == "pth"))
         .filter(|p| !TEXT_EMBEDDING_FILES.iter().any(|name| p.file_name().is_some_and(|f| f == *name)))
         .collect();
     files.sort();
@@ -327,6 +327,12 @@ fn detect_family(path: &Path) -> Option<Detected> {
     let latent_channels = input_channels(["decoder.conv_in.weight", "decoder.conv1.weight"]);
     if has("upscale_conv") {
         return vae(Family::Seedvr2, latent_channels);
+    }
+    // TAEHV: 2-D convolutions in numbered stages, the encoder's last (17) giving the latent, the decoder's
+    // last (22) the pixels; the super decoder opens with a block where the base one has a convolution.
+    if let (Some(latent), true, false) = (shapes.get("encoder.17.weight"), shapes.contains_key("decoder.22.weight"), has(".gamma")) {
+        let variant = if shapes.contains_key("decoder.1.weight") { None } else { Some("super") };
+        return Some(Detected { family: Family::Taehv, latent_channels: latent.first().copied(), variant });
     }
     if has(".gamma") && has("decoder.") && has("encoder.") {
         return match input_channels(["encoder.conv_in.weight", "encoder.conv1.weight"]) {

@@ -9,8 +9,9 @@ use super::family::vae::{BoxedStream, LoadOptions, StreamOutput, VaeModel};
 use super::family::Family;
 use super::registry::ModelEntry;
 use super::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
+use super::taehv::{naming, LatentAffine, LatentSpace, TaehvVideoVae};
 use super::nn::posterior::Posterior;
-use super::wan::WanVideoVae;
+use super::wan::{WanVideoVae, WAN21_LATENTS_MEAN, WAN21_LATENTS_STD, WAN22_LATENTS_MEAN, WAN22_LATENTS_STD};
 use super::ModelError;
 
 /// A loaded video VAE of any family.
@@ -36,7 +37,10 @@ impl VideoVae {
         match entry.family {
             Family::Wan21 | Family::Wan22 => Ok(VideoVae::new(WanVideoVae::load(path, entry.family, opts)?)),
             Family::Seedvr2 => Ok(VideoVae::new(SeedVr2Vae::load(path, &SeedVr2LoadOptions { device: opts.device, kind: opts.kind })?)),
-            other => Err(ModelError::Unsupported { model: entry.name.clone(), what: format!("{} VAE ops", other.as_str()) }),
+            Family::Taehv => Ok(VideoVae::new(TaehvVideoVae::load(path, opts, full_vae_latent(path))?)),
+            Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => {
+                Err(ModelError::Unsupported { model: entry.name.clone(), what: format!("{} VAE ops", entry.family.as_str()) })
+            }
         }
     }
 
@@ -62,5 +66,20 @@ impl Deref for VideoVae {
 
     fn deref(&self) -> &Self::Target {
         self.0.as_ref()
+    }
+}
+
+/// Hunyuan Video's latent scale: its DiT takes the raw VAE latent times this (ComfyUI's `HunyuanVideo`).
+const HUNYUAN_VIDEO_SCALE: f64 = 0.476986;
+
+/// The full VAE whose raw latents a TAEHV checkpoint stands in for, as its file name says (the authors'
+/// loader tells `taew2_1` from `taehv` by name; their weights have one structure): Wan 2.1's and Wan 2.2's
+/// published statistics, Hunyuan Video's scale; none for a name tied to no VAE.
+fn full_vae_latent(path: &std::path::Path) -> Option<LatentAffine> {
+    match naming::latent_space(&naming::file_name(path)) {
+        LatentSpace::Wan21 => Some(LatentAffine::new(&WAN21_LATENTS_MEAN, &WAN21_LATENTS_STD)),
+        LatentSpace::Wan22 => Some(LatentAffine::new(&WAN22_LATENTS_MEAN, &WAN22_LATENTS_STD)),
+        LatentSpace::HunyuanVideo => Some(LatentAffine::new(&[0.0; 16], &[1.0 / HUNYUAN_VIDEO_SCALE; 16])),
+        LatentSpace::Unknown => None,
     }
 }

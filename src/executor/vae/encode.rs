@@ -193,8 +193,9 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
     if done != total {
         return Err(ExecError::Invalid(format!("the input had {done} frames, not the {total} its container announced")));
     }
-    // The encoder takes 1 + 4k frames; repeat the last frame up to that, decode trims it back.
-    let missing = ctx.frames_needed(done as i64) - done as i64;
+    // The encoder takes 1 + 4k frames (and a grouping one its end frames); repeat the last frame up to that,
+    // decode trims it back.
+    let missing = ctx.frames_needed(done as i64) - done as i64 + ctx.vae.encode_end_frames();
     if let (Some(last), true) = (last_frame, missing > 0) {
         let padding = last.repeat([1, 1, missing, 1, 1]);
         let size = ctx.push_size(missing, padding.size()[3], padding.size()[4]);

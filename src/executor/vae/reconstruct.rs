@@ -118,7 +118,7 @@ pub(super) fn run(ctx: &VaeJob, timings: &mut Timings) -> Result<JobOutcome, Exe
             }
             None if !finished_input => {
                 finished_input = true;
-                let missing = ctx.frames_needed(read_frames.max(1) as i64) - read_frames as i64;
+                let missing = ctx.frames_needed(read_frames.max(1) as i64) - read_frames as i64 + ctx.vae.encode_end_frames();
                 match (&last_frame, missing > 0) {
                     (Some(last), true) => last.repeat([1, 1, missing, 1, 1]),
                     _ if waiting.is_empty() => break,

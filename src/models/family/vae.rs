@@ -63,6 +63,12 @@ pub trait VaeModel {
     fn spatial_factor(&self) -> i64;
     /// Pixel frames per latent frame after the first (causal) one.
     fn temporal_factor(&self) -> i64;
+    /// Copies of a clip's last frame an encode pushes after a clip of `1 + k·temporal_factor` frames so that
+    /// its last latent comes out (TAEHV takes frames in whole groups); 0 for a causal VAE whose first latent
+    /// is the first frame alone.
+    fn encode_end_frames(&self) -> i64 {
+        0
+    }
     /// The decoder's full-resolution channel count: what the calibrated memory rows are keyed by.
     fn memory_width(&self) -> i64;
     /// Bytes of the weights as held, and of what the model made from them at load and keeps (Winograd

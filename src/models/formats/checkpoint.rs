@@ -19,6 +19,9 @@ pub fn tensor_shapes(path: &Path) -> Result<Vec<(String, Vec<i64>)>, ModelError>
     if gguf::is_gguf(path) {
         return gguf::shapes(path);
     }
+    if super::torch_file::is_torch_zip(path) {
+        return super::torch_file::tensor_shapes(path);
+    }
     let header = crate::media::safetensors::read_header(path)
         .map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
     Ok(header.tensors.into_iter().map(|(name, entry)| (name, entry.shape)).collect())

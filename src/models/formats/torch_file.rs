@@ -46,6 +46,25 @@ pub fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>, ModelError> {
     }
 }
 
+/// The names and shapes of a saved dict of tensors, from its pickle alone (no tensor bytes are read): what
+/// the model catalogue asks of every checkpoint in a models folder.
+pub fn tensor_shapes(path: &Path) -> Result<Vec<(String, Vec<i64>)>, ModelError> {
+    let (value, archive) = open(path)?;
+    let Value::Dict(dict) = value else { return Err(archive.format(format!("holds {}, not a dict of tensors", value.describe()))) };
+    let mut shapes = Vec::with_capacity(dict.items.len() / 2);
+    let mut pairs = dict.items.into_iter();
+    while let (Some(Value::Str(name)), Some(Value::Tensor(spec))) = (pairs.next(), pairs.next()) {
+        shapes.push((name.to_string(), spec.size.clone()));
+    }
+    Ok(shapes)
+}
+
+/// Whether the file is a zip, as `torch.save` writes one (what its extension says aside).
+pub fn is_torch_zip(path: &Path) -> bool {
+    let mut head = [0u8; 4];
+    File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && &head == b"PK\x03\x04"
+}
+
 struct Archive<'p> {
     path: &'p Path,
     zip: ZipArchive<File>,

@@ -15,4 +15,4 @@ pub use config::{DecoderReduction, DecoderVariant, TaehvConfig};
 pub use model::{Taehv, TaehvLoadOptions, Trace};
 pub use naming::LatentSpace;
 pub use stream::{DecodeStream, EncodeStream};
-pub use video_vae::{PipelineDecodeStream, PipelineEncodeStream, TaehvVideoVae};
+pub use video_vae::{LatentAffine, PipelineDecodeStream, PipelineEncodeStream, TaehvVideoVae};

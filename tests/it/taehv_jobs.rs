@@ -1,0 +1,133 @@
+//! The TAEHV decoders as the box's VAEs (issue 54): a Wan 2.1 latent decodes with `taew2_1` as it does with
+//! the Wan 2.1 VAE, without the client changing anything but the model's name. The box gives and takes the
+//! full VAE's raw latent and converts with Wan's published statistics (read here from the Wan reference's
+//! own config.json, not from the box); the pictures are the original `taehv.py`'s
+//! (../shared/reference/taehv, the small random `taew2_1`).
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::tensors::{max_abs_diff, read_tensor_map};
+use common::*;
+use serde_json::Value;
+use tch::{Kind, Tensor};
+
+const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference");
+/// The reference README's bound for a decode in [0, 1], doubled for the box's [-1, 1].
+const DECODE_ATOL: f64 = 1e-5;
+/// Its bound for latents, through the conversion to the raw space and back (std up to ~3.2).
+const LATENT_ATOL: f64 = 1e-5;
+
+fn reference(path: &str) -> PathBuf {
+    Path::new(REFERENCE).join(path)
+}
+
+/// `vae/taew2_1.safetensors` (the small reference model under its real name, which says its latent space)
+/// beside `vae/wan21-small.safetensors` (the small Wan 2.1 VAE, the same 16 latent channels).
+fn models_dir(root: &Path) -> PathBuf {
+    let dir = root.join("models/vae");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(reference("taehv/taew2_1_weights.safetensors"), dir.join("taew2_1.safetensors")).unwrap();
+    std::fs::copy(reference("wan21_original/weights.safetensors"), dir.join("wan21-small.safetensors")).unwrap();
+    root.join("models")
+}
+
+/// Wan 2.1's published `latents_mean` and `latents_std` as `[1, 16, 1, 1, 1]` columns.
+fn wan21_statistics() -> (Tensor, Tensor) {
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(reference("wan21_original/config.json")).unwrap()).unwrap();
+    let column = |key: &str| {
+        let values: Vec<f64> = config[key].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        Tensor::from_slice(&values).to_kind(Kind::Float).view([1, -1, 1, 1, 1])
+    };
+    (column("latents_mean"), column("latents_std"))
+}
+
+/// NTCHW ↔ NCTHW.
+fn swap(x: &Tensor) -> Tensor {
+    x.permute([0, 2, 1, 3, 4]).contiguous()
+}
+
+fn write_tensor(path: &Path, name: &str, tensor: &Tensor) -> Vec<u8> {
+    Tensor::write_safetensors(&[(name, tensor)], path).unwrap();
+    std::fs::read(path).unwrap()
+}
+
+fn tensor_of(bytes: &[u8], dir: &Path) -> Tensor {
+    let path = dir.join("answer.safetensors");
+    std::fs::write(&path, bytes).unwrap();
+    let tensors: BTreeMap<String, Tensor> = read_tensor_map(&path);
+    tensors.into_values().next().expect("one tensor")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wan_latent_decodes_with_taew2_1_as_the_original_decodes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let (_, listing) = get_json(&client, &server.url("/v1/models")).await;
+    let taew = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "taew2_1").unwrap_or_else(|| panic!("{listing}"));
+    assert_eq!((taew["family"].as_str(), taew["latent_channels"].as_i64()), (Some("taehv"), Some(16)), "{taew}");
+
+    let case = read_tensor_map(&reference("taehv/taew2_1_case.safetensors"));
+    let (mean, std) = wan21_statistics();
+    // The diffusion model's latent (what TAEHV takes) as the Wan 2.1 VAE's raw latent, which the box takes.
+    let raw = swap(&case["dec_a.latent"]) * &std + &mean;
+    let upload = write_tensor(&dir.path().join("latent.safetensors"), "latent", &raw);
+    let expected = swap(&case["dec_a.out_parallel"]) * 2.0 - 1.0;
+
+    let query = |model: &str| format!("op=vae_decode&model={model}&dtype=f32&output_format=safetensors&filename=latent.safetensors");
+    let job = run_job(&client, &server, &query("taew2_1"), upload.clone()).await;
+    let frames = tensor_of(&fetch(&client, &server, &job).await, dir.path());
+    assert_eq!(frames.size(), vec![1, 3, 13, 24, 32], "4 latent frames make 4·4 − 3 frames");
+    let diff = max_abs_diff(&frames, &expected);
+    println!("taew2_1 decode of a Wan 2.1 latent: max abs {diff:.2e} against taehv.py");
+    assert!(diff <= DECODE_ATOL, "the decode differs from the original by {diff}");
+    // The same upload through the Wan 2.1 VAE: taken alike, the same frames and size.
+    let job = run_job(&client, &server, &query("wan21-small"), upload).await;
+    let wan = tensor_of(&fetch(&client, &server, &job).await, dir.path());
+    assert_eq!(wan.size(), frames.size(), "the Wan 2.1 VAE and taew2_1 give other shapes for one latent");
+
+    // A pixel tensor sent to /v1/encode (the remote protocol) comes back as the Wan 2.1 VAE's raw latent: the
+    // original's latent, converted.
+    let video = swap(&case["enc_a.video"]) * 2.0 - 1.0;
+    let shape: Vec<String> = video.size().iter().map(|d| format!("shape={d}")).collect();
+    let body: Vec<u8> = Vec::<f32>::try_from(video.flatten(0, -1)).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect();
+    let response = client.post(server.url(&format!("/v1/encode?model=taew2_1&dtype=f32&{}&dtype=float32", shape.join("&")))).body(body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let answer_shape: Vec<i64> = serde_json::from_str(response.headers()["shape"].to_str().unwrap()).unwrap();
+    let values: Vec<f32> = response.bytes().await.unwrap().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let latent = Tensor::from_slice(&values).view(answer_shape.as_slice());
+    let original = swap(&case["enc_a.latent_parallel"]) * &std + &mean;
+    // 10 frames: the original pads them to 12 and gives 3 latents; the box counts latents as the Wan VAE does
+    // (1 + ⌈9 / 4⌉ = 4), the last of copies of the last frame, which its decode crops away again.
+    let [_, _, _, h, w] = original.size()[..] else { unreachable!() };
+    assert_eq!(latent.size(), vec![1, 16, 4, h, w], "the encoded latent's shape");
+    let diff = max_abs_diff(&latent.narrow(2, 0, 3), &original);
+    println!("taew2_1 encode: max abs {diff:.2e} against taehv.py");
+    assert!(diff <= LATENT_ATOL, "the encode differs from the original by {diff}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_clip_encodes_decodes_and_reconstructs_with_taew2_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let clip = dir.path().join("clip.mp4");
+    make_clip(&media("carphone_pristine.mp4"), 9, false, &clip);
+    let clip = std::fs::read(&clip).unwrap();
+
+    let encoded = run_job(&client, &server, "op=vae_encode&model=taew2_1&filename=clip.mp4", clip.clone()).await;
+    assert_eq!(encoded["plan"]["latent_shape"], serde_json::json!([1, 16, 3, 18, 22]), "{}", encoded["plan"]);
+    let latent = fetch(&client, &server, &encoded).await;
+    let decoded = run_job(&client, &server, "op=vae_decode&model=taew2_1&filename=clip.latent.safetensors", latent).await;
+    let media = &decoded["output"]["media"];
+    assert_eq!((media["frames"].as_u64(), media["width"].as_u64(), media["height"].as_u64()), (Some(9), Some(176), Some(144)), "{media}");
+
+    let rebuilt = run_job(&client, &server, "op=vae_reconstruct&model=taew2_1&filename=clip.mp4", clip).await;
+    assert_eq!(rebuilt["output"]["media"]["frames"].as_u64(), Some(9), "{}", rebuilt["output"]);
+    assert_eq!(rebuilt["metrics"]["frames_compared"].as_u64(), Some(9), "{}", rebuilt["metrics"]);
+    println!("taew2_1 (small random weights) reconstruction: {}", rebuilt["metrics"]);
+}
