@@ -317,6 +317,10 @@ fn tensor_shapes(path: &Path) -> Option<BTreeMap<String, Vec<i64>>> {
 /// has a video patch embedding and blocks; the 3B has an output norm, the 7B none.
 fn detect_family(path: &Path) -> Option<Detected> {
     let shapes = tensor_shapes(path)?;
+    // Of the `torch.save` files only TAEHV's are read (the other families load safetensors and GGUF).
+    if crate::models::formats::torch_file::is_torch_zip(path) {
+        return detect_taehv(&shapes);
+    }
     let has = |needle: &str| shapes.keys().any(|k| k.contains(needle));
     let vae = |family, latent_channels| Some(Detected { family, latent_channels, variant: None });
     if shapes.contains_key("vid_in.proj.weight") && has("blocks.0.attn.") {
@@ -328,11 +332,8 @@ fn detect_family(path: &Path) -> Option<Detected> {
     if has("upscale_conv") {
         return vae(Family::Seedvr2, latent_channels);
     }
-    // TAEHV: 2-D convolutions in numbered stages, the encoder's last (17) giving the latent, the decoder's
-    // last (22) the pixels; the super decoder opens with a block where the base one has a convolution.
-    if let (Some(latent), true, false) = (shapes.get("encoder.17.weight"), shapes.contains_key("decoder.22.weight"), has(".gamma")) {
-        let variant = if shapes.contains_key("decoder.1.weight") { None } else { Some("super") };
-        return Some(Detected { family: Family::Taehv, latent_channels: latent.first().copied(), variant });
+    if let Some(taehv) = detect_taehv(&shapes) {
+        return Some(taehv);
     }
     if has(".gamma") && has("decoder.") && has("encoder.") {
         return match input_channels(["encoder.conv_in.weight", "encoder.conv1.weight"]) {
@@ -342,6 +343,17 @@ fn detect_family(path: &Path) -> Option<Detected> {
         };
     }
     None
+}
+
+/// TAEHV: 2-D convolutions in numbered stages, the encoder's last (17) giving the latent, the decoder's last
+/// (22) the pixels, no RMS norms; the super decoder opens with a block where the base one has a convolution.
+fn detect_taehv(shapes: &BTreeMap<String, Vec<i64>>) -> Option<Detected> {
+    let latent = shapes.get("encoder.17.weight")?;
+    if !shapes.contains_key("decoder.22.weight") || shapes.keys().any(|k| k.contains(".gamma")) {
+        return None;
+    }
+    let variant = if shapes.contains_key("decoder.1.weight") { None } else { Some("super") };
+    Some(Detected { family: Family::Taehv, latent_channels: latent.first().copied(), variant })
 }
 
 #[cfg(test)]

@@ -131,3 +131,22 @@ async fn a_real_clip_encodes_decodes_and_reconstructs_with_taew2_1() {
     assert_eq!(rebuilt["metrics"]["frames_compared"].as_u64(), Some(9), "{}", rebuilt["metrics"]);
     println!("taew2_1 (small random weights) reconstruction: {}", rebuilt["metrics"]);
 }
+
+/// A released-style `.pth` (torch.save of the state dict, here fp16) is listed under its name and runs: the
+/// small `taew2_2` (patch 2, 48 channels, Wan 2.2's latent) decodes a latent to 4T − 3 frames at 16× the cells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pth_file_is_listed_and_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    super::taehv_reference::torch_save(&reference("taehv/taew2_2_weights.safetensors"), &models.join("vae/taew2_2.pth"), "float16");
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let (_, listing) = get_json(&client, &server.url("/v1/models")).await;
+    let taew = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "taew2_2").unwrap_or_else(|| panic!("{listing}"));
+    assert_eq!((taew["family"].as_str(), taew["latent_channels"].as_i64(), taew["present"].as_bool()), (Some("taehv"), Some(48), Some(true)), "{taew}");
+    let latent = Tensor::randn([1, 48, 2, 2, 3], (Kind::Float, tch::Device::Cpu));
+    let upload = write_tensor(&dir.path().join("latent.safetensors"), "latent", &latent);
+    let job = run_job(&client, &server, "op=vae_decode&model=taew2_2&dtype=f32&output_format=safetensors&filename=latent.safetensors", upload).await;
+    let frames = tensor_of(&fetch(&client, &server, &job).await, dir.path());
+    assert_eq!(frames.size(), vec![1, 3, 5, 32, 48], "2 latent frames of 2×3 cells");
+}

@@ -432,7 +432,7 @@ fn python() -> PathBuf {
 }
 
 /// The safetensors file re-saved by torch.save as a plain state dict (the released `.pth` form) in `dtype`.
-fn torch_save(from: &Path, to: &Path, dtype: &str) {
+pub(crate) fn torch_save(from: &Path, to: &Path, dtype: &str) {
     let script = "import sys, torch\nfrom safetensors.torch import load_file\n\
                   sd = load_file(sys.argv[1])\ntorch.save({k: v.to(getattr(torch, sys.argv[3])) for k, v in sd.items()}, sys.argv[2])\n";
     let output = Command::new(python()).arg("-c").arg(script).arg(from).arg(to).arg(dtype).output().expect("python runs (set VAEBOX_PYTHON)");

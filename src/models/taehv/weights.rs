@@ -1,7 +1,6 @@
 //! Reading a TAEHV checkpoint into the shared shape-checked weight store: the released `.pth` files
 //! (plain `state_dict()`s, zip torch.save) and safetensors conversions, fp32, fp16 or bf16, cast to the
 //! compute kind as modules take them. The key names are the state dict's own; nothing is renamed.
-use std::io::Read;
 use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
@@ -10,25 +9,15 @@ use crate::models::formats::torch_file;
 pub use crate::models::nn::weights::{WeightPath, Weights};
 use crate::models::ModelError;
 
-/// torch.save writes a zip archive; a zip starts with a local file header.
-const ZIP_MAGIC: [u8; 4] = *b"PK\x03\x04";
-
 /// Opens a `.pth` (told apart by its zip magic, not its name) or a safetensors file.
 pub fn read(path: &Path, device: Device, kind: Kind) -> Result<Weights, ModelError> {
-    if is_torch_zip(path)? {
+    if torch_file::is_torch_zip(path) {
         let tensors = torch_file::read_tensors(path)?;
         return Ok(Weights::new(path, tensors.into_iter().collect(), device, kind));
     }
     Weights::open(path, device, kind)
 }
 
-fn is_torch_zip(path: &Path) -> Result<bool, ModelError> {
-    let io = |source| ModelError::Io { path: path.to_path_buf(), source };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut magic = [0u8; 4];
-    let read = file.read(&mut magic).map_err(io)?;
-    Ok(read == magic.len() && magic == ZIP_MAGIC)
-}
 
 /// Named tensors already in memory; `source` names them in errors and its file name is read as a
 /// checkpoint name (see `naming`).
