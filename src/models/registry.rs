@@ -274,6 +274,21 @@ pub fn check_normalization(model: &str, family: Family, latent_channels: Option<
     Err(if decoding { NormalizeRefusal::Decode { model, family, channels } } else { NormalizeRefusal::Encode { model, family, channels } })
 }
 
+/// The latent space a VAE reads and writes, from a family's name (as a latent file records it) and the model's:
+/// a family's own, or for TAEHV the full VAE's its name ties it to (`taew2_1` reads and writes Wan 2.1's raw
+/// latent, see `vae::VideoVae::load`). A latent made in one space decodes with any model of that space.
+pub fn latent_space(family: &str, model: &str) -> String {
+    if family != Family::Taehv.as_str() {
+        return family.to_string();
+    }
+    match crate::models::taehv::naming::latent_space(&model.to_lowercase()) {
+        crate::models::taehv::LatentSpace::Wan21 => Family::Wan21.as_str().into(),
+        crate::models::taehv::LatentSpace::Wan22 => Family::Wan22.as_str().into(),
+        crate::models::taehv::LatentSpace::HunyuanVideo => "hunyuan_video".into(),
+        crate::models::taehv::LatentSpace::Unknown => format!("{family}:{model}"),
+    }
+}
+
 /// A VAE's `(spatial, temporal)` factors: pixels per latent cell along H and W, and pixel frames per latent
 /// frame after the first. From its family's released configuration, which is what the header detection
 /// recognises (the loaded model reads its own from the checkpoint's shapes); `None` for a family that is no VAE.

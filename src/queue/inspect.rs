@@ -74,7 +74,8 @@ async fn check_latent(path: &Path, request: &JobRequest, limits: &MediaLimits) -
             return Err(LatentError::ChannelMismatch { model: request.model.clone(), got: shape[1], expected }.into());
         }
     }
-    if let Some(family) = meta.family.filter(|f| f != request.family.as_str()) {
+    let made_in = |family: &String| registry::latent_space(family, meta.model.as_deref().unwrap_or_default());
+    if let Some(family) = meta.family.clone().filter(|f| made_in(f) != registry::latent_space(request.family.as_str(), &request.model)) {
         return Err(LatentError::ModelMismatch {
             made_by: meta.model.unwrap_or_default(),
             family,

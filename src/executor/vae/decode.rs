@@ -310,7 +310,8 @@ fn check_latent_fits(ctx: &VaeJob, latent: &Tensor, meta: &LatentMeta) -> Result
         return Err(LatentError::ChannelMismatch { model: ctx.entry.name.clone(), got: channels, expected: ctx.vae.latent_channels() }.into());
     }
     if let Some(family) = &meta.family {
-        if family != ctx.entry.family.as_str() {
+        let made_in = crate::models::registry::latent_space(family, meta.model.as_deref().unwrap_or_default());
+        if made_in != crate::models::registry::latent_space(ctx.entry.family.as_str(), &ctx.entry.name) {
             return Err(LatentError::ModelMismatch {
                 made_by: meta.model.clone().unwrap_or_default(),
                 family: family.clone(),
