@@ -158,3 +158,21 @@ async fn a_pth_file_is_listed_and_decodes() {
     let frames = tensor_of(&fetch(&client, &server, &job).await, dir.path());
     assert_eq!(frames.size(), vec![1, 3, 5, 32, 48], "2 latent frames of 2×3 cells");
 }
+
+/// diffusers' own `remote_decode` and `remote_encode` against taew2_1, as a Wan pipeline would call the box with
+/// its Wan 2.1 latents (tests/python/diffusers_taehv_check.py): the original's pictures and latents.
+#[test]
+fn diffusers_remote_clients_get_the_originals_results_from_taew2_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let case = reference("taehv/taew2_1_case.safetensors");
+    let config = reference("wan21_original/config.json");
+    let output = run_python("tests/python/diffusers_taehv_check.py", &[std::ffi::OsStr::new(&server.base), case.as_os_str(), config.as_os_str()]);
+    let result: Value = serde_json::from_str(&output).unwrap_or_else(|e| panic!("{e}: {output}"));
+    println!("diffusers against taew2_1: {result}");
+    assert_eq!(result["decode_shape"], serde_json::json!([1, 3, 13, 24, 32]), "{result}");
+    assert!(result["decode_max_abs"].as_f64().unwrap() <= DECODE_ATOL, "{result}");
+    assert_eq!(result["encode_shape"].as_array().map(|s| s[..3].to_vec()), Some(vec![2.into(), 16.into(), 1.into()]), "{result}");
+    assert!(result["encode_max_abs"].as_f64().unwrap() <= LATENT_ATOL, "{result}");
+}
