@@ -277,7 +277,7 @@ pub fn check_normalization(model: &str, family: Family, latent_channels: Option<
 /// The latent space a VAE reads and writes, from a family's name (as a latent file records it) and the model's:
 /// a family's own, or for TAEHV the full VAE's its name ties it to (`taew2_1` reads and writes Wan 2.1's raw
 /// latent, see `vae::VideoVae::load`). A latent made in one space decodes with any model of that space.
-pub fn latent_space(family: &str, model: &str) -> String {
+fn latent_space(family: &str, model: &str) -> String {
     if family != Family::Taehv.as_str() {
         return family.to_string();
     }
@@ -287,6 +287,12 @@ pub fn latent_space(family: &str, model: &str) -> String {
         crate::models::taehv::LatentSpace::HunyuanVideo => "hunyuan_video".into(),
         crate::models::taehv::LatentSpace::Unknown => format!("{family}:{model}"),
     }
+}
+
+/// Whether model `model` of `family` decodes a latent that `made_family`'s `made_by` wrote (a latent file's
+/// record): both read and write one latent space.
+pub fn shares_latent_space(family: Family, model: &str, made_family: &str, made_by: &str) -> bool {
+    latent_space(family.as_str(), model) == latent_space(made_family, made_by)
 }
 
 /// A VAE's `(spatial, temporal)` factors: pixels per latent cell along H and W, and pixel frames per latent

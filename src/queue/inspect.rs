@@ -74,10 +74,10 @@ async fn check_latent(path: &Path, request: &JobRequest, limits: &MediaLimits) -
             return Err(LatentError::ChannelMismatch { model: request.model.clone(), got: shape[1], expected }.into());
         }
     }
-    let made_in = |family: &String| registry::latent_space(family, meta.model.as_deref().unwrap_or_default());
-    if let Some(family) = meta.family.clone().filter(|f| made_in(f) != registry::latent_space(request.family.as_str(), &request.model)) {
+    let made_by = meta.model.clone().unwrap_or_default();
+    if let Some(family) = meta.family.clone().filter(|f| !registry::shares_latent_space(request.family, &request.model, f, &made_by)) {
         return Err(LatentError::ModelMismatch {
-            made_by: meta.model.unwrap_or_default(),
+            made_by,
             family,
             model: request.model.clone(),
             model_family: request.family.as_str().into(),

@@ -67,7 +67,7 @@ impl PlanRequest {
 
     /// Pixel frames of the largest push: a whole chunk, unless the clip is shorter than one (its
     /// first latent frame stands for one pixel frame, not `temporal_factor`).
-    fn push_pixel_frames(&self, latent_frames_per_chunk: i64) -> i64 {
+    pub fn push_pixel_frames(&self, latent_frames_per_chunk: i64) -> i64 {
         let clip = 1 + (self.latent_frames - 1).max(0) * self.temporal_factor;
         (latent_frames_per_chunk * self.temporal_factor).min(clip)
     }

@@ -310,8 +310,7 @@ fn check_latent_fits(ctx: &VaeJob, latent: &Tensor, meta: &LatentMeta) -> Result
         return Err(LatentError::ChannelMismatch { model: ctx.entry.name.clone(), got: channels, expected: ctx.vae.latent_channels() }.into());
     }
     if let Some(family) = &meta.family {
-        let made_in = crate::models::registry::latent_space(family, meta.model.as_deref().unwrap_or_default());
-        if made_in != crate::models::registry::latent_space(ctx.entry.family.as_str(), &ctx.entry.name) {
+        if !crate::models::registry::shares_latent_space(ctx.entry.family, &ctx.entry.name, family, meta.model.as_deref().unwrap_or_default()) {
             return Err(LatentError::ModelMismatch {
                 made_by: meta.model.clone().unwrap_or_default(),
                 family: family.clone(),

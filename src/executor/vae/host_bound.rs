@@ -59,8 +59,7 @@ pub(super) fn bound_by_host(exec: &Executor, planning: JobPlanning) -> Result<(J
 
 /// The frames of the longest push the job could make, at full size.
 fn push_frame_bytes(request: &PlanRequest) -> u64 {
-    let clip = 1 + (request.latent_frames - 1).max(0) * request.temporal_factor;
-    let frames = (request.max_latent_frames_per_chunk * request.temporal_factor).min(clip).max(1) as u64;
+    let frames = request.push_pixel_frames(request.max_latent_frames_per_chunk) as u64;
     let pixels = (request.latent_height * request.latent_width * request.spatial_factor * request.spatial_factor) as u64;
     frames * pixels * FRAME_BYTES_PER_PIXEL
 }

@@ -61,8 +61,7 @@ pub fn tensor_shapes(path: &Path) -> Result<Vec<(String, Vec<i64>)>, ModelError>
 
 /// Whether the file is a zip, as `torch.save` writes one (what its extension says aside).
 pub fn is_torch_zip(path: &Path) -> bool {
-    let mut head = [0u8; 4];
-    File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && &head == b"PK\x03\x04"
+    crate::media::sequence::is_zip(path)
 }
 
 struct Archive<'p> {
