@@ -351,6 +351,7 @@ fn first_replan_budget_mib() -> u64 {
         budget_bytes: 0,
         max_latent_frames_per_chunk: 4,
         memory,
+        frame_by_frame: false,
     };
     (request.estimated_peak_bytes(1, None, false) / 2) >> 20
 }

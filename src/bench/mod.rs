@@ -13,6 +13,7 @@ pub mod peak;
 pub mod restore;
 mod script;
 pub mod seedvr2;
+pub mod taehv;
 pub mod tiling;
 mod timing;
 pub mod vae;

@@ -84,14 +84,14 @@ impl Timings {
 }
 
 /// Files of one bench configuration under the cache directory.
-struct CachePaths {
-    dir: PathBuf,
-    weights: PathBuf,
+pub(super) struct CachePaths {
+    pub(super) dir: PathBuf,
+    pub(super) weights: PathBuf,
     input: PathBuf,
 }
 
 impl CachePaths {
-    fn new(args: &VaeBenchArgs) -> Self {
+    pub(super) fn new(args: &VaeBenchArgs) -> Self {
         let dir = args.cache_dir.join(&args.preset);
         let weights = dir.join(format!("weights-seed{}.safetensors", args.seed));
         let input = dir.join(format!("input-seed{}-{}x{}x{}.safetensors", args.seed, args.frames, args.height, args.width));
@@ -120,8 +120,10 @@ struct Setup<'a> {
 }
 
 pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
-    if args.family == VaeFamily::Seedvr2 {
-        return super::seedvr2::run(args);
+    match args.family {
+        VaeFamily::Seedvr2 => return super::seedvr2::run(args),
+        VaeFamily::Taehv => return super::taehv::run(args),
+        VaeFamily::Wan => {}
     }
     let dtypes = parse_list(&args.dtypes, "dtype", BenchDtype::parse)?;
     let ops = parse_list(&args.ops, "op", |s| match s {
@@ -299,7 +301,7 @@ fn run_ours(vae: &WanVae, op: Op, input: &Tensor, device: Device) -> anyhow::Res
 }
 
 /// Arguments that pick the model shape and the input size, shared by every script call.
-fn shape_args(args: &VaeBenchArgs) -> Vec<String> {
+pub(super) fn shape_args(args: &VaeBenchArgs) -> Vec<String> {
     [
         ("--preset", args.preset.clone()),
         ("--seed", args.seed.to_string()),
@@ -314,7 +316,7 @@ fn shape_args(args: &VaeBenchArgs) -> Vec<String> {
 
 /// Makes `path` with the script's `mode` unless it exists; written under a temporary name first so an
 /// interrupted run never leaves a half-written file that later runs would trust.
-fn ensure_generated(script: &PythonScript, path: &Path, mode: &str, shape_args: &[String]) -> anyhow::Result<()> {
+pub(super) fn ensure_generated(script: &PythonScript, path: &Path, mode: &str, shape_args: &[String]) -> anyhow::Result<()> {
     if path.exists() {
         return Ok(());
     }

@@ -7,11 +7,13 @@ use anyhow::{bail, Context};
 use crate::device::HostAllocator;
 use crate::models::wan::WanTuning;
 
-/// Model families the bench knows: Wan against diffusers; SeedVR2 alone (no diffusers port exists).
+/// Model families the bench knows: Wan against diffusers; SeedVR2 alone (no diffusers port exists);
+/// TAEHV's `taew2_1` beside the Wan 2.1 VAE on the same latent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum VaeFamily {
     Wan,
     Seedvr2,
+    Taehv,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -73,6 +75,12 @@ pub struct VaeBenchArgs {
     /// SeedVR2: the released checkpoint's key list (default: ../shared/reference/seedvr2/full_keys.txt).
     #[arg(long)]
     pub seedvr2_keys: Option<PathBuf>,
+    /// TAEHV: the released `taew2_1` key list (default: ../shared/reference/taehv/keys_taew2_1.txt).
+    #[arg(long)]
+    pub taehv_keys: Option<PathBuf>,
+    /// TAEHV: comma list of latent frames per push of its chunked rows (each a row).
+    #[arg(long, default_value = "1,4")]
+    pub taehv_pushes: String,
 }
 
 fn parse_allocator(s: &str) -> Result<HostAllocator, String> {

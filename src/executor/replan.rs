@@ -51,6 +51,7 @@ impl JobPlanning {
             budget_bytes: budget_mib << 20,
             max_latent_frames_per_chunk: max_latent_frames.min(latent_frames),
             memory,
+            frame_by_frame: vae.runs_frame_by_frame(),
         });
         JobPlanning { request, budget_mib, max_latent_frames }
     }
@@ -58,7 +59,7 @@ impl JobPlanning {
     pub fn plan(&self) -> Plan {
         match &self.request {
             Some(request) if self.budget_mib > 0 => planner::plan(&PlanRequest { budget_bytes: self.budget_mib << 20, ..request.clone() }),
-            _ => Plan { latent_frames_per_chunk: self.max_latent_frames, spatial: None, estimated_peak_bytes: 0, fits: true, tile_major: false },
+            _ => Plan { latent_frames_per_chunk: self.max_latent_frames, spatial: None, estimated_peak_bytes: 0, fits: true, tile_major: false, frame_by_frame: false },
         }
     }
 
@@ -72,7 +73,10 @@ impl JobPlanning {
         // The piece-level retry has already run this plan's tiles one latent frame at a time. A plan
         // that did not fit its budget is estimated above it, so the budget halves too: each re-plan
         // asks for less than the one before.
-        let one_frame = request.estimated_peak_bytes(1, failed.spatial.as_ref(), failed.tile_major);
+        let one_frame = match failed.frame_by_frame {
+            true => request.estimated_frame_by_frame_bytes(1),
+            false => request.estimated_peak_bytes(1, failed.spatial.as_ref(), failed.tile_major),
+        };
         let mut budget_bytes = match self.budget_mib {
             0 => one_frame / 2,
             budget_mib => one_frame.min(budget_mib << 20) / 2,
@@ -84,7 +88,7 @@ impl JobPlanning {
             }
             let next = JobPlanning { budget_mib, ..self.clone() };
             let plan = next.plan();
-            if (plan.spatial, plan.tile_major) != (failed.spatial, failed.tile_major) {
+            if (plan.spatial, plan.tile_major, plan.frame_by_frame) != (failed.spatial, failed.tile_major, failed.frame_by_frame) {
                 let note = format!(
                     "out of memory with {}: re-planned for a budget of {budget_mib} MiB ({}) and started again",
                     describe(request, failed),
@@ -105,7 +109,10 @@ fn describe(request: &PlanRequest, plan: &Plan) -> String {
         1 => "1 latent frame per push".to_string(),
         n => format!("{n} latent frames per push"),
     };
-    let Some(tiles) = plan.spatial else { return format!("whole frames, {frames}") };
+    let Some(tiles) = plan.spatial else {
+        let pace = if plan.frame_by_frame { ", frame by frame" } else { "" };
+        return format!("whole frames{pace}, {frames}");
+    };
     let count = TileGrid::new(request.latent_height, request.latent_width, Some(&tiles)).count();
     let order = if plan.tile_major { ", tile-major" } else { "" };
     format!(

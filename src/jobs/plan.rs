@@ -123,6 +123,10 @@ pub struct VaePlan {
     /// Decode: tiles run one at a time over the whole clip (one tile's causal cache alive), spooled to disk
     /// beside the output and blended per push; chosen when one frame's caches exceed the budget.
     pub tile_major: bool,
+    /// Each push computed one frame at a time through the model (TAEHV): chosen before tiles when a
+    /// whole push does not fit the budget; exact, one frame's activations alive.
+    #[serde(default)]
+    pub frame_by_frame: bool,
     /// Pixels per latent cell along H and W.
     pub spatial_factor: i64,
     /// Pixel frames per latent frame after the first.
@@ -375,6 +379,7 @@ mod tests {
             fits_budget: true,
             memory_budget_mib: Some(2048),
             tile_major: false,
+            frame_by_frame: false,
             spatial_factor: 8,
             temporal_factor: 4,
             model_weight_bytes: 1000,
@@ -391,7 +396,7 @@ mod tests {
             "chunk_frames": 5, "latent_frames_per_chunk": 2, "temporal_chunking": "exact (causal cache)",
             "spatial_tiles": {"tile_height_latent": 16, "tile_width_latent": 16, "overlap_latent": 4},
             "blending": "raised cosine over the overlap", "estimated_peak_bytes": 1u64 << 30, "fits_budget": true,
-            "memory_budget_mib": 2048, "tile_major": false, "spatial_factor": 8, "temporal_factor": 4,
+            "memory_budget_mib": 2048, "tile_major": false, "frame_by_frame": false, "spatial_factor": 8, "temporal_factor": 4,
             "model_weight_bytes": 1000, "model_derived_bytes": 160,
             "fallbacks": ["decode: out of memory on 2 latent frames: 1 + 1"],
         });
@@ -402,7 +407,7 @@ mod tests {
     fn restore_plan() -> RestorePlan {
         let tiles = SpatialTiles { tile_height_latent: 8, tile_width_latent: 14, overlap_latent: 2 };
         let tile_plan =
-            |tile_major| TilePlan { latent_frames_per_chunk: 2, spatial: Some(tiles), estimated_peak_bytes: 9000, fits: true, tile_major };
+            |tile_major| TilePlan { latent_frames_per_chunk: 2, spatial: Some(tiles), estimated_peak_bytes: 9000, fits: true, tile_major, frame_by_frame: false };
         RestorePlan {
             frames: 7,
             batch_frames: 5,
@@ -439,7 +444,7 @@ mod tests {
     fn restore_json() -> Value {
         let tiles = json!({"tile_height_latent": 8, "tile_width_latent": 14, "overlap_latent": 2});
         let tile_plan = |tile_major| {
-            json!({"latent_frames_per_chunk": 2, "spatial": tiles, "estimated_peak_bytes": 9000, "fits": true, "tile_major": tile_major})
+            json!({"latent_frames_per_chunk": 2, "spatial": tiles, "estimated_peak_bytes": 9000, "fits": true, "tile_major": tile_major, "frame_by_frame": false})
         };
         json!({
             "frames": 7, "batch_frames": 5, "batch_overlap": 2, "batches": 2, "resize": [94, 115], "output": [80, 112],

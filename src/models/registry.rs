@@ -27,6 +27,9 @@ pub struct ModelEntry {
     pub description: String,
     /// Channels of the latents a VAE reads and writes, from its first decoder convolution.
     pub latent_channels: Option<i64>,
+    /// A VAE's `(spatial, temporal)` factors, as its header says ([`vae_factors`] for a family with one
+    /// layout; TAEHV's spatial factor from its checkpoint's patch size).
+    pub vae_factors: Option<(i64, i64)>,
     /// A DiT's variant (`3b`, `7b`).
     pub variant: Option<&'static str>,
     /// A DiT's default VAE: the first SeedVR2 VAE in `models_dir/vae/`.
@@ -79,6 +82,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
             files: model.paths(models_dir),
             description: model.description.into(),
             latent_channels: None,
+            vae_factors: None,
             variant: None,
             pairs_with: None,
         })
@@ -92,15 +96,17 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
             files: vec![models_dir.join(model.file)],
             description: model.description.into(),
             latent_channels: None,
+            vae_factors: None,
             variant: None,
             pairs_with: None,
         }
     }));
     for path in checkpoints(&models_dir.join(VAE_DIR), headers) {
         let Some(name) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
-        if let Some(Detected { family, latent_channels, .. }) = headers.detect(&path).filter(|d| d.family.is_vae()) {
+        if let Some(Detected { family, latent_channels, spatial_factor, .. }) = headers.detect(&path).filter(|d| d.family.is_vae()) {
             entries.push(ModelEntry {
                 latent_channels,
+                vae_factors: vae_factors(family).or_else(|| Some((spatial_factor?, TAEHV_TEMPORAL_FACTOR))),
                 // Named inside the models folder: /v1/models is public, where this box keeps its files is not.
                 description: format!("{} video VAE from {}", family.as_str(), inside(models_dir, &path)),
                 name,
@@ -127,6 +133,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
                 // Missing text embeddings show as a missing file, so the model is listed as not present.
                 files: vec![path, text.clone().unwrap_or_else(|| models_dir.join(DIT_DIR).join(TEXT_EMBEDDING_FILES[2]))],
                 latent_channels: None,
+                vae_factors: None,
                 variant,
                 pairs_with: default_vae.clone(),
             });
@@ -170,6 +177,8 @@ struct Detected {
     family: Family,
     latent_channels: Option<i64>,
     variant: Option<&'static str>,
+    /// Pixels per latent cell where the family has no one value (TAEHV: 8 × its patch size).
+    spatial_factor: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,6 +304,9 @@ pub fn shares_latent_space(family: Family, model: &str, made_family: &str, made_
     latent_space(family.as_str(), model) == latent_space(made_family, made_by)
 }
 
+/// Pixel frames per latent frame of every TAEHV checkpoint released (two TGrow stages of 2).
+const TAEHV_TEMPORAL_FACTOR: i64 = 4;
+
 /// A VAE's `(spatial, temporal)` factors: pixels per latent cell along H and W, and pixel frames per latent
 /// frame after the first. From its family's released configuration, which is what the header detection
 /// recognises (the loaded model reads its own from the checkpoint's shapes); `None` for a family that is no VAE.
@@ -303,7 +315,8 @@ pub fn vae_factors(family: Family) -> Option<(i64, i64)> {
         Family::Wan21 => Some(WanConfig::wan21()).map(|c| (c.spatial_factor(), c.temporal_factor())),
         Family::Wan22 => Some(WanConfig::wan22()).map(|c| (c.spatial_factor(), c.temporal_factor())),
         Family::Seedvr2 => Some(SeedVr2Config::seedvr2()).map(|c| (c.spatial_factor(), c.temporal_factor())),
-        // TAEHV's spatial factor is its checkpoint's (8 × its patch size: 8 or 16): not one per family.
+        // TAEHV's spatial factor is its checkpoint's (8 × its patch size: 8 or 16): not one per family
+        // (the registry reads it from the header, with `TAEHV_TEMPORAL_FACTOR`).
         Family::Taehv => None,
         Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => None,
     }
@@ -343,10 +356,10 @@ fn detect_family(path: &Path) -> Option<Detected> {
         return detect_taehv(&shapes);
     }
     let has = |needle: &str| shapes.keys().any(|k| k.contains(needle));
-    let vae = |family, latent_channels| Some(Detected { family, latent_channels, variant: None });
+    let vae = |family, latent_channels| Some(Detected { family, latent_channels, variant: None, spatial_factor: None });
     if shapes.contains_key("vid_in.proj.weight") && has("blocks.0.attn.") {
         let variant = if shapes.contains_key("vid_out_norm.weight") { "3b" } else { "7b" };
-        return Some(Detected { family: Family::Seedvr2Dit, latent_channels: None, variant: Some(variant) });
+        return Some(Detected { family: Family::Seedvr2Dit, latent_channels: None, variant: Some(variant), spatial_factor: None });
     }
     let input_channels = |keys: [&str; 2]| keys.iter().find_map(|k| shapes.get(*k)).and_then(|s| s.get(1).copied());
     let latent_channels = input_channels(["decoder.conv_in.weight", "decoder.conv1.weight"]);
@@ -374,7 +387,10 @@ fn detect_taehv(shapes: &BTreeMap<String, Vec<i64>>) -> Option<Detected> {
         return None;
     }
     let variant = if shapes.contains_key("decoder.1.weight") { None } else { Some("super") };
-    Some(Detected { family: Family::Taehv, latent_channels: latent.first().copied(), variant })
+    // The first convolution sees the frame's p×p patches stacked: 3p² channels.
+    let patch = shapes.get("encoder.0.weight").and_then(|s| s.get(1)).map(|&c| ((c / 3) as f64).sqrt().round() as i64);
+    let spatial_factor = patch.filter(|&p| p > 0 && 3 * p * p == shapes["encoder.0.weight"][1]).map(|p| 8 * p);
+    Some(Detected { family: Family::Taehv, latent_channels: latent.first().copied(), variant, spatial_factor })
 }
 
 #[cfg(test)]

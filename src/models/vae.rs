@@ -2,10 +2,11 @@
 //! they run. A family implements `family::vae::VaeModel` in its own folder; [`VideoVae::load`] holds the
 //! one line per family that names it.
 use std::ops::Deref;
+use std::path::Path;
 
 use tch::Tensor;
 
-use super::family::vae::{BoxedStream, LoadOptions, StreamOutput, VaeModel};
+use super::family::vae::{BoxedStream, LoadOptions, StreamOutput, StreamPace, VaeModel};
 use super::family::Family;
 use super::registry::ModelEntry;
 use super::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
@@ -34,12 +35,17 @@ impl VideoVae {
     /// The registry's entry loaded by its family's code: the one place that names each family.
     pub fn load(entry: &ModelEntry, opts: &LoadOptions) -> Result<VideoVae, ModelError> {
         let path = entry.files.first().ok_or_else(|| ModelError::WeightsMissing(entry.name.clone()))?;
-        match entry.family {
-            Family::Wan21 | Family::Wan22 => Ok(VideoVae::new(WanVideoVae::load(path, entry.family, opts)?)),
+        Self::load_file(path, entry.family, opts)
+    }
+
+    /// A checkpoint of `family` (the bench and calibration tools name theirs on the command line).
+    pub fn load_file(path: &Path, family: Family, opts: &LoadOptions) -> Result<VideoVae, ModelError> {
+        match family {
+            Family::Wan21 | Family::Wan22 => Ok(VideoVae::new(WanVideoVae::load(path, family, opts)?)),
             Family::Seedvr2 => Ok(VideoVae::new(SeedVr2Vae::load(path, &SeedVr2LoadOptions { device: opts.device, kind: opts.kind })?)),
             Family::Taehv => Ok(VideoVae::new(TaehvVideoVae::load(path, opts, full_vae_latent(path))?)),
             Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => {
-                Err(ModelError::Unsupported { model: entry.name.clone(), what: format!("{} VAE ops", entry.family.as_str()) })
+                Err(ModelError::Unsupported { model: naming::file_name(path), what: format!("{} VAE ops", family.as_str()) })
             }
         }
     }
@@ -59,6 +65,22 @@ impl VideoVae {
     pub fn decoder_with(&self, output: StreamOutput) -> BoxedStream<'_> {
         self.0.decode_stream(output)
     }
+
+    /// The encode stream at `pace`; a family without frame-by-frame streams computes its pushes whole.
+    pub fn encoder_at(&self, output: StreamOutput, pace: StreamPace) -> BoxedStream<'_> {
+        match pace {
+            StreamPace::FrameByFrame => self.0.frame_by_frame_encode_stream(output).unwrap_or_else(|| self.0.encode_stream(output)),
+            StreamPace::Chunk => self.0.encode_stream(output),
+        }
+    }
+
+    /// The decode stream at `pace`, as [`VideoVae::encoder_at`].
+    pub fn decoder_at(&self, output: StreamOutput, pace: StreamPace) -> BoxedStream<'_> {
+        match pace {
+            StreamPace::FrameByFrame => self.0.frame_by_frame_decode_stream(output).unwrap_or_else(|| self.0.decode_stream(output)),
+            StreamPace::Chunk => self.0.decode_stream(output),
+        }
+    }
 }
 
 impl Deref for VideoVae {
@@ -75,7 +97,7 @@ const HUNYUAN_VIDEO_SCALE: f64 = 0.476986;
 /// The full VAE whose raw latents a TAEHV checkpoint stands in for, as its file name says (the authors'
 /// loader tells `taew2_1` from `taehv` by name; their weights have one structure): Wan 2.1's and Wan 2.2's
 /// published statistics, Hunyuan Video's scale; none for a name tied to no VAE.
-fn full_vae_latent(path: &std::path::Path) -> Option<LatentAffine> {
+pub fn full_vae_latent(path: &Path) -> Option<LatentAffine> {
     match naming::latent_space(&naming::file_name(path)) {
         LatentSpace::Wan21 => Some(LatentAffine::new(&WAN21_LATENTS_MEAN, &WAN21_LATENTS_STD)),
         LatentSpace::Wan22 => Some(LatentAffine::new(&WAN22_LATENTS_MEAN, &WAN22_LATENTS_STD)),

@@ -61,9 +61,9 @@ fn output_frames(request: &JobRequest, retimes: Retimes, fps_rational: &str, fra
 }
 
 /// A latent `[1, C, t, h, w]` decodes to its cells times the VAE's factors (`None`: the model is no VAE
-/// the registry knows the factors of, and the decode itself finds out).
+/// whose factors its header gave, and the decode itself finds out).
 fn decoded_size(request: &JobRequest, &[_, _, t, h, w]: &[i64; 5]) -> Option<(u64, u64, u64)> {
-    let (spatial, temporal) = registry::vae_factors(request.family)?;
+    let (spatial, temporal) = request.vae_factors?;
     let (spatial, temporal) = (spatial as u64, temporal as u64);
     Some((w as u64 * spatial, h as u64 * spatial, 1 + (t as u64 - 1) * temporal))
 }
@@ -123,6 +123,7 @@ mod tests {
             model: "m".into(),
             family,
             latent_channels: None,
+            vae_factors: registry::vae_factors(family),
             priority: 0,
             params,
             device_bytes_needed: 0,

@@ -41,6 +41,8 @@ pub struct JobRequest {
     pub model: String,
     pub family: crate::models::family::Family,
     pub latent_channels: Option<i64>,
+    /// The VAE's `(spatial, temporal)` factors from its entry (what a decode's output size is worked out from).
+    pub vae_factors: Option<(i64, i64)>,
     pub priority: i64,
     pub params: JobParams,
     /// The least device memory it can run in (see `device_need`).
@@ -216,6 +218,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         callback_url,
         op,
         latent_channels: entry.latent_channels,
+        vae_factors: entry.vae_factors,
         family: entry.family,
         model: entry.name,
         priority: options.priority,

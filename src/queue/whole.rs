@@ -62,6 +62,7 @@ impl Queue {
             op: tried.op,
             family: entry.family,
             latent_channels: entry.latent_channels,
+            vae_factors: entry.vae_factors,
             model: entry.name,
             priority: tried.priority,
             callback_url,

@@ -296,6 +296,32 @@ pub const CALIBRATED: &[CalibratedRow] = &[
             decode: StreamCost { fixed_bytes: 11405566.5, bytes_per_voxel: 3719.1, bytes_per_pixel: 8931.6 },
         },
     },
+    // vaebox bench vae --family taehv … (makes .cache/bench/taehv/taew2_1-seed0.safetensors, the released
+    // taew2_1 layout with random weights), then
+    // vaebox calibrate --weights .cache/bench/taehv/taew2_1-seed0.safetensors --family taehv --dtype f32
+    // (session 35; chunked pushes; every run within -4.2%..+10.4% of the row, the encoder's 1-group pushes
+    // above it)
+    CalibratedRow {
+        device: "cpu",
+        family: "taehv",
+        dtype: "f32",
+        width: 64,
+        model: MemoryModel {
+            encode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 966.5, bytes_per_pixel: 1724.9 },
+            decode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 1429.6, bytes_per_pixel: 574.8 },
+        },
+    },
+    // The same with --dtype bf16 (session 35; every run within -3.8%..+9.9% of the row)
+    CalibratedRow {
+        device: "cpu",
+        family: "taehv",
+        dtype: "bf16",
+        width: 64,
+        model: MemoryModel {
+            encode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 496.5, bytes_per_pixel: 887.2 },
+            decode: StreamCost { fixed_bytes: 0.0, bytes_per_voxel: 686.2, bytes_per_pixel: 337.3 },
+        },
+    },
 ];
 
 #[cfg(test)]

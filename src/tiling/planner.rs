@@ -33,6 +33,8 @@ pub struct PlanRequest {
     /// Longest push the caller wants (latency, progress granularity), in latent frames.
     pub max_latent_frames_per_chunk: i64,
     pub memory: MemoryModel,
+    /// The model can compute a push one frame at a time ([`crate::models::family::vae::StreamPace`]).
+    pub frame_by_frame: bool,
 }
 
 /// What the planner chose for one VAE stream.
@@ -49,6 +51,11 @@ pub struct Plan {
     /// spooled to disk and blended afterwards): for budgets below the caches of one whole frame.
     #[serde(default)]
     pub tile_major: bool,
+    /// Each push computed one frame at a time through the model (TAEHV): exact, a little slower, and
+    /// one frame's activations alive instead of the push's; chosen before tiles when whole pushes do not
+    /// fit.
+    #[serde(default)]
+    pub frame_by_frame: bool,
 }
 
 impl PlanRequest {
@@ -79,7 +86,19 @@ impl PlanRequest {
 
     fn plan(&self, latent_frames_per_chunk: i64, spatial: Option<SpatialTiles>, fits: bool, tile_major: bool) -> Plan {
         let estimated_peak_bytes = self.estimated_peak_bytes(latent_frames_per_chunk, spatial.as_ref(), tile_major);
-        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes, fits, tile_major }
+        Plan { latent_frames_per_chunk, spatial, estimated_peak_bytes, fits, tile_major, frame_by_frame: false }
+    }
+
+    /// Whole frames, each push computed frame by frame: one pixel frame's activations, every cache
+    /// (and its snapshot), and the push's frames themselves (its Float input or output, 12 B a pixel).
+    pub fn estimated_frame_by_frame_bytes(&self, latent_frames_per_chunk: i64) -> u64 {
+        self.estimate_frame_by_frame(latent_frames_per_chunk).max(0.0).ceil() as u64
+    }
+
+    fn estimate_frame_by_frame(&self, latent_frames_per_chunk: i64) -> f64 {
+        let frame_pixels = self.latent_height * self.latent_width * self.spatial_factor * self.spatial_factor;
+        let activations = self.memory.peak_bytes(self.op, 1, frame_pixels, frame_pixels, frame_pixels);
+        activations + 12.0 * (self.push_pixel_frames(latent_frames_per_chunk) * frame_pixels) as f64
     }
 
     /// The estimated peak of pushes of `latent_frames_per_chunk` on `spatial` tiles (tile-major or not).
@@ -150,6 +169,12 @@ pub fn plan(request: &PlanRequest) -> Plan {
     if let Some(chunk) = request.longest_chunk(None) {
         return request.plan(chunk, None, true, false);
     }
+    if request.frame_by_frame {
+        if let Some(chunk) = request.longest_chunk_where(|k| request.estimate_frame_by_frame(k)) {
+            let estimated_peak_bytes = request.estimated_frame_by_frame_bytes(chunk);
+            return Plan { latent_frames_per_chunk: chunk, spatial: None, estimated_peak_bytes, fits: true, tile_major: false, frame_by_frame: true };
+        }
+    }
     let tilings = request.tilings();
     // Every fitting tiling, time-major (each tile keeps its cache) and, for decode, tile-major (one
     // tile's cache at a time, which lets larger tiles fit). Fewest computed cells first (time), then
@@ -188,6 +213,7 @@ pub(crate) fn example_request(budget_bytes: u64) -> PlanRequest {
         budget_bytes,
         max_latent_frames_per_chunk: 4,
         memory: MemoryModel { encode: cost, decode: cost },
+        frame_by_frame: false,
     }
 }
 
@@ -207,7 +233,7 @@ mod tests {
         // 480×832 px = 399,360 px: 4 latent frames = 16 px frames → 6.4 GB + 40 MB of caches, twice
         // (the retry's snapshot keeps the previous ones through the push).
         let plan = plan(&request(8 << 30));
-        assert_eq!(plan, Plan { latent_frames_per_chunk: 4, spatial: None, estimated_peak_bytes: 6_469_632_000, fits: true, tile_major: false });
+        assert_eq!(plan, Plan { latent_frames_per_chunk: 4, spatial: None, estimated_peak_bytes: 6_469_632_000, fits: true, tile_major: false, frame_by_frame: false });
     }
 
     #[test]
@@ -217,6 +243,24 @@ mod tests {
         assert_eq!((plan.latent_frames_per_chunk, plan.spatial), (2, None));
         let plan = super::plan(&request(1700 * MIB));
         assert_eq!((plan.latent_frames_per_chunk, plan.spatial), (1, None));
+    }
+
+    #[test]
+    fn a_model_that_runs_frame_by_frame_does_so_before_any_tiling() {
+        // One latent frame whole: 4 · 399,360 · 1000 + 2 · 399,360 · 100 = 1.68 GB. Frame by frame: one
+        // frame's 399 MB, the caches' 80 MB and 12 B a pixel of each frame pushed (4 frames a latent).
+        let one_latent = request(0).estimate(1, None);
+        let frame_by_frame = PlanRequest { frame_by_frame: true, ..request(1000 * MIB) };
+        let plan = plan(&frame_by_frame);
+        assert!(1000.0 * (MIB as f64) < one_latent);
+        assert_eq!((plan.frame_by_frame, plan.spatial, plan.fits, plan.latent_frames_per_chunk), (true, None, true, 4), "{plan:?}");
+        assert_eq!(plan.estimated_peak_bytes, 399_360 * 1000 + 2 * 399_360 * 100 + 12 * 16 * 399_360);
+        // A model without the mode tiles under the same budget; with more room either pushes whole.
+        assert!(super::plan(&request(1000 * MIB)).spatial.is_some());
+        assert!(!super::plan(&PlanRequest { frame_by_frame: true, ..request(8 << 30) }).frame_by_frame);
+        // Below one frame's activations, frame by frame does not fit either: tiles.
+        let tight = super::plan(&PlanRequest { frame_by_frame: true, ..request(300 * MIB) });
+        assert!(!tight.frame_by_frame && tight.spatial.is_some(), "{tight:?}");
     }
 
     /// Whether `tiles` fit `budget` with one latent frame per push, time-major or tile-major.

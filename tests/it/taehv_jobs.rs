@@ -147,7 +147,7 @@ async fn a_pth_file_is_listed_and_decodes() {
     let dir = tempfile::tempdir().unwrap();
     let models = models_dir(dir.path());
     super::taehv_reference::torch_save(&reference("taehv/taew2_2_weights.safetensors"), &models.join("vae/taew2_2.pth"), "float16");
-    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_MAX_WIDTH", "600")]);
     let client = client();
     let (_, listing) = get_json(&client, &server.url("/v1/models")).await;
     let taew = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "taew2_2").unwrap_or_else(|| panic!("{listing}"));
@@ -157,6 +157,38 @@ async fn a_pth_file_is_listed_and_decodes() {
     let job = run_job(&client, &server, "op=vae_decode&model=taew2_2&dtype=f32&output_format=safetensors&filename=latent.safetensors", upload).await;
     let frames = tensor_of(&fetch(&client, &server, &job).await, dir.path());
     assert_eq!(frames.size(), vec![1, 3, 5, 32, 48], "2 latent frames of 2×3 cells");
+    // Its output is sized by its own factor before queueing: 40 cells are 640 pixels (Wan's 8 would give 320).
+    let (status, body) = send_json(client.post(server.url("/v1/decode?model=taew2_2&shape=1&shape=48&shape=1&shape=8&shape=40")).body(vec![0u8; 16])).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("output-too-large")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("width 640 (max 600)"), "{body}");
+}
+
+/// Under a budget a whole push does not fit, TAEHV decodes frame by frame (one frame's activations alive)
+/// instead of cutting the frame into tiles: the plan says so, the frames are the same as without a budget,
+/// and the job's peak memory is lower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tight_budget_decodes_frame_by_frame_to_the_same_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_dir(dir.path());
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    tch::manual_seed(3);
+    let latent = Tensor::randn([1, 16, 5, 48, 48], (Kind::Float, tch::Device::Cpu));
+    let upload = write_tensor(&dir.path().join("latent.safetensors"), "latent", &latent);
+    let query = |budget: &str| format!("op=vae_decode&model=taew2_1&dtype=f32&output_format=safetensors&filename=latent.safetensors{budget}");
+    let whole = run_job(&client, &server, &query(""), upload.clone()).await;
+    assert_eq!(whole["plan"]["frame_by_frame"], false, "{}", whole["plan"]);
+    let budgeted = run_job(&client, &server, &query("&memory_budget_mib=80"), upload).await;
+    let plan = &budgeted["plan"];
+    assert_eq!((plan["frame_by_frame"].as_bool(), plan["spatial_tiles"].is_null(), plan["fits_budget"].as_bool()), (Some(true), true, Some(true)), "{plan}");
+    assert!(plan["estimated_peak_bytes"].as_u64().unwrap() <= 80 << 20, "{plan}");
+    let (a, b) = (tensor_of(&fetch(&client, &server, &whole).await, dir.path()), tensor_of(&fetch(&client, &server, &budgeted).await, dir.path()));
+    assert_eq!(a.size(), vec![1, 3, 17, 384, 384]);
+    let diff = max_abs_diff(&a, &b);
+    assert!(diff <= 1e-5, "frame by frame differs from the whole push by {diff}");
+    let peak = |job: &Value| job["timings"]["peak_host_bytes"].as_f64().unwrap_or_else(|| panic!("{}", job["timings"])) / 1048576.0;
+    println!("taew2_1 decode of 17 frames of 384²: whole pushes peak {:.0} MiB, frame by frame {:.0} MiB ({plan})", peak(&whole), peak(&budgeted));
+    assert!(peak(&budgeted) < peak(&whole), "frame by frame peaked at {:.0} MiB, whole pushes at {:.0}", peak(&budgeted), peak(&whole));
 }
 
 /// diffusers' own `remote_decode` and `remote_encode` against taew2_1, as a Wan pipeline would call the box with

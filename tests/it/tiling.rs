@@ -222,6 +222,7 @@ fn decode_request(memory: MemoryModel, budget_bytes: u64) -> PlanRequest {
         budget_bytes,
         max_latent_frames_per_chunk: 2,
         memory,
+        frame_by_frame: false,
     }
 }
 
@@ -359,6 +360,7 @@ fn decode_memory_is_flat_in_clip_length() {
             budget_bytes: u64::MAX / 4,
             max_latent_frames_per_chunk: 1,
             memory,
+            frame_by_frame: false,
         };
         let chosen = plan(&request);
         let spec = RunSpec {

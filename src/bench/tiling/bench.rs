@@ -154,6 +154,8 @@ pub fn run(args: &TilingBenchArgs) -> anyhow::Result<()> {
             budget_bytes: u64::MAX / 4,
             max_latent_frames_per_chunk: args.max_latent_frames_per_chunk,
             memory,
+            // The bench measures tilings; its child runs push whole chunks.
+            frame_by_frame: false,
         };
         ([frames, height, width], request)
     };

@@ -17,7 +17,7 @@ pub struct CalibrateArgs {
     /// VAE checkpoint (safetensors, any naming the loader reads).
     #[arg(long)]
     pub weights: PathBuf,
-    /// wan21, wan22 or seedvr2.
+    /// wan21, wan22, seedvr2 or taehv.
     #[arg(long, default_value = "wan21")]
     pub family: String,
     /// f32 or bf16.

@@ -6,9 +6,8 @@ use anyhow::{bail, Context};
 use tch::{Device, Kind, Tensor};
 
 use crate::models::family::Family;
-use crate::models::seedvr2::{SeedVr2LoadOptions, SeedVr2Vae};
+use crate::models::family::vae::LoadOptions;
 use crate::models::vae::VideoVae;
-use crate::models::wan::{WanLoadOptions, WanVae, WanVideoVae};
 
 /// A smooth moving pattern in [-1, 1], `[1, 3, frames, height, width]`.
 pub fn synthetic_video(frames: i64, height: i64, width: i64) -> Tensor {
@@ -26,7 +25,8 @@ pub fn parse_family(name: &str) -> anyhow::Result<Family> {
         "wan21" => Ok(Family::Wan21),
         "wan22" => Ok(Family::Wan22),
         "seedvr2" => Ok(Family::Seedvr2),
-        other => bail!("unknown VAE family `{other}` (wan21, wan22, seedvr2)"),
+        "taehv" => Ok(Family::Taehv),
+        other => bail!("unknown VAE family `{other}` (wan21, wan22, seedvr2, taehv)"),
     }
 }
 
@@ -50,8 +50,5 @@ pub fn usable_device(name: &str) -> anyhow::Result<Device> {
 }
 
 pub fn load_vae(weights: &Path, family: Family, kind: Kind, device: Device) -> anyhow::Result<VideoVae> {
-    Ok(match family {
-        Family::Seedvr2 => VideoVae::new(SeedVr2Vae::load(weights, &SeedVr2LoadOptions { device, kind })?),
-        _ => VideoVae::new(WanVideoVae::new(family, WanVae::load(weights, &WanLoadOptions { device, kind })?)),
-    })
+    Ok(VideoVae::load_file(weights, family, &LoadOptions { device, kind })?)
 }

@@ -28,7 +28,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
     pub weights: PathBuf,
-    /// wan21, wan22 or seedvr2.
+    /// wan21, wan22, seedvr2 or taehv.
     pub family: String,
     /// f32 or bf16.
     pub dtype: String,

@@ -8,7 +8,7 @@ use tch::Tensor;
 
 use super::blend::BlendAccumulator;
 use crate::models::ModelError;
-use crate::models::family::vae::{BoxedStream, StreamOutput};
+use crate::models::family::vae::{BoxedStream, StreamOutput, StreamPace};
 use crate::models::vae::VideoVae;
 use crate::models::nn::causal_cache::{saved_state_error, RowSplit, SavedTensors};
 use crate::models::stop::StopFlag;
@@ -162,6 +162,7 @@ pub struct TiledDecoder<'a> {
     vae: &'a VideoVae,
     tiles: Option<SpatialTiles>,
     output: StreamOutput,
+    pace: StreamPace,
     state: TileStreams<'a>,
 }
 
@@ -172,7 +173,12 @@ impl<'a> TiledDecoder<'a> {
     }
 
     pub fn with_output(vae: &'a VideoVae, tiles: Option<SpatialTiles>, output: StreamOutput) -> TiledDecoder<'a> {
-        TiledDecoder { vae, tiles, output, state: TileStreams::new() }
+        TiledDecoder { vae, tiles, output, pace: StreamPace::Chunk, state: TileStreams::new() }
+    }
+
+    /// Every tile's stream at `pace` (before the first push).
+    pub fn with_pace(self, pace: StreamPace) -> TiledDecoder<'a> {
+        TiledDecoder { pace, ..self }
     }
 
     pub fn checkpoint(&self) -> StreamCheckpoint<'a> {
@@ -213,20 +219,20 @@ impl<'a> TiledDecoder<'a> {
     /// Goes on from a state `save_state` gave a decoder of the same model and tiles (tensors on `device`).
     pub fn load_state(&mut self, saved: &HashMap<String, Tensor>, device: tch::Device) -> Result<(), ModelError> {
         let Some((h, w)) = TileStreams::saved_layout(saved)? else { return Ok(()) };
-        let (vae, tiles, output) = (self.vae, self.tiles, self.output);
+        let (vae, tiles, output, pace) = (self.vae, self.tiles, self.output, self.pace);
         let factor = vae.spatial_factor();
-        self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, device), || vae.decoder_with(output))?;
+        self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, device), || vae.decoder_at(output, pace))?;
         self.state.load_streams(saved)
     }
 
     /// `latent`: `[1, C, t, h, w]`; returns `[1, 3, n, s·h, s·w]` as the untiled decoder does.
     pub fn push(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
         let (_, _, _, h, w) = latent.size5()?;
-        let (vae, tiles, output) = (self.vae, self.tiles, self.output);
+        let (vae, tiles, output, pace) = (self.vae, self.tiles, self.output, self.pace);
         let factor = vae.spatial_factor();
         let stop = self.state.stop.clone();
         let (layout, streams) =
-            self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, latent.device()), || vae.decoder_with(output))?;
+            self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), factor, latent.device()), || vae.decoder_at(output, pace))?;
         if let [single] = streams {
             return single.push_some(latent);
         }
@@ -247,6 +253,7 @@ pub struct TiledEncoder<'a> {
     vae: &'a VideoVae,
     tiles: Option<SpatialTiles>,
     output: StreamOutput,
+    pace: StreamPace,
     state: TileStreams<'a>,
 }
 
@@ -257,7 +264,12 @@ impl<'a> TiledEncoder<'a> {
 
     /// With [`StreamOutput::Raw`] the tiles' moments (mean and log-variance) are blended alike.
     pub fn with_output(vae: &'a VideoVae, tiles: Option<SpatialTiles>, output: StreamOutput) -> TiledEncoder<'a> {
-        TiledEncoder { vae, tiles, output, state: TileStreams::new() }
+        TiledEncoder { vae, tiles, output, pace: StreamPace::Chunk, state: TileStreams::new() }
+    }
+
+    /// Every tile's stream at `pace` (before the first push).
+    pub fn with_pace(self, pace: StreamPace) -> TiledEncoder<'a> {
+        TiledEncoder { pace, ..self }
     }
 
     pub fn checkpoint(&self) -> StreamCheckpoint<'a> {
@@ -294,8 +306,8 @@ impl<'a> TiledEncoder<'a> {
     /// Goes on from a state `save_state` gave an encoder of the same model and tiles (tensors on `device`).
     pub fn load_state(&mut self, saved: &HashMap<String, Tensor>, device: tch::Device) -> Result<(), ModelError> {
         let Some((h, w)) = TileStreams::saved_layout(saved)? else { return Ok(()) };
-        let (vae, tiles, output) = (self.vae, self.tiles, self.output);
-        self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, device), || vae.encoder_with(output))?;
+        let (vae, tiles, output, pace) = (self.vae, self.tiles, self.output, self.pace);
+        self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, device), || vae.encoder_at(output, pace))?;
         self.state.load_streams(saved)
     }
 
@@ -310,9 +322,9 @@ impl<'a> TiledEncoder<'a> {
             });
         }
         let (h, w) = (height / factor, width / factor);
-        let (vae, tiles, output) = (self.vae, self.tiles, self.output);
+        let (vae, tiles, output, pace) = (self.vae, self.tiles, self.output, self.pace);
         let stop = self.state.stop.clone();
-        let (layout, streams) = self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, frames.device()), || vae.encoder_with(output))?;
+        let (layout, streams) = self.state.layout_for(h, w, |h, w| Layout::new(h, w, tiles.as_ref(), 1, frames.device()), || vae.encoder_at(output, pace))?;
         if let [single] = streams {
             return single.push(frames);
         }

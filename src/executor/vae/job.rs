@@ -13,6 +13,7 @@ use crate::executor::tiled::streams::{TiledDecoder, TiledEncoder};
 use crate::jobs::plan::{JobPlan, VaeOpPlan, VaePlan};
 use crate::jobs::{JobOutcome, Progress, QualityMetrics, Timings};
 use crate::media::{FrameReader, MediaInfo};
+use crate::models::family::vae::StreamPace;
 use crate::models::registry::ModelEntry;
 use crate::models::vae::VideoVae;
 use crate::models::VaeOp;
@@ -45,16 +46,25 @@ pub(super) struct VaeJob<'a> {
 impl VaeJob<'_> {
     /// The job's encoder; a cancel stops it inside a push (between tiles and layers).
     pub(super) fn encoder(&self) -> TiledEncoder<'_> {
-        let mut encoder = TiledEncoder::new(self.vae, self.tiles);
+        let mut encoder = TiledEncoder::new(self.vae, self.tiles).with_pace(self.pace());
         encoder.set_stop(self.hooks.stop_flag());
         encoder
     }
 
     /// The job's decoder; a cancel stops it inside a push (between tiles and layers).
     pub(super) fn decoder(&self) -> TiledDecoder<'_> {
-        let mut decoder = TiledDecoder::new(self.vae, self.tiles);
+        let mut decoder = TiledDecoder::new(self.vae, self.tiles).with_pace(self.pace());
         decoder.set_stop(self.hooks.stop_flag());
         decoder
+    }
+
+    /// Frame by frame when the plan chose it (whole pushes did not fit the budget), else a push at once.
+    fn pace(&self) -> StreamPace {
+        if self.tile_plan.frame_by_frame {
+            StreamPace::FrameByFrame
+        } else {
+            StreamPace::Chunk
+        }
     }
 
     /// Sizes the first row split of an out-of-memory retry of a push of `pixel_frames` frames of
@@ -144,6 +154,7 @@ impl VaeJob<'_> {
             fits_budget: plan.fits,
             memory_budget_mib: (self.budget_mib > 0).then_some(self.budget_mib),
             tile_major: plan.tile_major,
+            frame_by_frame: plan.frame_by_frame,
             spatial_factor: self.vae.spatial_factor(),
             temporal_factor: self.vae.temporal_factor(),
             model_weight_bytes: held.weights,

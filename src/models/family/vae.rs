@@ -26,6 +26,16 @@ pub enum StreamOutput {
     Raw,
 }
 
+/// How a stream computes a push: all its frames at once (fastest), or one frame at a time through the
+/// whole model, depth first, so that only one frame's activations are alive whatever the push (TAEHV's
+/// `parallel=False`; memory flat in the push as well as in the clip). Both give the same values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StreamPace {
+    #[default]
+    Chunk,
+    FrameByFrame,
+}
+
 /// One direction of a VAE with its exact causal state: chunks pushed in order give what the whole
 /// clip gives, in memory bounded by the push.
 pub trait VaeStream<'a> {
@@ -85,6 +95,17 @@ pub trait VaeModel {
     }
     fn encode_stream(&self, output: StreamOutput) -> BoxedStream<'_>;
     fn decode_stream(&self, output: StreamOutput) -> BoxedStream<'_>;
+    /// The streams at [`StreamPace::FrameByFrame`]; `None` where the family has no such mode (its pushes
+    /// are computed as one chunk). The planner asks [`VaeModel::runs_frame_by_frame`] before choosing it.
+    fn frame_by_frame_encode_stream(&self, _output: StreamOutput) -> Option<BoxedStream<'_>> {
+        None
+    }
+    fn frame_by_frame_decode_stream(&self, _output: StreamOutput) -> Option<BoxedStream<'_>> {
+        None
+    }
+    fn runs_frame_by_frame(&self) -> bool {
+        self.frame_by_frame_decode_stream(StreamOutput::Pipeline).is_some()
+    }
     /// What pipelines apply before diffusion (Wan: the published per-channel `(mu - mean) / std` of its
     /// latent size; SeedVR2: its scaling factor), and its inverse.
     fn normalize(&self, raw: &Tensor) -> Result<Tensor, ModelError>;

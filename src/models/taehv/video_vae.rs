@@ -81,9 +81,20 @@ impl TaehvVideoVae {
         &self.model
     }
 
+    /// The decode stream, each push all at once (`parallel`) or frame by frame, depth first (the
+    /// original's `parallel=False`: activations of one frame alive at a time, whatever the push).
+    pub fn pipeline_decoder(&self, parallel: bool) -> PipelineDecodeStream<'_> {
+        PipelineDecodeStream(self.model.decoder_stream(parallel), self.latent.as_ref().map(LatentAffine::shallow_clone))
+    }
+
     /// The encode stream with its end padding ([`PipelineEncodeStream::finish`]).
     pub fn pipeline_encoder(&self) -> PipelineEncodeStream<'_> {
-        PipelineEncodeStream(self.model.encoder_stream(true), self.latent.as_ref().map(LatentAffine::shallow_clone))
+        self.pipeline_encoder_at(true)
+    }
+
+    /// [`TaehvVideoVae::pipeline_encoder`], each push all at once (`parallel`) or frame by frame.
+    pub fn pipeline_encoder_at(&self, parallel: bool) -> PipelineEncodeStream<'_> {
+        PipelineEncodeStream(self.model.encoder_stream(parallel), self.latent.as_ref().map(LatentAffine::shallow_clone))
     }
 }
 
@@ -125,7 +136,15 @@ impl VaeModel for TaehvVideoVae {
     }
 
     fn decode_stream(&self, _output: StreamOutput) -> BoxedStream<'_> {
-        Box::new(PipelineDecodeStream(self.model.decoder_stream(true), self.latent.as_ref().map(LatentAffine::shallow_clone)))
+        Box::new(self.pipeline_decoder(true))
+    }
+
+    fn frame_by_frame_encode_stream(&self, _output: StreamOutput) -> Option<BoxedStream<'_>> {
+        Some(Box::new(self.pipeline_encoder_at(false)))
+    }
+
+    fn frame_by_frame_decode_stream(&self, _output: StreamOutput) -> Option<BoxedStream<'_>> {
+        Some(Box::new(self.pipeline_decoder(false)))
     }
 
     /// The full VAE's normalisation (what TAEHV itself takes); the identity for a checkpoint tied to none.
