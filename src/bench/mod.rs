@@ -17,6 +17,7 @@ pub mod taehv;
 pub mod tiling;
 mod timing;
 pub mod vae;
+mod vae_cache;
 mod vae_args;
 pub mod weights_load;
 pub mod winograd;

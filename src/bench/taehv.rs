@@ -83,6 +83,9 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         other => bail!("the TAEHV bench runs one dtype (f32 or bf16), not `{other}`"),
     };
     let pushes = parse_list(&args.taehv_pushes, "push", |s| s.parse::<i64>().ok().filter(|&k| k > 0))?;
+    // Both models as a job runs them: Winograd on (the box's `cpu_winograd`) unless `--cpu-winograd false`.
+    let winograd = parse_list(&args.cpu_winograd, "cpu_winograd value", |s| s.parse::<bool>().ok())?[0];
+    crate::models::nn::winograd::set_enabled(winograd);
     let wan_weights = wan_weights(args)?;
     let taehv_weights = taehv_weights(args)?;
     let options = LoadOptions { device, kind };
@@ -91,7 +94,7 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     let latent_frames = 1 + (args.frames - 1) / 4;
     let (latent_h, latent_w) = (args.height / 8, args.width / 8);
     println!(
-        "TAEHV bench: {} ({:.1} M parameters) beside the Wan 2.1 VAE ({}), random weights | latent {latent_frames}×{latent_h}×{latent_w} → {} frames {}×{} | {} | {} threads | CPU, bounded allocator",
+        "TAEHV bench: {} ({:.1} M parameters) beside the Wan 2.1 VAE ({}), random weights | latent {latent_frames}×{latent_h}×{latent_w} → {} frames {}×{} | {} | {} threads | CPU, bounded allocator, cpu_winograd {winograd}",
         taehv_weights.display(),
         taehv.model().parameter_count() as f64 / 1e6,
         wan_weights.display(),
@@ -173,9 +176,9 @@ fn raw_wan_latent(seed: u64, frames: i64, height: i64, width: i64) -> Tensor {
 fn wan_weights(args: &VaeBenchArgs) -> anyhow::Result<PathBuf> {
     let script = PythonScript { python: args.python.clone(), script: args.script.clone(), timeout: std::time::Duration::from_secs(args.timeout_secs), threads: args.threads, env: Vec::new() };
     let wan_args = VaeBenchArgs { preset: "wan2.1".into(), ..args.clone() };
-    let paths = super::vae::CachePaths::new(&wan_args);
+    let paths = super::vae_cache::CachePaths::new(&wan_args);
     std::fs::create_dir_all(&paths.dir).with_context(|| format!("cannot create {}", paths.dir.display()))?;
-    super::vae::ensure_generated(&script, &paths.weights, "--make-weights", &super::vae::shape_args(&wan_args))?;
+    super::vae_cache::ensure_generated(&script, &paths.weights, "--make-weights", &super::vae_cache::shape_args(&wan_args))?;
     Ok(paths.weights)
 }
 

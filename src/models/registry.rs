@@ -108,7 +108,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
                 latent_channels,
                 vae_factors: vae_factors(family).or_else(|| Some((spatial_factor?, TAEHV_TEMPORAL_FACTOR))),
                 // Named inside the models folder: /v1/models is public, where this box keeps its files is not.
-                description: format!("{} video VAE from {}", family.as_str(), inside(models_dir, &path)),
+                description: vae_description(family, &name, &inside(models_dir, &path)),
                 name,
                 family,
                 ops: Op::done_by(family.kind()),
@@ -169,6 +169,26 @@ struct HeaderCache {
     files: Mutex<HashMap<PathBuf, (FileStamp, Option<Detected>)>>,
     /// Headers actually read, so a test can tell a remembered answer from a fresh one.
     reads: AtomicU64,
+}
+
+/// `/v1/models`' words for a VAE; a TAEHV checkpoint says whose latents it takes (its name says, as the
+/// authors' loader reads it) and what it is for.
+fn vae_description(family: Family, name: &str, file: &str) -> String {
+    match family {
+        Family::Taehv => {
+            use crate::models::taehv::LatentSpace;
+            let latents = match crate::models::taehv::naming::latent_space(&name.to_lowercase()) {
+                LatentSpace::Wan21 => "Wan 2.1 (and Wan 2.2 14B) latents",
+                LatentSpace::Wan22 => "Wan 2.2 5B latents",
+                LatentSpace::HunyuanVideo => "Hunyuan Video latents",
+                LatentSpace::Unknown => "latents its name does not tie to a full VAE",
+            };
+            format!("tiny TAEHV video VAE for {latents} (a fast preview, softer than the full VAE) from {file}")
+        }
+        Family::Wan21 | Family::Wan22 | Family::Seedvr2 | Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => {
+            format!("{} video VAE from {file}", family.as_str())
+        }
+    }
 }
 
 /// What a checkpoint's header says it is.

@@ -18,7 +18,7 @@ const PLAN_LABELS = {
   dit: "DiT", latent_grid: "Latent grid", spatial_tiles: "Spatial tiles", dit_tiles: "DiT tiles",
   input_fps: "Input rate", output_fps: "Output rate", input_frames: "Input frames", interpolated: "Made by the model",
   scene_cuts: "Scene cuts at input frames", scene_threshold: "Scene-cut threshold", flow_scale: "Motion estimated at",
-  pairs_per_call: "Frame pairs per call", resumed_from: "Resumed",
+  pairs_per_call: "Frame pairs per call", resumed_from: "Resumed", frame_by_frame: "Frame by frame",
   // A restore's front-end options (the form's Advanced fields), in the words the form uses.
   fit: "Fit", padding: "Padding", prepend_frames: "Mirrored lead frames", input_noise_scale: "Input noise",
   latent_noise_scale: "Latent noise", uniform_batches: "Last batch",

@@ -41,10 +41,11 @@ BOX_DEFAULT_UPSCALER = "realesrgan-animevideov3"
 # The VAE a node starts with: the family of ComfyUI's most common video latents first (Wan 2.1's VAE also
 # serves Wan 2.2 14B), then Wan 2.2 (the 5B), then SeedVR2 (restore's own VAE, rarely a graph's latent).
 VAE_FAMILY_PREFERENCE = ("wan21", "wan22", "seedvr2")
-# With no box to ask: the names the box's README gives its files, so the COMBO is not empty.
+# With no box to ask: the names the box's README gives its files, so the COMBO is not empty (the tiny TAEHV
+# decoders last: a preview, never the default).
 NAMES_WITHOUT_BOX = {
-    "vae_decode": ["wan_2.1_vae", "wan2.2_vae", "ema_vae_fp16"],
-    "vae_encode": ["wan_2.1_vae", "wan2.2_vae", "ema_vae_fp16"],
+    "vae_decode": ["wan_2.1_vae", "wan2.2_vae", "ema_vae_fp16", "taew2_1", "taew2_2"],
+    "vae_encode": ["wan_2.1_vae", "wan2.2_vae", "ema_vae_fp16", "taew2_1", "taew2_2"],
     "upscale": [BOX_DEFAULT_UPSCALER, "realesrgan-x4plus"],
     "restore": ["seedvr2_ema_3b_fp16", "seedvr2_ema_7b_fp16"],
 }

@@ -136,7 +136,11 @@ impl Chain {
             return Ok(());
         }
         run.stop.check()?;
-        let Some(y) = self.apply(index, &x, run)? else { return Ok(()) };
+        let applied = self.apply(index, &x, run)?;
+        // The layer's input is not needed below it: held through the recursion, every layer's input would
+        // stay alive at once (at full resolution, most of a frame-by-frame decode's memory).
+        drop(x);
+        let Some(y) = applied else { return Ok(()) };
         let frames = y.size()[1];
         if run.pace == Pace::FrameByFrame && frames > 1 {
             for t in 0..frames {

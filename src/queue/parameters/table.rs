@@ -48,7 +48,9 @@ pub const OP: Parameter = Parameter {
 
 pub const MODEL: Parameter = Parameter {
     name: "model",
-    doc: "A model from /v1/models that can do `op`.",
+    doc: "A model from /v1/models that can do `op`. The VAE ops take the full VAEs and the tiny TAEHV decoders \
+          (family `taehv`: taew2_1 for Wan 2.1 latents, taew2_2 for Wan 2.2 5B's, taehv for Hunyuan Video's), which \
+          take and give the same latents as their full VAE: a fast preview, softer than the full decode.",
     default: Else(Text(DEFAULT_UPSCALE_MODEL), "for `upscale`; for the other ops the one model of this box that can do the op"),
     ..ROW
 };
