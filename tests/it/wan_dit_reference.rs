@@ -184,6 +184,19 @@ fn released_layout_is_recognised_without_allocating_it() {
     assert_eq!((cfg.dim, cfg.num_layers, cfg.heads, cfg.head_dim, cfg.ffn_dim), (1536, 30, 12, 128, 8960));
     assert_eq!((cfg.in_channels, cfg.out_channels, cfg.text_dim, cfg.freq_dim, cfg.patch), (16, 16, 4096, 256, [1, 2, 2]));
     assert_eq!((cfg.heads_from, cfg.rope_split()), (HeadsFrom::ReleasedHeadDim, [44, 42, 42]));
+    // And a step runs at that width (12 heads of 128, RoPE split 44/42/42); two of the blocks are enough
+    // for the shapes, and spare copying the other 28 blocks' broadcast weights for their matmuls.
+    let two_blocks: Vec<(String, Tensor)> = shapes
+        .iter()
+        .filter(|(k, _)| !k.starts_with("blocks.") || k.starts_with("blocks.0.") || k.starts_with("blocks.1."))
+        .map(|(k, s)| (k.clone(), zero.expand(s.as_slice(), false)))
+        .collect();
+    let model = WanDit::from_tensors(Path::new("two_released_blocks"), two_blocks, None, &WanDitLoadOptions::default()).expect("two blocks load");
+    assert_eq!((model.config().num_layers, model.config().heads), (2, 12));
+    let cond = model.condition(&Tensor::zeros([1, 4, 4096], (Kind::Float, tch::Device::Cpu))).expect("condition");
+    let mut stream = model.stream(cond, StreamSettings::official([128, 128])).expect("stream");
+    let pred = stream.step(&Tensor::zeros([1, 16, 6, 16, 16], (Kind::Float, tch::Device::Cpu)), &Tensor::zeros([1, 384, 1536], (Kind::Float, tch::Device::Cpu))).expect("step");
+    assert_eq!(pred.size(), [1, 16, 6, 16, 16]);
     let small = small_dit();
     assert_eq!((small.config().heads, small.config().heads_from, small.config().rope_split()), (2, HeadsFrom::Metadata, [12, 10, 10]));
 }

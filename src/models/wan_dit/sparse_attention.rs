@@ -27,6 +27,12 @@ pub fn block_sparse(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result
     let k_len = k.size()[1];
     let q_windows = q_len / WINDOW_TOKENS;
     let chunk = (CHUNK_SCORES / (heads * WINDOW_TOKENS * k_len).max(1)).clamp(1, q_windows.max(1));
+    in_chunks(q, k, v, mask, chunk)
+}
+
+/// [`block_sparse`], `chunk` query windows at a time.
+fn in_chunks(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, chunk: i64) -> Result<Tensor, TchError> {
+    let q_windows = q.size()[1] / WINDOW_TOKENS;
     let mut outputs = Vec::new();
     for first in (0..q_windows).step_by(chunk as usize) {
         let count = chunk.min(q_windows - first);
@@ -81,5 +87,9 @@ mod tests {
         assert_eq!(out.get(1).narrow(0, 128, 128).abs().max().double_value(&[]), 0.0);
         let all = Tensor::ones([heads, 3, 4], (Kind::Bool, Device::Cpu));
         assert!((block_sparse(&q, &k, &v, &all).unwrap() - dense(&q, &k, &v).unwrap()).abs().max().double_value(&[]) < 1e-12);
+        // Memory-bounded chunks of query windows compute the same thing (one chunk here by default).
+        for chunk in [1, 2] {
+            assert!((in_chunks(&q, &k, &v, &mask, chunk).unwrap() - &out).abs().max().double_value(&[]) < 1e-12, "chunk {chunk}");
+        }
     }
 }

@@ -77,7 +77,7 @@ impl WanDitStream<'_> {
     }
 
     /// [`Self::step`], recording each block's mask and block 0's intermediates in `trace`.
-    pub fn step_traced(&mut self, latent: &Tensor, lq_tokens: &Tensor, trace: Option<&mut Trace>) -> Result<Tensor, ModelError> {
+    pub fn step_traced(&mut self, latent: &Tensor, lq_tokens: &Tensor, mut trace: Option<&mut Trace>) -> Result<Tensor, ModelError> {
         let _guard = tch::no_grad_guard();
         let grid = self.checked_grid(latent, lq_tokens)?;
         let model = self.model;
@@ -96,7 +96,6 @@ impl WanDitStream<'_> {
             kv_segments: self.settings.kv_segments(),
             mode: self.settings.attention,
         };
-        let mut trace = trace;
         if let Some(trace) = trace.as_deref_mut() {
             trace.record("local_attn_mask_u8".into(), &layout.local.f_to_kind(Kind::Uint8)?);
         }
