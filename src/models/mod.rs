@@ -1,7 +1,7 @@
 //! Model code: tch modules built from checkpoint files, one file per family.
 //! Everything here runs on the executor thread; nothing here is async.
 // Floors, each using only those below it: the catalogue (registry, op, vae) names the families; a
-// family (wan, seedvr2, seedvr2_dit, realesrgan, realcugan; restore is the pipeline around the DiT) builds
+// family (wan, wan_dit, seedvr2, seedvr2_dit, realesrgan, realcugan; restore is the pipeline around the DiT) builds
 // on the shared layers in `nn` and reads its files through `formats`, and never imports another family.
 pub mod family;
 pub mod formats;
@@ -15,6 +15,7 @@ pub mod seedvr2_dit;
 pub mod stop;
 pub mod taehv;
 pub mod wan;
+pub mod wan_dit;
 mod op;
 pub mod registry;
 pub mod vae;

@@ -108,7 +108,7 @@ const MODEL_FLOORS: &[&[&str]] = &[
     &["vae"],
     &["registry"],
     &["op"],
-    &["wan", "seedvr2", "seedvr2_dit", "realesrgan", "realcugan", "rife", "taehv"],
+    &["wan", "wan_dit", "seedvr2", "seedvr2_dit", "realesrgan", "realcugan", "rife", "taehv"],
     &["family"],
     &["nn"],
     &["formats"],

@@ -77,6 +77,7 @@ mod upload_fairness;
 mod upload_hints;
 mod upscale_progress;
 mod wan_reference;
+mod wan_dit_reference;
 mod watch_folders;
 mod watch_unmovable;
 mod web_page;

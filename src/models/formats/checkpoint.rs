@@ -26,3 +26,14 @@ pub fn tensor_shapes(path: &Path) -> Result<Vec<(String, Vec<i64>)>, ModelError>
         .map_err(|e| ModelError::Format { path: path.to_path_buf(), reason: e.to_string() })?;
     Ok(header.tensors.into_iter().map(|(name, entry)| (name, entry.shape)).collect())
 }
+
+/// The `config` JSON a file may carry in its metadata (the reference files do; a GGUF converter may copy it
+/// into a string value of the same name). `None` for a file without one or one that is not JSON.
+pub fn config_metadata(path: &Path) -> Option<serde_json::Value> {
+    let text = if gguf::is_gguf(path) {
+        gguf::string_metadata(path, "config")?
+    } else {
+        crate::media::safetensors::read_header(path).ok()?.metadata.get("config")?.as_str()?.to_string()
+    };
+    serde_json::from_str(&text).ok()
+}

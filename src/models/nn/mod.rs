@@ -1,10 +1,11 @@
 //! What the model families share: 3-D convolutions (direct and Winograd, with their transform pool),
-//! the activation layout, the causal cache and its row split, host buffers, weights as loaded, and the
-//! encoder's Gaussian posterior.
+//! linear maps (fp8 weights kept), the activation layout, the causal cache and its row split, host
+//! buffers, weights as loaded, and the encoder's Gaussian posterior.
 pub mod causal_cache;
 pub mod conv3d;
 pub mod host_buffer;
 pub mod layout;
+pub mod linear;
 pub mod placement;
 pub mod posterior;
 pub mod transform_pool;

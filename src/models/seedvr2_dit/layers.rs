@@ -1,32 +1,12 @@
-//! The DiT's small layers: linear maps whose weights may be stored in fp8 (up-cast per call), RMS norms
+//! The DiT's small layers: linear maps (shared, [`Linear`]: fp8 weights up-cast per call), RMS norms
 //! computed in fp32 as apex's `FusedRMSNorm` does, the "single ada" modulation, and a submodule per
 //! stream (or one shared).
 use tch::Tensor;
 
 use super::config::NORM_EPS;
-use crate::models::nn::weights::{is_fp8, WeightPath};
+pub use crate::models::nn::linear::Linear;
+use crate::models::nn::weights::WeightPath;
 use crate::models::ModelError;
-
-pub struct Linear {
-    weight: Tensor,
-    bias: Option<Tensor>,
-}
-
-impl Linear {
-    pub fn new(vp: &WeightPath, in_dim: i64, out_dim: i64, bias: bool) -> Result<Self, ModelError> {
-        let weight = vp.get_stored("weight", &[out_dim, in_dim])?;
-        let bias = if bias { Some(vp.get("bias", &[out_dim])?) } else { None };
-        Ok(Self { weight, bias })
-    }
-
-    pub fn forward(&self, x: &Tensor) -> Tensor {
-        if is_fp8(self.weight.kind()) {
-            // Only this layer's weight exists at the compute dtype, and only during this call.
-            return x.linear(&self.weight.to_kind(x.kind()), self.bias.as_ref());
-        }
-        x.linear(&self.weight, self.bias.as_ref())
-    }
-}
 
 /// `x · rsqrt(mean(x²) + eps)` over the last dim with the mean in fp32, times a learned weight if any.
 pub struct RmsNorm {

@@ -76,7 +76,7 @@ pub struct SeedVr2Dit {
 impl SeedVr2Dit {
     pub fn load(path: &Path, opts: &DitLoadOptions) -> Result<Self, ModelError> {
         std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-        let metadata = file_config(path);
+        let metadata = crate::models::formats::checkpoint::config_metadata(path);
         Self::from_weights(Weights::open(path, opts.device, opts.kind)?, metadata.as_ref(), opts)
     }
 
@@ -244,15 +244,4 @@ impl SeedVr2Dit {
         }
         Ok(())
     }
-}
-
-/// The `config` JSON a file may carry in its metadata (the reference files do; a GGUF converter may
-/// copy it into a string value of the same name).
-fn file_config(path: &Path) -> Option<Value> {
-    let text = if crate::models::formats::gguf::is_gguf(path) {
-        crate::models::formats::gguf::string_metadata(path, "config")?
-    } else {
-        crate::media::safetensors::read_header(path).ok()?.metadata.get("config")?.as_str()?.to_string()
-    };
-    serde_json::from_str(&text).ok()
 }
