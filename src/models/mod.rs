@@ -4,6 +4,7 @@
 // family (wan, wan_dit, seedvr2, seedvr2_dit, realesrgan, realcugan; restore is the pipeline around the DiT) builds
 // on the shared layers in `nn` and reads its files through `formats`, and never imports another family.
 pub mod family;
+pub mod flashvsr;
 pub mod formats;
 pub mod nn;
 pub mod realcugan;

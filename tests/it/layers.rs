@@ -99,11 +99,13 @@ fn a_climb_is_caught() {
     assert!(layer_of("queue") < layer_of("executor"));
 }
 
-/// Inside `models`, top to bottom: the restore pipeline (SeedVR2's around its DiT, on any loaded VAE), the
+/// Inside `models`, top to bottom: the FlashVSR pipeline (on the Wan DiT, TAEHV and Wan families, sharing the
+/// restore pipeline's colour fix), the restore pipeline (SeedVR2's around its DiT, on any loaded VAE), the
 /// catalogue (`vae` loads any VAE the `registry` lists, whose entries say which `op`s they do), the families
 /// (which never use one another), the traits the families implement, the shared layers, the file formats.
 /// Items of `models` itself (`ModelError`) are below all of them.
 const MODEL_FLOORS: &[&[&str]] = &[
+    &["flashvsr"],
     &["restore"],
     &["vae"],
     &["registry"],
