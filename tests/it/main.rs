@@ -67,6 +67,7 @@ mod several_workers;
 mod shared_box;
 mod short_ids;
 mod stills;
+mod flashvsr_pipeline;
 mod taehv_jobs;
 mod taehv_reference;
 mod tiling;
