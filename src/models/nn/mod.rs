@@ -1,6 +1,6 @@
 //! What the model families share: 3-D convolutions (direct and Winograd, with their transform pool),
 //! linear maps (fp8 weights kept), the activation layout, the causal cache and its row split, host
-//! buffers, weights as loaded, and the encoder's Gaussian posterior.
+//! buffers, weights as loaded, the encoder's Gaussian posterior, and the parity tests' trace.
 pub mod causal_cache;
 pub mod conv3d;
 pub mod host_buffer;
@@ -8,6 +8,7 @@ pub mod layout;
 pub mod linear;
 pub mod placement;
 pub mod posterior;
+pub mod trace;
 pub mod transform_pool;
 pub mod weights;
 pub mod winograd;

@@ -2,7 +2,8 @@
 //! without affine parameters, and the shift/scale/gate modulation.
 use tch::{Kind, TchError, Tensor};
 
-use super::config::NORM_EPS;
+use super::config::{WanDitConfig, NORM_EPS};
+use crate::models::nn::linear::Linear;
 use crate::models::nn::weights::WeightPath;
 use crate::models::ModelError;
 
@@ -22,6 +23,33 @@ impl RmsNorm {
         let mean_square = x32.f_square()?.f_mean_dim(-1, true, Kind::Float)?;
         let normed = x32.f_mul(&mean_square.f_add_scalar(NORM_EPS)?.f_rsqrt()?)?;
         normed.f_to_kind(x.kind())?.f_mul(&self.weight)
+    }
+}
+
+/// An attention's projections, the same in self- and cross-attention: q, k, v, o (`dim → dim`, with bias) and
+/// the RMS norms of q and k.
+pub struct Projections {
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    pub norm_q: RmsNorm,
+    pub norm_k: RmsNorm,
+    pub heads: i64,
+}
+
+impl Projections {
+    pub fn new(vp: &WeightPath, cfg: &WanDitConfig) -> Result<Self, ModelError> {
+        let linear = |name: &str| Linear::new(&vp.pp(name), cfg.dim, cfg.dim, true);
+        Ok(Self {
+            q: linear("q")?,
+            k: linear("k")?,
+            v: linear("v")?,
+            o: linear("o")?,
+            norm_q: RmsNorm::new(&vp.pp("norm_q"), cfg.dim)?,
+            norm_k: RmsNorm::new(&vp.pp("norm_k"), cfg.dim)?,
+            heads: cfg.heads,
+        })
     }
 }
 

@@ -7,12 +7,11 @@ use tch::{Kind, TchError, Tensor};
 
 use super::block_mask::draft_block_mask;
 use super::config::WanDitConfig;
-use super::layers::RmsNorm;
+use super::layers::Projections;
 use super::rope::Rotation;
 use super::sparse_attention::{block_sparse, dense, AttentionMode};
 use super::trace::{records_intermediates, Trace};
 use super::window::{WindowGrid, WINDOW_TOKENS};
-use crate::models::nn::linear::Linear;
 use crate::models::nn::weights::WeightPath;
 use crate::models::ModelError;
 
@@ -35,36 +34,19 @@ pub struct StepLayout {
     pub mode: AttentionMode,
 }
 
-pub struct SelfAttention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
-    norm_q: RmsNorm,
-    norm_k: RmsNorm,
-    heads: i64,
-}
+pub struct SelfAttention(Projections);
 
 impl SelfAttention {
     pub fn new(vp: &WeightPath, cfg: &WanDitConfig) -> Result<Self, ModelError> {
-        let linear = |name: &str| Linear::new(&vp.pp(name), cfg.dim, cfg.dim, true);
-        Ok(Self {
-            q: linear("q")?,
-            k: linear("k")?,
-            v: linear("v")?,
-            o: linear("o")?,
-            norm_q: RmsNorm::new(&vp.pp("norm_q"), cfg.dim)?,
-            norm_k: RmsNorm::new(&vp.pp("norm_k"), cfg.dim)?,
-            heads: cfg.heads,
-        })
+        Ok(Self(Projections::new(vp, cfg)?))
     }
 
     /// `x` `[1, L, dim]` (normed and modulated) → the attention output `[1, L, dim]` and the next cache.
     pub fn forward(&self, x: &Tensor, layout: &StepLayout, cache: Option<&KvWindows>, block: usize, trace: &mut Option<&mut Trace>) -> Result<(Tensor, KvWindows), TchError> {
         let rotation = &layout.rotation;
-        let q = rotation.apply(&self.norm_q.forward(&self.q.try_forward(x)?)?, self.heads)?;
-        let k = rotation.apply(&self.norm_k.forward(&self.k.try_forward(x)?)?, self.heads)?;
-        let v = self.v.try_forward(x)?;
+        let q = rotation.apply(&self.0.norm_q.forward(&self.0.q.try_forward(x)?)?, self.0.heads)?;
+        let k = rotation.apply(&self.0.norm_k.forward(&self.0.k.try_forward(x)?)?, self.0.heads)?;
+        let v = self.0.v.try_forward(x)?;
         let grid = &layout.grid;
         let q_windows = grid.partition(&q)?;
         let (mut k_windows, mut v_windows) = (grid.partition(&k)?, grid.partition(&v)?);
@@ -72,8 +54,8 @@ impl SelfAttention {
             k_windows = Tensor::f_cat(&[&cache.k, &k_windows], 0)?;
             v_windows = Tensor::f_cat(&[&cache.v, &v_windows], 0)?;
         }
-        let mask = draft_block_mask(&q_windows, &k_windows, grid, self.heads, &layout.local, layout.topk)?;
-        let as_heads = |windows: &Tensor| -> Result<Tensor, TchError> { windows.f_view([-1, self.heads, x.size()[2] / self.heads])?.f_transpose(0, 1) };
+        let mask = draft_block_mask(&q_windows, &k_windows, grid, self.0.heads, &layout.local, layout.topk)?;
+        let as_heads = |windows: &Tensor| -> Result<Tensor, TchError> { windows.f_view([-1, self.0.heads, x.size()[2] / self.0.heads])?.f_transpose(0, 1) };
         let (kernel_q, kernel_k, kernel_v) = (as_heads(&q_windows)?, as_heads(&k_windows)?, as_heads(&v_windows)?);
         let out = match layout.mode {
             AttentionMode::BlockSparse => block_sparse(&kernel_q, &kernel_k, &kernel_v, &mask)?,
@@ -88,7 +70,7 @@ impl SelfAttention {
             }
         }
         let windows = out.f_transpose(0, 1)?.f_reshape([-1, WINDOW_TOKENS, x.size()[2]])?;
-        let attended = self.o.try_forward(&grid.reverse(&windows)?)?;
+        let attended = self.0.o.try_forward(&grid.reverse(&windows)?)?;
         Ok((attended, next_cache(k_windows, v_windows, grid.per_segment(), layout.kv_segments)?))
     }
 }
