@@ -4,6 +4,7 @@
 //! restore pipeline, whose colour fix it shares.
 pub mod frames;
 pub mod resize;
+pub mod schedule;
 pub mod version;
 
 pub use version::FlashVsrVersion;
