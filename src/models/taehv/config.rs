@@ -115,6 +115,9 @@ impl TaehvConfig {
     /// checked against the shapes where the original knows the name.
     pub fn detect(weights: &Weights, file_name: &str, reduction: &DecoderReduction) -> Result<Self, ModelError> {
         let shapes = Shapes { weights };
+        if super::tc_config::is_tc_decoder_keys(weights.keys()) {
+            return Err(weights.format_error("a FlashVSR TCDecoder (a decoder alone, conditioned on the LR video), not a TAEHV autoencoder: it loads as `TcDecoder`"));
+        }
         if !weights.contains("encoder.0.weight") || !weights.contains(&format!("decoder.{DECODER_OUT}.weight")) {
             return Err(weights.format_error(format!(
                 "not a TAEHV model: no `encoder.0.weight` and `decoder.{DECODER_OUT}.weight` (the state dict of madebyollin's taehv.py)"

@@ -11,7 +11,7 @@ use tch::{Kind, Tensor};
 
 use crate::models::ModelError;
 
-pub use adain::adain;
+pub use adain::{adain, adain_with, AdainVariance};
 pub use bytes::to_u8_thwc;
 pub use hsv::hsv_saturation_match;
 pub use lab::lab_color_transfer;
