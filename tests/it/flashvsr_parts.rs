@@ -20,11 +20,11 @@ fn reference_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/flashvsr"))
 }
 
-fn case(name: &str) -> BTreeMap<String, Tensor> {
+pub(crate) fn case(name: &str) -> BTreeMap<String, Tensor> {
     common::tensors::read_tensor_map(&reference_dir().join(name))
 }
 
-fn tensor(case: &BTreeMap<String, Tensor>, name: &str) -> Tensor {
+pub(crate) fn tensor(case: &BTreeMap<String, Tensor>, name: &str) -> Tensor {
     case.get(name).unwrap_or_else(|| panic!("case has no `{name}`")).shallow_clone()
 }
 
@@ -39,7 +39,7 @@ fn check(label: &str, actual: &Tensor, expected: &Tensor, bound: f64) -> f64 {
 
 /// The pipeline's `LQ_video` `[1, 3, F, H, W]` from the case's `lq_u8_thwc` (README §1 item 1): u8/255·2−1 in
 /// f32, the frame list padded with 4 copies of the last frame and cut to the largest 8n+1 count.
-fn lq_video(case: &BTreeMap<String, Tensor>) -> Tensor {
+pub(crate) fn lq_video(case: &BTreeMap<String, Tensor>) -> Tensor {
     let frames = tensor(case, "lq_u8_thwc").to_kind(Kind::Float) / 255.0 * 2.0 - 1.0;
     let count = frames.size()[0];
     let padded_count = (count + 4 - 1) / 8 * 8 + 1;

@@ -5,6 +5,7 @@
 pub mod colour;
 pub mod frames;
 pub mod lq_proj;
+pub mod pipeline;
 mod lq_stream;
 pub mod resize;
 pub mod schedule;
