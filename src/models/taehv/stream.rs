@@ -13,18 +13,52 @@ use crate::models::nn::causal_cache::{saved_state_error, SavedTensors};
 use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
+/// What a decoder stream (TAEHV's or TCDecoder's) keeps between pushes: every MemBlock's previous frame,
+/// and the frames still to drop from the start of the output (`frames_to_trim` before the first push).
+pub(super) struct DecoderMemory {
+    pub(super) memory: Memory,
+    to_trim: i64,
+}
+
+impl DecoderMemory {
+    pub(super) fn new(memory: Memory, to_trim: i64) -> Self {
+        Self { memory, to_trim }
+    }
+
+    /// A push's raw frames `[N, t, 3, H, W]` less those still to trim.
+    pub(super) fn trim(&mut self, raw: &Tensor) -> Result<Tensor, ModelError> {
+        let trim = self.to_trim.min(raw.size()[1]);
+        self.to_trim -= trim;
+        Ok(raw.f_narrow(1, trim, raw.size()[1] - trim)?)
+    }
+
+    pub(super) fn snapshot(&self) -> Self {
+        Self { memory: self.memory.snapshot(), to_trim: self.to_trim }
+    }
+
+    /// Under `{prefix}memory.` and `{prefix}to_trim`.
+    pub(super) fn save(&self, prefix: &str, into: &mut SavedTensors) {
+        self.memory.save(&format!("{prefix}memory."), into);
+        into.push((format!("{prefix}to_trim"), Tensor::from(self.to_trim)));
+    }
+
+    pub(super) fn load(&mut self, prefix: &str, saved: &HashMap<String, Tensor>, device: tch::Device) -> Result<(), ModelError> {
+        self.memory.load(&format!("{prefix}memory."), saved, device)?;
+        self.to_trim = saved_count(saved, &format!("{prefix}to_trim"))?;
+        Ok(())
+    }
+}
+
 pub struct DecodeStream<'a> {
     model: &'a Taehv,
-    memory: Memory,
+    state: DecoderMemory,
     pace: Pace,
-    /// Frames still to drop from the start of the output (`frames_to_trim` before the first push).
-    to_trim: i64,
     stop: StopFlag,
 }
 
 impl<'a> DecodeStream<'a> {
     pub(super) fn new(model: &'a Taehv, pace: Pace) -> Self {
-        Self { model, memory: model.decoder.new_memory(), pace, to_trim: model.config.frames_to_trim(), stop: StopFlag::never() }
+        Self { model, state: DecoderMemory::new(model.decoder.new_memory(), model.config.frames_to_trim()), pace, stop: StopFlag::never() }
     }
 
     /// Latents `[N, t, C, h, w]` → the frames `[N, t', 3, H, W]` in [0, 1] they complete (`t_upscale·t`,
@@ -32,10 +66,8 @@ impl<'a> DecodeStream<'a> {
     pub fn push(&mut self, latent: &Tensor) -> Result<Tensor, ModelError> {
         let _guard = tch::no_grad_guard();
         let latent = self.model.checked_latent(latent)?;
-        let raw = self.model.decoder_pass(&latent, &mut self.memory, self.pace, &self.stop, None)?;
-        let trim = self.to_trim.min(raw.size()[1]);
-        self.to_trim -= trim;
-        Ok(raw.f_narrow(1, trim, raw.size()[1] - trim)?)
+        let raw = self.model.decoder_pass(&latent, &mut self.state.memory, self.pace, &self.stop, None)?;
+        self.state.trim(&raw)
     }
 
     /// A push ends with `ModelError::Stopped` before its next layer once `stop` is raised.
@@ -44,19 +76,16 @@ impl<'a> DecodeStream<'a> {
     }
 
     pub fn snapshot(&self) -> Self {
-        Self { model: self.model, memory: self.memory.snapshot(), pace: self.pace, to_trim: self.to_trim, stop: self.stop.clone() }
+        Self { model: self.model, state: self.state.snapshot(), pace: self.pace, stop: self.stop.clone() }
     }
 
     /// The MemBlocks' previous frames and the frames still to trim, under `prefix`.
     pub fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
-        self.memory.save(&format!("{prefix}decoder.memory."), into);
-        into.push((format!("{prefix}decoder.to_trim"), Tensor::from(self.to_trim)));
+        self.state.save(&format!("{prefix}decoder."), into);
     }
 
     pub fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
-        self.memory.load(&format!("{prefix}decoder.memory."), saved, self.model.device())?;
-        self.to_trim = saved_count(saved, &format!("{prefix}decoder.to_trim"))?;
-        Ok(())
+        self.state.load(&format!("{prefix}decoder."), saved, self.model.device())
     }
 }
 

@@ -5,24 +5,23 @@ use std::collections::HashMap;
 
 use tch::Tensor;
 
-use super::chain::{Memory, Pace};
+use super::chain::Pace;
+use super::stream::DecoderMemory;
 use super::tc_decoder::TcDecoder;
-use crate::models::nn::causal_cache::{saved_state_error, SavedTensors};
+use crate::models::nn::causal_cache::SavedTensors;
 use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
 pub struct TcDecodeStream<'a> {
     model: &'a TcDecoder,
-    memory: Memory,
+    state: DecoderMemory,
     pace: Pace,
-    /// Frames still to drop from the start of the output (`frames_to_trim` before the first push).
-    to_trim: i64,
     stop: StopFlag,
 }
 
 impl<'a> TcDecodeStream<'a> {
     fn new(model: &'a TcDecoder, pace: Pace) -> Self {
-        Self { model, memory: model.chain.new_memory(), pace, to_trim: model.config.frames_to_trim(), stop: StopFlag::never() }
+        Self { model, state: DecoderMemory::new(model.chain.new_memory(), model.config.frames_to_trim()), pace, stop: StopFlag::never() }
     }
 
     /// Latents `[N, t, C, h, w]` (NTCHW) and their condition, the LR video `[N, 3, T', 8h, 8w]` in [-1, 1]
@@ -31,10 +30,8 @@ impl<'a> TcDecodeStream<'a> {
     /// not clamped: `t_upscale·t`, fewer by the trim on the first pushes.
     pub fn push(&mut self, latents: &Tensor, cond: &Tensor) -> Result<Tensor, ModelError> {
         let _guard = tch::no_grad_guard();
-        let raw = self.model.decoder_pass(latents, cond, &mut self.memory, self.pace, &self.stop)?;
-        let trim = self.to_trim.min(raw.size()[1]);
-        self.to_trim -= trim;
-        Ok(raw.f_narrow(1, trim, raw.size()[1] - trim)?)
+        let raw = self.model.decoder_pass(latents, cond, &mut self.state.memory, self.pace, &self.stop)?;
+        self.state.trim(&raw)
     }
 
     /// A push ends with `ModelError::Stopped` before its next layer once `stop` is raised.
@@ -43,20 +40,16 @@ impl<'a> TcDecodeStream<'a> {
     }
 
     pub fn snapshot(&self) -> Self {
-        Self { model: self.model, memory: self.memory.snapshot(), pace: self.pace, to_trim: self.to_trim, stop: self.stop.clone() }
+        Self { model: self.model, state: self.state.snapshot(), pace: self.pace, stop: self.stop.clone() }
     }
 
     /// The MemBlocks' previous frames and the frames still to trim, under `prefix`.
     pub fn save_state(&self, prefix: &str, into: &mut SavedTensors) {
-        self.memory.save(&format!("{prefix}tc_decoder.memory."), into);
-        into.push((format!("{prefix}tc_decoder.to_trim"), Tensor::from(self.to_trim)));
+        self.state.save(&format!("{prefix}tc_decoder."), into);
     }
 
     pub fn load_state(&mut self, prefix: &str, saved: &HashMap<String, Tensor>) -> Result<(), ModelError> {
-        self.memory.load(&format!("{prefix}tc_decoder.memory."), saved, self.model.device())?;
-        let key = format!("{prefix}tc_decoder.to_trim");
-        self.to_trim = saved.get(&key).ok_or_else(|| saved_state_error(format!("no `{key}`")))?.f_int64_value(&[])?;
-        Ok(())
+        self.state.load(&format!("{prefix}tc_decoder."), saved, self.model.device())
     }
 }
 
