@@ -151,9 +151,17 @@ async fn get_as(client: &reqwest::Client, server: &Server, path: &str, token: &s
 async fn another_tokens_jobs_do_not_hide_yours_and_ambiguity_counts_them_all() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = format!("alice:{ALICE},bob:{BOB}");
-    let server = Server::start(dir.path(), &[("VAEBOX_TOKENS", &tokens)]);
+    // Seeded and paused before the box starts: its worker would otherwise claim the jobs (a loaded machine
+    // let it take Alice's before her cancel, which then answered `running`).
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
     let store = Arc::new(SqliteStore::open(&dir.path().join("data/vaebox.db")).await.unwrap());
     let hers = seed_owners(store.as_ref()).await;
+    for start in ["abcd1234", "ffee0000"] {
+        for job in store.jobs_with_id_prefix(&IdPrefix::parse(start).unwrap(), None, 64).await.unwrap().jobs {
+            store.set_paused(job.id, true).await.unwrap();
+        }
+    }
+    let server = Server::start(dir.path(), &[("VAEBOX_TOKENS", &tokens)]);
     let client = client();
 
     let (status, job) = get_as(&client, &server, "/v1/jobs/abcd1234", ALICE).await;
