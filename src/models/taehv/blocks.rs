@@ -4,7 +4,6 @@
 use tch::Tensor;
 
 use super::weights::WeightPath;
-use crate::models::nn::winograd;
 use crate::models::ModelError;
 
 /// A `nn.Conv2d` as the original builds it; `padding` is `kernel / 2` throughout.
@@ -46,9 +45,6 @@ pub struct Conv2d {
     weight: Tensor,
     bias: Option<Tensor>,
     spec: ConvSpec,
-    /// A 3×3 conv on the CPU in f32 computed by Winograd F(2×2, 3×3) (`nn::winograd`, as the Wan VAE's): its
-    /// transformed kernel, made at load, and its bias (zeros where the conv has none).
-    winograd: Option<(Tensor, Tensor)>,
 }
 
 impl Conv2d {
@@ -60,32 +56,11 @@ impl Conv2d {
     /// With a weight the caller read (a TGrow cut to its last rows) and the bias, if any, from `path`.
     fn from_weight(path: &WeightPath, weight: Tensor, spec: ConvSpec) -> Result<Self, ModelError> {
         let bias = if spec.bias { Some(path.get("bias", &[spec.out_channels])?) } else { None };
-        let winograd = match spec.groups == 1 && winograd::takes_weight(&weight.f_unsqueeze(2)?, [1, spec.stride, spec.stride], 0, true) {
-            true => {
-                let kernel = winograd::transformed_kernel(&weight.f_unsqueeze(2)?, &winograd::F2X2)?;
-                path.weights().note_derived(&kernel);
-                let bias = match &bias {
-                    Some(bias) => bias.shallow_clone(),
-                    None => Tensor::f_zeros([spec.out_channels], (weight.kind(), weight.device()))?,
-                };
-                Some((kernel, bias))
-            }
-            false => None,
-        };
-        Ok(Self { weight, bias, spec, winograd })
+        Ok(Self { weight, bias, spec })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
         let padding = self.spec.kernel / 2;
-        if let Some((kernel, bias)) = &self.winograd {
-            // `[B, C, H, W]` as a clip of B frames in the channels-last 3-D layout Winograd takes (free when
-            // `x` is channels-last already, as every output of this path is).
-            let (b, c, h, w) = x.size4()?;
-            let clip = x.f_permute([0, 2, 3, 1])?.f_contiguous()?.f_view([1, b, h, w, c])?.f_permute([0, 4, 1, 2, 3])?;
-            if winograd::applies(&clip, &self.weight.f_unsqueeze(2)?, [1, 1, 1], [0, 1, 1]) {
-                return Ok(winograd::conv3d(&clip, kernel, bias, &winograd::F2X2)?.f_select(0, 0)?.f_permute([1, 0, 2, 3])?);
-            }
-        }
         Ok(x.f_conv2d(&self.weight, self.bias.as_ref(), [self.spec.stride], [padding], [1], self.spec.groups)?)
     }
 }
