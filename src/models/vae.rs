@@ -58,14 +58,6 @@ impl VideoVae {
         self.0.decode_stream(StreamOutput::Pipeline)
     }
 
-    pub fn encoder_with(&self, output: StreamOutput) -> BoxedStream<'_> {
-        self.0.encode_stream(output)
-    }
-
-    pub fn decoder_with(&self, output: StreamOutput) -> BoxedStream<'_> {
-        self.0.decode_stream(output)
-    }
-
     /// The encode stream at `pace`; a family without frame-by-frame streams computes its pushes whole.
     pub fn encoder_at(&self, output: StreamOutput, pace: StreamPace) -> BoxedStream<'_> {
         match pace {
