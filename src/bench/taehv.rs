@@ -16,7 +16,7 @@ use super::vae_args::{parse_list, VaeBenchArgs};
 use crate::device::{peak_host_bytes, reset_peak_host_bytes};
 use crate::models::family::vae::{BoxedStream, LoadOptions};
 use crate::models::family::Family;
-use crate::models::taehv::TaehvVideoVae;
+use crate::models::taehv::{TaehvLoadOptions, TaehvVideoVae};
 use crate::models::vae::{full_vae_latent, VideoVae};
 use crate::models::wan::{WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
 
@@ -58,6 +58,8 @@ struct Row {
     push: i64,
     parallel: bool,
     latent_frames: i64,
+    /// TAEHV's convs in NHWC (as the box runs it) or, for comparison, NCHW.
+    channels_last: bool,
 }
 
 struct Measured {
@@ -91,6 +93,8 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
     let options = LoadOptions { device, kind };
     let wan = VideoVae::load_file(&wan_weights, Family::Wan21, &options)?;
     let taehv = TaehvVideoVae::load(&taehv_weights, &options, full_vae_latent(&taehv_weights))?;
+    let nchw = TaehvLoadOptions { device, kind, channels_last: false, ..TaehvLoadOptions::default() };
+    let taehv_nchw = TaehvVideoVae::load_with(&taehv_weights, &nchw, full_vae_latent(&taehv_weights))?;
     let latent_frames = 1 + (args.frames - 1) / 4;
     let (latent_h, latent_w) = (args.height / 8, args.width / 8);
     println!(
@@ -104,26 +108,30 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
         args.dtypes,
         args.threads,
     );
-    let mut rows = vec![Row { model: "wan_2.1_vae", push: 1, parallel: true, latent_frames }];
-    rows.extend(pushes.iter().map(|&push| Row { model: "taew2_1", push, parallel: true, latent_frames }));
-    rows.push(Row { model: "taew2_1", push: 1, parallel: false, latent_frames });
-    rows.push(Row { model: "taew2_1", push: 1, parallel: false, latent_frames: 4 * latent_frames });
-    println!("| model | mode | latent frames per push | frames | seconds | frames/s | peak MiB above the models | speed vs Wan | memory vs Wan |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
-    warm_up(&wan, &taehv, kind, latent_h, latent_w)?;
+    let taehv_row = |push, parallel, latent_frames, channels_last| Row { model: "taew2_1", push, parallel, latent_frames, channels_last };
+    let mut rows = vec![Row { model: "wan_2.1_vae", push: 1, parallel: true, latent_frames, channels_last: true }];
+    rows.push(taehv_row(1, true, latent_frames, false));
+    rows.extend(pushes.iter().map(|&push| taehv_row(push, true, latent_frames, true)));
+    rows.push(taehv_row(1, false, latent_frames, true));
+    rows.push(taehv_row(1, false, 4 * latent_frames, true));
+    println!("| model | layout | mode | latent frames per push | frames | seconds | frames/s | peak MiB above the models | speed vs Wan | memory vs Wan |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    warm_up(&wan, &[&taehv, &taehv_nchw], kind, latent_h, latent_w)?;
     let mut wan_figures = None;
     for row in rows {
         let latent = raw_wan_latent(args.seed, row.latent_frames, latent_h, latent_w).to_kind(kind);
         let stream: BoxedStream = match row.model {
             "wan_2.1_vae" => wan.decoder(),
-            _ => Box::new(taehv.pipeline_decoder(row.parallel)),
+            _ if row.channels_last => Box::new(taehv.pipeline_decoder(row.parallel)),
+            _ => Box::new(taehv_nchw.pipeline_decoder(row.parallel)),
         };
         let measured = decode(stream, &latent, row.push)?;
         let speed = measured.frames as f64 / measured.seconds;
         let (wan_speed, wan_bytes) = *wan_figures.get_or_insert((speed, measured.peak_bytes));
         println!(
-            "| {} | {} | {} | {} | {:.2} | {speed:.2} | {:.0} | ×{:.1} | 1/{:.1} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {speed:.2} | {:.0} | ×{:.1} | 1/{:.1} |",
             row.model,
+            if row.channels_last { "channels-last" } else { "NCHW" },
             if row.parallel { "chunk" } else { "frame by frame" },
             row.push,
             measured.frames,
@@ -137,11 +145,13 @@ pub fn run(args: &VaeBenchArgs) -> anyhow::Result<()> {
 }
 
 /// One latent frame through each model at the measured size, so no row pays for first-call set-up.
-fn warm_up(wan: &VideoVae, taehv: &TaehvVideoVae, kind: Kind, height: i64, width: i64) -> anyhow::Result<()> {
+fn warm_up(wan: &VideoVae, taehv: &[&TaehvVideoVae], kind: Kind, height: i64, width: i64) -> anyhow::Result<()> {
     let latent = raw_wan_latent(0, 1, height, width).to_kind(kind);
     decode(wan.decoder(), &latent, 1)?;
-    decode(Box::new(taehv.pipeline_decoder(true)), &latent, 1)?;
-    decode(Box::new(taehv.pipeline_decoder(false)), &latent, 1)?;
+    for model in taehv {
+        decode(Box::new(model.pipeline_decoder(true)), &latent, 1)?;
+        decode(Box::new(model.pipeline_decoder(false)), &latent, 1)?;
+    }
     Ok(())
 }
 

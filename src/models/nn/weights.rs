@@ -83,7 +83,8 @@ pub struct Weights {
     derived_bytes: Cell<u64>,
     device: Device,
     kind: Kind,
-    /// Give 5-D conv weights channels-last-3d strides; set before modules are built.
+    /// Give conv weights channels-last strides (`channels_last_3d` for 5-D ones, `channels_last` for
+    /// 4-D ones where a family reads the flag); set before modules are built.
     conv_channels_last: bool,
 }
 

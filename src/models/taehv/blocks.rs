@@ -4,6 +4,7 @@
 use tch::Tensor;
 
 use super::weights::WeightPath;
+use crate::models::nn::layout;
 use crate::models::ModelError;
 
 /// A `nn.Conv2d` as the original builds it; `padding` is `kernel / 2` throughout.
@@ -55,6 +56,9 @@ impl Conv2d {
 
     /// With a weight the caller read (a TGrow cut to its last rows) and the bias, if any, from `path`.
     fn from_weight(path: &WeightPath, weight: Tensor, spec: ConvSpec) -> Result<Self, ModelError> {
+        // A channels-last weight makes libtorch run the conv channels-last whatever its input's layout,
+        // and its output stays so down the chain (`TaehvLoadOptions::channels_last`).
+        let weight = if path.weights().conv_channels_last() { layout::to_channels_last_2d(&weight)? } else { weight };
         let bias = if spec.bias { Some(path.get("bias", &[spec.out_channels])?) } else { None };
         Ok(Self { weight, bias, spec })
     }

@@ -8,6 +8,7 @@ use tch::Tensor;
 
 use super::blocks::{Conv2d, MemBlock, SuperMemBlock, TGrow, TPool};
 use crate::models::nn::causal_cache::{saved_state_error, SavedTensors};
+use crate::models::nn::layout;
 use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 
@@ -153,8 +154,8 @@ impl Chain {
 
     fn apply(&self, index: usize, x: &Tensor, run: &mut Run) -> Result<Option<Tensor>, ModelError> {
         let layer = &self.layers[index];
-        let [n, t, c, h, w] = dims(x)?;
-        let flat = x.f_reshape([n * t, c, h, w])?;
+        let [n, t, _, h, w] = dims(x)?;
+        let flat = flatten(x)?;
         let y = match layer {
             Layer::Conv(conv) => unflatten(&conv.forward(&flat)?, n, t)?,
             Layer::Relu => x.f_relu()?,
@@ -167,17 +168,17 @@ impl Chain {
             Layer::PixelShuffle(factor) => unflatten(&flat.f_pixel_shuffle(*factor)?, n, t)?,
             Layer::Mem(block) => {
                 let past = self.past(index, x, run)?;
-                unflatten(&block.forward(&flat, &past.f_reshape([n * t, c, h, w])?)?, n, t)?
+                unflatten(&block.forward(&flat, &flatten(&past)?)?, n, t)?
             }
             Layer::SuperMem(block) => {
                 let past = self.past(index, x, run)?;
-                unflatten(&block.forward(&flat, &past.f_reshape([n * t, c, h, w])?)?, n, t)?
+                unflatten(&block.forward(&flat, &flatten(&past)?)?, n, t)?
             }
             Layer::Pool(pool) => match self.pool(index, pool, x, run)? {
                 Some(pooled) => pooled,
                 None => return Ok(None),
             },
-            Layer::Grow(grow) => grow.forward(&flat)?.f_reshape([n, t * grow.stride, c, h, w])?,
+            Layer::Grow(grow) => frames_from_channels(&unflatten(&grow.forward(&flat)?, n, t)?, grow.stride)?,
         };
         self.record(index, "out", &y, run);
         Ok(Some(y))
@@ -192,8 +193,14 @@ impl Chain {
             Some(previous) => return Err(bad_chunk(format!("a chunk of {n} samples after chunks of {}", previous.size()[0]))),
             None => x.f_narrow(1, 0, 1)?.f_zeros_like()?,
         };
-        let past = if t == 1 { previous } else { Tensor::f_cat(&[&previous, &x.f_narrow(1, 0, t - 1)?], 1)? };
-        run.memory.slots[index] = Some(x.f_narrow(1, t - 1, 1)?.f_contiguous()?);
+        // Written into a tensor laid out as `x` (a cat of 5-D frames would fall back to the default
+        // layout, and channels-last frames would be reordered twice around the next conv).
+        let past = x.f_empty_like()?;
+        past.f_narrow(1, 0, 1)?.f_copy_(&previous)?;
+        if t > 1 {
+            past.f_narrow(1, 1, t - 1)?.f_copy_(&x.f_narrow(1, 0, t - 1)?)?;
+        }
+        run.memory.slots[index] = Some(layout::dense_copy(&x.f_narrow(1, t - 1, 1)?)?);
         self.record(index, "in_x", x, run);
         self.record(index, "in_past", &past, run);
         Ok(past)
@@ -201,7 +208,7 @@ impl Chain {
 
     /// Whole groups of `stride` frames (the held ones first) pooled; the rest held for the next chunk.
     fn pool(&self, index: usize, pool: &TPool, x: &Tensor, run: &mut Run) -> Result<Option<Tensor>, ModelError> {
-        let [n, _, c, h, w] = dims(x)?;
+        let n = dims(x)?[0];
         let frames = match run.memory.slots[index].take() {
             Some(held) if held.size()[0] == n => Tensor::f_cat(&[&held, x], 1)?,
             Some(held) => return Err(bad_chunk(format!("a chunk of {n} samples after chunks of {}", held.size()[0]))),
@@ -210,13 +217,13 @@ impl Chain {
         let count = frames.size()[1];
         let whole = count / pool.stride * pool.stride;
         if whole < count {
-            run.memory.slots[index] = Some(frames.f_narrow(1, whole, count - whole)?.f_contiguous()?);
+            run.memory.slots[index] = Some(layout::dense_copy(&frames.f_narrow(1, whole, count - whole)?)?);
         }
         if whole == 0 {
             return Ok(None);
         }
         let groups = whole / pool.stride;
-        let grouped = frames.f_narrow(1, 0, whole)?.f_reshape([n * groups, pool.stride * c, h, w])?;
+        let grouped = channels_from_frames(&frames.f_narrow(1, 0, whole)?, pool.stride)?;
         Ok(Some(unflatten(&pool.forward(&grouped)?, n, groups)?))
     }
 
@@ -232,6 +239,45 @@ fn dims(x: &Tensor) -> Result<[i64; 5], ModelError> {
         &[n, t, c, h, w] => Ok([n, t, c, h, w]),
         other => Err(bad_chunk(format!("a tensor of shape {other:?} inside the network (expected [N, T, C, H, W])"))),
     }
+}
+
+/// TGrow's unfolding: `[N, T, s·C, H, W]` → `[N, T·s, C, H, W]`, the k-th block of C channels becoming
+/// frame k. In the default layout a view; channels-last frames are copied in runs of C channels so the
+/// result is channels-last too (a plain reshape would copy element by element into the default layout,
+/// and the next conv would reorder it back).
+fn frames_from_channels(x: &Tensor, stride: i64) -> Result<Tensor, ModelError> {
+    let [n, t, sc, h, w] = dims(x)?;
+    let c = sc / stride;
+    if !layout::frames_are_channels_last(x) {
+        return Ok(x.f_reshape([n, t * stride, c, h, w])?);
+    }
+    let pixels = x.f_permute([0, 1, 3, 4, 2])?.f_reshape([n, t, h, w, stride, c])?;
+    let frames = pixels.f_permute([0, 1, 4, 2, 3, 5])?.f_contiguous()?;
+    Ok(frames.f_view([n, t * stride, h, w, c])?.f_permute([0, 1, 4, 2, 3])?)
+}
+
+/// TPool's grouping, the inverse: `[N, G·s, C, H, W]` → `[N·G, s·C, H, W]`, consecutive frames side by
+/// side on channels, channels-last in and out when the frames are.
+fn channels_from_frames(x: &Tensor, stride: i64) -> Result<Tensor, ModelError> {
+    let [n, frames, c, h, w] = dims(x)?;
+    let groups = frames / stride;
+    if !layout::frames_are_channels_last(x) {
+        return Ok(x.f_reshape([n * groups, stride * c, h, w])?);
+    }
+    let pixels = x.f_permute([0, 1, 3, 4, 2])?.f_reshape([n * groups, stride, h, w, c])?;
+    let grouped = pixels.f_permute([0, 2, 3, 1, 4])?.f_contiguous()?;
+    Ok(grouped.f_view([n * groups, h, w, stride * c])?.f_permute([0, 3, 1, 2])?)
+}
+
+/// `[N, T, C, H, W]` → `[N·T, C, H, W]`. A single channels-last frame gets a batch stride of a whole
+/// frame: the reshape leaves it the channel count, and libtorch, reading layouts from strides, would take
+/// the frame as NCHW and reorder it around every conv (frame-by-frame decoding ran 1.7× slower).
+fn flatten(x: &Tensor) -> Result<Tensor, ModelError> {
+    let [n, t, c, h, w] = dims(x)?;
+    if n * t == 1 && layout::frames_are_channels_last(x) {
+        return Ok(x.f_as_strided([1, c, h, w], [h * w * c, 1, w * c, c], None)?);
+    }
+    Ok(x.f_reshape([n * t, c, h, w])?)
 }
 
 /// `[N·T, C, H, W]` → `[N, T, C, H, W]`.

@@ -20,11 +20,14 @@ pub struct TaehvLoadOptions {
     pub kind: Kind,
     /// A preview build with fewer decoder upscales; the default keeps the checkpoint's.
     pub reduction: DecoderReduction,
+    /// Convs in NHWC (torch's `channels_last`): on this box's CPU 1.6× faster in f32 and 5× in bf16 at
+    /// TAEHV's full-resolution widths (docs/benchmarks.md); the values differ only by rounding.
+    pub channels_last: bool,
 }
 
 impl Default for TaehvLoadOptions {
     fn default() -> Self {
-        Self { device: Device::Cpu, kind: Kind::Float, reduction: DecoderReduction::default() }
+        Self { device: Device::Cpu, kind: Kind::Float, reduction: DecoderReduction::default(), channels_last: true }
     }
 }
 
@@ -47,12 +50,16 @@ impl Taehv {
     /// against the shapes where the authors' loader knows it).
     pub fn load(path: &Path, opts: &TaehvLoadOptions) -> Result<Self, ModelError> {
         std::fs::metadata(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-        Self::from_weights(&weights::read(path, opts.device, opts.kind)?, &naming::file_name(path), &opts.reduction)
+        let mut weights = weights::read(path, opts.device, opts.kind)?;
+        weights.set_conv_channels_last(opts.channels_last);
+        Self::from_weights(&weights, &naming::file_name(path), &opts.reduction)
     }
 
     /// Tensors already in memory; `source`'s file name is read as the checkpoint's name.
     pub fn from_tensors(source: &Path, tensors: Vec<(String, Tensor)>, opts: &TaehvLoadOptions) -> Result<Self, ModelError> {
-        Self::from_weights(&weights::from_tensors(source, tensors, opts.device, opts.kind)?, &naming::file_name(source), &opts.reduction)
+        let mut weights = weights::from_tensors(source, tensors, opts.device, opts.kind)?;
+        weights.set_conv_channels_last(opts.channels_last);
+        Self::from_weights(&weights, &naming::file_name(source), &opts.reduction)
     }
 
     fn from_weights(weights: &Weights, file_name: &str, reduction: &DecoderReduction) -> Result<Self, ModelError> {

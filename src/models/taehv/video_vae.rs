@@ -61,7 +61,12 @@ impl TaehvVideoVae {
     /// The checkpoint's full decoder (no preview reduction: the pipelines count 4 frames per latent), speaking
     /// the raw latent of the full VAE `latent` describes.
     pub fn load(path: &Path, opts: &LoadOptions, latent: Option<LatentAffine>) -> Result<TaehvVideoVae, ModelError> {
-        let model = Taehv::load(path, &TaehvLoadOptions { device: opts.device, kind: opts.kind, ..TaehvLoadOptions::default() })?;
+        Self::load_with(path, &TaehvLoadOptions { device: opts.device, kind: opts.kind, ..TaehvLoadOptions::default() }, latent)
+    }
+
+    /// [`TaehvVideoVae::load`] with every model option (the bench's NCHW row).
+    pub fn load_with(path: &Path, opts: &TaehvLoadOptions, latent: Option<LatentAffine>) -> Result<TaehvVideoVae, ModelError> {
+        let model = Taehv::load(path, opts)?;
         if let Some(affine) = latent.as_ref().filter(|affine| affine.channels() != model.config().latent_channels) {
             let reason = format!(
                 "its name ties it to a latent of {} channels, but its weights take {}",
