@@ -48,3 +48,10 @@ pub fn frames_are_channels_last(x: &Tensor) -> bool {
     let stride = x.stride();
     size.len() == 5 && stride[2] == 1 && stride[4] == size[2] && stride[3] == size[2] * size[4]
 }
+
+/// Whether `x` (`[N, C, H, W]`) has channels-last strides.
+pub fn is_channels_last_2d(x: &Tensor) -> bool {
+    let size = x.size();
+    let stride = x.stride();
+    size.len() == 4 && stride[1] == 1 && stride[3] == size[1] && stride[2] == size[1] * size[3]
+}

@@ -5,6 +5,7 @@ use tch::Tensor;
 
 use super::weights::WeightPath;
 use crate::models::nn::layout;
+use crate::models::nn::nearest_up_conv2d::NearestUpConv2d;
 use crate::models::ModelError;
 
 /// A `nn.Conv2d` as the original builds it; `padding` is `kernel / 2` throughout.
@@ -66,6 +67,18 @@ impl Conv2d {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
         let padding = self.spec.kernel / 2;
         Ok(x.f_conv2d(&self.weight, self.bias.as_ref(), [self.spec.stride], [padding], [1], self.spec.groups)?)
+    }
+}
+
+impl Conv2d {
+    /// This conv fused with the nearest ×2 up-sampling before it; `None` for a conv it cannot follow
+    /// (only a plain 3×3, stride 1, can).
+    pub fn after_nearest_up(&self) -> Result<Option<NearestUpConv2d>, ModelError> {
+        let spec = self.spec;
+        if spec.kernel != 3 || spec.stride != 1 || spec.groups != 1 {
+            return Ok(None);
+        }
+        Ok(Some(NearestUpConv2d::new(&self.weight, self.bias.as_ref(), layout::is_channels_last_2d(&self.weight))?))
     }
 }
 

@@ -14,7 +14,7 @@ pub fn build(path: &WeightPath, config: &TaehvConfig) -> Result<Chain, ModelErro
         DecoderVariant::Base => base(path, config)?,
         DecoderVariant::Super => super_decoder(path, config)?,
     };
-    Ok(Chain::new("decoder", layers))
+    Chain::new("decoder", layers)
 }
 
 fn stride(on: bool) -> i64 {

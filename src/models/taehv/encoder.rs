@@ -21,5 +21,5 @@ pub fn build(path: &WeightPath, config: &TaehvConfig) -> Result<Chain, ModelErro
     }
     debug_assert_eq!(layers.len(), ENCODER_OUT);
     layers.push(Layer::Conv(Conv2d::new(&path.pp(ENCODER_OUT), ConvSpec::conv3(width, config.latent_channels))?));
-    Ok(Chain::new("encoder", layers))
+    Chain::new("encoder", layers)
 }

@@ -54,7 +54,7 @@ impl TcDecoder {
     fn from_weights(weights: &Weights) -> Result<Self, ModelError> {
         let _guard = tch::no_grad_guard();
         let config = TcDecoderConfig::detect(weights)?;
-        let chain = Chain::new("decoder", layers(&weights.root().pp("decoder"), &config)?);
+        let chain = Chain::new("decoder", layers(&weights.root().pp("decoder"), &config)?)?;
         weights.ensure_all_used()?;
         let parameters = weights.keys().map(|key| weights.shape(key).map_or(0, |shape| shape.iter().product::<i64>())).sum();
         Ok(Self { config, chain, device: weights.device(), kind: weights.kind(), held: weights.held_bytes(), parameters })
