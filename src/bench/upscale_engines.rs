@@ -32,7 +32,7 @@ pub fn ncnn_script(family: Family, native_scale: i64) -> anyhow::Result<NcnnScri
     match family {
         Family::Realesrgan => Ok(NcnnScript { script: PathBuf::from("scripts/ncnn_reference.py"), args: vec![] }),
         Family::Realcugan => Ok(NcnnScript { script: PathBuf::from("scripts/realcugan_reference.py"), args: vec!["--scale".into(), native_scale.to_string()] }),
-        Family::Wan21 | Family::Wan22 | Family::Seedvr2 | Family::Seedvr2Dit | Family::Rife | Family::Taehv => {
+        Family::Wan21 | Family::Wan22 | Family::Seedvr2 | Family::Seedvr2Dit | Family::Rife | Family::Taehv | Family::FlashVsr => {
             bail!("{} has no ncnn files to run in the ncnn engine", family.as_str())
         }
     }

@@ -21,6 +21,7 @@ mod resilient;
 mod resume;
 mod segment_digests;
 mod stage_clock;
+pub mod flashvsr;
 pub mod restore;
 pub mod scene;
 pub mod tiled;

@@ -139,6 +139,22 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
             });
         }
     }
+    entries.extend(crate::models::flashvsr::folder::folders(models_dir).into_iter().map(|folder| ModelEntry {
+        description: format!(
+            "FlashVSR {} one-step streaming video super-resolution (×4; TCDecoder, or a Wan 2.1 VAE named with vae=) from {}",
+            folder.version.as_str(),
+            inside(models_dir, &folder.dir)
+        ),
+        name: folder.name.clone(),
+        family: Family::FlashVsr,
+        ops: Op::done_by(Family::FlashVsr.kind()),
+        scales: vec![crate::models::flashvsr::SCALE],
+        files: folder.files(),
+        latent_channels: None,
+        vae_factors: None,
+        variant: Some(folder.version.as_str()),
+        pairs_with: None,
+    }));
     entries
 }
 
@@ -185,7 +201,7 @@ fn vae_description(family: Family, name: &str, file: &str) -> String {
             };
             format!("tiny TAEHV video VAE for {latents} (a fast preview, softer than the full VAE) from {file}")
         }
-        Family::Wan21 | Family::Wan22 | Family::Seedvr2 | Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => {
+        Family::Wan21 | Family::Wan22 | Family::Seedvr2 | Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife | Family::FlashVsr => {
             format!("{} video VAE from {file}", family.as_str())
         }
     }
@@ -338,7 +354,7 @@ pub fn vae_factors(family: Family) -> Option<(i64, i64)> {
         // TAEHV's spatial factor is its checkpoint's (8 × its patch size: 8 or 16): not one per family
         // (the registry reads it from the header, with `TAEHV_TEMPORAL_FACTOR`).
         Family::Taehv => None,
-        Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => None,
+        Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife | Family::FlashVsr => None,
     }
 }
 

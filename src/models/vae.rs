@@ -44,7 +44,7 @@ impl VideoVae {
             Family::Wan21 | Family::Wan22 => Ok(VideoVae::new(WanVideoVae::load(path, family, opts)?)),
             Family::Seedvr2 => Ok(VideoVae::new(SeedVr2Vae::load(path, &SeedVr2LoadOptions { device: opts.device, kind: opts.kind })?)),
             Family::Taehv => Ok(VideoVae::new(TaehvVideoVae::load(path, opts, full_vae_latent(path))?)),
-            Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife => {
+            Family::Realesrgan | Family::Realcugan | Family::Seedvr2Dit | Family::Rife | Family::FlashVsr => {
                 Err(ModelError::Unsupported { model: naming::file_name(path), what: format!("{} VAE ops", family.as_str()) })
             }
         }

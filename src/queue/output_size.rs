@@ -3,6 +3,8 @@
 use super::{JobRequest, QueueError};
 use crate::executor::interpolate::schedule::{FrameRate, Retiming};
 use crate::executor::interpolate::settings::InterpolateSettings;
+use crate::executor::flashvsr::geometry::FlashVsrGeometry;
+use crate::executor::flashvsr::settings::FlashVsrSettings;
 use crate::executor::restore::RestoreSettings;
 use crate::media::MediaLimits;
 use crate::models::registry;
@@ -42,6 +44,12 @@ fn frame_size(request: &JobRequest, size: OutputSize, width: u32, height: u32) -
         OutputSize::Scaled => {
             let scale = request.params.scale.unwrap_or(1).max(1) as u64;
             Some((width * scale, height * scale))
+        }
+        OutputSize::RestoreTarget if request.family == crate::models::family::Family::FlashVsr => {
+            let settings = FlashVsrSettings::resolve(None, request.params.restore.as_ref())
+                .map_err(|why| QueueError::refused(crate::error_codes::INVALID_RESTORE_PARAMETER, why))?;
+            let g = FlashVsrGeometry::new(height as i64, width as i64, settings.fit);
+            Some((g.out_w.max(0) as u64, g.out_h.max(0) as u64))
         }
         OutputSize::RestoreTarget => {
             let settings = RestoreSettings::resolve(request.params.scale, request.params.restore.as_ref())

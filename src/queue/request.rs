@@ -275,6 +275,11 @@ pub(super) fn refuse_encoder_settings(params: &JobParams, what: &str) -> Result<
 /// and its VAE and text embeddings looked up. `scale_given` is the client's, `scale` with the default.
 fn check_restore(params: RestoreParams, scale_given: Option<i64>, scale: Option<i64>, model: &str, models_dir: &Path) -> Result<RestoreParams, QueueError> {
     let refused = |why| QueueError::refused(codes::INVALID_RESTORE_PARAMETER, why);
+    if let Some(found) = crate::executor::flashvsr::settings::flashvsr_files(models_dir, model, params.vae.as_deref()) {
+        crate::executor::flashvsr::settings::FlashVsrSettings::resolve(scale_given, Some(&params)).map_err(refused)?;
+        found.map_err(|(code, why)| QueueError::refused(code, why))?;
+        return Ok(params);
+    }
     RestoreSettings::refuse_scale_beside_size(scale_given, Some(&params)).map_err(refused)?;
     RestoreSettings::resolve(scale, Some(&params)).map_err(refused)?;
     restore::restore_files(models_dir, model, params.vae.as_deref()).map_err(|missing| QueueError::refused(missing.code(), missing.to_string()))?;

@@ -29,6 +29,7 @@ mod disk_full;
 mod docs_tokens;
 mod dit_memory;
 mod exact_split;
+mod flashvsr_jobs;
 mod flashvsr_parts;
 mod gguf_quants;
 mod host_memory;

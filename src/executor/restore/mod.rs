@@ -41,6 +41,9 @@ pub use settings::{restore_files, RestoreSettings, DEFAULT_BATCH_FRAMES, DEFAULT
 
 
 pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings: &mut Timings) -> Result<JobOutcome, ExecError> {
+    if super::flashvsr::is_flashvsr(&exec.config.models_dir, &job.model) {
+        return super::flashvsr::run(exec, job, hooks, timings);
+    }
     let settings = RestoreSettings::resolve(job.params.scale, job.params.restore.as_ref()).map_err(ExecError::Invalid)?;
     let (_, files) = restore_files(&exec.config.models_dir, &job.model, job.params.restore.as_ref().and_then(|p| p.vae.as_deref()))?;
     let info = input_media(exec, job, timings)?;

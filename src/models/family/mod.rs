@@ -21,6 +21,9 @@ pub enum Family {
     Rife,
     /// madebyollin's tiny video autoencoders (TAEHV: taew2_1, taew2_2, taew2_2_super, taehv).
     Taehv,
+    /// FlashVSR (OpenImagingLab): one-step streaming video super-resolution, a folder of the authors' files.
+    #[serde(rename = "flashvsr")]
+    FlashVsr,
 }
 
 impl Family {
@@ -34,6 +37,7 @@ impl Family {
             Family::Seedvr2Dit => "seedvr2_dit",
             Family::Rife => "rife",
             Family::Taehv => "taehv",
+            Family::FlashVsr => "flashvsr",
         }
     }
 
@@ -43,7 +47,7 @@ impl Family {
         match self {
             Family::Realesrgan | Family::Realcugan => ModelKind::Upscaler,
             Family::Wan21 | Family::Wan22 | Family::Seedvr2 | Family::Taehv => ModelKind::Vae,
-            Family::Seedvr2Dit => ModelKind::Dit,
+            Family::Seedvr2Dit | Family::FlashVsr => ModelKind::Dit,
             Family::Rife => ModelKind::Interpolator,
         }
     }

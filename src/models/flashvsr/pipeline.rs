@@ -46,6 +46,8 @@ pub struct FlashVsrRun<'a> {
     lq: LqProjStream<'a>,
     decode: DecodeStream<'a>,
     next: i64,
+    /// The AdaIN colour fix against the LQ frames (the original's, on by default).
+    colour_fix: bool,
 }
 
 impl<'a> FlashVsrParts<'a> {
@@ -56,7 +58,7 @@ impl<'a> FlashVsrParts<'a> {
             Decoder::Tiny { model, parallel } => DecodeStream::Tiny(model.stream(parallel)),
             Decoder::Full(vae) => DecodeStream::Full { vae, stream: vae.decoder() },
         };
-        Ok(FlashVsrRun { dit, lq: self.lq.stream(), decode, next: 0 })
+        Ok(FlashVsrRun { dit, lq: self.lq.stream(), decode, next: 0, colour_fix: true })
     }
 }
 
@@ -70,19 +72,37 @@ impl FlashVsrRun<'_> {
     /// step's last LQ clip), `noise` the step's slice of the run's noise `[1, 16, f, H/8, W/8]`. Returns the
     /// step's frames `[T, 3, H, W]`, colour-fixed, in [-1, 1].
     pub fn step(&mut self, lq: &Tensor, noise: &Tensor) -> Result<Tensor, ModelError> {
+        self.step_from(lq, 0, noise)
+    }
+
+    /// Frames as they come out, without the colour fix (`color_fix=none`).
+    pub fn without_colour_fix(mut self) -> Self {
+        self.colour_fix = false;
+        self
+    }
+
+    /// [`Self::step`] with `lq` a window of the prepared clip whose first frame is frame `first`: a stream
+    /// holds only the frames the steps still read (see `schedule::Step`).
+    pub fn step_from(&mut self, lq: &Tensor, first: i64, noise: &Tensor) -> Result<Tensor, ModelError> {
         let step = self.next_step();
+        let frames_at = |range: &std::ops::Range<i64>| -> Result<Tensor, ModelError> {
+            if range.start < first || range.end - first > lq.size()[2] {
+                return Err(unsupported(format!("LQ frames {range:?} from a window of frames {first}..{}", first + lq.size()[2])));
+            }
+            Ok(lq.f_narrow(2, range.start - first, range.end - range.start)?)
+        };
         if step.index == 0 {
             // The original's first projection call, frame 0 alone: it only primes the stream.
-            self.lq.push(&lq.f_narrow(2, 0, 1)?)?;
+            self.lq.push(&frames_at(&(0..1))?)?;
         }
         let mut tokens = Vec::with_capacity(step.lq_clips.len());
         for clip in &step.lq_clips {
-            let clip = lq.f_narrow(2, clip.start, clip.end - clip.start)?;
+            let clip = frames_at(clip)?;
             tokens.push(self.lq.push(&clip)?.ok_or_else(|| unsupported("an LQ clip that gave no tokens".into()))?);
         }
         let noise_pred = self.dit.step(noise, &Tensor::f_cat(&tokens, 1)?)?;
         let x0 = noise.f_sub(&noise_pred)?;
-        let reference = lq.f_narrow(2, step.frames.start, step.frames.end - step.frames.start)?;
+        let reference = frames_at(&step.frames)?;
         let frames = match &mut self.decode {
             // NTCHW in [0, 1] from latents NTCHW, conditioned on the LQ frames (BCTHW).
             DecodeStream::Tiny(stream) => stream.push(&x0.f_permute([0, 2, 1, 3, 4])?, &reference)?.f_squeeze_dim(0)?.f_mul_scalar(2.0)?.f_sub_scalar(1.0)?,
@@ -92,7 +112,7 @@ impl FlashVsrRun<'_> {
         if frames.size()[0] != expected {
             return Err(unsupported(format!("step {} decoded {} frames, not {expected}", step.index, frames.size()[0])));
         }
-        let fixed = colour_fix(&frames, &reference.f_squeeze_dim(0)?.f_permute([1, 0, 2, 3])?)?;
+        let fixed = if self.colour_fix { colour_fix(&frames, &reference.f_squeeze_dim(0)?.f_permute([1, 0, 2, 3])?)? } else { frames.f_clamp(-1.0, 1.0)? };
         self.next += 1;
         Ok(fixed)
     }

@@ -1,0 +1,94 @@
+//! FlashVSR as a `restore` model over HTTP (issue 55): a folder of the authors' files under their own names
+//! (the small reference weights; the `.ckpt` and `.pth` files written by torch.save as the authors' are), a
+//! real clip (the reference's LR frames, stored losslessly), and the result against the original's frames
+//! (../shared/reference/flashvsr/e2e_tiny).
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::tensors::read_tensor_map;
+use common::*;
+use tch::{Kind, Tensor};
+
+const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/flashvsr");
+
+/// `models/flashvsr/<name>/` with the four files of a FlashVSR-Tiny model.
+fn model_folder(models: &Path, name: &str, context: &Tensor) -> PathBuf {
+    let dir = models.join("flashvsr").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let reference = Path::new(REFERENCE);
+    std::fs::copy(reference.join("small_dit.safetensors"), dir.join("diffusion_pytorch_model_streaming_dmd.safetensors")).unwrap();
+    super::taehv_reference::torch_save(&reference.join("small_LQ_proj_in.safetensors"), &dir.join("LQ_proj_in.ckpt"), "float32");
+    super::taehv_reference::torch_save(&reference.join("small_TCDecoder.safetensors"), &dir.join("TCDecoder.ckpt"), "float32");
+    // posi_prompt.pth is one tensor, torch.save'd.
+    let context_file = dir.join("context.safetensors");
+    Tensor::write_safetensors(&[("context", context)], &context_file).unwrap();
+    let script = "import sys, torch\nfrom safetensors.torch import load_file\ntorch.save(load_file(sys.argv[1])['context'], sys.argv[2])\n";
+    let status = Command::new(python()).arg("-c").arg(script).arg(&context_file).arg(dir.join("posi_prompt.pth")).status().unwrap();
+    assert!(status.success());
+    std::fs::remove_file(context_file).unwrap();
+    dir
+}
+
+/// Frames `[T, H, W, 3]` u8 as a lossless FFV1 clip (planar RGB, exact through the box's rgb24 reader).
+fn lossless_clip(frames: &Tensor, path: &Path) -> Vec<u8> {
+    let [_, height, width, _] = frames.size()[..] else { unreachable!() };
+    let mut ffmpeg = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", &format!("{width}x{height}"), "-r", "16", "-i", "-"])
+        .args(["-c:v", "ffv1", "-pix_fmt", "gbrp"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bytes = Vec::<u8>::try_from(frames.flatten(0, -1)).unwrap();
+    std::io::Write::write_all(ffmpeg.stdin.as_mut().unwrap(), &bytes).unwrap();
+    drop(ffmpeg.stdin.take());
+    assert!(ffmpeg.wait().unwrap().success());
+    std::fs::read(path).unwrap()
+}
+
+/// A 16-bit lossless result's frames as bytes `[T, H, W, 3]` (8-bit values stored ×257).
+fn result_bytes(result: &[u8], dir: &Path, height: i64, width: i64) -> Tensor {
+    let raw = stored_frames(result, &dir.join("result.mkv"), "rgb48le");
+    let samples: Vec<u16> = raw.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+    assert!(samples.iter().all(|s| s % 257 == 0), "the 16-bit samples hold 8-bit values");
+    let bytes: Vec<u8> = samples.iter().map(|s| (s / 257) as u8).collect();
+    Tensor::from_slice(&bytes).view([-1, height, width, 3])
+}
+
+/// Bytes against the original's: within 2 codes, at most 0.5 % of them different (issue 55).
+fn check_bytes(label: &str, ours: &Tensor, expected: &Tensor) {
+    assert_eq!(ours.size(), expected.size(), "{label}");
+    let off = (ours.to_kind(Kind::Int16) - expected.to_kind(Kind::Int16)).abs();
+    let (differing, worst) = (off.gt(0).sum(Kind::Int64).int64_value(&[]), off.max().int64_value(&[]));
+    println!("{label}: {differing} of {} bytes differ from the original's, by at most {worst}", expected.numel());
+    assert!(worst <= 2 && differing * 200 <= expected.numel() as i64, "{label}: {differing} bytes differ, by up to {worst}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flashvsr_restore_makes_the_originals_frames_and_keeps_the_whole_picture() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
+    let models = dir.path().join("models");
+    model_folder(&models, "FlashVSR", &case["context"]);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let (_, listing) = get_json(&client, &server.url("/v1/models")).await;
+    let model = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "FlashVSR").unwrap_or_else(|| panic!("{listing}"));
+    assert_eq!((model["family"].as_str(), model["variant"].as_str(), model["present"].as_bool()), (Some("flashvsr"), Some("1.0"), Some(true)), "{model}");
+    assert_eq!(model["ops"], serde_json::json!(["restore"]), "{model}");
+    let clip = lossless_clip(&case["lr_u8_thwc"], &dir.path().join("lr.mkv"));
+    // The original's centre crop to 128-multiples: its 29 frames of 128×256.
+    let query = "op=restore&model=FlashVSR&fit=crop&dtype=f32&output_format=ffv1&filename=lr.mkv";
+    let job = run_job(&client, &server, query, clip.clone()).await;
+    let ours = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 128, 256);
+    check_bytes("FlashVSR 1.0 Tiny over HTTP, fit=crop", &ours, &case["final_u8_thwc"]);
+    // The default keeps the whole picture: 4× the input, every frame.
+    let job = run_job(&client, &server, "op=restore&model=FlashVSR&dtype=f32&output_format=ffv1&filename=lr.mkv", clip).await;
+    let whole = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 160, 256);
+    assert_eq!(whole.size(), vec![29, 160, 256, 3]);
+    // SeedVR2's parameters are refused for it, not ignored.
+    let (status, body) = upload_raw(&client, &server, "op=restore&model=FlashVSR&batch_frames=21&filename=lr.mkv", vec![0u8; 16]).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-restore-parameter")), "{body}");
+}
