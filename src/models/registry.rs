@@ -9,6 +9,9 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+pub mod flashvsr_folder;
+pub mod flashvsr_version;
+
 use crate::error_codes as codes;
 use super::family::interpolator::InterpolatorFamily;
 use super::family::upscaler::UpscalerFamily;
@@ -139,7 +142,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
             });
         }
     }
-    entries.extend(crate::models::flashvsr::folder::folders(models_dir).into_iter().map(|folder| ModelEntry {
+    entries.extend(flashvsr_folder::folders(models_dir).into_iter().map(|folder| ModelEntry {
         description: format!(
             "FlashVSR {} one-step streaming video super-resolution (×4; TCDecoder, or a Wan 2.1 VAE named with vae=) from {}",
             folder.version.as_str(),
@@ -148,7 +151,7 @@ fn scan_with(models_dir: &Path, headers: &HeaderCache) -> Vec<ModelEntry> {
         name: folder.name.clone(),
         family: Family::FlashVsr,
         ops: Op::done_by(Family::FlashVsr.kind()),
-        scales: vec![crate::models::flashvsr::SCALE],
+        scales: vec![flashvsr_folder::SCALE],
         files: folder.files(),
         latent_channels: None,
         vae_factors: None,

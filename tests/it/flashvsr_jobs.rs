@@ -88,6 +88,16 @@ async fn a_flashvsr_restore_makes_the_originals_frames_and_keeps_the_whole_pictu
     let job = run_job(&client, &server, "op=restore&model=FlashVSR&dtype=f32&output_format=ffv1&filename=lr.mkv", clip).await;
     let whole = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 160, 256);
     assert_eq!(whole.size(), vec![29, 160, 256, 3]);
+    // FlashVSR-Full: the same DiT's latents through a Wan 2.1 VAE of the box, named with vae=.
+    let vae_dir = models.join("vae");
+    std::fs::create_dir_all(&vae_dir).unwrap();
+    std::fs::copy(Path::new(REFERENCE).join("../wan21_original/weights.safetensors"), vae_dir.join("wan21-small.safetensors")).unwrap();
+    let full_case = read_tensor_map(&Path::new(REFERENCE).join("e2e_full.safetensors"));
+    let job = run_job(&client, &server, &format!("{query}&vae=wan21-small"), lossless_clip(&case["lr_u8_thwc"], &dir.path().join("lr.mkv"))).await;
+    let full = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 128, 256).index_select(0, &full_case["keep_frames"]);
+    check_bytes("FlashVSR 1.0 Full over HTTP, fit=crop, the reference's frames 0 and 28", &full, &full_case["final_u8_thwc.keep_frames"]);
+    let (status, body) = upload_raw(&client, &server, "op=restore&model=FlashVSR&vae=nothing&filename=lr.mkv", vec![0u8; 16]).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("unknown-model")), "{body}");
     // SeedVR2's parameters are refused for it, not ignored.
     let (status, body) = upload_raw(&client, &server, "op=restore&model=FlashVSR&batch_frames=21&filename=lr.mkv", vec![0u8; 16]).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-restore-parameter")), "{body}");

@@ -3,17 +3,15 @@
 //! `models::taehv`) or the Wan 2.1 VAE (`models::wan`) to decode. Above the families and the SeedVR2
 //! restore pipeline, whose colour fix it shares.
 pub mod colour;
-pub mod folder;
 pub mod frames;
 pub mod lq_proj;
 pub mod pipeline;
 mod lq_stream;
 pub mod resize;
 pub mod schedule;
-pub mod version;
 
-/// Output pixels per input pixel along each side: the model's design (its LQ projection reads 4× frames).
-pub const SCALE: i64 = 4;
+pub use crate::models::registry::flashvsr_folder::{self as folder, SCALE};
+pub use crate::models::registry::flashvsr_version::{self as version};
 
 pub use colour::{colour_fix, to_u8_thwc};
 pub use lq_proj::{LqProjConfig, LqProjLoadOptions, LqProjection};

@@ -1,10 +1,13 @@
 //! A FlashVSR model on disk: a folder `models_dir/flashvsr/<name>/` holding the authors' files under their
 //! own names — the streaming DiT, the LQ projection, TCDecoder and the fixed text context (`posi_prompt.pth`,
 //! which ships in the authors' code repository, not with the weights). Its name says its release
-//! (`version::FlashVsrVersion::of_folder`).
+//! (`FlashVsrVersion::of_folder`). The catalogue's knowledge, below the FlashVSR pipeline that reads it.
 use std::path::{Path, PathBuf};
 
-use super::version::FlashVsrVersion;
+use super::flashvsr_version::FlashVsrVersion;
+
+/// Output pixels per input pixel along each side: the model's design (its LQ projection reads 4× frames).
+pub const SCALE: i64 = 4;
 
 /// FlashVSR model folders are looked for here, below `models_dir`.
 pub const FLASHVSR_DIR: &str = "flashvsr";
