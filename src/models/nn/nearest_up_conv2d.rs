@@ -14,6 +14,22 @@ use crate::models::ModelError;
 /// input rows (i−1, i), parity 1 rows (i, i+1).
 const TAPS_PER_PARITY: [[[f32; 3]; 2]; 2] = [[[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]], [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]];
 
+/// The 2×2 kernels of the four output phases, `[4·O, I, 2, 2]` phase-major (phase = 2a + b), from the
+/// 3×3 kernel `[O, I, 3, 3]` that follows a nearest ×2 up-sampling; taps summed in `sum_kind`, the result
+/// in the kernel's kind. The Wan decoder's 3-D `NearestUpConv` takes its kernels (depth 1) from here too.
+pub fn phase_kernels(weight: &Tensor, sum_kind: Kind) -> Result<Tensor, ModelError> {
+    let full = weight.f_to_kind(sum_kind)?;
+    let mut phases = Vec::with_capacity(4);
+    for rows in &TAPS_PER_PARITY {
+        for cols in &TAPS_PER_PARITY {
+            let rows = Tensor::from_slice2(rows).f_to_device(weight.device())?.f_to_kind(sum_kind)?;
+            let cols = Tensor::from_slice2(cols).f_to_device(weight.device())?.f_to_kind(sum_kind)?;
+            phases.push(Tensor::f_einsum("pk,oikl,ql->oipq", &[&rows, &full, &cols], None::<&[i64]>)?);
+        }
+    }
+    Ok(Tensor::f_cat(&phases, 0)?.f_to_kind(weight.kind())?)
+}
+
 #[derive(Debug)]
 pub struct NearestUpConv2d {
     /// `[4·O, I, 2, 2]`, phase-major (phase = 2a + b).
@@ -28,16 +44,7 @@ impl NearestUpConv2d {
         let out_channels = weight.size()[0];
         // Taps summed in fp32, or in fp64 for an fp64 model (its parity is checked to 1e-12).
         let sum_kind = if weight.kind() == Kind::Double { Kind::Double } else { Kind::Float };
-        let full = weight.f_to_kind(sum_kind)?;
-        let mut phases = Vec::with_capacity(4);
-        for rows in &TAPS_PER_PARITY {
-            for cols in &TAPS_PER_PARITY {
-                let rows = Tensor::from_slice2(rows).f_to_device(weight.device())?.f_to_kind(sum_kind)?;
-                let cols = Tensor::from_slice2(cols).f_to_device(weight.device())?.f_to_kind(sum_kind)?;
-                phases.push(Tensor::f_einsum("pk,oikl,ql->oipq", &[&rows, &full, &cols], None::<&[i64]>)?);
-            }
-        }
-        let weight = Tensor::f_cat(&phases, 0)?.f_to_kind(weight.kind())?;
+        let weight = phase_kernels(weight, sum_kind)?;
         let weight = if channels_last { layout::to_channels_last_2d(&weight)? } else { weight };
         let bias = bias.map(|b| b.f_repeat([4])).transpose()?;
         Ok(Self { weight, bias, out_channels })

@@ -11,11 +11,8 @@ use tch::{Kind, Tensor};
 use super::cache::RowSplit;
 use super::conv::conv3d;
 use super::layout;
+use crate::models::nn::nearest_up_conv2d::phase_kernels;
 use crate::models::ModelError;
-
-/// Which 3×3 kernel rows (or columns) meet which of the 2 input taps, per output parity:
-/// parity 0 reads input rows (i−1, i), parity 1 rows (i, i+1).
-const TAPS_PER_PARITY: [[[f32; 3]; 2]; 2] = [[[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]], [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]];
 
 #[derive(Debug)]
 pub struct NearestUpConv {
@@ -29,16 +26,8 @@ impl NearestUpConv {
     /// From the per-frame 3×3 conv that follows the nearest ×2 up-sampling (`weight` `[O, I, 1, 3, 3]`).
     pub fn new(weight: &Tensor, bias: &Tensor, channels_last: bool) -> Result<Self, ModelError> {
         let (out_channels, in_channels) = (weight.size()[0], weight.size()[1]);
-        let full = weight.f_to_kind(Kind::Float)?.f_reshape([out_channels, in_channels, 3, 3])?;
-        let mut phases = Vec::with_capacity(4);
-        for rows in &TAPS_PER_PARITY {
-            for cols in &TAPS_PER_PARITY {
-                let rows = Tensor::from_slice2(rows).f_to_device(weight.device())?;
-                let cols = Tensor::from_slice2(cols).f_to_device(weight.device())?;
-                phases.push(Tensor::f_einsum("pk,oikl,ql->oipq", &[&rows, &full, &cols], None::<&[i64]>)?);
-            }
-        }
-        let weight = Tensor::f_cat(&phases, 0)?.f_unsqueeze(2)?.f_to_kind(weight.kind())?;
+        let per_frame = weight.f_reshape([out_channels, in_channels, 3, 3])?;
+        let weight = phase_kernels(&per_frame, Kind::Float)?.f_unsqueeze(2)?;
         let weight = if channels_last { layout::to_channels_last(&weight)? } else { weight };
         Ok(Self { weight, bias: bias.f_repeat([4])?, out_channels })
     }
