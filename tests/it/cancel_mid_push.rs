@@ -16,7 +16,7 @@ const CANCEL_WITHIN: Duration = Duration::from_secs(2);
 
 /// Polls job `id` until `under_way` says its long piece of work has begun, waits `settle` more, cancels
 /// it and returns the job once final, with the time from the cancel's answer to that.
-async fn cancel_under_way(client: &reqwest::Client, server: &Server, id: &str, under_way: impl Fn(&Value) -> bool, settle: Duration) -> (Value, Duration) {
+pub(crate) async fn cancel_under_way(client: &reqwest::Client, server: &Server, id: &str, under_way: impl Fn(&Value) -> bool, settle: Duration) -> (Value, Duration) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let (_, job) = get_json(client, &server.url(&format!("/v1/jobs/{id}"))).await;

@@ -11,10 +11,10 @@ use common::tensors::read_tensor_map;
 use common::*;
 use tch::{Kind, Tensor};
 
-const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/flashvsr");
+pub(crate) const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/reference/flashvsr");
 
 /// `models/flashvsr/<name>/` with the four files of a FlashVSR-Tiny model.
-fn model_folder(models: &Path, name: &str, context: &Tensor) -> PathBuf {
+pub(crate) fn model_folder(models: &Path, name: &str, context: &Tensor) -> PathBuf {
     let dir = models.join("flashvsr").join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let reference = Path::new(REFERENCE);
@@ -32,7 +32,7 @@ fn model_folder(models: &Path, name: &str, context: &Tensor) -> PathBuf {
 }
 
 /// Frames `[T, H, W, 3]` u8 as a lossless FFV1 clip (planar RGB, exact through the box's rgb24 reader).
-fn lossless_clip(frames: &Tensor, path: &Path) -> Vec<u8> {
+pub(crate) fn lossless_clip(frames: &Tensor, path: &Path) -> Vec<u8> {
     let [_, height, width, _] = frames.size()[..] else { unreachable!() };
     let mut ffmpeg = Command::new("ffmpeg")
         .args(["-nostdin", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", &format!("{width}x{height}"), "-r", "16", "-i", "-"])

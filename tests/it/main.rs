@@ -31,6 +31,7 @@ mod dit_memory;
 mod exact_split;
 mod flashvsr_jobs;
 mod flashvsr_parts;
+mod flashvsr_resume;
 mod gguf_quants;
 mod host_memory;
 mod import_cycles;

@@ -52,14 +52,14 @@ fn server_with_models(dir: &Path, models: &Path) -> Server {
 }
 
 /// The segments folder a job's checkpoints are in.
-fn segments_folder(server: &Server, id: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn segments_folder(server: &Server, id: &str) -> Option<std::path::PathBuf> {
     let dir = server.data_dir.join("data/jobs").join(id);
     std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| p.to_string_lossy().ends_with(".resume"))
 }
 
 /// Waits until the job's checkpoint on disk satisfies `reached`, and returns it. The file is polled every
 /// 2 ms: unlike the progress the API shows (updated every 250 ms), it is never stale.
-async fn wait_for_checkpoint(server: &Server, id: &str, what: &str, reached: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn wait_for_checkpoint(server: &Server, id: &str, what: &str, reached: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         if let Some(found) = checkpoint(server, id).filter(|c| reached(c)) {
@@ -82,7 +82,7 @@ async fn wait_for_checkpoint_after_batch(server: &Server, id: &str, batches: i64
 
 /// The server killed with SIGKILL and started again on the same data; the job `id` then ran to the end,
 /// succeeded, in its second attempt.
-async fn restarted_and_finished(client: &reqwest::Client, server: Server, id: &str) -> (Server, Value) {
+pub(crate) async fn restarted_and_finished(client: &reqwest::Client, server: Server, id: &str) -> (Server, Value) {
     let server = server.restart_after_kill9();
     let job = wait_for_final(client, &server, id, Duration::from_secs(300)).await;
     assert_eq!(job["status"], "succeeded", "{job}");

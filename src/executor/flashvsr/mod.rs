@@ -3,9 +3,12 @@
 //! or the original's centre crop), and fed to the model's streaming run a DiT step at a time; each step's
 //! frames are decoded, colour-fixed, converted to bytes by truncation (the original's) and written. Only the
 //! LQ frames the next steps read are held, so memory is flat in the clip's length. Every input frame comes
-//! back: the end is padded with copies of the last frame (`FramePlan::keeping_every_frame`).
+//! back: the end is padded with copies of the last frame (`FramePlan::keeping_every_frame`). A checkpoint after
+//! each finished segment holds every stream's state (the DiT's KV cache, the LQ projection's and the
+//! decoder's causal caches): a stopped job goes on from its next step, equal to an uninterrupted run.
 pub mod geometry;
 pub mod settings;
+mod window;
 
 use std::time::Instant;
 
@@ -14,19 +17,23 @@ use tch::{Device, Kind, Tensor};
 use super::context::{Executor, JobHooks, JobSpec};
 use super::error::ExecError;
 use super::frames;
-use super::media_io::{finish_output, input_media, read_frames, write_output, OutputVideo};
+use super::media_io::{finish_output, input_media, read_frames, video_outcome, write_output, OutputVideo};
+use super::resume::{Checkpoints, Mark};
 use super::stage_clock::StageClock;
+use crate::jobs::plan::{FlashVsrPlan, JobPlan, ResumedFrom};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{RgbFrames, SampleDepth};
 use crate::models::flashvsr::frames::FramePlan;
-use crate::models::flashvsr::pipeline::{Decoder, FlashVsrParts};
-use crate::models::flashvsr::resize::resize_rgb8;
+use crate::models::flashvsr::pipeline::{Decoder, FlashVsrParts, FlashVsrRun};
 use crate::models::flashvsr::schedule::Step;
+use crate::models::nn::causal_cache::SavedTensors;
+use crate::models::restore::colorfix::ColorFix;
 use crate::models::flashvsr::{to_u8_thwc, LqProjLoadOptions, LqProjection};
 use crate::models::taehv::{TcDecoder, TcDecoderLoadOptions};
 use crate::models::wan_dit::{StreamSettings, WanDit, WanDitLoadOptions};
 use geometry::FlashVsrGeometry;
 use settings::{flashvsr_files, FlashVsrDecoder, FlashVsrSettings};
+use window::LqWindow;
 
 /// Whether `model` is a FlashVSR model of this box (its `restore` runs here, not SeedVR2's).
 pub fn is_flashvsr(models_dir: &std::path::Path, model: &str) -> bool {
@@ -44,8 +51,11 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     };
     let info = input_media(exec, job, timings)?;
     let geometry = FlashVsrGeometry::new(info.height as i64, info.width as i64, settings.fit);
-    let plan = FramePlan::keeping_every_frame(info.frames);
+    let frame_plan = FramePlan::keeping_every_frame(info.frames);
     let (device, kind) = (exec.device, exec.resolve_kind(job, timings));
+    // A still is written whole: it starts over.
+    let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "flashvsr": format!("{settings:?}"), "release": folder.version.as_str() });
+    let mut checkpoints = Checkpoints::open(exec, job, hooks, resume_settings, info.fps, !info.still);
     let load_started = Instant::now();
     let dit = WanDit::load(&folder.dit(), &WanDitLoadOptions { device, kind })?;
     let lq = LqProjection::load(&folder.lq_proj(), &LqProjLoadOptions { device, kind, version: folder.version })?;
@@ -72,128 +82,108 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     // The original draws the whole run's noise at once from its seed (so every step's slice depends on
     // the run's length): [1, 16, latent frames, H/8, W/8], on the CPU in f32.
     tch::manual_seed(settings.seed);
-    let noise = Tensor::randn([1, 16, plan.latent_frames() as i64, height / 8, width / 8], (Kind::Float, Device::Cpu));
+    let noise = Tensor::randn([1, 16, frame_plan.latent_frames() as i64, height / 8, width / 8], (Kind::Float, Device::Cpu));
     tch::no_grad(|| {
         let mut run = parts.start(&context, StreamSettings::official([height, width]))?;
         if !settings.colour_fix {
             run = run.without_colour_fix();
         }
-        run.set_stop(hooks.stop_flag());
+        let stop = hooks.stop_flag();
+        run.set_stop(stop.clone());
+        let mut done = go_on_from_checkpoint(&mut checkpoints, &mut run, device)?;
+        let resumed_at = run.next_step();
         let mut reader = read_frames(exec, job, &info, exec.config.chunk_frames)?;
         let video = OutputVideo::like(&info, geometry.out_w as u32, geometry.out_h as u32);
-        let segments = exec.config.data_dir.join("flashvsr").join(job.id.to_string());
-        let mut writer = write_output(exec, job, &info, video, &segments, Default::default())?;
-        let mut window = LqWindow::default();
-        let (mut clock, mut compute, mut done) = (StageClock::default(), 0.0, 0u64);
+        let mut writer = write_output(exec, job, &info, video, &checkpoints.folder.dir, checkpoints.finished())?;
+        let mut window = LqWindow::for_step(&resumed_at, geometry, device);
+        let (mut clock, mut compute) = (StageClock::default(), 0.0);
         let started = Instant::now();
-        for index in 0..plan.steps() as i64 {
+        let steps = frame_plan.steps() as i64;
+        for index in resumed_at.index..steps {
             hooks.between_chunks()?;
             let step = Step::new(index);
-            let needed = step.lq_clips.last().map_or(0, |c| c.end).max(step.frames.end);
-            while window.end() < needed {
+            while window.end() < LqWindow::needed_by(&step) {
                 let waited = Instant::now();
                 let chunk = if window.input_ended { None } else { reader.next_chunk()? };
                 clock.read += waited.elapsed().as_secs_f64();
                 match chunk {
-                    Some(chunk) => window.push_chunk(&chunk, &geometry, device)?,
+                    Some(chunk) => window.push_chunk(&chunk, &stop)?,
                     None => window.repeat_last()?,
                 }
             }
-            // Step s ≥ 1 reads from frame 8s + 13 on (its frames), step 0 from frame 0.
-            window.drop_before(step.frames.start.min(step.lq_clips[0].start));
+            window.keep_from(&step);
             let computing = Instant::now();
             let latents = step.latents.clone();
             let slice = noise.narrow(2, latents.start, latents.end - latents.start).to_device(device).to_kind(kind);
-            let out = run.step_from(&window.clip()?, window.first, &slice)?;
+            let out = run.step_from(&window.clip()?, window.first(), &slice)?;
             let bytes = to_u8_thwc(&geometry.cut_back(&out)?)?;
             compute += computing.elapsed().as_secs_f64();
             // The frames past the input's own are the padding's: not written.
-            let keep = (plan.output as i64 - step.frames.start).clamp(0, bytes.size()[0]);
+            let keep = (frame_plan.output as i64 - step.frames.start).clamp(0, bytes.size()[0]);
             if keep > 0 {
                 let waited = Instant::now();
                 writer.write(rgb_frames(&bytes.narrow(0, 0, keep), writer.depth())?)?;
                 clock.write += waited.elapsed().as_secs_f64();
                 done += keep as u64;
             }
-            let fraction = (index + 1) as f64 / plan.steps() as f64;
-            let progress = Progress::frames(done, plan.output, started.elapsed().as_secs_f64()).with_fraction(fraction, started.elapsed().as_secs_f64());
-            hooks.progress.send_replace(progress.at(format!("step {}/{}", index + 1, plan.steps())));
+            if index + 1 < steps && checkpoints.segment_full(writer.frames_in_segment().unwrap_or(0)) {
+                let waited = Instant::now();
+                let mut state = SavedTensors::new();
+                run.save_state(&mut state);
+                checkpoints.save(&mut writer, Mark::Vae { inputs: index + 1, state, row_split: None, fallbacks: &[] }, None)?;
+                clock.write += waited.elapsed().as_secs_f64();
+            }
+            let elapsed = started.elapsed().as_secs_f64();
+            let fraction = (index + 1 - resumed_at.index) as f64 / (steps - resumed_at.index) as f64;
+            let progress = Progress::frames(done, frame_plan.output, elapsed).with_fraction(fraction, elapsed);
+            hooks.progress.send_replace(progress.at(format!("step {}/{steps}", index + 1)));
         }
+        hooks.between_chunks()?;
         let flushed = Instant::now();
         let output_media = finish_output(exec, job, writer)?;
         clock.write += flushed.elapsed().as_secs_f64();
-        let _ = std::fs::remove_dir_all(&segments);
+        checkpoints.folder.remove();
         timings.read = Some(clock.read);
         timings.write = Some(clock.write);
         timings.compute = Some(compute);
-        timings.fps = Some(done as f64 / started.elapsed().as_secs_f64().max(1e-9));
-        Ok(JobOutcome {
-            output_name: job.output_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-            output_path: job.output_path.clone(),
-            output_bytes: std::fs::metadata(&job.output_path).map(|m| m.len()).unwrap_or(0),
-            output_media,
-            timings: timings.clone(),
-            plan: None,
-            metrics: None,
-        })
+        timings.fps = Some(done.saturating_sub(checkpoints.finished().frames) as f64 / started.elapsed().as_secs_f64().max(1e-9));
+        let plan = FlashVsrPlan {
+            flashvsr_release: folder.version.as_str().into(),
+            decoder: match decoder {
+                FlashVsrDecoder::Tiny(_) => "tiny".into(),
+                FlashVsrDecoder::Full(_) => "full".into(),
+            },
+            vae: vae.map(str::to_string),
+            attention: "block-sparse".into(),
+            input_frames: frame_plan.input,
+            frames: done,
+            padded_frames: frame_plan.padded - frame_plan.input,
+            steps: frame_plan.steps(),
+            output: [geometry.out_h, geometry.out_w],
+            model_size: geometry.model_size(),
+            fit: settings.fit,
+            seed: settings.seed,
+            color_fix: if settings.colour_fix { ColorFix::Adain } else { ColorFix::None },
+            resumed_from: checkpoints.resumed_from().map(|from| ResumedFrom { batch: Some(resumed_at.index), ..from }),
+        };
+        Ok(video_outcome(job, output_media, timings, JobPlan::FlashVsr(plan), None))
     })
+}
+
+/// Puts `run` where the checkpoint the job goes on from left it (its streams after the steps done) and
+/// returns the frames written then; 0 for a fresh start.
+fn go_on_from_checkpoint(checkpoints: &mut Checkpoints, run: &mut FlashVsrRun, device: Device) -> Result<u64, ExecError> {
+    let Some(checkpoint) = &checkpoints.resumed else { return Ok(0) };
+    let Some(mark) = &checkpoint.vae else {
+        checkpoints.discard();
+        return Ok(0);
+    };
+    run.load_state(&checkpoints.folder.tensors(&mark.state, device)?)?;
+    Ok(checkpoint.frames)
 }
 
 /// Bytes `[n, H, W, 3]` as the writer's samples (16-bit ones hold the same values, ×257).
 fn rgb_frames(bytes: &Tensor, depth: SampleDepth) -> Result<RgbFrames, ExecError> {
     let frames_01 = bytes.to_kind(Kind::Float).permute([0, 3, 1, 2]) / 255.0;
     Ok(frames::to_rgb(&frames_01, depth)?)
-}
-
-/// The prepared LQ frames the coming steps read (`[3, H, W]` each, in [-1, 1]) and the index of the first.
-#[derive(Default)]
-struct LqWindow {
-    frames: Vec<Tensor>,
-    first: i64,
-    input_ended: bool,
-}
-
-impl LqWindow {
-    fn end(&self) -> i64 {
-        self.first + self.frames.len() as i64
-    }
-
-    fn push_chunk(&mut self, chunk: &RgbFrames, geometry: &FlashVsrGeometry, device: Device) -> Result<(), ExecError> {
-        let bytes = frames::upload(chunk, Device::Cpu);
-        let bytes = match chunk.depth {
-            SampleDepth::Eight => bytes,
-            // Pillow resizes 8-bit frames: a deeper input is rounded to 8 bits first.
-            SampleDepth::Sixteen => (frames::to_tensor(chunk, Device::Cpu) * 255.0).round().clamp(0.0, 255.0).to_kind(Kind::Uint8),
-        };
-        let (h, w) = (chunk.height as usize, chunk.width as usize);
-        for i in 0..chunk.count as i64 {
-            let frame = Vec::<u8>::try_from(bytes.get(i).flatten(0, -1)).map_err(|e| ExecError::Invalid(e.to_string()))?;
-            let upscaled = resize_rgb8(&frame, h, w, 4 * h, 4 * w);
-            let upscaled = Tensor::from_slice(&upscaled).view([4 * h as i64, 4 * w as i64, 3]);
-            self.frames.push(geometry.fit(&upscaled)?.to_device(device));
-        }
-        if chunk.count == 0 {
-            self.input_ended = true;
-        }
-        Ok(())
-    }
-
-    /// The input has ended: its last frame again (the original pads the clip with copies of it).
-    fn repeat_last(&mut self) -> Result<(), ExecError> {
-        self.input_ended = true;
-        let last = self.frames.last().ok_or_else(|| ExecError::Invalid("the input has no frames".into()))?;
-        self.frames.push(last.shallow_clone());
-        Ok(())
-    }
-
-    fn drop_before(&mut self, index: i64) {
-        let drop = (index - self.first).clamp(0, self.frames.len() as i64);
-        self.frames.drain(..drop as usize);
-        self.first += drop;
-    }
-
-    /// `[1, 3, n, H, W]`.
-    fn clip(&self) -> Result<Tensor, ExecError> {
-        Ok(Tensor::f_stack(&self.frames, 1)?.f_unsqueeze(0)?)
-    }
 }

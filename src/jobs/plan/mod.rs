@@ -14,6 +14,10 @@ use crate::tiling::dit_tiles::DitTiles;
 use crate::tiling::grid::SpatialTiles;
 use crate::tiling::planner::Plan as TilePlan;
 
+mod flashvsr;
+
+pub use flashvsr::FlashVsrPlan;
+
 /// The typed plans, each named once: the enum's variants, the order `from_value` tries them in and the
 /// schema's `anyOf` and components all come from this one list, so an op's plan is one line of it.
 macro_rules! typed_plans {
@@ -46,7 +50,7 @@ macro_rules! typed_plans {
     };
 }
 
-typed_plans!(Upscale(UpscalePlan), Vae(VaePlan), Restore(RestorePlan), Interpolate(InterpolatePlan));
+typed_plans!(Upscale(UpscalePlan), Vae(VaePlan), Restore(RestorePlan), Interpolate(InterpolatePlan), FlashVsr(FlashVsrPlan));
 
 /// `upscale`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -264,7 +268,8 @@ pub struct RestorePlan {
 pub struct ResumedFrom {
     /// Output frames already written, kept and not made again.
     pub frame: u64,
-    /// Restore: the batch the run went on with (batches before it were not restored again).
+    /// Restore: the batch the run went on with (batches before it were not restored again); FlashVSR: the
+    /// DiT step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<i64>,
     /// A tile-major VAE decode: the spatial tiles it had decoded over the whole clip, kept and not decoded
@@ -327,6 +332,7 @@ impl JobPlan {
             },
             JobPlan::Restore(plan) => Some(plan.frames),
             JobPlan::Interpolate(plan) => Some(plan.frames),
+            JobPlan::FlashVsr(plan) => Some(plan.frames),
             JobPlan::Other(value) => value["frames"].as_u64(),
         }
     }

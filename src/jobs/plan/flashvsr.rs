@@ -1,0 +1,76 @@
+//! The plan of a `restore` run by a FlashVSR model: the release and decoder, the frames the streaming run
+//! made and how they were fitted to the model's sides.
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::ResumedFrom;
+use crate::models::restore::colorfix::ColorFix;
+use crate::models::restore::prepare::Fit;
+
+/// `restore` with a FlashVSR model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FlashVsrPlan {
+    /// The release the model ran as: `1.0` or `1.1` (from its folder's name).
+    pub flashvsr_release: String,
+    /// `tiny` (the folder's TCDecoder) or `full` (the Wan 2.1 VAE named in `vae`).
+    pub decoder: String,
+    /// The Wan 2.1 VAE that decoded (`full`); absent for `tiny`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vae: Option<String>,
+    /// The attention over the KV cache: `block-sparse` (the original's locality-constrained masks).
+    pub attention: String,
+    /// Frames read and written (every input frame).
+    pub input_frames: u64,
+    pub frames: u64,
+    /// Copies of the last frame appended to the clip (the streaming runs in steps of 8 frames and reads 4
+    /// past the last it makes); their frames are cut off the output.
+    pub padded_frames: u64,
+    /// DiT steps run: the first makes 21 frames, each later one 8.
+    pub steps: u64,
+    /// `[height, width]` of the output (4× the input, or the centre window `crop` kept).
+    pub output: [i64; 2],
+    /// `[height, width]` the model worked at: 128-multiples.
+    pub model_size: [i64; 2],
+    /// `pad`: the 4× frame's last rows and columns repeated out to `model_size` and cut off after; `crop`:
+    /// the original's centre window.
+    pub fit: Fit,
+    pub seed: i64,
+    pub color_fix: ColorFix,
+    /// The run went on from where a stopped one had got to; absent when it started from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::jobs::plan::JobPlan;
+
+    #[test]
+    fn a_flashvsr_plan_reads_back_as_itself_and_says_its_frames() {
+        let plan = FlashVsrPlan {
+            flashvsr_release: "1.1".into(),
+            decoder: "full".into(),
+            vae: Some("wan21".into()),
+            attention: "block-sparse".into(),
+            input_frames: 29,
+            frames: 29,
+            padded_frames: 4,
+            steps: 2,
+            output: [160, 256],
+            model_size: [256, 256],
+            fit: Fit::Pad,
+            seed: 0,
+            color_fix: ColorFix::Adain,
+            resumed_from: Some(ResumedFrom { frame: 21, batch: Some(1), tiles: None, saved_s: 1.5 }),
+        };
+        let json = serde_json::to_value(JobPlan::FlashVsr(plan.clone())).unwrap();
+        assert_eq!(json["flashvsr_release"], "1.1");
+        assert_eq!(json["resumed_from"], json!({"frame": 21, "batch": 1, "saved_s": 1.5}));
+        let read = JobPlan::from_value(json);
+        assert_eq!(read, JobPlan::FlashVsr(plan));
+        assert_eq!(read.frames(), Some(29));
+    }
+}
