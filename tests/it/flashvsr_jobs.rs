@@ -104,3 +104,51 @@ async fn a_flashvsr_restore_makes_the_originals_frames_and_keeps_the_whole_pictu
     let (status, body) = upload_raw(&client, &server, "op=restore&model=FlashVSR&memory_budget_mib=500&filename=lr.mkv", vec![0u8; 16]).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-restore-parameter")), "{body}");
 }
+
+/// v1.1 weights run with v1.1's code (its LQ projection carries its caches from clip to clip) when the
+/// folder is named as the authors name that release: the original v1.1's frames
+/// (../shared/reference/flashvsr/v1_1_e2e_tiny: frames 0, 10, 20, 21, 28, across the first step's end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flashvsr_v1_1_folder_runs_the_v1_1_code_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
+    let v1_1 = read_tensor_map(&Path::new(REFERENCE).join("v1_1_e2e_tiny.safetensors"));
+    let models = dir.path().join("models");
+    model_folder(&models, "FlashVSR-v1.1", &case["context"]);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let (_, listing) = get_json(&client, &server.url("/v1/models")).await;
+    let model = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "FlashVSR-v1.1").unwrap_or_else(|| panic!("{listing}"));
+    assert_eq!(model["variant"], "1.1", "{model}");
+    let clip = lossless_clip(&case["lr_u8_thwc"], &dir.path().join("lr.mkv"));
+    let job = run_job(&client, &server, "op=restore&model=FlashVSR-v1.1&fit=crop&dtype=f32&output_format=ffv1&filename=lr.mkv", clip).await;
+    assert_eq!(job["plan"]["flashvsr_release"], "1.1", "{}", job["plan"]);
+    let ours = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 128, 256).index_select(0, &v1_1["keep_frames"]);
+    check_bytes("FlashVSR 1.1 Tiny over HTTP, fit=crop, the reference's kept frames", &ours, &v1_1["final_u8_thwc.keep_frames"]);
+}
+
+/// A still comes back as a still, 4× and whole: the one frame run as a clip of its copies (the original
+/// needs 21 frames or more), so it equals the first frame of the restore of a 21-frame clip of its copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_still_restored_by_flashvsr_is_the_first_frame_of_a_clip_of_its_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
+    let models = dir.path().join("models");
+    model_folder(&models, "FlashVSR", &case["context"]);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let frame = case["lr_u8_thwc"].narrow(0, 3, 1);
+    let still = dir.path().join("frame.png");
+    lossless_clip(&frame, &dir.path().join("frame.mkv"));
+    let status = Command::new("ffmpeg").args(["-nostdin", "-v", "error", "-y", "-i"]).arg(dir.path().join("frame.mkv")).arg(&still).status().unwrap();
+    assert!(status.success());
+    let job = run_job(&client, &server, "op=restore&model=FlashVSR&dtype=f32&filename=frame.png", std::fs::read(&still).unwrap()).await;
+    assert_eq!(job["output"]["content_type"], "image/png", "{job}");
+    let png = fetch(&client, &server, &job).await;
+    let restored = Tensor::from_slice(&stored_frames(&png, &dir.path().join("out.png"), "rgb24")).view([-1, 160, 256, 3]);
+    assert_eq!(restored.size(), vec![1, 160, 256, 3]);
+    let copies = lossless_clip(&frame.expand([21, 40, 64, 3], false).contiguous(), &dir.path().join("copies.mkv"));
+    let job = run_job(&client, &server, "op=restore&model=FlashVSR&dtype=f32&output_format=ffv1&filename=copies.mkv", copies).await;
+    let first = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 160, 256).narrow(0, 0, 1);
+    check_bytes("a still against the first frame of a clip of its copies", &restored, &first);
+}
