@@ -71,6 +71,8 @@ enum BenchCommand {
     Vae(vaebox::bench::vae::VaeBenchArgs),
     /// SeedVR2 one-step restoration with a random DiT at a chosen width: s/frame per stage, DiT GFLOP/s against the matmul peak.
     Restore(vaebox::bench::restore::RestoreBenchArgs),
+    /// FlashVSR-Tiny at full size with random weights, streamed as a job runs it: s/frame per step, memory on a clip and one 4× as long; optionally SeedVR2 3B on the same clip size.
+    Flashvsr(vaebox::bench::flashvsr::FlashVsrBenchArgs),
     /// Many pollers on `GET /v1/jobs/{id}` while a job runs on a server on loopback: poll latency p50/p99 and the job's slowdown.
     Load(vaebox::bench::load::LoadBenchArgs),
     /// Host memory a checkpoint load takes above the runtime's base, against the file's size (run in a fresh process).
@@ -177,6 +179,7 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench { what: BenchCommand::Vae(args) } => vaebox::bench::vae::run(&args),
         Command::Bench { what: BenchCommand::Restore(args) } => vaebox::bench::restore::run(&args),
+        Command::Bench { what: BenchCommand::Flashvsr(args) } => vaebox::bench::flashvsr::run(&args),
         Command::Bench { what: BenchCommand::Load(args) } => runtime.block_on(vaebox::bench::load::run(&args)),
         Command::Bench { what: BenchCommand::LoadWeights(args) } => vaebox::bench::weights_load::run(&args),
         Command::Bench { what: BenchCommand::Parity(args) } => vaebox::bench::parity::run(&args),

@@ -5,9 +5,10 @@ Serves the kit's binary on the device and sends real clips over HTTP, each job t
 model and tunes cuDNN, the second is the figure, as on a busy box): upscale with animevideov3 ×2 and
 Real-CUGAN SE ×2, interpolate ×2, restore with the 3B DiT ×2 (21 frames to 1280×720, the shape of the
 `restore_3b` bench), vae_decode as a job and through `/v1/decode` (diffusers' remote_decode, the latent
-of the `vae_wan21_bf16` bench). Then the bare models on the same frames and shapes: `vaebox bench upscale
+of the `vae_wan21_bf16` bench), restore with FlashVSR-Tiny (the `flashvsr` step's random full-size weights,
+its clip's frames at a quarter of its output size). Then the bare models on the same frames and shapes: `vaebox bench upscale
 --device D` and `vaebox bench interpolate --device D` here, the VAE decode and the restore's stages from
-the logs of the `vae_wan21_bf16` and `restore_3b` steps when they ran. Prints one JSON line per job and
+the logs of the `vae_wan21_bf16`, `restore_3b` and `flashvsr` steps when they ran. Prints one JSON line per job and
 one per comparison (`{"job_vs_bare": ...}`: job compute per frame, bare per frame, their ratio), which
 report.py gathers.
 
@@ -28,8 +29,8 @@ import urllib.request
 
 # (width, height, frames) of the clips: full size on a GPU, small on the CPU (the kit's dry run).
 SIZES = {
-    "cuda": {"clip": (1280, 720, 96), "restore": (640, 360, 21)},
-    "cpu": {"clip": (48, 32, 64), "restore": (32, 32, 5)},
+    "cuda": {"clip": (1280, 720, 96), "restore": (640, 360, 21), "flashvsr": (352, 192, 41)},
+    "cpu": {"clip": (48, 32, 64), "restore": (32, 32, 5), "flashvsr": (32, 32, 25)},
 }
 # (name, folder, the files' common start): a model is served when all its files are there (animevideov3's
 # entry holds its three scales).
@@ -56,6 +57,13 @@ def make_latent(path, shape):
     from safetensors.torch import save_file
     torch.manual_seed(0)
     save_file({"latent": torch.randn(shape)}, path)
+
+
+def make_prompt(path):
+    """FlashVSR's `posi_prompt.pth`: its fixed text context, [1, 512, 4096], torch-saved as the authors ship it."""
+    import torch
+    torch.manual_seed(0)
+    torch.save(torch.randn(1, 512, 4096), path)
 
 
 def link(source, target):
@@ -178,7 +186,8 @@ def main():
     p.add_argument("--seedvr2-vae", required=True)
     p.add_argument("--dit", required=True, help="the 3B DiT's weights (random, full size on a GPU)")
     p.add_argument("--text-embeds", required=True)
-    p.add_argument("--only", default="", help="comma list of upscale,interpolate,vae_decode,restore (default: all)")
+    p.add_argument("--flashvsr", default="", help="a FlashVSR model folder of the `flashvsr` step (skipped when absent)")
+    p.add_argument("--only", default="", help="comma list of upscale,interpolate,vae_decode,restore,flashvsr (default: all)")
     args = p.parse_args()
     only = set(filter(None, args.only.split(",")))
     wanted = lambda op: not only or op in only
@@ -194,7 +203,16 @@ def main():
     link(args.seedvr2_vae, os.path.join(models, "vae", "ema_vae_fp16.safetensors"))
     link(args.dit, os.path.join(models, "dit", "seedvr2_ema_3b.safetensors"))
     link(args.text_embeds, os.path.join(models, "dit", "text_embeds.safetensors"))
+    flashvsr = os.path.isdir(args.flashvsr) and wanted("flashvsr")
+    if flashvsr:
+        folder = os.path.join(models, "flashvsr", os.path.basename(args.flashvsr.rstrip("/")))
+        for file in os.listdir(args.flashvsr):
+            link(os.path.join(args.flashvsr, file), os.path.join(folder, file))
+        make_prompt(os.path.join(folder, "posi_prompt.pth"))
     sizes = SIZES[args.mode]
+    flashvsr_in = os.path.join(root, "flashvsr_in.mp4")
+    make_clip(flashvsr_in, *sizes["flashvsr"])
+    flashvsr_bytes = open(flashvsr_in, "rb").read()
     clip, small = os.path.join(root, "clip.mp4"), os.path.join(root, "restore_in.mp4")
     make_clip(clip, *sizes["clip"])
     make_clip(small, *sizes["restore"])
@@ -214,6 +232,9 @@ def main():
             ("vae_decode", "vae_decode wan_2.1_vae job", {"op": "vae_decode", "model": "wan_2.1_vae", "dtype": DTYPE, "output_format": "safetensors", "filename": "latent.safetensors"}, latent_bytes, plan_frames),
             ("restore", "restore seedvr2_ema_3b x2", {"op": "restore", "model": "seedvr2_ema_3b", "scale": 2, "dtype": DTYPE, "filename": "restore_in.mp4"}, small_bytes, lambda job: sizes["restore"][2]),
         ]
+        if flashvsr:
+            name = os.path.basename(args.flashvsr.rstrip("/"))
+            steps.append(("flashvsr", "restore flashvsr tiny x4", {"op": "restore", "model": name, "dtype": DTYPE, "filename": "flashvsr_in.mp4"}, flashvsr_bytes, plan_frames))
         for op, name, query, body, frames_of in steps:
             if not wanted(op):
                 continue
@@ -270,6 +291,12 @@ def main():
             stage_per_frame = job[stage] / job["frames"]
             print(json.dumps({"job_vs_bare": job["job"], "what": f"restore stage {stage}", "job_s_per_frame": round(stage_per_frame, 5),
                               "bare_s_per_frame": bare, "ratio": round(stage_per_frame / bare, 2)}), flush=True)
+    flashvsr_log = read(os.path.join(step_logs, "flashvsr.log"))
+    job = jobs.get("restore flashvsr tiny x4")
+    compare(job, table_value(flashvsr_log, [str(sizes["flashvsr"][2])], "whole run s/frame"), "bench flashvsr whole run (flashvsr step), the same frames and size")
+    if job and job.get("total") and job.get("frames"):
+        # Beside the compute: the whole job (reading, Pillow's bicubic ×4 on the host, writing) per frame.
+        print(json.dumps({"job": job["job"], "total_s_per_frame": round(job["total"] / job["frames"], 5), "total_fps": round(job["frames"] / job["total"], 2)}), flush=True)
     return 1 if failed else 0
 
 

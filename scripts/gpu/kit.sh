@@ -3,7 +3,7 @@
 # the binary from scripts/gpu/build.sh (xz-compressed) and a static ffmpeg + ffprobe pair (one xz-compressed
 # tar: 76 + 76 MiB as they are, one stream with a dictionary larger than one binary, so the second costs
 # almost nothing), the wheels the machine lacks for diffusers, the SeedVR2 VAE's and 3B DiT's key lists
-# (full-size weights are made there), the prompt embedding, the job step's upscalers and RIFE, and
+# and FlashVSR's three (full-size weights are made there), the prompt embedding, the job step's upscalers and RIFE, and
 # check.sh. Refuses a kit over 60 MiB (a call carries 64 MiB in all, the working tree included).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,6 +42,9 @@ fi
 cp -f ../shared/reference/seedvr2/full_keys.txt "$KIT/keys/seedvr2_full_keys.txt"
 cp -f ../shared/reference/seedvr2_dit/full_keys_3b.txt "$KIT/keys/dit_3b_full_keys.txt"
 cp -f ../shared/reference/seedvr2_dit/text_embeds.safetensors "$KIT/text_embeds.safetensors"
+# FlashVSR's three released layouts (the `flashvsr` step makes full-size random weights from them).
+mkdir -p "$KIT/keys/flashvsr"
+cp -f ../shared/reference/flashvsr/full_keys_{dit,LQ_proj_in,TCDecoder}.txt "$KIT/keys/flashvsr/"
 scripts/gpu/wheels.sh "$KIT/wheels"
 # The job step's models (scripts/gpu/jobs.py): animevideov3 ×2, Real-CUGAN SE ×2 and RIFE, as setup brings
 # them. x4plus's 64 MiB of weights would not fit.

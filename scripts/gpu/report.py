@@ -11,7 +11,7 @@ import os
 import re
 
 STEPS = [
-    "environment", "weights", "vae_wan21_bf16", "restore_3b", "jobs", "parity", "calibrate",
+    "environment", "weights", "vae_wan21_bf16", "restore_3b", "flashvsr", "jobs", "parity", "calibrate",
     "oom_backoff", "budget", "vae_seedvr2", "vae_wan21_f32_tf32", "restore_7b", "vae_wan22_bf16",
 ]
 # Files a step leaves beside its log, read as JSON when present.

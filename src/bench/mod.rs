@@ -4,6 +4,7 @@
 //! child-process measurement and `bench tiling`).
 mod clip;
 mod dtype;
+pub mod flashvsr;
 pub mod interpolate;
 pub mod load;
 pub mod parity;

@@ -224,10 +224,10 @@ pub fn run(args: &RestoreBenchArgs) -> anyhow::Result<()> {
 }
 
 /// The peak memory of one run: RSS high-water growth on the CPU, allocated bytes on CUDA.
-struct PeakMeter(Device);
+pub(super) struct PeakMeter(pub(super) Device);
 
 impl PeakMeter {
-    fn start(&self) -> u64 {
+    pub(super) fn start(&self) -> u64 {
         if self.0.is_cuda() {
             crate::device::cuda::reset_peak(self.0);
             return crate::device::cuda::peak_allocated_bytes(self.0).unwrap_or(0);
@@ -236,7 +236,7 @@ impl PeakMeter {
         peak_host_bytes().unwrap_or(0)
     }
 
-    fn growth_since(&self, before: u64) -> u64 {
+    pub(super) fn growth_since(&self, before: u64) -> u64 {
         let now = if self.0.is_cuda() { crate::device::cuda::peak_allocated_bytes(self.0) } else { peak_host_bytes() };
         now.unwrap_or(0).saturating_sub(before)
     }

@@ -3,6 +3,8 @@ use std::rc::Rc;
 
 use tch::{Device, Kind};
 
+use crate::models::flashvsr::folder::FlashVsrFolder;
+use crate::models::flashvsr::loaded::FlashVsrModels;
 use crate::models::family::interpolator::{Interpolator, InterpolatorLoadOptions};
 use crate::models::family::upscaler::{Upscaler, UpscalerLoadOptions};
 use crate::models::registry::{self, ModelEntry};
@@ -25,6 +27,7 @@ enum Resident {
     Upscaler(Rc<dyn Upscaler>),
     Vae(Rc<VideoVae>),
     Restorer(Rc<Restorer>),
+    FlashVsr(Rc<FlashVsrModels>),
 }
 
 impl LoadedModels {
@@ -111,6 +114,23 @@ impl LoadedModels {
         settle(&model.vae, &files.vae.display().to_string())?;
         self.resident = Some((key, opts.kind, Resident::Restorer(model.clone())));
         Ok(model)
+    }
+}
+
+impl LoadedModels {
+    /// A FlashVSR model's parts with its decoder (`vae`: a Wan 2.1 VAE for Full, none for the folder's
+    /// TCDecoder), kept under `folder+decoder`; whether they were loaded now.
+    pub fn flashvsr(&mut self, folder: &FlashVsrFolder, vae: Option<&ModelEntry>, device: Device, kind: Kind) -> Result<(Rc<FlashVsrModels>, bool), ModelError> {
+        let key = format!("flashvsr:{}+{}", folder.dir.display(), vae.map_or("TCDecoder", |entry| entry.name.as_str()));
+        if let Some(Resident::FlashVsr(model)) = self.cached(&key, kind) {
+            return Ok((model, false));
+        }
+        self.resident = None;
+        let started = std::time::Instant::now();
+        let model = Rc::new(FlashVsrModels::load(folder, vae, device, kind)?);
+        tracing::info!(model = %folder.name, weight_mib = model.weight_bytes() >> 20, seconds = started.elapsed().as_secs_f64(), "FlashVSR loaded");
+        self.resident = Some((key, kind, Resident::FlashVsr(model.clone())));
+        Ok((model, true))
     }
 }
 

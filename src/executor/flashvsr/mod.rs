@@ -24,13 +24,12 @@ use crate::jobs::plan::{FlashVsrPlan, JobPlan, ResumedFrom};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{RgbFrames, SampleDepth};
 use crate::models::flashvsr::frames::FramePlan;
-use crate::models::flashvsr::pipeline::{Decoder, FlashVsrParts, FlashVsrRun};
+use crate::models::flashvsr::pipeline::FlashVsrRun;
 use crate::models::flashvsr::schedule::Step;
 use crate::models::nn::causal_cache::SavedTensors;
 use crate::models::restore::colorfix::ColorFix;
-use crate::models::flashvsr::{to_u8_thwc, LqProjLoadOptions, LqProjection};
-use crate::models::taehv::{TcDecoder, TcDecoderLoadOptions};
-use crate::models::wan_dit::{StreamSettings, WanDit, WanDitLoadOptions};
+use crate::models::flashvsr::to_u8_thwc;
+use crate::models::wan_dit::StreamSettings;
 use geometry::FlashVsrGeometry;
 use settings::{flashvsr_files, FlashVsrDecoder, FlashVsrSettings};
 use window::LqWindow;
@@ -57,34 +56,20 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "flashvsr": format!("{settings:?}"), "release": folder.version.as_str() });
     let mut checkpoints = Checkpoints::open(exec, job, hooks, resume_settings, info.fps, !info.still);
     let load_started = Instant::now();
-    let dit = WanDit::load(&folder.dit(), &WanDitLoadOptions { device, kind })?;
-    let lq = LqProjection::load(&folder.lq_proj(), &LqProjLoadOptions { device, kind, version: folder.version })?;
-    let context = crate::models::formats::torch_file::read_tensor(&folder.prompt())?.to_device(device).to_kind(kind);
-    let tiny = match &decoder {
-        FlashVsrDecoder::Tiny(path) => Some(TcDecoder::load(path, &TcDecoderLoadOptions { device, kind })?),
-        FlashVsrDecoder::Full(_) => None,
-    };
-    let full = match &decoder {
-        FlashVsrDecoder::Full(entry) => Some(exec.models.vae(entry, device, kind)?.0),
+    let vae_entry = match &decoder {
         FlashVsrDecoder::Tiny(_) => None,
+        FlashVsrDecoder::Full(entry) => Some(entry),
     };
+    let (models, _) = exec.models.flashvsr(&folder, vae_entry, device, kind)?;
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
-    let parts = FlashVsrParts {
-        dit: &dit,
-        lq: &lq,
-        decoder: match (&tiny, &full) {
-            (Some(model), _) => Decoder::Tiny { model, parallel: true },
-            (None, Some(vae)) => Decoder::Full(vae),
-            (None, None) => unreachable!("one decoder is loaded"),
-        },
-    };
+    let parts = models.parts();
     let [height, width] = geometry.model_size();
     // The original draws the whole run's noise at once from its seed (so every step's slice depends on
     // the run's length): [1, 16, latent frames, H/8, W/8], on the CPU in f32.
     tch::manual_seed(settings.seed);
     let noise = Tensor::randn([1, 16, frame_plan.latent_frames() as i64, height / 8, width / 8], (Kind::Float, Device::Cpu));
     tch::no_grad(|| {
-        let mut run = parts.start(&context, StreamSettings::official([height, width]))?;
+        let mut run = parts.start(&models.context, StreamSettings::official([height, width]))?;
         if !settings.colour_fix {
             run = run.without_colour_fix();
         }

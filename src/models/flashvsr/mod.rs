@@ -4,6 +4,7 @@
 //! restore pipeline, whose colour fix it shares.
 pub mod colour;
 pub mod frames;
+pub mod loaded;
 pub mod lq_proj;
 pub mod pipeline;
 mod lq_stream;
