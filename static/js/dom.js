@@ -1,5 +1,5 @@
 // Building the page: `$` finds an element by id, `h` makes one with its attributes and children,
-// `kvTable` a two-column table.
+// `kvTable` a two-column table, `setOptions` fills a select.
 
 export const $ = (id) => document.getElementById(id);
 
@@ -27,4 +27,14 @@ export function kvTable(caption, rows) {
   return h("table", { class: "kv" },
     h("caption", { class: "visually-hidden", text: caption }),
     h("tbody", null, rows.map(([k, v]) => h("tr", null, h("th", { scope: "row", text: k }), h("td", null, v)))));
+}
+
+// A select's options `{value, label, disabled}`, keeping `preferred` (else the current value) chosen when it is
+// one of them and enabled, else the first enabled.
+export function setOptions(select, items, preferred) {
+  const prev = preferred !== undefined ? preferred : select.value;
+  select.replaceChildren(...items.map((it) => h("option", { value: it.value, disabled: it.disabled, text: it.label })));
+  const enabled = items.filter((it) => !it.disabled);
+  const pick = enabled.find((it) => String(it.value) === String(prev)) || enabled[0] || items[0];
+  if (pick) select.value = String(pick.value);
 }

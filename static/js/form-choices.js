@@ -1,8 +1,8 @@
 // The form's selects: ops and models from /v1/models, and the scale, precision and VAE each allows;
-// which fields show for the op (and, on a narrow screen, whether all of them do); whether the chosen files
-// fit the op; whether the form can be sent, and tried first.
+// which fields show for the op and restore model (and, on a narrow screen, whether all of them do); whether
+// the chosen files fit the op; whether the form can be sent, and tried first.
 
-import { $, h } from "./dom.js";
+import { $, h, setOptions } from "./dom.js";
 import { api } from "./api.js";
 import { showError } from "./notices.js";
 import { state } from "./state.js";
@@ -17,18 +17,38 @@ const OP_LABELS = {
   vae_encode: "VAE encode (video → latent)",
   vae_decode: "VAE decode (latent → video)",
   vae_reconstruct: "VAE reconstruct (video → video)",
-  restore: "Restore (SeedVR2, video → video)",
+  restore: "Restore (SeedVR2 or FlashVSR, video → video)",
   interpolate: "Interpolate (RIFE, more frames per second)",
 };
 
 const SEEDVR2_VAE_FAMILY = "seedvr2";
+// A FlashVSR model (a `restore` model of this family) is ×4 only and decodes with its own TCDecoder ("Tiny")
+// or a Wan 2.1 VAE of the box ("Full"); the box refuses SeedVR2's sizes, batches, noise and scene cuts for it.
+const FLASHVSR_FAMILY = "flashvsr";
+const WAN21_VAE_FAMILY = "wan21";
 
-export function setOptions(select, items, preferred) {
-  const prev = preferred !== undefined ? preferred : select.value;
-  select.replaceChildren(...items.map((it) => h("option", { value: it.value, disabled: it.disabled, text: it.label })));
-  const enabled = items.filter((it) => !it.disabled);
-  const pick = enabled.find((it) => String(it.value) === String(prev)) || enabled[0] || items[0];
-  if (pick) select.value = String(pick.value);
+export function isFlashVsr(model) {
+  return !!model && model.family === FLASHVSR_FAMILY;
+}
+
+// FlashVSR's choices where they differ from SeedVR2's (index.html's); the first of each is the box's default,
+// sent as nothing.
+const FLASHVSR_CHOICES = {
+  vaeLabel: "Decoder",
+  seed: "0",
+  colorFix: [{ value: "", label: "AdaIN (default)" }, { value: "none", label: "none" }],
+  fit: [{ value: "", label: "pad (default)" }, { value: "crop", label: "crop" }],
+  fitHelp: "The model works on multiples of 128: pad keeps the whole picture (edge pixels added, removed after), crop keeps the centre.",
+};
+let seedvr2Choices = null; // index.html's, read before they are first replaced
+
+function restoreChoices(flashvsr) {
+  const optionsOf = (select) => [...select.options].map((o) => ({ value: o.value, label: o.text }));
+  seedvr2Choices = seedvr2Choices || {
+    vaeLabel: $("vae-label").textContent, seed: $("seed").placeholder, colorFix: optionsOf($("color-fix")),
+    fit: optionsOf($("fit")), fitHelp: $("fit-help").textContent,
+  };
+  return flashvsr ? FLASHVSR_CHOICES : seedvr2Choices;
 }
 
 export async function loadModels() {
@@ -94,18 +114,20 @@ export function onModelChange(prefs) {
   const op = $("op").value;
   $("model-desc").textContent = !m ? (state.models.length ? "No model offers this operation." : "")
     : m.present === false ? `Not installed on the server. ${m.description || ""}` : (m.description || "");
-  for (const el of document.querySelectorAll("#job-form [data-ops]")) el.hidden = !el.dataset.ops.split(" ").includes(op);
-  $("scale").disabled = $("scale-field").hidden;
   const restore = op === "restore";
+  const flashvsr = restore && isFlashVsr(m);
+  for (const el of document.querySelectorAll("#job-form [data-ops]")) el.hidden = !el.dataset.ops.split(" ").includes(op);
+  for (const el of document.querySelectorAll("#job-form [data-seedvr2-only]")) if (flashvsr || !el.dataset.ops) el.hidden = flashvsr;
+  $("scale").disabled = $("scale-field").hidden;
   const scales = m && Array.isArray(m.scales) && m.scales.length ? m.scales : restore ? [1, 2, 3, 4] : [2, 4];
   // Each op starts on the server's own default scale, not on the one the previous op left behind.
   const opChanged = $("scale").dataset.op !== op;
   $("scale").dataset.op = op;
   const choices = scales.map((s) => ({ value: s, label: `×${s}` }));
-  if (restore) choices.push({ value: "size", label: "height × width…" });
+  if (restore && !flashvsr) choices.push({ value: "size", label: "height × width…" });
   const saved = prefs.scale !== undefined && choices.some((c) => String(c.value) === String(prefs.scale));
   setOptions($("scale"), choices, saved ? prefs.scale : opChanged ? (restore ? 2 : Math.max(...scales)) : undefined);
-  if (restore) fillVaes(m, prefs.vae);
+  if (restore) fillRestoreChoices(m, prefs);
   onScaleChange();
   const dtypes = m && Array.isArray(m.dtypes) && m.dtypes.length ? m.dtypes : ["f32", "bf16"];
   setOptions($("dtype"), [{ value: "auto", label: "auto" }, ...dtypes.map((d) => ({ value: d, label: d }))],
@@ -119,6 +141,32 @@ export function onScaleChange() {
   $("size-field").hidden = !bySize;
   $("size-help").hidden = !bySize;
   $("fps-field").hidden = $("rate-field").hidden || $("rate").value !== "fps";
+}
+
+// The VAE (a FlashVSR model's decoder), seed, colour fix and fit as the restore model's family has them.
+function fillRestoreChoices(m, prefs) {
+  const flashvsr = isFlashVsr(m);
+  const choices = restoreChoices(flashvsr);
+  $("vae-label").textContent = choices.vaeLabel;
+  $("seed").placeholder = choices.seed;
+  setOptions($("color-fix"), choices.colorFix, prefs.color_fix);
+  setOptions($("fit"), choices.fit);
+  $("fit-help").textContent = choices.fitHelp;
+  if (flashvsr) fillDecoders(prefs.vae);
+  else fillVaes(m, prefs.vae);
+}
+
+// A FlashVSR model's decoders: its own TCDecoder (the server's default when no `vae` is sent), then the box's
+// Wan 2.1 VAEs.
+function fillDecoders(preferred) {
+  const vaes = state.models.filter((m) => m.family === WAN21_VAE_FAMILY);
+  const sel = $("vae");
+  sel.disabled = false;
+  setOptions(sel, [{ value: "", label: "TCDecoder (Tiny, the model's own)" }, ...vaes.map((v) => ({
+    value: v.name, label: `${v.name} (Full)${v.present === false ? " (not installed)" : ""}`, disabled: v.present === false,
+  }))], preferred);
+  $("vae-help").textContent = vaes.length ? "Full: a Wan 2.1 VAE decodes, slower and sharper than Tiny."
+    : "Put a Wan 2.1 VAE in the models folder's vae/ to decode with it (Full).";
 }
 
 // The SeedVR2 VAEs, the DiT's own first (the server's default when no `vae` is sent).
@@ -167,7 +215,7 @@ function whyNoTry() {
 export function updateSubmit() {
   const m = currentModel();
   const busy = !!state.xhr;
-  const noVae = $("op").value === "restore" && !$("vae").value;
+  const noVae = $("op").value === "restore" && !$("vae").value && !isFlashVsr(m);
   $("submit").disabled = busy || !state.files.length || !m || m.present === false || noVae;
   // A disabled button shows no reason by itself: the reason is its title (on the button and around it, as a
   // disabled button gets no pointer) and, once files are chosen, a line under the buttons.

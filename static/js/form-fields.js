@@ -4,7 +4,7 @@ import { $ } from "./dom.js";
 import { ApiError } from "./api.js";
 import { showError } from "./notices.js";
 import { savePrefs } from "./form-prefs.js";
-import { currentModel, showAllSettings } from "./form-choices.js";
+import { currentModel, isFlashVsr, showAllSettings } from "./form-choices.js";
 
 // The form's fields as [name, value] pairs, checked as far as the page can; null after showing why not.
 export function formEntries() {
@@ -56,8 +56,9 @@ function encoderFields() {
 // A restore field the user left empty is not sent: the server's default applies, and a field it does
 // not know would be refused. Checks that need no server are made here so the file is not uploaded in vain.
 function restoreFields() {
-  const fields = [];
   const dit = currentModel();
+  if (isFlashVsr(dit)) return flashVsrFields();
+  const fields = [];
   const vae = $("vae").value;
   if (vae && !(dit && dit.pairs_with === vae)) fields.push(["vae", vae]);
   if ($("scale").value === "size") {
@@ -67,9 +68,7 @@ function restoreFields() {
   } else {
     fields.push(["scale", $("scale").value]);
   }
-  const seed = wholeNumber("seed", "Seed", Number.MIN_SAFE_INTEGER);
-  if (seed !== null) fields.push(["seed", seed]);
-  if ($("color-fix").value) fields.push(["color_fix", $("color-fix").value]);
+  fields.push(...seedAndColorFields());
   const frames = wholeNumber("batch-frames", "Batch frames", 1);
   if (frames !== null && (frames - 1) % 4 !== 0) throw fieldError("batch-frames", "Batch frames must be 4n + 1 (1, 5, 9, 13, …).");
   if (frames !== null) fields.push(["batch_frames", frames]);
@@ -104,6 +103,24 @@ function restoreFields() {
   if ($("uniform-batches").value) fields.push(["uniform_batches", $("uniform-batches").value]);
   fields.push(...sceneThresholdField());
   return fields.map(([k, v]) => [k, String(v)]);
+}
+
+// A FlashVSR model's fields: its decoder (none: its own TCDecoder), ×4, and the seed, colour fix and fit when
+// given. SeedVR2's (hidden for it) are not sent, whatever they hold: the box refuses them for FlashVSR.
+function flashVsrFields() {
+  const fields = [];
+  if ($("vae").value) fields.push(["vae", $("vae").value]);
+  fields.push(["scale", $("scale").value], ...seedAndColorFields());
+  if ($("fit").value) fields.push(["fit", $("fit").value]);
+  return fields.map(([k, v]) => [k, String(v)]);
+}
+
+function seedAndColorFields() {
+  const fields = [];
+  const seed = wholeNumber("seed", "Seed", Number.MIN_SAFE_INTEGER);
+  if (seed !== null) fields.push(["seed", seed]);
+  if ($("color-fix").value) fields.push(["color_fix", $("color-fix").value]);
+  return fields;
 }
 
 // The rate (a factor, or a frame rate typed in) and the scene-cut threshold when one is given.

@@ -1,4 +1,5 @@
-// A card's plan in words: tiles, batches, a restore's stages, an interpolation's rates.
+// A card's plan in words: tiles, batches, a restore's stages (SeedVR2) or its streaming run (FlashVSR), an
+// interpolation's rates.
 
 import { h, kvTable } from "./dom.js";
 import { DASH, fmtBytes, isNum } from "./format.js";
@@ -22,10 +23,16 @@ const PLAN_LABELS = {
   // A restore's front-end options (the form's Advanced fields), in the words the form uses.
   fit: "Fit", padding: "Padding", prepend_frames: "Mirrored lead frames", input_noise_scale: "Input noise",
   latent_noise_scale: "Latent noise", uniform_batches: "Last batch",
+  // A FlashVSR restore's (src/jobs/plan/flashvsr.rs); its `vae` goes in the Decoder row.
+  flashvsr_release: "FlashVSR release", decoder: "Decoder", attention: "Attention", padded_frames: "Padded frames",
+  steps: "DiT steps", model_size: "Model's size",
 };
 // Restore plans say how the frames were batched and sized; their batch_frames/overlap go in the Batches row.
 const PLAN_ORDER = ["tile", "overlap", "chunk_frames", "batches", "output", "resize", "frames", "seed", "color_fix", "dit", "notes"];
 const PLAN_FOLDED = ["fallbacks", "row_split", "batch_frames", "batch_overlap"];
+const FLASHVSR_ORDER = ["flashvsr_release", "decoder", "output", "model_size", "fit", "input_frames", "frames", "padded_frames", "steps",
+  "seed", "color_fix", "attention", "resumed_from"];
+const FLASHVSR_FOLDED = ["vae"];
 
 // `60000/1001` → `59.94 fps`.
 function fpsText(rational) {
@@ -62,7 +69,8 @@ function planValue(k, v, pl) {
   if (k === "latent_grid" && Array.isArray(v)) return v.join(" × ");
   if (k === "spatial_tiles") return tilesText(v);
   if (k === "dit_tiles") return ditTilesText(v);
-  if (k === "resumed_from" && typeof v === "object") return resumedText(v);
+  if (k === "resumed_from" && typeof v === "object") return resumedText(v, isFlashVsrPlan(pl));
+  if (isFlashVsrPlan(pl) && Object.hasOwn(FLASHVSR_TEXT, k)) return FLASHVSR_TEXT[k](v, pl);
   if (Object.hasOwn(RESTORE_OPTION_TEXT, k)) return RESTORE_OPTION_TEXT[k](v);
   if (k === "dit" && typeof v === "object") {
     return [v.variant ? String(v.variant).toUpperCase() : null, isNum(v.blocks) ? `${v.blocks} blocks` : null,
@@ -82,6 +90,20 @@ const RESTORE_OPTION_TEXT = {
   input_noise_scale: (v) => noneOr(v, String(v)),
   latent_noise_scale: (v) => noneOr(v, String(v)),
   uniform_batches: (v) => (v === true ? "padded to the batch length" : v === false ? "as long as it is" : String(v)),
+};
+
+const isFlashVsrPlan = (pl) => "flashvsr_release" in pl;
+
+// A FlashVSR run's plan: the model's sides are multiples of 128 (SeedVR2's of 16); the first DiT step makes 21
+// frames, each later one 8.
+const FLASHVSR_TEXT = {
+  decoder: (v, pl) => (v === "tiny" ? "Tiny (the model's own TCDecoder)" : v === "full" ? `Full (the Wan 2.1 VAE ${pl.vae || DASH})` : String(v)),
+  model_size: (v) => (hwText(v) ? `${hwText(v)} px (multiples of 128)` : JSON.stringify(v)),
+  fit: (v) => (v === "pad" ? "pad to multiples of 128 (the padding is cut off the output)"
+    : v === "crop" ? "the centre, cropped to multiples of 128" : String(v)),
+  padded_frames: (v) => noneOr(v, `${v} copies of the last frame (cut off the output)`),
+  steps: (v) => `${v} (the first makes 21 frames, each later one 8)`,
+  attention: (v) => (v === "block-sparse" ? "block-sparse (local masks over the cache)" : String(v)),
 };
 
 // A restore's plan per stage: one row each, what the planner chose for it in columns.
@@ -117,8 +139,8 @@ function restoreStagesTable(pl) {
 }
 
 // A run that went on from a stopped one's checkpoint: where, and what that saved.
-function resumedText(v) {
-  const batch = isNum(v.batch) ? `batch ${v.batch + 1}, ` : "";
+function resumedText(v, flashvsr) {
+  const batch = isNum(v.batch) ? `${flashvsr ? "DiT step" : "batch"} ${v.batch + 1}, ` : "";
   const tiles = isNum(v.tiles) ? `${v.tiles} tile${v.tiles === 1 ? "" : "s"} spooled, ` : "";
   return `from ${batch}${tiles}frame ${v.frame} (${isNum(v.saved_s) ? `${v.saved_s.toFixed(1)} s` : DASH} of work kept)`;
 }
@@ -126,6 +148,7 @@ function resumedText(v) {
 export function planBlock(job) {
   const pl = job.plan;
   if (!pl || typeof pl !== "object") return null;
+  if (isFlashVsrPlan(pl)) return flashVsrPlanBlock(pl);
   const restore = "batches" in pl;
   const interpolation = "interpolated" in pl;
   // Out-of-memory retries change how the job ran, so they come first and are counted in the summary;
@@ -160,4 +183,19 @@ export function planBlock(job) {
   const title = restore ? "Restore plan" : interpolation ? "Interpolation plan" : "Tile plan";
   const table = restore ? h("div", { class: "plan-tables" }, kvTable(title, rows), restoreStagesTable(pl)) : kvTable(title, rows);
   return { key: "plan", summary: `${title}${bits.length ? ` — ${bits.join(" · ")}` : ""}`, table };
+}
+
+// A FlashVSR restore's plan: one table, its rows in FLASHVSR_ORDER and then any the page does not know yet.
+function flashVsrPlanBlock(pl) {
+  const keys = [...FLASHVSR_ORDER.filter((k) => k in pl), ...Object.keys(pl).filter((k) => !FLASHVSR_ORDER.includes(k) && !FLASHVSR_FOLDED.includes(k))];
+  const rows = keys.map((k) => [PLAN_LABELS[k] || k, planValue(k, pl[k], pl)]);
+  const decoder = { tiny: "Tiny", full: "Full" }[pl.decoder];
+  const bits = [
+    `FlashVSR ${pl.flashvsr_release}`,
+    decoder ? `${decoder} decoder` : null,
+    isNum(pl.steps) ? `${pl.steps} DiT step${pl.steps === 1 ? "" : "s"}` : null,
+    hwText(pl.output) ? `${hwText(pl.output)} out` : null,
+    pl.resumed_from ? `resumed ${resumedText(pl.resumed_from, true)}` : null,
+  ].filter(Boolean);
+  return { key: "plan", summary: `Restore plan — ${bits.join(" · ")}`, table: kvTable("Restore plan", rows) };
 }

@@ -1,9 +1,9 @@
 // The box's presets: the Preset select and what choosing one puts in the form.
 
-import { $ } from "./dom.js";
+import { $, setOptions } from "./dom.js";
 import { api } from "./api.js";
 import { state } from "./state.js";
-import { onOpChange, onScaleChange, setOptions } from "./form-choices.js";
+import { onOpChange, onScaleChange } from "./form-choices.js";
 
 // The box's presets (config.toml's [presets.NAME]): the select shows only when there are some.
 export async function loadPresets() {

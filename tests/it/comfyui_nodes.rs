@@ -1,17 +1,20 @@
 //! The ComfyUI custom nodes (`clients/comfyui`), loaded as ComfyUI loads a custom node package and called with
 //! tensors in ComfyUI's layouts against a real box with access tokens: VAE decode and encode against the Wan 2.1
-//! reference case, an upscale against the box's own job on the same frames, a SeedVR2 restore, sound (ComfyUI's
+//! reference case, an upscale against the box's own job on the same frames, a SeedVR2 restore, a FlashVSR restore
+//! (its own node: its models, its decoders, its fields and defaults), sound (ComfyUI's
 //! AUDIO) through both, progress from the job's event stream (and polling without it), the box's errors as
 //! exceptions, ComfyUI's Cancel cancelling the box's job, queued or running, and a job paused on the box waited on
 //! (its queue place and the pause shown on the node) rather than taken for a failure; the model inputs as ComfyUI's
 //! prompt validation sees them, with a second box that has a model the first lacks, and each computing node's
 //! precision reaching the box (`tests/python/comfyui_nodes_check.py` does the calls).
 use crate::common;
+use crate::flashvsr_jobs;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use common::tensors::read_tensor_map;
 use common::*;
 use serde_json::{json, Value};
 
@@ -50,6 +53,8 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     let dir = tempfile::tempdir().unwrap();
     let models = models_with_small_wan21(dir.path());
     models_with_small_seedvr2(dir.path());
+    let flashvsr_case = read_tensor_map(&Path::new(flashvsr_jobs::REFERENCE).join("e2e_tiny.safetensors"));
+    flashvsr_jobs::model_folder(&models, "FlashVSR", &flashvsr_case["context"]);
     std::os::unix::fs::symlink(Path::new(REPO).join("models/realesrgan"), models.join("realesrgan")).unwrap();
     let tokens = format!("comfy:{TOKEN}");
     // No short job is lent the executor beside the busy one: the jobs behind it stay queued, as the checks expect.
@@ -94,11 +99,13 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     println!("{result}");
 
     // Loaded as ComfyUI loads it, without ComfyUI, and every node's spec is one ComfyUI takes.
-    assert_eq!(result["nodes"], json!(["VaeboxConnection", "VaeboxRestore", "VaeboxUpscale", "VaeboxVAEDecode", "VaeboxVAEEncode"]));
+    let nodes = json!(["VaeboxConnection", "VaeboxFlashVSRRestore", "VaeboxRestore", "VaeboxUpscale", "VaeboxVAEDecode", "VaeboxVAEEncode"]);
+    assert_eq!(result["nodes"], nodes);
+    assert!(result["display_names"].as_array().unwrap().contains(&json!("FlashVSR Restore (vaebox)")), "{result}");
     assert_eq!(result["comfy_loaded"], false);
     for key in ["spec_problems", "spec_problems_with_box"] {
         let problems = result[key].as_object().unwrap();
-        assert!(problems.len() == 5 && problems.values().all(|p| p == &json!([])), "{key}: {result}");
+        assert!(problems.len() == 6 && problems.values().all(|p| p == &json!([])), "{key}: {result}");
     }
     // The model input is a COMBO that takes any name a box serves: with no box to ask, a name typed for one
     // passes ComfyUI's validation; with the box, its VAEs, Wan 2.1 first by default (not the first listed).
@@ -120,10 +127,22 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     let errors = result["wrong_op_prompt_errors"].to_string();
     assert!(errors.contains("model `wan21-small` cannot do `upscale`; models that can: realesrgan-animevideov3"), "{result}");
     // Every node that computes has a precision; upscale's and restore's reach their jobs as `dtype`.
-    let computing = json!(["VaeboxRestore", "VaeboxUpscale", "VaeboxVAEDecode", "VaeboxVAEEncode"]);
+    let computing = json!(["VaeboxFlashVSRRestore", "VaeboxRestore", "VaeboxUpscale", "VaeboxVAEDecode", "VaeboxVAEEncode"]);
     assert_eq!(result["precision_inputs"], computing, "{result}");
     assert_eq!((&result["upscale_precision_error"], &result["upscale_job_dtype"]), (&Value::Null, &json!("f32")), "{result}");
+    // Each restore node lists its own family's models: SeedVR2's DiTs, FlashVSR's folders (whose decoder is its own
+    // TCDecoder or a Wan 2.1 VAE of the box, never the SeedVR2 VAE); a model for the other node is refused saying so.
     assert_eq!(result["restore_model_input"], json!(["seedvr2-3b-small", "seedvr2-7b-small"]));
+    assert_eq!(result["flashvsr_model_input"], json!(["FlashVSR"]));
+    assert_eq!(result["flashvsr_decoder_input"], json!(["tiny", "wan21-small"]));
+    assert_eq!(result["flashvsr_defaults"], json!({"decoder": "tiny", "seed": 0, "fit": "pad", "color_fix": "adain"}));
+    assert_eq!(result["flashvsr_prompt_errors"], json!([]), "{result}");
+    let errors = result["flashvsr_in_restore_node_errors"].to_string();
+    assert!(errors.contains("model `FlashVSR` is a flashvsr model: it takes other inputs, in the FlashVSR Restore (vaebox) node"), "{result}");
+    let errors = result["seedvr2_in_flashvsr_node_errors"].to_string();
+    assert!(errors.contains("model `seedvr2-3b-small` is not a flashvsr model (this box's: FlashVSR)"), "{result}");
+    let errors = result["flashvsr_wrong_decoder_errors"].to_string();
+    assert!(errors.contains("model `seedvr2-vae-small` is not a wan21 model (this box's: wan21-small)"), "{result}");
     assert_eq!(result["upscale_model_input_has_animevideov3"], true);
     assert!(result["no_token_error"].as_str().is_some_and(|e| e.contains("unauthorized") && e.contains("token")), "{result}");
 
@@ -176,6 +195,13 @@ async fn comfyui_nodes_hand_their_work_to_the_box() {
     assert_eq!(result["restore_shape"], json!([FRAMES, HEIGHT, WIDTH, 3]), "{result}");
     assert!(max_abs(&result, "restore_vs_input_max_abs") > 0.05, "{result}");
     assert_eq!(result["restore_progress_last"], json!([1000, 1000]), "{result}");
+
+    // FlashVSR end to end: ×4 the frames, every frame; the job took the node's decoder, seed, fit and colour fix,
+    // and was sent none of SeedVR2's fields (the box refuses them for FlashVSR).
+    assert_eq!(result["flashvsr_shape"], json!([FRAMES, 4 * HEIGHT, 4 * WIDTH, 3]), "{result}");
+    let plan = &result["flashvsr_job_plan"];
+    assert_eq!((&plan["decoder"], &plan["vae"], &plan["seed"], &plan["fit"], &plan["color_fix"]), (&json!("full"), &json!("wan21-small"), &json!(3), &json!("pad"), &json!("none")), "{result}");
+    assert_eq!(result["flashvsr_job_params"]["dtype"], "f32", "{result}");
 
     // The box's errors read as what to do.
     let unknown = result["unknown_model_error"].as_str().unwrap_or_default();

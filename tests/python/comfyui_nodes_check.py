@@ -2,6 +2,7 @@
 with tensors in ComfyUI's layouts. Prints one JSON object of measurements; tests/it/comfyui_nodes.rs asserts on it.
 
 usage: comfyui_nodes_check.py BASE_URL TOKEN PACKAGE_DIR CASE_FILE FRAMES_RGB24 WIDTH HEIGHT REFERENCE_ZIP SECOND_URL
+  BASE_URL       the box: the small Wan 2.1 VAE (wan21-small), SeedVR2 (seedvr2-*-small) and FlashVSR (FlashVSR)
   TOKEN          the box's access token
   CASE_FILE      the Wan 2.1 reference case (sample, latent_mu, latent_mu_normalized, decoded)
   FRAMES_RGB24   a few frames of a real clip, packed rgb24
@@ -140,6 +141,11 @@ out["decode_model_default"] = decode_model[1]["default"]
 out["precision_inputs"] = sorted(n for n, c in nodes.items() if "precision" in c.INPUT_TYPES().get("optional", {}))
 out["upscale_model_input_has_animevideov3"] = "realesrgan-animevideov3" in nodes["VaeboxUpscale"].INPUT_TYPES()["required"]["model"][0]
 out["restore_model_input"] = nodes["VaeboxRestore"].INPUT_TYPES()["required"]["model"][0]
+# FlashVSR's node lists the box's FlashVSR models only, and decodes with `tiny` (the default) or a Wan 2.1 VAE.
+flashvsr_inputs = nodes["VaeboxFlashVSRRestore"].INPUT_TYPES()["required"]
+out["flashvsr_model_input"] = flashvsr_inputs["model"][0]
+out["flashvsr_decoder_input"] = flashvsr_inputs["decoder"][0]
+out["flashvsr_defaults"] = {name: flashvsr_inputs[name][1]["default"] for name in ("decoder", "seed", "fit", "color_fix")}
 out["spec_problems_with_box"] = {name: spec_problems(cls) for name, cls in nodes.items()}
 
 # A connection node pointing at a second box: a model only it has passes validation, joins the listed names, runs.
@@ -150,6 +156,11 @@ out["decode_model_input_after_second_box"] = nodes["VaeboxVAEDecode"].INPUT_TYPE
 # a VAE for an upscale as the box says it (it cannot do the op).
 out["unknown_model_prompt_errors"] = prompt_errors("VaeboxUpscale", base, model="no-such-model")
 out["wrong_op_prompt_errors"] = prompt_errors("VaeboxUpscale", base, model="wan21-small")
+# A restore model for the other restore node is refused with where it belongs; so is a decoder that is no Wan 2.1 VAE.
+out["flashvsr_in_restore_node_errors"] = prompt_errors("VaeboxRestore", base, model="FlashVSR")
+out["seedvr2_in_flashvsr_node_errors"] = prompt_errors("VaeboxFlashVSRRestore", base, model="seedvr2-3b-small", decoder="tiny")
+out["flashvsr_wrong_decoder_errors"] = prompt_errors("VaeboxFlashVSRRestore", base, model="FlashVSR", decoder="seedvr2-vae-small")
+out["flashvsr_prompt_errors"] = prompt_errors("VaeboxFlashVSRRestore", base, model="FlashVSR", decoder="wan21-small")
 
 os.environ.pop("COMFY_VAEBOX_TOKEN")
 out["no_token_error"] = error_of(lambda: nodes["VaeboxConnection"]().connect(base, ""))
@@ -327,6 +338,15 @@ out["restore_shape"] = list(restored.shape)
 out["restore_vs_input_max_abs"] = float((restored - images).abs().max()) if restored.shape == images.shape else None
 out["restore_progress_last"] = list(updates[-1]) if updates else None
 audio_measures("restore", tone, sound)
+
+# FlashVSR end to end with the small model, Full (the box's Wan 2.1 VAE), a seed, no colour fix, the default fit
+# (the whole picture): the fields FlashVSR takes, none of SeedVR2's.
+flashvsr, flashvsr_audio = nodes["VaeboxFlashVSRRestore"]().restore(vaebox, images, "FlashVSR", "wan21-small", 3, "pad", "none", 24.0, precision="f32")
+out["flashvsr_shape"] = list(flashvsr.shape)
+out["flashvsr_audio"] = flashvsr_audio
+flashvsr_job = box("GET", "/v1/jobs/" + box("GET", "/v1/jobs?limit=1")["jobs"][0]["id"])
+out["flashvsr_job_params"] = flashvsr_job["params"]
+out["flashvsr_job_plan"] = flashvsr_job["plan"]
 
 
 def newest_job():

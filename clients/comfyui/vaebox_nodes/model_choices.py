@@ -9,6 +9,8 @@ node named (when ComfyUI validated it or it ran), most recent first.
   call (ComfyUI's /object_info: at start and on Refresh) once CACHE_S has passed, LIST_TIMEOUT_S at most.
 - Its default VAE follows a fixed rule (the box marks none): Wan 2.1, then Wan 2.2, then SeedVR2, each in the
   boxes' order; the upscaler is the box's own default, realesrgan-animevideov3.
+- A family whose models take other fields has a node of its own (FlashVSR: `family` "flashvsr"), whose input lists
+  that family's models only; the op's other nodes (Restore: SeedVR2's DiTs) list the rest.
 - The nodes name `model` in `VALIDATE_INPUTS`, so ComfyUI skips its "Value not in list" check and asks
   `check_name` instead: a name any known box serves for the op passes, typed or listed; one that every box that
   answered is without is refused in the box's own words (its op's models). When the prompt's box cannot be asked,
@@ -41,13 +43,17 @@ BOX_DEFAULT_UPSCALER = "realesrgan-animevideov3"
 # The VAE a node starts with: the family of ComfyUI's most common video latents first (Wan 2.1's VAE also
 # serves Wan 2.2 14B), then Wan 2.2 (the 5B), then SeedVR2 (restore's own VAE, rarely a graph's latent).
 VAE_FAMILY_PREFERENCE = ("wan21", "wan22", "seedvr2")
+# Restore models of these families take other fields than SeedVR2's, and have a node of their own (its display name).
+OWN_NODES = {"flashvsr": "FlashVSR Restore (vaebox)"}
 # With no box to ask: the names the box's README gives its files, so the COMBO is not empty (the tiny TAEHV
-# decoders last: a preview, never the default).
+# decoders last: a preview, never the default); by op, or by family for an input of one family.
 NAMES_WITHOUT_BOX = {
     "vae_decode": ["wan_2.1_vae", "wan2.2_vae", "ema_vae_fp16", "taew2_1", "taew2_2"],
     "vae_encode": ["wan_2.1_vae", "wan2.2_vae", "ema_vae_fp16", "taew2_1", "taew2_2"],
     "upscale": [BOX_DEFAULT_UPSCALER, "realesrgan-x4plus"],
     "restore": ["seedvr2_ema_3b_fp16", "seedvr2_ema_7b_fp16"],
+    "flashvsr": ["FlashVSR-v1.1", "FlashVSR"],
+    "wan21": ["wan_2.1_vae"],
 }
 
 _lock = threading.Lock()
@@ -128,9 +134,16 @@ def answers(boxes, fresh=False):
         return {u: _answers.get(u, (0.0, None))[1] for u, _ in boxes}
 
 
-def able(models, op):
-    """The models of one box's list that can do `op`, their files present, in the box's order."""
-    return [m for m in models if op in m.get("ops", []) and m.get("present", True)]
+def of_family(model, family):
+    """Whether an input for `family` lists `model`; None: an op's general input, which leaves out the families
+    with a node of their own."""
+    return model.get("family") == family if family else model.get("family") not in OWN_NODES
+
+
+def able(models, op, family=None):
+    """The models of one box's list that can do `op` (and are of `family`, see of_family), their files present,
+    in the box's order."""
+    return [m for m in models if op in m.get("ops", []) and m.get("present", True) and of_family(m, family)]
 
 
 def default_name(entries, op, preferred):
@@ -146,28 +159,41 @@ def default_name(entries, op, preferred):
     return names[0]
 
 
-def model_input(op, preferred=""):
-    """A ComfyUI COMBO spec for a model that can do `op`, listed from the boxes this ComfyUI knows."""
+def listed_models(op, family=None, preferred=""):
+    """The models that can do `op` (of `family`) on the boxes this ComfyUI knows, each name once, most recent box
+    first; with none, the README's names."""
     boxes = known_boxes()
     listed = answers(boxes)
     entries, seen = [], set()
     for url, _ in boxes:
         with _lock:
             models = listed.get(url) or _last_listed.get(url) or []
-        for model in able(models, op):
+        for model in able(models, op, family):
             if model["name"] not in seen:
                 seen.add(model["name"])
                 entries.append(model)
-    if not entries:
-        entries = [{"name": name} for name in NAMES_WITHOUT_BOX.get(op, [preferred or "model"])]
+    return entries or [{"name": name} for name in NAMES_WITHOUT_BOX.get(family or op, [preferred or "model"])]
+
+
+def model_input(op, preferred="", family=None):
+    """A ComfyUI COMBO spec for a model that can do `op` (of `family`), listed from the boxes this ComfyUI knows."""
+    entries = listed_models(op, family, preferred)
     tooltip = "a model of the connected box that can do this; any name the box serves is taken (GET /v1/models)"
     return ([m["name"] for m in entries], {"default": default_name(entries, op, preferred), "tooltip": tooltip})
 
 
-def refusal(name, op, models):
-    """What the box itself answers a job naming `name` for `op` (src/queue/request.rs find_model)."""
-    can = [m["name"] for m in able(models, op)]
-    if any(m["name"] == name for m in models):
+def refusal(name, op, models, family=None):
+    """What the box itself answers a job naming `name` for `op` (src/queue/request.rs find_model); a model that
+    can do it but is for another node (see of_family), said so."""
+    can = [m["name"] for m in able(models, op, family)]
+    named = [m for m in models if m["name"] == name]
+    if named and op in named[0].get("ops", []) and not of_family(named[0], family):
+        if family is None:
+            own = named[0].get("family")
+            return f"model `{name}` is a {own} model: it takes other inputs, in the {OWN_NODES[own]} node"
+        which = f"this box's: {', '.join(can)}" if can else "this box has none"
+        return f"model `{name}` is not a {family} model ({which})"
+    if named:
         which = f"models that can: {', '.join(can)}" if can else "no model on this box can"
         return f"model `{name}` cannot do `{op}`; {which}"
     if can:
@@ -175,8 +201,9 @@ def refusal(name, op, models):
     return f"unknown model `{name}`; no model on this box can do `{op}`"
 
 
-def check_name(op, model):
-    """`VALIDATE_INPUTS`' answer for a node's `model`: True, or why ComfyUI should refuse the prompt."""
+def check_name(op, model, family=None):
+    """`VALIDATE_INPUTS`' answer for a node's `model` (of `family`, see of_family): True, or why ComfyUI should
+    refuse the prompt."""
     name = model.strip() if isinstance(model, str) else model
     if name is None:
         return True  # fed by a link: its value is known only when the node runs
@@ -194,7 +221,7 @@ def check_name(op, model):
         listed = answers(boxes, fresh)
         if any(listed.get(url) is None for url in candidates):
             return True  # the node's box cannot be asked: it decides when the node runs
-        if any(models is not None and name in [m["name"] for m in able(models, op)] for models in listed.values()):
+        if any(models is not None and name in [m["name"] for m in able(models, op, family)] for models in listed.values()):
             return True
-    reasons = [f"{url}: {refusal(name, op, models)}" for url, models in listed.items() if models is not None]
+    reasons = [f"{url}: {refusal(name, op, models, family)}" for url, models in listed.items() if models is not None]
     return "vaebox: " + "; ".join(reasons) + ". Hint: pick a model from the list, or check the connection node's url"

@@ -1,4 +1,5 @@
-"""The ComfyUI nodes: a connection, VAE decode and encode, upscale and restore, each handing the work to a box."""
+"""The ComfyUI nodes: a connection, VAE decode and encode, upscale and restore (SeedVR2, FlashVSR), each handing the
+work to a box."""
 import os
 
 import numpy as np
@@ -6,7 +7,7 @@ import torch
 
 from . import apng, av_clip, frames, jobs, png_frames, remote_vae, tensor_file
 from .connection import DEFAULT_URL, Connection
-from .model_choices import BOX_DEFAULT_UPSCALER, TOKEN_VARIABLE, check_name, model_input, remember_box
+from .model_choices import BOX_DEFAULT_UPSCALER, OWN_NODES, TOKEN_VARIABLE, check_name, listed_models, model_input, remember_box
 
 CATEGORY = "vaebox"
 FPS_INPUT = ("FLOAT", {"default": 24.0, "min": 0.01, "max": 1000.0, "step": 0.001, "tooltip": "the frames' rate, sent with them"})
@@ -22,6 +23,10 @@ NORMALIZED_INPUT = (
 PRECISION_INPUT = (["auto", "f32", "bf16", "f16"], {"default": "auto", "tooltip": "the model's precision on the box; auto: the box's dtype (bf16 on a GPU)"})
 AUDIO_INPUT = ("AUDIO", {"tooltip": "the frames' sound: kept by the box and returned (needs ffmpeg here); none: no AUDIO back"})
 COLOR_FIXES = ["wavelet", "adain", "lab", "hsv", "wavelet_adaptive", "none"]
+FLASHVSR_FAMILY = "flashvsr"
+# FlashVSR's own decoder (the model folder's TCDecoder, "Tiny"); any other choice names a Wan 2.1 VAE ("Full").
+TINY_DECODER = "tiny"
+WAN21_FAMILY = "wan21"
 
 
 def box_dtype(precision):
@@ -61,14 +66,15 @@ class VaeboxConnection:
 
 
 class ModelNode:
-    """A node whose `model` is any name a box serves for OP: named in VALIDATE_INPUTS, so ComfyUI asks
-    check_name instead of refusing a name that is not in the listed COMBO."""
+    """A node whose `model` is any name a box serves for OP (of FAMILY; None: of no family with a node of its own):
+    named in VALIDATE_INPUTS, so ComfyUI asks check_name instead of refusing a name that is not in the listed COMBO."""
 
     OP = None
+    FAMILY = None
 
     @classmethod
     def VALIDATE_INPUTS(cls, model):
-        return check_name(cls.OP, model)
+        return check_name(cls.OP, model, cls.FAMILY)
 
 
 class VaeboxVAEDecode(ModelNode):
@@ -163,7 +169,7 @@ class VaeboxRestore(ModelNode):
             "required": {
                 "vaebox": ("VAEBOX",),
                 "images": ("IMAGE",),
-                "model": model_input(cls.OP),
+                "model": model_input(cls.OP),  # SeedVR2's DiTs: FlashVSR's models have their own node
                 "scale": ("INT", {"default": 2, "min": 1, "max": 4, "tooltip": "each side times this; unused when resolution is set"}),
                 "resolution": ("INT", {"default": 0, "min": 0, "max": 16384, "tooltip": "the output's short side; 0: use scale"}),
                 "seed": ("INT", {"default": 666, "min": 0, "max": 2**63 - 1}),
@@ -184,12 +190,58 @@ class VaeboxRestore(ModelNode):
         return run_on_frames(vaebox, fields, images, fps, audio)
 
 
+class VaeboxFlashVSRRestore(ModelNode):
+    """FlashVSR takes other fields than SeedVR2 (the box refuses SeedVR2's for it): ×4 only, a decoder, and its own
+    seed, fit and colour fix, whose defaults here are the box's for it."""
+
+    OP = "restore"
+    FAMILY = FLASHVSR_FAMILY
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        wan21 = [m["name"] for m in listed_models("vae_decode", WAN21_FAMILY)]
+        decoder_tooltip = "tiny: the model's own TCDecoder (FlashVSR-Tiny); a Wan 2.1 VAE of the box decodes instead (FlashVSR-Full)"
+        return {
+            "required": {
+                "vaebox": ("VAEBOX",),
+                "images": ("IMAGE",),
+                "model": model_input(cls.OP, family=cls.FAMILY),
+                "decoder": ([TINY_DECODER] + wan21, {"default": TINY_DECODER, "tooltip": decoder_tooltip}),
+                "seed": ("INT", {"default": 0, "min": 0, "max": 2**63 - 1}),
+                "fit": (["pad", "crop"], {"default": "pad", "tooltip": "pad: the whole picture; crop: the original's centre crop to multiples of 128"}),
+                "color_fix": (["adain", "none"], {"default": "adain"}),
+                "fps": FPS_INPUT,
+            },
+            "optional": {"audio": AUDIO_INPUT, "precision": PRECISION_INPUT},
+        }
+
+    RETURN_TYPES = ("IMAGE", "AUDIO")
+    FUNCTION = "restore"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "Restores and upscales IMAGE frames ×4 on the box with FlashVSR (one step, streaming), as one clip, with its sound."
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, model, decoder):
+        # The decoder, as the model, may be any Wan 2.1 VAE a box serves, listed or not.
+        checked = check_name(cls.OP, model, cls.FAMILY)
+        if checked is True and decoder != TINY_DECODER:
+            return check_name("vae_decode", decoder, WAN21_FAMILY)
+        return checked
+
+    def restore(self, vaebox, images, model, decoder, seed, fit, color_fix, fps, audio=None, precision="auto"):
+        fields = dict(op="restore", model=model, seed=seed, fit=fit, color_fix=color_fix, dtype=box_dtype(precision))
+        if decoder != TINY_DECODER:
+            fields["vae"] = decoder
+        return run_on_frames(vaebox, fields, images, fps, audio)
+
+
 NODE_CLASS_MAPPINGS = {
     "VaeboxConnection": VaeboxConnection,
     "VaeboxVAEDecode": VaeboxVAEDecode,
     "VaeboxVAEEncode": VaeboxVAEEncode,
     "VaeboxUpscale": VaeboxUpscale,
     "VaeboxRestore": VaeboxRestore,
+    "VaeboxFlashVSRRestore": VaeboxFlashVSRRestore,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -198,4 +250,5 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "VaeboxVAEEncode": "VAE Encode (vaebox)",
     "VaeboxUpscale": "Upscale (vaebox)",
     "VaeboxRestore": "Restore (vaebox)",
+    "VaeboxFlashVSRRestore": OWN_NODES[FLASHVSR_FAMILY],
 }

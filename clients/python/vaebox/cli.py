@@ -158,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
     download.add_argument("dest", nargs="?", type=Path, help="a file, or a folder for the box's file name (default: here)")
     download.set_defaults(command=download_command)
 
-    models = commands.add_parser("models", parents=[connection], help="the box's models")
+    models = commands.add_parser("models", parents=[connection], help="the box's models: name, kind, ops, scales, present, family")
     models.add_argument("--json", action="store_true")
     models.set_defaults(command=models_command)
 
@@ -338,8 +338,16 @@ def models_command(client: Client, args) -> int:
         return 0
     for model in models:
         scales = ",".join(f"x{s}" for s in model["scales"]) or "-"
-        print("\t".join([model["name"], model["kind"], ",".join(model["ops"]), scales, "present" if model["present"] else "missing"]))
+        present = "present" if model["present"] else "missing"
+        print("\t".join([model["name"], model["kind"], ",".join(model["ops"]), scales, present, family_column(model)]))
     return 0
+
+
+def family_column(model) -> str:
+    """`seedvr2`, `flashvsr 1.1`: the family tells which fields a restore model takes (FlashVSR's are not SeedVR2's),
+    with its variant (a FlashVSR model's release) where it has one."""
+    variant = model.get("variant")
+    return f"{model['family']} {variant}" if variant else model["family"]
 
 
 def presets_command(client: Client, args) -> int:

@@ -39,8 +39,8 @@ pub const OP: Parameter = Parameter {
     name: "op",
     value: Value::Choice { names: || Op::ALL.map(Op::as_str).to_vec(), canonical: |raw| Op::parse(raw).map(Op::as_str) },
     doc: "What to do with the upload: `upscale` a video or picture, `vae_encode` a video to a latent file, `vae_decode` a \
-          latent file to a video, `vae_reconstruct` a video (encode, then decode), `restore` a video with SeedVR2, or \
-          `interpolate` a video to a higher frame rate with RIFE.",
+          latent file to a video, `vae_reconstruct` a video (encode, then decode), `restore` a video with SeedVR2 or \
+          FlashVSR (the model's `family` in /v1/models), or `interpolate` a video to a higher frame rate with RIFE.",
     default: Is(Text("upscale")),
     code: Some(codes::UNKNOWN_OP),
     ..ROW
@@ -61,7 +61,7 @@ pub const SCALE: Parameter = Parameter {
     value: Value::IntOf(&restore::SCALES),
     doc: "Output size over input size. upscale: one of the model's `scales` in /v1/models (Real-ESRGAN 2 or 4; a \
           Real-CUGAN model has one, its own, taken when scale is not given); restore: 1 to 4, each side times scale \
-          (the output's area is the input's times scale²).",
+          (the output's area is the input's times scale²); a FlashVSR model takes 4 only, its default.",
     default: PerOp(Op::default_scale),
     stored: Stored::At("scale"),
     code: Some(codes::INVALID_SCALE),
@@ -195,8 +195,9 @@ pub const METRICS: Parameter = Parameter {
 
 pub const VAE: Parameter = Parameter {
     name: "vae",
-    doc: "The SeedVR2 VAE to encode and decode with.",
-    default: Said("the DiT's pairs_with in /v1/models"),
+    doc: "The SeedVR2 VAE to encode and decode with. For a FlashVSR model, the Wan 2.1 VAE (family `wan21` in \
+          /v1/models) to decode with (FlashVSR-Full) instead of the model's own TCDecoder (FlashVSR-Tiny, without vae).",
+    default: Said("the DiT's pairs_with in /v1/models; for FlashVSR, none (its TCDecoder)"),
     stored: Stored::At("restore.vae"),
     ..ROW
 };
@@ -237,7 +238,8 @@ pub const FIT: Parameter = Parameter {
     value: Value::Choice { names: || Fit::ALL.map(Fit::as_str).to_vec(), canonical: |raw| Fit::parse(raw).map(Fit::as_str) },
     doc: "Sides that are not multiples of 16: crop keeps the centred multiples of 16 (the original's); pad pads the \
           resized frames up to them (copies of the edge) and cuts the padding off the output, which then has exactly \
-          the resized size.",
+          the resized size. FlashVSR works on multiples of 128, and its default is pad (the whole picture); crop is \
+          its original's centre crop.",
     default: Is(Text("crop")),
     stored: Stored::At("restore.fit"),
     ..ROW
@@ -246,7 +248,7 @@ pub const FIT: Parameter = Parameter {
 pub const SEED: Parameter = Parameter {
     name: "seed",
     value: Value::Int,
-    doc: "Noise seed (the default is the original's); batch i uses seed + i.",
+    doc: "Noise seed (the default is the original's); batch i uses seed + i. FlashVSR's default is 0, its original's.",
     default: Is(Int(DEFAULT_SEED)),
     stored: Stored::At("restore.seed"),
     ..ROW
@@ -259,7 +261,7 @@ pub const COLOR_FIX: Parameter = Parameter {
         canonical: |raw| ColorFix::parse(raw).map(ColorFix::as_str),
     },
     doc: "How the restored frames get the input's colours (wavelet is the original's; lab, hsv and wavelet_adaptive \
-          are the ComfyUI front-end's).",
+          are the ComfyUI front-end's). FlashVSR takes adain, its original's and its default, or none.",
     default: Is(Text("wavelet")),
     stored: Stored::At("restore.color_fix"),
     ..ROW

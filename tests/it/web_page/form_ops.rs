@@ -1,21 +1,31 @@
-//! What the submit form sends for an op (restore, interpolate; Try first, a preset), with the network
-//! stubbed, and what the card then shows of the job the server ran from those fields: its plan and timings.
+//! What the submit form sends for an op (restore with SeedVR2 or FlashVSR, interpolate; Try first, a preset),
+//! with the network stubbed, and what the card then shows of the job the server ran from those fields: its plan
+//! and timings.
 
 use crate::common;
+use crate::flashvsr_jobs;
 
+use std::path::Path;
 use std::time::Duration;
 
 use common::browser::Browser;
+use common::tensors::read_tensor_map;
 use common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::{HEIGHT, WIDTH};
+use super::job_cards::restore_plan_in_words;
+use super::{open_page, HEIGHT, WIDTH};
 
 /// Runs the page from the real server at `page` with the network replaced: `fetch` answers with `models`
 /// (a real /v1/models listing), the upload's `send` records its form fields, and `driver` plays the user,
 /// run once the page is parsed and before its script (its modules) starts, with `$`, `set` and `chooseFile`
 /// at hand. Returns what the upload would have sent, as (name, value) with a file given by its name.
 fn fields_the_form_sends(page: &str, models: &Value, driver: &str) -> Vec<(String, String)> {
+    fields_and_what_the_driver_saw(page, models, driver).0
+}
+
+/// As `fields_the_form_sends`, with what the driver put in `document.body.dataset.seen` (JSON; null if nothing).
+fn fields_and_what_the_driver_saw(page: &str, models: &Value, driver: &str) -> (Vec<(String, String)>, Value) {
     let stubs = format!(
         r#"
 const MODELS = {models};
@@ -50,7 +60,8 @@ document.addEventListener("readystatechange", () => {{
     browser.open(page);
     let sent = browser.wait_until("document.body.dataset.sent", Duration::from_secs(15));
     let sent = sent.unwrap_or_else(|| panic!("the form sent nothing:\n{}", browser.eval("document.documentElement.outerHTML")));
-    serde_json::from_str(sent.as_str().unwrap()).unwrap()
+    let seen = browser.eval("document.body.dataset.seen || 'null'");
+    (serde_json::from_str(sent.as_str().unwrap()).unwrap(), serde_json::from_str(seen.as_str().unwrap()).unwrap())
 }
 
 /// The opening tag of the element with this id, as serialised.
@@ -266,4 +277,103 @@ window.PRESETS = { presets: { smooth: { op: "interpolate", factor: "3", scene_th
     let shown = dom.split("Interpolation plan — ").nth(1).unwrap();
     let shown = &shown[..shown.find("</details>").unwrap()];
     assert!(shown.contains("<td>none</td>") && !shown.contains('[') && !shown.contains("&quot;"), "the plan shows raw JSON: {shown}");
+}
+
+/// A FlashVSR model in the form offers what applies to it: a decoder (its own TCDecoder by default, or a Wan 2.1
+/// VAE of the box, not the SeedVR2 VAE), ×4 only, FlashVSR's seed, colour fix and fit; SeedVR2's fields are hidden
+/// and, filled in before the model was changed, not sent. Left as they are, the fields send no SeedVR2 default
+/// (the box's own, 0, adain and pad, apply); the user's choices go as given, run on the box, and the card shows
+/// the run's plan in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_offers_flashvsr_with_its_own_choices_and_sends_no_seedvr2_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = read_tensor_map(&Path::new(flashvsr_jobs::REFERENCE).join("e2e_tiny.safetensors"));
+    let models = models_with_small_seedvr2(dir.path());
+    models_with_small_wan21(dir.path());
+    flashvsr_jobs::model_folder(&models, "FlashVSR", &case["context"]);
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let (status, listing) = get_json(&client, &server.url("/v1/models")).await;
+    assert_eq!(status, 200, "{listing}");
+
+    // SeedVR2's fields filled in (a size, a batch, scene cuts, a short side, a colour fix), then FlashVSR chosen.
+    let driver = r#"
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  set("op", "restore");
+  set("model", "seedvr2-3b-small");
+  set("scale", "size"); $("height").value = "96"; $("width").value = "112";
+  $("batch-frames").value = "5"; $("scene-threshold").value = "0.3"; $("resolution").value = "100"; set("color-fix", "lab");
+  set("model", "FlashVSR");
+  const options = (id) => [...$(id).options].map((o) => [o.value, o.text]);
+  const ids = ["vae", "scale", "height", "seed", "color-fix", "scene-threshold", "fit", "batch-frames", "batch-overlap",
+    "resolution", "max-resolution", "input-noise-scale", "latent-noise-scale", "prepend-frames", "uniform-batches"];
+  document.body.dataset.seen = JSON.stringify({
+    op: $("op").selectedOptions[0].text, vae_label: $("vae-label").textContent, vae: options("vae"), scale: options("scale"),
+    seed: $("seed").placeholder, color_fix: options("color-fix"), fit: options("fit"),
+    shown: ids.filter((id) => !$(id).closest("[hidden]")),
+  });
+  chooseFile("flashvsr-defaults.mkv");
+  $("submit").click();
+})();"#;
+    let (page, listed) = (server.url("/"), listing.clone());
+    let (sent, seen) = tokio::task::spawn_blocking(move || fields_and_what_the_driver_saw(&page, &listed, driver)).await.unwrap();
+    let expected = [("op", "restore"), ("model", "FlashVSR"), ("scale", "4"), ("priority", "0"), ("dtype", "auto"), ("file", "file:flashvsr-defaults.mkv")];
+    assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
+    assert_eq!(seen["op"], "Restore (SeedVR2 or FlashVSR, video → video)", "{seen}");
+    assert_eq!(seen["vae_label"], "Decoder", "{seen}");
+    assert_eq!(seen["vae"], json!([["", "TCDecoder (Tiny, the model's own)"], ["wan21-small", "wan21-small (Full)"]]), "{seen}");
+    assert_eq!(seen["scale"], json!([["4", "×4"]]), "{seen}");
+    assert_eq!(seen["seed"], "0", "{seen}");
+    assert_eq!(seen["color_fix"], json!([["", "AdaIN (default)"], ["none", "none"]]), "{seen}");
+    assert_eq!(seen["fit"], json!([["", "pad (default)"], ["crop", "crop"]]), "{seen}");
+    assert_eq!(seen["shown"], json!(["vae", "scale", "seed", "color-fix", "fit"]), "SeedVR2's fields show: {seen}");
+
+    // The user's own choices: Full with the box's Wan 2.1 VAE, a seed, no colour fix, the centre crop.
+    let driver_choices = r#"
+(function drive() {
+  if ($("op").disabled) return setTimeout(drive, 50);
+  set("op", "restore");
+  set("model", "FlashVSR");
+  set("vae", "wan21-small"); $("seed").value = "5"; set("color-fix", "none"); set("fit", "crop");
+  chooseFile("lr.mkv");
+  $("submit").click();
+})();"#;
+    let (page, listed) = (server.url("/"), listing.clone());
+    let sent = tokio::task::spawn_blocking(move || fields_the_form_sends(&page, &listed, driver_choices)).await.unwrap();
+    let expected = [
+        ("op", "restore"),
+        ("model", "FlashVSR"),
+        ("vae", "wan21-small"),
+        ("scale", "4"),
+        ("seed", "5"),
+        ("color_fix", "none"),
+        ("fit", "crop"),
+        ("priority", "0"),
+        ("dtype", "auto"),
+        ("file", "file:lr.mkv"),
+    ];
+    assert_eq!(sent, expected.map(|(k, v)| (k.to_string(), v.to_string())), "the form sent other fields");
+
+    // What the form sends is what the box runs (the reference's 29 frames of 64×40); the card says how, in words.
+    let clip = flashvsr_jobs::lossless_clip(&case["lr_u8_thwc"], &dir.path().join("lr.mkv"));
+    let query: Vec<String> = sent.iter().filter(|(k, _)| k != "file").map(|(k, v)| format!("{k}={v}")).collect();
+    let job = run_job(&client, &server, &format!("{}&filename=lr.mkv", query.join("&")), clip).await;
+    let plan = job["plan"].clone();
+    assert_eq!((&plan["decoder"], &plan["vae"], &plan["seed"], &plan["fit"]), (&json!("full"), &json!("wan21-small"), &json!(5), &json!("crop")), "{plan}");
+    let (id, page, shown_plan) = (job["id"].as_str().unwrap().to_string(), server.url("/"), plan.clone());
+    let (summary, rows) = tokio::task::spawn_blocking(move || {
+        let mut browser = Browser::start(WIDTH, HEIGHT);
+        open_page(&mut browser, &page);
+        restore_plan_in_words(&mut browser, &id, &shown_plan)
+    })
+    .await
+    .unwrap();
+    let steps = plan["steps"].as_u64().unwrap();
+    assert_eq!(summary, format!("Restore plan — FlashVSR 1.0 · Full decoder · {steps} DiT steps · 256×128 out"), "{rows:?}");
+    let row = |label: &str| rows.iter().find(|(head, _)| head == label).map(|(_, value)| value.as_str()).unwrap_or_else(|| panic!("no {label} row: {rows:?}"));
+    assert_eq!(row("Decoder"), "Full (the Wan 2.1 VAE wan21-small)");
+    assert_eq!(row("Fit"), "the centre, cropped to multiples of 128");
+    assert_eq!(row("Model's size"), "256×128 px (multiples of 128)");
+    assert_eq!(row("Colour fix"), "none");
 }

@@ -117,20 +117,30 @@ async fn restore_plan_names_every_row_in_words() {
 
     let mut browser = Browser::start(WIDTH, HEIGHT);
     open_page(&mut browser, &server.url("/"));
-    let rows = format!(
-        "(() => {{ const plan = [...document.querySelectorAll({})].find((d) => d.querySelector('summary').textContent.startsWith('Restore plan'));
-           return plan && [...plan.querySelectorAll('table.kv > tbody > tr')].map((tr) => [tr.querySelector('th').textContent, tr.querySelector('td').textContent]); }})()",
-        js(format!("#job-{id} details.block"))
-    );
-    let rows = browser.wait_until(&rows, Duration::from_secs(15)).unwrap_or_else(|| panic!("the card shows no restore plan"));
-    let rows: Vec<(String, String)> = serde_json::from_value(rows).unwrap();
-    let raw: Vec<&(String, String)> = rows.iter().filter(|(head, _)| keys.iter().any(|k| *k == head) || head.contains('_') || !head.starts_with(|c: char| c.is_uppercase())).collect();
-    assert!(raw.is_empty(), "rows headed by the plan's keys: {raw:?}\nall rows: {rows:?}");
+    let (_, rows) = restore_plan_in_words(&mut browser, id, &job["plan"]);
     for label in ["Fit", "Padding", "Mirrored lead frames", "Input noise", "Latent noise"] {
         assert!(rows.iter().any(|(head, _)| head == label), "no {label} row: {rows:?}");
     }
+}
+
+/// The summary and the (heading, value) rows of the Restore plan on job `id`'s card, once the page shows it,
+/// checked to be in words: no row headed by one of the `plan`'s own keys (or by any name with `_`, or not
+/// capitalised), and no value shown as JSON.
+pub(super) fn restore_plan_in_words(browser: &mut Browser, id: &str, plan: &serde_json::Value) -> (String, Vec<(String, String)>) {
+    let keys: Vec<&String> = plan.as_object().expect("a restore plan").keys().collect();
+    let shown = format!(
+        "(() => {{ const plan = [...document.querySelectorAll({})].find((d) => d.querySelector('summary').textContent.startsWith('Restore plan'));
+           return plan && [plan.querySelector('summary').textContent,
+             [...plan.querySelectorAll('table.kv > tbody > tr')].map((tr) => [tr.querySelector('th').textContent, tr.querySelector('td').textContent])]; }})()",
+        js(format!("#job-{id} details.block"))
+    );
+    let shown = browser.wait_until(&shown, Duration::from_secs(15)).unwrap_or_else(|| panic!("the card shows no restore plan"));
+    let (summary, rows): (String, Vec<(String, String)>) = serde_json::from_value(shown).unwrap();
+    let raw: Vec<&(String, String)> = rows.iter().filter(|(head, _)| keys.iter().any(|k| *k == head) || head.contains('_') || !head.starts_with(|c: char| c.is_uppercase())).collect();
+    assert!(raw.is_empty(), "rows headed by the plan's keys: {raw:?}\nall rows: {rows:?}");
     let json_values: Vec<&(String, String)> = rows.iter().filter(|(_, value)| value.starts_with(['[', '{'])).collect();
     assert!(json_values.is_empty(), "values shown as JSON: {json_values:?}");
+    (summary, rows)
 }
 
 /// Whether the card of job `id` takes up room on the page (a hidden card has no box).

@@ -6,8 +6,8 @@
 //! One file per view of the page (the page's own split is static/js/*.js):
 //! - `served`: the page as the server serves it: its ES modules (main.js and all it imports), and the
 //!   models, health and jobs its first render fills in;
-//! - `form_ops`: what the submit form sends for an op (restore, interpolate; Try first, a preset), and the
-//!   plan and timings the card then shows for the job it ran (form-*.js, presets.js, plan-table.js);
+//! - `form_ops`: what the submit form sends for an op (restore with SeedVR2 or FlashVSR, interpolate; Try first, a
+//!   preset), and the plan and timings the card then shows for the job it ran (form-*.js, presets.js, plan-table.js);
 //! - `form`: the submit form in the window: in view at its tallest, its selects wide enough for their
 //!   options, its file kept after a submit, the estimate for the chosen file (form-*.js, file-choice.js,
 //!   upload.js);
