@@ -159,7 +159,7 @@ step flashvsr 150 "$BIN" bench flashvsr --device "$MODE" "${FLASHVSR_SIZE[@]}" -
 # After the two benches above: the decode's and the restore's bare figures are theirs.
 if [[ $MODE == cuda ]]; then JOB_MODELS=$KIT/models; TEXT_EMBEDS=$KIT/text_embeds.safetensors
 else JOB_MODELS=models; TEXT_EMBEDS=../shared/reference/seedvr2_dit/text_embeds.safetensors; fi
-step jobs 200 "$PY" scripts/gpu/jobs.py --bin "$BIN" --mode "$MODE" --work "$WORK" --models "$JOB_MODELS" --python "$PY" --threads $THREADS \
+step jobs 300 "$PY" scripts/gpu/jobs.py --bin "$BIN" --mode "$MODE" --work "$WORK" --models "$JOB_MODELS" --python "$PY" --threads $THREADS \
   --latent-shape "$LATENT_SHAPE" --wan21 "$BENCH/$WAN21/weights-seed0.safetensors" --seedvr2-vae "$WORK/seedvr2_full.safetensors" \
   --dit "$WORK/dit_3b.safetensors" --text-embeds "$TEXT_EMBEDS" --flashvsr "$WORK/flashvsr/FlashVSR-v1.1"
 
