@@ -165,11 +165,6 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
     if let Some(mib) = options.params.memory_budget_mib.filter(|mib| *mib > MAX_MEMORY_BUDGET_MIB) {
         return Err(bad_memory_budget(&mib.to_string()));
     }
-    if entry.family == crate::models::family::Family::FlashVsr && options.params.memory_budget_mib.is_some() {
-        // Its frames are not yet cut into tiles by a budget: one the job could not keep is refused.
-        let why = "memory_budget_mib does not apply to a FlashVSR model yet: it runs whole frames (no tiles)";
-        return Err(QueueError::refused(codes::INVALID_RESTORE_PARAMETER, why));
-    }
     let restore = match spec.own_settings {
         Some(OwnSettings::Restore) => {
             Some(check_restore(options.params.restore.clone().unwrap_or_default(), options.params.scale, scale, &entry.name, models_dir)?)

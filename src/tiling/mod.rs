@@ -7,6 +7,7 @@
 pub mod blend;
 pub mod dit_memory;
 pub mod dit_tiles;
+pub mod flashvsr_tiles;
 pub mod grid;
 pub mod memory;
 pub mod planner;

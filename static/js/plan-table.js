@@ -25,13 +25,14 @@ const PLAN_LABELS = {
   latent_noise_scale: "Latent noise", uniform_batches: "Last batch",
   // A FlashVSR restore's (src/jobs/plan/flashvsr.rs); its `vae` goes in the Decoder row.
   flashvsr_release: "FlashVSR release", decoder: "Decoder", attention: "Attention", padded_frames: "Padded frames",
-  steps: "DiT steps", model_size: "Model's size",
+  steps: "DiT steps", model_size: "Model's size", tiles: "Tiles", estimated_peak_bytes: "Memory per step (estimate)",
+  memory_budget_mib: "Memory budget", fits_budget: "Fits the budget",
 };
 // Restore plans say how the frames were batched and sized; their batch_frames/overlap go in the Batches row.
 const PLAN_ORDER = ["tile", "overlap", "chunk_frames", "batches", "output", "resize", "frames", "seed", "color_fix", "dit", "notes"];
 const PLAN_FOLDED = ["fallbacks", "row_split", "batch_frames", "batch_overlap"];
 const FLASHVSR_ORDER = ["flashvsr_release", "decoder", "output", "model_size", "fit", "input_frames", "frames", "padded_frames", "steps",
-  "seed", "color_fix", "attention", "resumed_from"];
+  "seed", "color_fix", "attention", "tiles", "estimated_peak_bytes", "memory_budget_mib", "fits_budget", "resumed_from"];
 const FLASHVSR_FOLDED = ["vae"];
 
 // `60000/1001` → `59.94 fps`.
@@ -104,6 +105,12 @@ const FLASHVSR_TEXT = {
   padded_frames: (v) => noneOr(v, `${v} copies of the last frame (cut off the output)`),
   steps: (v) => `${v} (the first makes 21 frames, each later one 8)`,
   attention: (v) => (v === "block-sparse" ? "block-sparse (local masks over the cache)" : String(v)),
+  // `{rows, cols, tile: [h, w], overlap}` in pixels at the model's size; absent for the whole frame.
+  tiles: (v) => (v && Array.isArray(v.tile)
+    ? `${v.rows}×${v.cols} tiles of ${v.tile[1]}×${v.tile[0]} px, ${v.overlap} px shared, each a run of its own` : "whole frame"),
+  estimated_peak_bytes: (v) => (isNum(v) ? fmtBytes(v) : DASH),
+  memory_budget_mib: (v) => (isNum(v) ? fmtBytes(v * 1048576) : "none"),
+  fits_budget: (v, pl) => (!isNum(pl.memory_budget_mib) ? "no budget" : v === true ? "yes" : v === false ? "no" : DASH),
 };
 
 // A restore's plan per stage: one row each, what the planner chose for it in columns.
@@ -195,6 +202,7 @@ function flashVsrPlanBlock(pl) {
     decoder ? `${decoder} decoder` : null,
     isNum(pl.steps) ? `${pl.steps} DiT step${pl.steps === 1 ? "" : "s"}` : null,
     hwText(pl.output) ? `${hwText(pl.output)} out` : null,
+    pl.tiles ? `in ${pl.tiles.rows}×${pl.tiles.cols} tiles` : null,
     pl.resumed_from ? `resumed ${resumedText(pl.resumed_from, true)}` : null,
   ].filter(Boolean);
   return { key: "plan", summary: `Restore plan — ${bits.join(" · ")}`, table: kvTable("Restore plan", rows) };

@@ -77,3 +77,60 @@ async fn a_cancel_lands_inside_a_flashvsr_step() {
     assert_eq!((job["status"].as_str(), job["progress"]["done"].as_u64()), (Some("cancelled"), Some(0)), "the cancel did not land in the first step: {job}");
     assert!(took < Duration::from_secs(1), "the cancel took {took:?}: the step ran on to its end");
 }
+
+/// A budget a step on the whole frame does not fit: the frame runs in tiles (each a run of its own,
+/// cross-faded), the result keeps its size and frames and stays close to the untiled one, and a tiled job
+/// killed mid-clip goes on from its checkpoint (every tile's streams) and equals an uninterrupted tiled run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_too_small_for_the_whole_frame_runs_flashvsr_in_tiles_that_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
+    let models = dir.path().join("models");
+    model_folder(&models, "FlashVSR", &case["context"]);
+    let mut settings = SETTINGS.to_vec();
+    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
+    let server = Server::start(dir.path(), &settings);
+    let client = client();
+    // 45 frames of 64×40: 256×160 out, 256×256 for the model (the padding cut off after).
+    let clip = lossless_clip(&longer_clip(&case["lr_u8_thwc"]), &dir.path().join("lr.mkv"));
+    let (width, height) = (256, 160);
+    let whole = run_job(&client, &server, "op=restore&model=FlashVSR&dtype=f32&output_format=ffv1&filename=lr.mkv", clip.clone()).await;
+    assert!(whole["plan"].get("tiles").is_none(), "{}", whole["plan"]);
+    let whole_frames = result_frames(&client, &server, &whole, dir.path(), width, height).await;
+
+    let estimate = whole["plan"]["estimated_peak_bytes"].as_u64().unwrap();
+    let budget = (estimate >> 20) * 2 / 3;
+    let query = format!("op=restore&model=FlashVSR&dtype=f32&memory_budget_mib={budget}&output_format=ffv1&filename=lr.mkv");
+    let tiled = run_job(&client, &server, &query, clip.clone()).await;
+    let plan = &tiled["plan"];
+    let tiles = (plan["tiles"]["rows"].as_i64().unwrap_or(0), plan["tiles"]["cols"].as_i64().unwrap_or(0));
+    assert!(tiles.0 * tiles.1 > 1, "no tiles under a budget of {budget} MiB: {plan}");
+    assert!(plan["estimated_peak_bytes"].as_u64().unwrap() <= budget << 20 && plan["fits_budget"] == true, "{plan}");
+    let tiled_frames = result_frames(&client, &server, &tiled, dir.path(), width, height).await;
+    assert_eq!(tiled_frames.len(), whole_frames.len());
+    // Close to the untiled frames: nearer than the untiled run with other noise is.
+    let other_seed = run_job(&client, &server, "op=restore&model=FlashVSR&dtype=f32&seed=1&output_format=ffv1&filename=lr.mkv", clip.clone()).await;
+    let other_seed = result_frames(&client, &server, &other_seed, dir.path(), width, height).await;
+    let (tiled_off, seed_off) = (mean_codes_apart(&tiled_frames, &whole_frames), mean_codes_apart(&other_seed, &whole_frames));
+    println!("FlashVSR in {}×{} tiles: {tiled_off:.2} codes from the untiled frames on average (another seed: {seed_off:.2})", tiles.0, tiles.1);
+    assert!(tiled_off > 0.0 && tiled_off < seed_off / 2.0, "tiled frames {tiled_off:.2} codes from the untiled ones on average, another seed's {seed_off:.2}");
+
+    let id = submit(&client, &server, &query, clip).await;
+    wait_for_checkpoint(&server, &id, "after step 2", |c| c["vae"]["inputs"].as_i64() == Some(2)).await;
+    let (server, job) = restarted_and_finished(&client, server, &id).await;
+    assert_eq!(job["plan"]["resumed_from"]["batch"], 2, "{}", job["plan"]);
+    assert_same_frames(&result_frames(&client, &server, &job, dir.path(), width, height).await, &tiled_frames);
+}
+
+/// The mean difference of two 16-bit results, in 8-bit codes.
+fn mean_codes_apart(a: &[Vec<u8>], b: &[Vec<u8>]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let (mut sum, mut count) = (0.0f64, 0usize);
+    for (x, y) in a.iter().zip(b) {
+        for (p, q) in x.chunks_exact(2).zip(y.chunks_exact(2)) {
+            sum += (u16::from_le_bytes([p[0], p[1]]) as f64 - u16::from_le_bytes([q[0], q[1]]) as f64).abs() / 257.0;
+            count += 1;
+        }
+    }
+    sum / count as f64
+}

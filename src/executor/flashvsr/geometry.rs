@@ -5,8 +5,7 @@ use tch::{Kind, Tensor};
 use crate::executor::error::ExecError;
 use crate::models::restore::prepare::Fit;
 
-/// The model's sides are multiples of this.
-pub const SIDE_MULTIPLE: i64 = 128;
+pub use crate::tiling::flashvsr_tiles::SIDE_MULTIPLE;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlashVsrGeometry {

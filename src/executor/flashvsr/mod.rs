@@ -7,7 +7,9 @@
 //! each finished segment holds every stream's state (the DiT's KV cache, the LQ projection's and the
 //! decoder's causal caches): a stopped job goes on from its next step, equal to an uninterrupted run.
 pub mod geometry;
+mod memory;
 pub mod settings;
+mod tiled_run;
 mod window;
 
 use std::time::Instant;
@@ -24,14 +26,13 @@ use crate::jobs::plan::{FlashVsrPlan, JobPlan, ResumedFrom};
 use crate::jobs::{JobOutcome, Progress, Timings};
 use crate::media::{RgbFrames, SampleDepth};
 use crate::models::flashvsr::frames::FramePlan;
-use crate::models::flashvsr::pipeline::FlashVsrRun;
 use crate::models::flashvsr::schedule::Step;
 use crate::models::nn::causal_cache::SavedTensors;
 use crate::models::restore::colorfix::ColorFix;
 use crate::models::flashvsr::to_u8_thwc;
-use crate::models::wan_dit::StreamSettings;
 use geometry::FlashVsrGeometry;
 use settings::{flashvsr_files, FlashVsrDecoder, FlashVsrSettings};
+use tiled_run::TiledRun;
 use window::LqWindow;
 
 /// Whether `model` is a FlashVSR model of this box (its `restore` runs here, not SeedVR2's).
@@ -52,9 +53,6 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     let geometry = FlashVsrGeometry::new(info.height as i64, info.width as i64, settings.fit);
     let frame_plan = FramePlan::keeping_every_frame(info.frames);
     let (device, kind) = (exec.device, exec.resolve_kind(job, timings));
-    // A still is written whole: it starts over.
-    let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "flashvsr": format!("{settings:?}"), "release": folder.version.as_str() });
-    let mut checkpoints = Checkpoints::open(exec, job, hooks, resume_settings, info.fps, !info.still);
     let load_started = Instant::now();
     let vae_entry = match &decoder {
         FlashVsrDecoder::Tiny(_) => None,
@@ -64,17 +62,17 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     timings.load_model = Some(load_started.elapsed().as_secs_f64());
     let parts = models.parts();
     let [height, width] = geometry.model_size();
+    let memory = memory::plan(models.dit.config(), kind.elt_size_in_bytes(), [height, width], exec.working_budget_mib(job));
+    // The tiles decide the frames too. A still is written whole: it starts over.
+    let resume_settings = serde_json::json!({ "kind": format!("{kind:?}"), "flashvsr": format!("{settings:?}"), "release": folder.version.as_str(), "tiles": memory.tiles });
+    let mut checkpoints = Checkpoints::open(exec, job, hooks, resume_settings, info.fps, !info.still);
     // The original draws the whole run's noise at once from its seed (so every step's slice depends on
     // the run's length): [1, 16, latent frames, H/8, W/8], on the CPU in f32.
     tch::manual_seed(settings.seed);
     let noise = Tensor::randn([1, 16, frame_plan.latent_frames() as i64, height / 8, width / 8], (Kind::Float, Device::Cpu));
     tch::no_grad(|| {
-        let mut run = parts.start(&models.context, StreamSettings::official([height, width]))?;
-        if !settings.colour_fix {
-            run = run.without_colour_fix();
-        }
         let stop = hooks.stop_flag();
-        run.set_stop(stop.clone());
+        let mut run = TiledRun::start(&parts, &models.context, [height, width], memory.tiles.as_ref(), settings.colour_fix, &stop)?;
         let mut done = go_on_from_checkpoint(&mut checkpoints, &mut run, device)?;
         let resumed_at = run.next_step();
         let mut reader = read_frames(exec, job, &info, exec.config.chunk_frames)?;
@@ -100,7 +98,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             let computing = Instant::now();
             let latents = step.latents.clone();
             let slice = noise.narrow(2, latents.start, latents.end - latents.start).to_device(device).to_kind(kind);
-            let out = run.step_from(&window.clip()?, window.first(), &slice)?;
+            let out = run.step(&window.clip()?, window.first(), &slice)?;
             let bytes = to_u8_thwc(&geometry.cut_back(&out)?)?;
             compute += computing.elapsed().as_secs_f64();
             // The frames past the input's own are the padding's: not written.
@@ -149,6 +147,10 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
             fit: settings.fit,
             seed: settings.seed,
             color_fix: if settings.colour_fix { ColorFix::Adain } else { ColorFix::None },
+            tiles: memory.tiles,
+            estimated_peak_bytes: memory.estimated_bytes,
+            memory_budget_mib: memory.budget_mib,
+            fits_budget: memory.fits,
             resumed_from: checkpoints.resumed_from().map(|from| ResumedFrom { batch: Some(resumed_at.index), ..from }),
         };
         Ok(video_outcome(job, output_media, timings, JobPlan::FlashVsr(plan), None))
@@ -157,7 +159,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
 
 /// Puts `run` where the checkpoint the job goes on from left it (its streams after the steps done) and
 /// returns the frames written then; 0 for a fresh start.
-fn go_on_from_checkpoint(checkpoints: &mut Checkpoints, run: &mut FlashVsrRun, device: Device) -> Result<u64, ExecError> {
+fn go_on_from_checkpoint(checkpoints: &mut Checkpoints, run: &mut TiledRun, device: Device) -> Result<u64, ExecError> {
     let Some(checkpoint) = &checkpoints.resumed else { return Ok(0) };
     let Some(mark) = &checkpoint.vae else {
         checkpoints.discard();

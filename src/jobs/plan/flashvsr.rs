@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 use super::ResumedFrom;
 use crate::models::restore::colorfix::ColorFix;
 use crate::models::restore::prepare::Fit;
+use crate::tiling::flashvsr_tiles::FlashVsrTiles;
 
 /// `restore` with a FlashVSR model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -36,6 +37,15 @@ pub struct FlashVsrPlan {
     pub fit: Fit,
     pub seed: i64,
     pub color_fix: ColorFix,
+    /// The frame's spatial tiles, each a run of its own, cross-faded: when a step on the whole frame did not
+    /// fit the memory budget; absent for the whole frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiles: Option<FlashVsrTiles>,
+    /// The planner's estimate of a step's memory (on the tiles, with every run's KV cache).
+    pub estimated_peak_bytes: u64,
+    /// The working-memory budget planned for; null without one.
+    pub memory_budget_mib: Option<u64>,
+    pub fits_budget: bool,
     /// The run went on from where a stopped one had got to; absent when it started from the beginning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<ResumedFrom>,
@@ -64,6 +74,10 @@ mod tests {
             fit: Fit::Pad,
             seed: 0,
             color_fix: ColorFix::Adain,
+            tiles: Some(FlashVsrTiles { rows: 1, cols: 2, tile: [256, 256], overlap: 128 }),
+            estimated_peak_bytes: 1 << 30,
+            memory_budget_mib: Some(800),
+            fits_budget: false,
             resumed_from: Some(ResumedFrom { frame: 21, batch: Some(1), tiles: None, saved_s: 1.5 }),
         };
         let json = serde_json::to_value(JobPlan::FlashVsr(plan.clone())).unwrap();
