@@ -26,14 +26,14 @@ const PLAN_LABELS = {
   // A FlashVSR restore's (src/jobs/plan/flashvsr.rs); its `vae` goes in the Decoder row.
   flashvsr_release: "FlashVSR release", decoder: "Decoder", attention: "Attention", padded_frames: "Padded frames",
   steps: "DiT steps", model_size: "Model's size", tiles: "Tiles", estimated_peak_bytes: "Memory per step (estimate)",
-  memory_budget_mib: "Memory budget", fits_budget: "Fits the budget",
+  memory_budget_mib: "Memory budget", fits_budget: "Fits the budget", model_weight_bytes: "Model weights",
 };
 // Restore plans say how the frames were batched and sized; their batch_frames/overlap go in the Batches row.
 const PLAN_ORDER = ["tile", "overlap", "chunk_frames", "batches", "output", "resize", "frames", "seed", "color_fix", "dit", "notes"];
 const PLAN_FOLDED = ["fallbacks", "row_split", "batch_frames", "batch_overlap"];
 const FLASHVSR_ORDER = ["flashvsr_release", "decoder", "output", "model_size", "fit", "input_frames", "frames", "padded_frames", "steps",
-  "seed", "color_fix", "attention", "tiles", "estimated_peak_bytes", "memory_budget_mib", "fits_budget", "resumed_from"];
-const FLASHVSR_FOLDED = ["vae"];
+  "seed", "color_fix", "model_weight_bytes", "attention", "tiles", "estimated_peak_bytes", "memory_budget_mib", "fits_budget", "resumed_from"];
+const FLASHVSR_FOLDED = ["vae", "dit_weight_bytes"];
 
 // `60000/1001` → `59.94 fps`.
 function fpsText(rational) {
@@ -109,6 +109,7 @@ const FLASHVSR_TEXT = {
   tiles: (v) => (v && Array.isArray(v.tile)
     ? `${v.rows}×${v.cols} tiles of ${v.tile[1]}×${v.tile[0]} px, ${v.overlap} px shared, each a run of its own` : "whole frame"),
   estimated_peak_bytes: (v) => (isNum(v) ? fmtBytes(v) : DASH),
+  model_weight_bytes: (v, pl) => (isNum(v) ? `${fmtBytes(v)}${isNum(pl.dit_weight_bytes) ? `, the DiT's ${fmtBytes(pl.dit_weight_bytes)}` : ""}` : DASH),
   memory_budget_mib: (v) => (isNum(v) ? fmtBytes(v * 1048576) : "none"),
   fits_budget: (v, pl) => (!isNum(pl.memory_budget_mib) ? "no budget" : v === true ? "yes" : v === false ? "no" : DASH),
 };

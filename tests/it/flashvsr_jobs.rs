@@ -150,3 +150,34 @@ async fn a_still_restored_by_flashvsr_is_the_first_frame_of_a_clip_of_its_copies
     let first = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 160, 256).narrow(0, 0, 1);
     check_bytes("a still against the first frame of a clip of its copies", &restored, &first);
 }
+
+/// A DiT file in fp8 e4m3fn (2-D weights one byte each, as the community ships the big DiTs; written by
+/// torch) runs with its linear weights kept in fp8 and up-cast per layer: the frames equal those of the same
+/// fp8 values widened to f32 at load, and the DiT's weights are held in well under half the bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_fp8_dit_runs_from_its_one_byte_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
+    let models = dir.path().join("models");
+    let variants = dir.path().join("variants");
+    let dit = Path::new(REFERENCE).join("small_dit.safetensors");
+    common::run_python("scripts/fixtures/dit_variants.py", &[dit.as_os_str(), variants.as_os_str()]);
+    for (name, file) in [("FlashVSR-fp8", "fp8_e4m3fn.safetensors"), ("FlashVSR-widened", "fp8_as_f32.safetensors")] {
+        let folder = model_folder(&models, name, &case["context"]);
+        std::fs::copy(variants.join(file), folder.join("diffusion_pytorch_model_streaming_dmd.safetensors")).unwrap();
+    }
+    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let client = client();
+    let clip = lossless_clip(&case["lr_u8_thwc"], &dir.path().join("lr.mkv"));
+    let mut results = Vec::new();
+    for model in ["FlashVSR-fp8", "FlashVSR-widened"] {
+        let job = run_job(&client, &server, &format!("op=restore&model={model}&fit=crop&dtype=f32&output_format=ffv1&filename=lr.mkv"), clip.clone()).await;
+        let bytes = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 128, 256);
+        results.push((job["plan"]["dit_weight_bytes"].as_u64().unwrap(), bytes));
+    }
+    let [(fp8_bytes, fp8), (widened_bytes, widened)] = &results[..] else { unreachable!() };
+    assert!(fp8.equal(widened), "the fp8 DiT's frames differ from those of its values widened to f32");
+    assert!(!fp8.equal(&case["final_u8_thwc"]), "fp8 rounding changed nothing: the fp8 file was not read as fp8");
+    println!("DiT weights held: fp8 {fp8_bytes} B, widened {widened_bytes} B");
+    assert!((*fp8_bytes as f64) < 0.4 * *widened_bytes as f64, "fp8 DiT weights held at {fp8_bytes} of {widened_bytes} bytes");
+}

@@ -137,6 +137,8 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
                 FlashVsrDecoder::Full(_) => "full".into(),
             },
             vae: vae.map(str::to_string),
+            model_weight_bytes: models.weight_bytes(),
+            dit_weight_bytes: models.dit.weight_bytes(),
             attention: "block-sparse".into(),
             input_frames: frame_plan.input,
             frames: done,

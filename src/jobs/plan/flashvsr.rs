@@ -18,6 +18,10 @@ pub struct FlashVsrPlan {
     /// The Wan 2.1 VAE that decoded (`full`); absent for `tiny`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vae: Option<String>,
+    /// The models' weights as held, in bytes, and the DiT's among them (an fp8 DiT's linear weights at one
+    /// byte each).
+    pub model_weight_bytes: u64,
+    pub dit_weight_bytes: u64,
     /// The attention over the KV cache: `block-sparse` (the original's locality-constrained masks).
     pub attention: String,
     /// Frames read and written (every input frame).
@@ -64,6 +68,8 @@ mod tests {
             flashvsr_release: "1.1".into(),
             decoder: "full".into(),
             vae: Some("wan21".into()),
+            model_weight_bytes: 1 << 20,
+            dit_weight_bytes: 1 << 19,
             attention: "block-sparse".into(),
             input_frames: 29,
             frames: 29,
