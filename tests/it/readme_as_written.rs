@@ -26,6 +26,8 @@ const FOLLOW_RESTORE: &str = r#"curl -sN "HOST/v1/jobs/$id/events?compact=1""#;
 const SAVE_RESTORED: &str = "curl -fo clip_restored.mp4 HOST/v1/jobs/$id/result";
 const INTERPOLATE: &str = r#"id=$(curl -s --data-binary @clip.mp4 'HOST/v1/jobs?op=interpolate&factor=2&filename=clip.mp4' | jq -er '.id // error(.error.code + ": " + .error.message)')"#;
 const SAVE_INTERPOLATED: &str = "curl -fo clip_x2fps.mp4 HOST/v1/jobs/$id/result";
+const FLASHVSR_TINY: &str = "curl --data-binary @clip.mp4 'HOST/v1/jobs?op=restore&model=FlashVSR-v1.1&filename=clip.mp4'";
+const FLASHVSR_FULL: &str = "curl --data-binary @clip.mp4 'HOST/v1/jobs?op=restore&model=FlashVSR-v1.1&vae=wan_2.1_vae&filename=clip.mp4'";
 const RUN_UPSCALE: &str = "target/release/vaebox run --op upscale --model realesrgan-animevideov3 --scale 4 --input in.mp4 --output out.mp4";
 const RUN_RESTORE: &str = "target/release/vaebox run --op restore --model seedvr2_ema_3b --scale 2 --input clip.mp4 --output out.mp4";
 const RUN_INTERPOLATE: &str = "target/release/vaebox run --op interpolate --factor 2 --input clip.mp4 --output out.mp4";
@@ -56,6 +58,9 @@ fn repository_copy(root: &Path) {
     for (from, to) in copies {
         std::fs::copy(reference.join(from), root.join("models").join(to)).unwrap();
     }
+    // A FlashVSR folder under the README's name, the authors' files made from the small reference weights.
+    let case = common::tensors::read_tensor_map(&reference.join("flashvsr/e2e_tiny.safetensors"));
+    super::flashvsr_jobs::model_folder(&root.join("models"), "FlashVSR-v1.1", &case["context"]);
 }
 
 /// A small real clip: 5 frames (a VAE's 1 + 4k) of carphone at 88×72, 30000/1001 fps.
@@ -138,6 +143,18 @@ async fn every_op_runs_from_the_readme_on_the_shipped_config_with_its_relative_p
     let interpolated = ffprobe(&root.join("clip_x2fps.mp4"));
     // carphone runs at 30000/1001 fps: twice the rate, twice the frames.
     assert_eq!((interpolated.frames, interpolated.fps.as_str()), (10, "60000/1001"), "{interpolated:?}");
+
+    // FlashVSR, Tiny and Full: every frame and the whole picture, 4×.
+    let script = [
+        format!("for job in \"$({})\" \"$({})\"; do", l(FLASHVSR_TINY), l(FLASHVSR_FULL)),
+        "  id=$(echo \"$job\" | jq -er .id)".to_string(),
+        format!("  {}", l(WAIT)),
+        format!("  curl -fs {base}/v1/jobs/$id | jq -r .status"),
+        format!("  curl -fso flashvsr_$id.mp4 {base}/v1/jobs/$id/result && ffprobe -v error -count_frames -select_streams v -show_entries stream=width,height,nb_read_frames -of csv=p=0 flashvsr_$id.mp4"),
+        "done".to_string(),
+    ]
+    .join("\n");
+    assert_eq!(shell(root, &script), "succeeded\n352,288,5\nsucceeded\n352,288,5\n");
 
     // Everything the jobs wrote stayed in the relative data dir, beside the config.
     assert!(root.join("data/vaebox.db").is_file());
