@@ -1,7 +1,7 @@
 //! The prepared LQ frames a FlashVSR job's coming steps read: each input frame upscaled ×4 as the original
 //! does (Pillow's bicubic on bytes) and fitted to the model's sides, held only while a step still reads it.
 //! A job going on from a checkpoint passes over the frames before its next step without preparing them.
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 use super::geometry::FlashVsrGeometry;
 use crate::executor::error::ExecError;
@@ -51,13 +51,11 @@ impl LqWindow {
             self.input_ended = true;
             return Ok(());
         }
+        // The frame reader hands out rgb24, which is what Pillow's bicubic (the original's) resizes.
+        if chunk.depth != SampleDepth::Eight {
+            return Err(ExecError::Invalid("FlashVSR prepares 8-bit frames; the reader gave 16-bit ones".into()));
+        }
         let bytes = frames::upload(chunk, Device::Cpu);
-        let bytes = match chunk.depth {
-            SampleDepth::Eight => bytes,
-            // Pillow resizes 8-bit frames: a deeper input is rounded to 8 bits first (`[n, 3, H, W]` back to
-            // the bytes' `[n, H, W, 3]`).
-            SampleDepth::Sixteen => (frames::to_tensor(chunk, Device::Cpu) * 255.0).round().clamp(0.0, 255.0).to_kind(Kind::Uint8).permute([0, 2, 3, 1]).contiguous(),
-        };
         for i in 0..chunk.count as i64 {
             stop.check()?;
             let frame = bytes.get(i);
