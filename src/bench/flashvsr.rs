@@ -21,7 +21,7 @@ use crate::models::flashvsr::pipeline::{Decoder, FlashVsrParts};
 use crate::models::flashvsr::schedule::Step;
 use crate::models::flashvsr::{to_u8_thwc, FlashVsrVersion, LqProjLoadOptions, LqProjection};
 use crate::models::taehv::{TcDecoder, TcDecoderLoadOptions};
-use crate::models::wan_dit::{StreamSettings, WanDit, WanDitLoadOptions};
+use crate::models::wan_dit::{AttentionMode, StreamSettings, WanDit, WanDitLoadOptions};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct FlashVsrBenchArgs {
@@ -47,6 +47,11 @@ pub struct FlashVsrBenchArgs {
     /// Without the clip four times as long (its memory row).
     #[arg(long)]
     pub no_long_clip: bool,
+    /// Comma list of the attention paths to run the clip with, side by side: `block-sparse` (the active key
+    /// blocks gathered, what jobs run) and `block-sparse-masked` (the same result through a token mask over
+    /// every key). The long clip runs with the first.
+    #[arg(long, default_value = "block-sparse")]
+    pub attention: String,
     /// Where the models run: cpu, cuda or cuda:N (the GPU kit's `flashvsr` step). On CUDA the peak is the
     /// device's allocated bytes.
     #[arg(long, default_value = "cpu")]
@@ -120,6 +125,7 @@ fn load(args: &FlashVsrBenchArgs, kind: Kind, device: Device) -> anyhow::Result<
 
 /// One streamed run's figures.
 struct RunFigures {
+    attention: &'static str,
     frames: u64,
     first_step_s: f64,
     /// Seconds of each later step (8 frames each).
@@ -138,7 +144,7 @@ impl RunFigures {
 }
 
 /// Streams a clip of `frames` output frames through the models as a job does.
-fn stream(args: &FlashVsrBenchArgs, models: &Models, kind: Kind, device: Device, frames: u64) -> anyhow::Result<RunFigures> {
+fn stream(args: &FlashVsrBenchArgs, models: &Models, kind: Kind, device: Device, frames: u64, attention: (&'static str, AttentionMode)) -> anyhow::Result<RunFigures> {
     let plan = FramePlan::keeping_every_frame(frames);
     let (height, width) = (args.height, args.width);
     let clip = super::tiling::synthetic_video(plan.padded as i64, height, width).to_kind(kind).to_device(device);
@@ -151,7 +157,7 @@ fn stream(args: &FlashVsrBenchArgs, models: &Models, kind: Kind, device: Device,
     let before = meter.start();
     let (mut first_step_s, mut later_steps_s) = (0.0, Vec::new());
     tch::no_grad(|| -> anyhow::Result<()> {
-        let mut run = parts.start(&context, StreamSettings::official([height, width]))?;
+        let mut run = parts.start(&context, StreamSettings { attention: attention.1, ..StreamSettings::official([height, width]) })?;
         for index in 0..plan.steps() as i64 {
             let step = Step::new(index);
             // The frames a job's window holds for this step: from the first it reads to the last.
@@ -163,7 +169,7 @@ fn stream(args: &FlashVsrBenchArgs, models: &Models, kind: Kind, device: Device,
             let bytes = to_u8_thwc(&out)?.to_device(Device::Cpu);
             let seconds = started.elapsed().as_secs_f64();
             drop(bytes);
-            eprintln!("{frames} frames: step {}/{} in {seconds:.2} s", index + 1, plan.steps());
+            eprintln!("{} {frames} frames: step {}/{} in {seconds:.2} s", attention.0, index + 1, plan.steps());
             if index == 0 {
                 first_step_s = seconds;
             } else {
@@ -173,7 +179,7 @@ fn stream(args: &FlashVsrBenchArgs, models: &Models, kind: Kind, device: Device,
         Ok(())
     })?;
     let peak_growth = meter.growth_since(before);
-    Ok(RunFigures { frames, first_step_s, later_steps_s, peak_growth })
+    Ok(RunFigures { attention: attention.0, frames, first_step_s, later_steps_s, peak_growth })
 }
 
 pub fn run(args: &FlashVsrBenchArgs) -> anyhow::Result<()> {
@@ -192,19 +198,24 @@ pub fn run(args: &FlashVsrBenchArgs) -> anyhow::Result<()> {
     let weight_mib = (models.dit.weight_bytes() + models.lq.held_bytes().weights + models.decoder.held_bytes().weights) as f64 / (1 << 20) as f64;
     // The first step a process runs also sets up its kernels (oneDNN primitives, cuDNN plans): a job's
     // model is warm from the jobs before it, so the figures are taken after one step's warm-up.
+    let attentions = args.attention.split(',').map(|name| attention_mode(name.trim())).collect::<anyhow::Result<Vec<_>>>()?;
     eprintln!("warm-up: one step");
-    stream(args, &models, kind, device, 1)?;
-    let mut runs = vec![stream(args, &models, kind, device, args.frames)?];
+    stream(args, &models, kind, device, 1, attentions[0])?;
+    let mut runs = Vec::new();
+    for attention in &attentions {
+        runs.push(stream(args, &models, kind, device, args.frames, *attention)?);
+    }
     if !args.no_long_clip {
-        runs.push(stream(args, &models, kind, device, 4 * args.frames)?);
+        runs.push(stream(args, &models, kind, device, 4 * args.frames, attentions[0])?);
     }
     println!("\nFlashVSR-Tiny, full size, random weights, {}, {} ({} threads), output {}×{}; models built in {:.1} s, {weight_mib:.0} MiB", dtype.name(), args.device, args.threads, args.width, args.height, models.load_s);
-    println!("| frames | steps | first step (21 frames) s | later steps s/frame | whole run s/frame | frames/s | peak MiB above the models |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| attention | frames | steps | first step (21 frames) s | later steps s/frame | whole run s/frame | frames/s | peak MiB above the models |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for run in &runs {
         let per_frame = run.total_s() / run.frames as f64;
         println!(
-            "| {} | {} | {:.2} | {:.3} | {:.3} | {:.3} | {:.0} |",
+            "| {} | {} | {} | {:.2} | {:.3} | {:.3} | {:.3} | {:.0} |",
+            run.attention,
             run.frames,
             1 + run.later_steps_s.len(),
             run.first_step_s,
@@ -214,12 +225,12 @@ pub fn run(args: &FlashVsrBenchArgs) -> anyhow::Result<()> {
             run.peak_growth as f64 / (1 << 20) as f64
         );
     }
-    if let [short, long] = &runs[..] {
+    if let (false, Some(short), Some(long)) = (args.no_long_clip, runs.first(), runs.last()) {
         println!("memory at 4× the frames: ×{:.3}", long.peak_growth as f64 / short.peak_growth.max(1) as f64);
     }
     let json = serde_json::json!({
         "bench": "flashvsr", "dtype": dtype.name(), "device": args.device, "threads": args.threads, "height": args.height, "width": args.width,
-        "runs": runs.iter().map(|r| serde_json::json!({"frames": r.frames, "first_step_s": r.first_step_s, "later_s_per_frame": r.later_s_per_frame(), "total_s": r.total_s(), "peak_growth_bytes": r.peak_growth})).collect::<Vec<_>>(),
+        "runs": runs.iter().map(|r| serde_json::json!({"attention": r.attention, "frames": r.frames, "first_step_s": r.first_step_s, "later_s_per_frame": r.later_s_per_frame(), "total_s": r.total_s(), "peak_growth_bytes": r.peak_growth})).collect::<Vec<_>>(),
     });
     println!("{json}");
     drop(models);
@@ -228,6 +239,15 @@ pub fn run(args: &FlashVsrBenchArgs) -> anyhow::Result<()> {
         super::restore::run(&seedvr2_args(args, blocks))?;
     }
     Ok(())
+}
+
+fn attention_mode(name: &str) -> anyhow::Result<(&'static str, AttentionMode)> {
+    match name {
+        "block-sparse" => Ok(("block-sparse", AttentionMode::BlockSparse)),
+        "block-sparse-masked" => Ok(("block-sparse-masked", AttentionMode::BlockSparseMasked)),
+        "dense" => Ok(("dense", AttentionMode::Dense)),
+        other => bail!("unknown attention `{other}` (block-sparse, block-sparse-masked, dense)"),
+    }
 }
 
 /// SeedVR2's clips are 4n + 1 frames: the FlashVSR clip's count, rounded up.

@@ -1,16 +1,21 @@
 //! `block_sparse_attn_func` as FlashVSR calls it (128 × 128 blocks, head h uses mask h, no dropout,
-//! scale 1/√hd), emulated with a token mask: masked scores get −inf before the softmax, and a query
-//! window with no active key block outputs 0 (the CUDA kernel's "empty line"). `Dense` attends to every
-//! key (what third-party ports do): a different result whenever a mask entry is 0, kept for comparison.
+//! scale 1/√hd): each query window attends only to its active key blocks, gathered (as the CUDA kernel
+//! skips the others), and a query window with no active key block outputs 0 (the kernel's "empty line").
+//! `BlockSparseMasked` computes the same with a token mask over every key (masked scores −inf before the
+//! softmax): the kernel's own pure-torch reference, kept to measure the gathering against. `Dense` attends
+//! to every key (what third-party ports do): a different result whenever a mask entry is 0, kept for
+//! comparison.
 use tch::{TchError, Tensor};
 
 use super::window::WINDOW_TOKENS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttentionMode {
-    /// The original's block-sparse kernel, emulated exactly.
+    /// The original's block-sparse kernel: only the active key blocks are computed.
     #[default]
     BlockSparse,
+    /// The same result from a token mask over every key (the time of dense attention).
+    BlockSparseMasked,
     /// Every query attends to every key; not the original's computation.
     Dense,
 }
@@ -21,8 +26,54 @@ pub enum AttentionMode {
 const CHUNK_SCORES: i64 = 1 << 26;
 
 /// `q` `[heads, Lq, hd]`, `k` and `v` `[heads, Lk, hd]` (window order), `mask` `[heads, Lq/128, Lk/128]`
-/// bool → `[heads, Lq, hd]`.
+/// bool → `[heads, Lq, hd]`: each query window over its active key blocks only.
 pub fn block_sparse(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result<Tensor, TchError> {
+    let [heads, q_len, _] = three(q);
+    let q_windows = q_len / WINDOW_TOKENS;
+    let most_active = mask.f_sum_dim_intlist(-1, false, tch::Kind::Int64)?.f_max()?.f_int64_value(&[])?.max(1);
+    let chunk = (CHUNK_SCORES / (heads * WINDOW_TOKENS * most_active * WINDOW_TOKENS)).clamp(1, q_windows.max(1));
+    gathered_in_chunks(q, k, v, mask, chunk)
+}
+
+/// [`block_sparse`], `chunk` query windows at a time: each (head, window)'s active key blocks gathered in
+/// key order, padded to the chunk's most with blocks masked out, and attended to as one batch.
+fn gathered_in_chunks(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, chunk: i64) -> Result<Tensor, TchError> {
+    let [heads, q_len, head_dim] = three(q);
+    let (q_windows, k_blocks) = (q_len / WINDOW_TOKENS, k.size()[1] / WINDOW_TOKENS);
+    let blocks_of = |x: &Tensor| x.f_reshape([heads * k_blocks, WINDOW_TOKENS, head_dim]);
+    let (k_blocks_all, v_blocks_all) = (blocks_of(k)?, blocks_of(v)?);
+    let mut outputs = Vec::new();
+    for first in (0..q_windows).step_by(chunk as usize) {
+        let count = chunk.min(q_windows - first);
+        let blocks = mask.f_narrow(1, first, count)?;
+        let active = blocks.f_sum_dim_intlist(-1, false, tch::Kind::Int64)?.f_max()?.f_int64_value(&[])?;
+        let queries = q.f_narrow(1, first * WINDOW_TOKENS, count * WINDOW_TOKENS)?;
+        if active == 0 {
+            outputs.push(queries.f_zeros_like()?);
+            continue;
+        }
+        // Active blocks first, in key order (a stable sort of the flags), then padding.
+        let (flags, order) = blocks.f_to_kind(tch::Kind::Uint8)?.f_sort_stable(true, -1, true)?;
+        let (flags, order) = (flags.f_narrow(-1, 0, active)?.f_to_kind(tch::Kind::Bool)?, order.f_narrow(-1, 0, active)?);
+        let head_offset = Tensor::f_arange(heads, (tch::Kind::Int64, q.device()))?.f_mul_scalar(k_blocks)?.f_view([heads, 1, 1])?;
+        let picked = order.f_add(&head_offset)?.f_flatten(0, -1)?;
+        let batch = heads * count;
+        let gather = |all: &Tensor| -> Result<Tensor, TchError> { all.f_index_select(0, &picked)?.f_view([batch, 1, active * WINDOW_TOKENS, head_dim]) };
+        let (keys, values) = (gather(&k_blocks_all)?, gather(&v_blocks_all)?);
+        let key_mask = flags.f_repeat_interleave_self_int(WINDOW_TOKENS, -1, None)?.f_view([batch, 1, 1, active * WINDOW_TOKENS])?;
+        let windows = queries.f_reshape([batch, 1, WINDOW_TOKENS, head_dim])?;
+        let out = Tensor::f_scaled_dot_product_attention(&windows, &keys, &values, Some(key_mask), 0.0, false, None, false)?;
+        let out = out.f_view([heads, count * WINDOW_TOKENS, head_dim])?;
+        // Rows with no active block are 0 (the backends differ: NaN or 0 from an all −inf softmax).
+        let any = blocks.f_any_dim(2, true)?.f_repeat_interleave_self_int(WINDOW_TOKENS, 1, None)?;
+        let zeros = Tensor::f_zeros([1], (out.kind(), out.device()))?;
+        outputs.push(out.f_where_self(&any, &zeros)?);
+    }
+    Tensor::f_cat(&outputs, 1)
+}
+
+/// [`block_sparse`] with a token mask over every key: the kernel's reference computation.
+pub fn block_sparse_masked(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result<Tensor, TchError> {
     let [heads, q_len, _] = three(q);
     let k_len = k.size()[1];
     let q_windows = q_len / WINDOW_TOKENS;
@@ -84,12 +135,18 @@ mod tests {
         let out = block_sparse(&q, &k, &v, &mask).unwrap();
         let expected = reference(&q, &k, &v, &mask);
         assert!((&out - &expected).abs().max().double_value(&[]) < 1e-12);
+        let masked = block_sparse_masked(&q, &k, &v, &mask).unwrap();
+        assert!((&masked - &expected).abs().max().double_value(&[]) < 1e-12);
         assert_eq!(out.get(1).narrow(0, 128, 128).abs().max().double_value(&[]), 0.0);
         let all = Tensor::ones([heads, 3, 4], (Kind::Bool, Device::Cpu));
         assert!((block_sparse(&q, &k, &v, &all).unwrap() - dense(&q, &k, &v).unwrap()).abs().max().double_value(&[]) < 1e-12);
         // Memory-bounded chunks of query windows compute the same thing (one chunk here by default).
         for chunk in [1, 2] {
             assert!((in_chunks(&q, &k, &v, &mask, chunk).unwrap() - &out).abs().max().double_value(&[]) < 1e-12, "chunk {chunk}");
+            assert!((gathered_in_chunks(&q, &k, &v, &mask, chunk).unwrap() - &out).abs().max().double_value(&[]) < 1e-12, "chunk {chunk}");
         }
+        // A chunk whose every window is empty.
+        let none = Tensor::zeros([heads, 3, 4], (Kind::Bool, Device::Cpu));
+        assert_eq!(block_sparse(&q, &k, &v, &none).unwrap().abs().max().double_value(&[]), 0.0);
     }
 }
