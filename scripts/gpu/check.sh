@@ -152,7 +152,7 @@ step restore_3b 120 "$BIN" bench restore --device "$MODE" --variant 3b $([[ $MOD
 # FlashVSR-Tiny at full size (random weights in the released layouts), streamed as a job runs it; the
 # weights are kept as a model folder for the job step.
 step flashvsr 150 "$BIN" bench flashvsr --device "$MODE" "${FLASHVSR_SIZE[@]}" --dtype bf16 --no-long-clip --threads $THREADS \
-  --attention block-sparse,block-sparse-masked \
+  --attention block-sparse,block-sparse-gathered \
   --save-folder "$WORK/flashvsr/FlashVSR-v1.1"
 
 # 4. Jobs as a user sends them (over HTTP, the binary serving on the device) beside their bare models:

@@ -47,9 +47,9 @@ pub struct FlashVsrBenchArgs {
     /// Without the clip four times as long (its memory row).
     #[arg(long)]
     pub no_long_clip: bool,
-    /// Comma list of the attention paths to run the clip with, side by side: `block-sparse` (the active key
-    /// blocks gathered, what jobs run) and `block-sparse-masked` (the same result through a token mask over
-    /// every key). The long clip runs with the first.
+    /// Comma list of the attention paths to run the clip with, side by side: `block-sparse` (a token mask over
+    /// every key, what jobs run), `block-sparse-gathered` (the same result from the active key blocks alone),
+    /// `dense` (every key: another result). The long clip runs with the first.
     #[arg(long, default_value = "block-sparse")]
     pub attention: String,
     /// Where the models run: cpu, cuda or cuda:N (the GPU kit's `flashvsr` step). On CUDA the peak is the
@@ -244,9 +244,9 @@ pub fn run(args: &FlashVsrBenchArgs) -> anyhow::Result<()> {
 fn attention_mode(name: &str) -> anyhow::Result<(&'static str, AttentionMode)> {
     match name {
         "block-sparse" => Ok(("block-sparse", AttentionMode::BlockSparse)),
-        "block-sparse-masked" => Ok(("block-sparse-masked", AttentionMode::BlockSparseMasked)),
+        "block-sparse-gathered" => Ok(("block-sparse-gathered", AttentionMode::BlockSparseGathered)),
         "dense" => Ok(("dense", AttentionMode::Dense)),
-        other => bail!("unknown attention `{other}` (block-sparse, block-sparse-masked, dense)"),
+        other => bail!("unknown attention `{other}` (block-sparse, block-sparse-gathered, dense)"),
     }
 }
 

@@ -9,7 +9,7 @@ use super::block_mask::draft_block_mask;
 use super::config::WanDitConfig;
 use super::layers::Projections;
 use super::rope::Rotation;
-use super::sparse_attention::{block_sparse, block_sparse_masked, dense, AttentionMode};
+use super::sparse_attention::{block_sparse, block_sparse_gathered, dense, AttentionMode};
 use super::trace::{records_intermediates, Trace};
 use super::window::{WindowGrid, WINDOW_TOKENS};
 use crate::models::nn::weights::WeightPath;
@@ -59,7 +59,7 @@ impl SelfAttention {
         let (kernel_q, kernel_k, kernel_v) = (as_heads(&q_windows)?, as_heads(&k_windows)?, as_heads(&v_windows)?);
         let out = match layout.mode {
             AttentionMode::BlockSparse => block_sparse(&kernel_q, &kernel_k, &kernel_v, &mask)?,
-            AttentionMode::BlockSparseMasked => block_sparse_masked(&kernel_q, &kernel_k, &kernel_v, &mask)?,
+            AttentionMode::BlockSparseGathered => block_sparse_gathered(&kernel_q, &kernel_k, &kernel_v, &mask)?,
             AttentionMode::Dense => dense(&kernel_q, &kernel_k, &kernel_v)?,
         };
         if let Some(trace) = trace.as_deref_mut() {

@@ -1,21 +1,22 @@
 //! `block_sparse_attn_func` as FlashVSR calls it (128 × 128 blocks, head h uses mask h, no dropout,
-//! scale 1/√hd): each query window attends only to its active key blocks, gathered (as the CUDA kernel
-//! skips the others), and a query window with no active key block outputs 0 (the kernel's "empty line").
-//! `BlockSparseMasked` computes the same with a token mask over every key (masked scores −inf before the
-//! softmax): the kernel's own pure-torch reference, kept to measure the gathering against. `Dense` attends
-//! to every key (what third-party ports do): a different result whenever a mask entry is 0, kept for
-//! comparison.
+//! scale 1/√hd), emulated with a token mask: masked scores get −inf before the softmax, and a query
+//! window with no active key block outputs 0 (the CUDA kernel's "empty line"). `BlockSparseGathered`
+//! computes the same from each query window's active key blocks alone, gathered, as the kernel skips the
+//! others: slower on this CPU at 512×512, where the masks keep most blocks and the gathering copies the
+//! keys once per query window (docs/benchmarks.md), kept to be measured where masks are sparser (the GPU
+//! kit's `flashvsr` step at 768×1408). `Dense` attends to every key (what third-party ports do): a
+//! different result whenever a mask entry is 0, kept for comparison.
 use tch::{TchError, Tensor};
 
 use super::window::WINDOW_TOKENS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AttentionMode {
-    /// The original's block-sparse kernel: only the active key blocks are computed.
+    /// The original's block-sparse kernel, emulated exactly with a token mask over every key.
     #[default]
     BlockSparse,
-    /// The same result from a token mask over every key (the time of dense attention).
-    BlockSparseMasked,
+    /// The same result from the active key blocks alone, gathered per query window.
+    BlockSparseGathered,
     /// Every query attends to every key; not the original's computation.
     Dense,
 }
@@ -25,9 +26,8 @@ pub enum AttentionMode {
 /// be 11 GB of fp32 scores).
 const CHUNK_SCORES: i64 = 1 << 26;
 
-/// `q` `[heads, Lq, hd]`, `k` and `v` `[heads, Lk, hd]` (window order), `mask` `[heads, Lq/128, Lk/128]`
-/// bool → `[heads, Lq, hd]`: each query window over its active key blocks only.
-pub fn block_sparse(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result<Tensor, TchError> {
+/// [`block_sparse`] from each query window's active key blocks only.
+pub fn block_sparse_gathered(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result<Tensor, TchError> {
     let [heads, q_len, _] = three(q);
     let q_windows = q_len / WINDOW_TOKENS;
     let most_active = mask.f_sum_dim_intlist(-1, false, tch::Kind::Int64)?.f_max()?.f_int64_value(&[])?.max(1);
@@ -35,7 +35,7 @@ pub fn block_sparse(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result
     gathered_in_chunks(q, k, v, mask, chunk)
 }
 
-/// [`block_sparse`], `chunk` query windows at a time: each (head, window)'s active key blocks gathered in
+/// [`block_sparse_gathered`], `chunk` query windows at a time: each (head, window)'s active key blocks gathered in
 /// key order, padded to the chunk's most with blocks masked out, and attended to as one batch.
 fn gathered_in_chunks(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, chunk: i64) -> Result<Tensor, TchError> {
     let [heads, q_len, head_dim] = three(q);
@@ -72,8 +72,9 @@ fn gathered_in_chunks(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, chunk: 
     Tensor::f_cat(&outputs, 1)
 }
 
-/// [`block_sparse`] with a token mask over every key: the kernel's reference computation.
-pub fn block_sparse_masked(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result<Tensor, TchError> {
+/// `q` `[heads, Lq, hd]`, `k` and `v` `[heads, Lk, hd]` (window order), `mask` `[heads, Lq/128, Lk/128]`
+/// bool → `[heads, Lq, hd]`.
+pub fn block_sparse(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result<Tensor, TchError> {
     let [heads, q_len, _] = three(q);
     let k_len = k.size()[1];
     let q_windows = q_len / WINDOW_TOKENS;
@@ -135,8 +136,8 @@ mod tests {
         let out = block_sparse(&q, &k, &v, &mask).unwrap();
         let expected = reference(&q, &k, &v, &mask);
         assert!((&out - &expected).abs().max().double_value(&[]) < 1e-12);
-        let masked = block_sparse_masked(&q, &k, &v, &mask).unwrap();
-        assert!((&masked - &expected).abs().max().double_value(&[]) < 1e-12);
+        let gathered = block_sparse_gathered(&q, &k, &v, &mask).unwrap();
+        assert!((&gathered - &expected).abs().max().double_value(&[]) < 1e-12);
         assert_eq!(out.get(1).narrow(0, 128, 128).abs().max().double_value(&[]), 0.0);
         let all = Tensor::ones([heads, 3, 4], (Kind::Bool, Device::Cpu));
         assert!((block_sparse(&q, &k, &v, &all).unwrap() - dense(&q, &k, &v).unwrap()).abs().max().double_value(&[]) < 1e-12);
@@ -147,6 +148,7 @@ mod tests {
         }
         // A chunk whose every window is empty.
         let none = Tensor::zeros([heads, 3, 4], (Kind::Bool, Device::Cpu));
+        assert_eq!(block_sparse_gathered(&q, &k, &v, &none).unwrap().abs().max().double_value(&[]), 0.0);
         assert_eq!(block_sparse(&q, &k, &v, &none).unwrap().abs().max().double_value(&[]), 0.0);
     }
 }
