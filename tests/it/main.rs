@@ -50,6 +50,7 @@ mod presets;
 mod readme_as_written;
 mod preview;
 mod python_client;
+mod python_client_flashvsr;
 mod realcugan_parity;
 mod realesrgan_parity;
 mod remote_vae;

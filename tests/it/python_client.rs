@@ -10,7 +10,6 @@
 //! folder (`PYTHONPATH`), with the project's Python (`VAEBOX_PYTHON`, else `.venv`): nothing is installed
 //! outside a temporary folder.
 use crate::common;
-use crate::flashvsr_jobs;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,18 +17,17 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::tensors::read_tensor_map;
 use common::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-const SECRET: &str = "python-client-secret";
+pub(crate) const SECRET: &str = "python-client-secret";
 
-fn client_dir() -> PathBuf {
+pub(crate) fn client_dir() -> PathBuf {
     Path::new(REPO).join("clients/python")
 }
 
 /// `python -m vaebox ARGS` in `cwd`, addressed to `server` through the client's own variables.
-fn vaebox(server: &Server, cwd: &Path, args: &[&str]) -> Output {
+pub(crate) fn vaebox(server: &Server, cwd: &Path, args: &[&str]) -> Output {
     vaebox_with_token(server, cwd, SECRET, args)
 }
 
@@ -49,12 +47,12 @@ fn vaebox_command(server: &Server, cwd: &Path, token: &str, args: &[&str]) -> Co
     command
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Succeeded, with its stdout.
-fn ok(args: &[&str], output: Output) -> String {
+pub(crate) fn ok(args: &[&str], output: Output) -> String {
     assert!(output.status.success(), "vaebox {args:?} failed:\n{}{}", text(&output.stdout), text(&output.stderr));
     text(&output.stdout)
 }
@@ -395,7 +393,7 @@ impl Drop for Running {
     }
 }
 
-fn first_field(line: &str) -> String {
+pub(crate) fn first_field(line: &str) -> String {
     line.split('\t').next().unwrap().trim().to_string()
 }
 
@@ -519,49 +517,6 @@ async fn a_folder_submitted_again_leaves_out_the_results_saved_in_it() {
     // Named on its own, a result is sent like any file.
     let args = ["submit", "clips/a_x2.mp4", "--param", "scale=2"];
     assert_eq!(ok(&args, vaebox(&server, &work, &args)).lines().count(), 1);
-}
-
-/// A FlashVSR model (the small one) through the client: `models` names its family and release; a restore naming only
-/// the model sends none of SeedVR2's defaults (a SeedVR2 seed, colour fix or fit would be refused or change the run):
-/// the box's own for FlashVSR apply (its TCDecoder, seed 0, pad, AdaIN) and the ×4 result of every frame is saved;
-/// a SeedVR2 field given for it is the box's refusal by code; the library finds it by family and estimates with it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_client_restores_with_a_flashvsr_model_sending_only_the_fields_given() {
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let case = read_tensor_map(&Path::new(flashvsr_jobs::REFERENCE).join("e2e_tiny.safetensors"));
-    let models = dir.path().join("models");
-    flashvsr_jobs::model_folder(&models, "FlashVSR", &case["context"]);
-    // The reference's 29 frames of 64×40.
-    flashvsr_jobs::lossless_clip(&case["lr_u8_thwc"], &work.join("lr.mkv"));
-    let tokens = format!("alice:{SECRET}");
-    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap()), ("VAEBOX_TOKENS", &tokens)]);
-
-    let listed = ok(&["models"], vaebox(&server, &work, &["models"]));
-    assert!(listed.lines().any(|l| l.starts_with("FlashVSR\t") && l.ends_with("\trestore\tx4\tpresent\tflashvsr 1.0")), "{listed}");
-
-    let args = ["submit", "lr.mkv", "--op", "restore", "--model", "FlashVSR", "--param", "dtype=f32", "--wait"];
-    let id = first_field(&ok(&args, vaebox(&server, &work, &args)));
-    let job: Value = serde_json::from_str(&ok(&["status"], vaebox(&server, &work, &["status", &id, "--json"]))).unwrap();
-    let plan = &job["plan"];
-    assert_eq!((&plan["decoder"], &plan["seed"], &plan["fit"], &plan["color_fix"]), (&json!("tiny"), &json!(0), &json!("pad"), &json!("adain")), "{job}");
-    let probed = ffprobe(&work.join(job["output"]["file_name"].as_str().unwrap()));
-    assert_eq!((probed.width, probed.height, probed.frames), (256, 160, 29), "{job}");
-
-    let args = ["submit", "lr.mkv", "--op", "restore", "--model", "FlashVSR", "--param", "batch_frames=5"];
-    let refused = vaebox(&server, &work, &args);
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(text(&refused.stderr).starts_with("error: invalid-restore-parameter: "), "{}", text(&refused.stderr));
-
-    let program = "import os, sys, vaebox
-box = vaebox.Client(sys.argv[1], token=os.environ['VAEBOX_CLIENT_TOKEN'])
-names = [m['name'] for m in box.models() if m['family'] == 'flashvsr']
-estimate = box.estimate('lr.mkv', 'restore', model=names[0], color_fix='none')
-print(names, estimate['width'], estimate['height'], estimate['frames'])";
-    let out = Command::new(python()).args(["-c", program, &server.base]).current_dir(&work).env("PYTHONPATH", client_dir()).env("VAEBOX_CLIENT_TOKEN", SECRET).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout).trim(), "['FlashVSR'] 256 160 29");
 }
 
 /// Behind a proxy (tests/python/python_client_answers_check.py, http.server) in front of the real box: a `/result`
