@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 use tch::{Device, Kind, Tensor};
 
 use super::dtype::BenchDtype;
+use super::taehv::key_list;
 use super::restore::{PeakMeter, RestoreBenchArgs, VaeSize, VariantArg};
 use crate::device::HostAllocator;
 use crate::models::flashvsr::folder::{DIT_FILE, LQ_PROJ_FILE, TC_DECODER_FILE};
@@ -65,22 +66,6 @@ pub struct FlashVsrBenchArgs {
     /// same work on the same tokens).
     #[arg(long)]
     pub beside_seedvr2: Option<i64>,
-}
-
-/// The reference's key lists: `key<TAB>[d0, d1, …]<TAB>dtype<TAB>numel`, `#` comments.
-fn key_list(path: &Path) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let entry = |line: &str| -> anyhow::Result<(String, Vec<i64>)> {
-        let fields: Vec<&str> = line.split('\t').collect();
-        let [name, shape, _dtype, count] = fields[..] else { bail!("expected 4 tab-separated fields") };
-        let shape: Vec<i64> = shape.trim_matches(['[', ']']).split(',').map(|d| d.trim().parse()).collect::<Result<_, _>>()?;
-        if shape.iter().product::<i64>() != count.trim().parse::<i64>()? {
-            bail!("the shape does not have {count} elements");
-        }
-        Ok((name.to_string(), shape))
-    };
-    let lines = text.lines().filter(|line| !line.starts_with('#') && !line.trim().is_empty());
-    lines.map(|line| entry(line).with_context(|| format!("{}: `{line}`", path.display()))).collect()
 }
 
 /// Random weights of a listed layout, made in `kind`: matrices and kernels scaled by 1/√fan_in (activations
@@ -160,10 +145,9 @@ fn stream(args: &FlashVsrBenchArgs, models: &Models, kind: Kind, device: Device,
         let mut run = parts.start(&context, StreamSettings { attention: attention.1, ..StreamSettings::official([height, width]) })?;
         for index in 0..plan.steps() as i64 {
             let step = Step::new(index);
-            // The frames a job's window holds for this step: from the first it reads to the last.
-            let first = step.frames.start.min(step.lq_clips[0].start);
-            let end = step.lq_clips.last().map_or(0, |c| c.end).max(step.frames.end);
-            let window = clip.narrow(2, first, end - first).contiguous();
+            // The frames a job's window holds for this step.
+            let reads = step.lq_reads();
+            let (first, window) = (reads.start, clip.narrow(2, reads.start, reads.end - reads.start).contiguous());
             let started = Instant::now();
             let out = run.step_from(&window, first, &noise.narrow(2, step.latents.start, step.latents.end - step.latents.start))?;
             let bytes = to_u8_thwc(&out)?.to_device(Device::Cpu);

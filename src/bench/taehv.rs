@@ -20,14 +20,15 @@ use crate::models::taehv::{TaehvLoadOptions, TaehvVideoVae};
 use crate::models::vae::{full_vae_latent, VideoVae};
 use crate::models::wan::{WAN21_LATENTS_MEAN, WAN21_LATENTS_STD};
 
-/// A `keys_*.txt` listing of the reference data: `key<TAB>64x12x3x3<TAB>dtype<TAB>numel`, `#` comments.
+/// A key listing of the reference data: `key<TAB>shape<TAB>dtype<TAB>numel`, `#` comments, the shape as
+/// `64x12x3x3` (TAEHV's `keys_*.txt`) or `[64, 12, 3, 3]` (FlashVSR's `full_keys_*.txt`).
 pub fn key_list(keys: &Path) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
     let text = std::fs::read_to_string(keys).with_context(|| format!("reading {}", keys.display()))?;
     let entry = |line: &str| -> anyhow::Result<(String, Vec<i64>)> {
         let fields: Vec<&str> = line.split('\t').collect();
         let [name, shape, _dtype, count] = fields[..] else { bail!("expected 4 tab-separated fields") };
-        let shape: Vec<i64> = shape.split('x').map(str::parse).collect::<Result<_, _>>()?;
-        if shape.iter().product::<i64>() != count.parse::<i64>()? {
+        let shape: Vec<i64> = shape.trim_matches(['[', ']']).split(['x', ',']).map(|d| d.trim().parse()).collect::<Result<_, _>>()?;
+        if shape.iter().product::<i64>() != count.trim().parse::<i64>()? {
             bail!("the shape does not have {count} elements");
         }
         Ok((name.to_string(), shape))

@@ -4,6 +4,7 @@
 //! (../shared/reference/flashvsr/e2e_tiny).
 use crate::common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -29,6 +30,17 @@ pub(crate) fn model_folder(models: &Path, name: &str, context: &Tensor) -> PathB
     assert!(status.success());
     std::fs::remove_file(context_file).unwrap();
     dir
+}
+
+/// A box serving the small FlashVSR model folder `name` (with `settings` beside its models dir), and the
+/// reference case its folder's context came from (`e2e_tiny`: the LR frames, the original's output).
+pub(crate) fn box_with_model(dir: &Path, name: &str, settings: &[(&str, &str)]) -> (Server, BTreeMap<String, Tensor>) {
+    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
+    let models = dir.join("models");
+    model_folder(&models, name, &case["context"]);
+    let mut settings = settings.to_vec();
+    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
+    (Server::start(dir, &settings), case)
 }
 
 /// Frames `[T, H, W, 3]` u8 as a lossless FFV1 clip (planar RGB, exact through the box's rgb24 reader).
@@ -69,10 +81,7 @@ fn check_bytes(label: &str, ours: &Tensor, expected: &Tensor) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flashvsr_restore_makes_the_originals_frames_and_keeps_the_whole_picture() {
     let dir = tempfile::tempdir().unwrap();
-    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
-    let models = dir.path().join("models");
-    model_folder(&models, "FlashVSR", &case["context"]);
-    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let (server, case) = box_with_model(dir.path(), "FlashVSR", &[]);
     let client = client();
     let (_, listing) = get_json(&client, &server.url("/v1/models")).await;
     let model = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "FlashVSR").unwrap_or_else(|| panic!("{listing}"));
@@ -89,7 +98,7 @@ async fn a_flashvsr_restore_makes_the_originals_frames_and_keeps_the_whole_pictu
     let whole = result_bytes(&fetch(&client, &server, &job).await, dir.path(), 160, 256);
     assert_eq!(whole.size(), vec![29, 160, 256, 3]);
     // FlashVSR-Full: the same DiT's latents through a Wan 2.1 VAE of the box, named with vae=.
-    let vae_dir = models.join("vae");
+    let vae_dir = dir.path().join("models/vae");
     std::fs::create_dir_all(&vae_dir).unwrap();
     std::fs::copy(Path::new(REFERENCE).join("../wan21_original/weights.safetensors"), vae_dir.join("wan21-small.safetensors")).unwrap();
     let full_case = read_tensor_map(&Path::new(REFERENCE).join("e2e_full.safetensors"));
@@ -109,11 +118,8 @@ async fn a_flashvsr_restore_makes_the_originals_frames_and_keeps_the_whole_pictu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flashvsr_v1_1_folder_runs_the_v1_1_code_over_http() {
     let dir = tempfile::tempdir().unwrap();
-    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
+    let (server, case) = box_with_model(dir.path(), "FlashVSR-v1.1", &[]);
     let v1_1 = read_tensor_map(&Path::new(REFERENCE).join("v1_1_e2e_tiny.safetensors"));
-    let models = dir.path().join("models");
-    model_folder(&models, "FlashVSR-v1.1", &case["context"]);
-    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
     let client = client();
     let (_, listing) = get_json(&client, &server.url("/v1/models")).await;
     let model = listing["models"].as_array().unwrap().iter().find(|m| m["name"] == "FlashVSR-v1.1").unwrap_or_else(|| panic!("{listing}"));
@@ -130,10 +136,7 @@ async fn a_flashvsr_v1_1_folder_runs_the_v1_1_code_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_still_restored_by_flashvsr_is_the_first_frame_of_a_clip_of_its_copies() {
     let dir = tempfile::tempdir().unwrap();
-    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
-    let models = dir.path().join("models");
-    model_folder(&models, "FlashVSR", &case["context"]);
-    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let (server, case) = box_with_model(dir.path(), "FlashVSR", &[]);
     let client = client();
     let frame = case["lr_u8_thwc"].narrow(0, 3, 1);
     let still = dir.path().join("frame.png");

@@ -3,14 +3,12 @@
 //! for frame; a cancel lands inside a step (issue 55). The small reference weights, a real clip.
 use crate::common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::tensors::read_tensor_map;
 use common::*;
 use tch::Tensor;
 
-use super::flashvsr_jobs::{lossless_clip, model_folder, REFERENCE};
+use super::flashvsr_jobs::{box_with_model, lossless_clip};
 use super::resume::{assert_same_frames, restarted_and_finished, result_frames, segments_folder, submit, wait_for_checkpoint, SETTINGS};
 
 /// The reference's 29 LR frames and 16 of them again backwards: 45 frames, four DiT steps (21 frames, then
@@ -22,12 +20,7 @@ fn longer_clip(lr: &Tensor) -> Tensor {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flashvsr_restore_killed_mid_clip_goes_on_from_its_last_step_and_equals_an_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
-    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
-    let models = dir.path().join("models");
-    model_folder(&models, "FlashVSR", &case["context"]);
-    let mut settings = SETTINGS.to_vec();
-    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
-    let server = Server::start(dir.path(), &settings);
+    let (server, case) = box_with_model(dir.path(), "FlashVSR", &SETTINGS);
     let client = client();
     let clip = lossless_clip(&longer_clip(&case["lr_u8_thwc"]), &dir.path().join("lr.mkv"));
     let query = "op=restore&model=FlashVSR&fit=crop&dtype=f32&output_format=ffv1&filename=lr.mkv";
@@ -63,10 +56,7 @@ async fn a_flashvsr_restore_killed_mid_clip_goes_on_from_its_last_step_and_equal
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_lands_inside_a_flashvsr_step() {
     let dir = tempfile::tempdir().unwrap();
-    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
-    let models = dir.path().join("models");
-    model_folder(&models, "FlashVSR", &case["context"]);
-    let server = Server::start(dir.path(), &[("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let (server, case) = box_with_model(dir.path(), "FlashVSR", &[]);
     let client = client();
     // The LR frames at twice their size (each pixel four times).
     let larger = case["lr_u8_thwc"].repeat_interleave_self_int(2, 1, None).repeat_interleave_self_int(2, 2, None);
@@ -84,12 +74,7 @@ async fn a_cancel_lands_inside_a_flashvsr_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_too_small_for_the_whole_frame_runs_flashvsr_in_tiles_that_resume() {
     let dir = tempfile::tempdir().unwrap();
-    let case = read_tensor_map(&Path::new(REFERENCE).join("e2e_tiny.safetensors"));
-    let models = dir.path().join("models");
-    model_folder(&models, "FlashVSR", &case["context"]);
-    let mut settings = SETTINGS.to_vec();
-    settings.push(("VAEBOX_MODELS_DIR", models.to_str().unwrap()));
-    let server = Server::start(dir.path(), &settings);
+    let (server, case) = box_with_model(dir.path(), "FlashVSR", &SETTINGS);
     let client = client();
     // 45 frames of 64×40: 256×160 out, 256×256 for the model (the padding cut off after).
     let clip = lossless_clip(&longer_clip(&case["lr_u8_thwc"]), &dir.path().join("lr.mkv"));

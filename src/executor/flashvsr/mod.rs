@@ -85,7 +85,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         for index in resumed_at.index..steps {
             hooks.between_chunks()?;
             let step = Step::new(index);
-            while window.end() < LqWindow::needed_by(&step) {
+            while window.end() < step.lq_reads().end {
                 let waited = Instant::now();
                 let chunk = if window.input_ended { None } else { reader.next_chunk()? };
                 clock.read += waited.elapsed().as_secs_f64();

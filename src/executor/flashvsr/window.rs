@@ -28,7 +28,7 @@ pub struct LqWindow {
 impl LqWindow {
     /// A window for a run whose next step is `step`: the frames before the first it reads are passed over.
     pub fn for_step(step: &Step, geometry: FlashVsrGeometry, device: Device) -> LqWindow {
-        LqWindow { frames: Vec::new(), first: first_read(step), read: 0, last_passed: None, input_ended: false, geometry, device }
+        LqWindow { frames: Vec::new(), first: step.lq_reads().start, read: 0, last_passed: None, input_ended: false, geometry, device }
     }
 
     pub fn first(&self) -> i64 {
@@ -37,11 +37,6 @@ impl LqWindow {
 
     pub fn end(&self) -> i64 {
         self.first + self.frames.len() as i64
-    }
-
-    /// The last frame `step` reads (its LQ clips' and its frames' end).
-    pub fn needed_by(step: &Step) -> i64 {
-        step.lq_clips.last().map_or(0, |c| c.end).max(step.frames.end)
     }
 
     /// Prepares the chunk's frames from the window's first on; `stop` is asked before each (Pillow's bicubic
@@ -83,7 +78,7 @@ impl LqWindow {
 
     /// Lets go of the frames before the first `step` reads.
     pub fn keep_from(&mut self, step: &Step) {
-        let drop = (first_read(step) - self.first).clamp(0, self.frames.len() as i64);
+        let drop = (step.lq_reads().start - self.first).clamp(0, self.frames.len() as i64);
         self.frames.drain(..drop as usize);
         self.first += drop;
     }
@@ -101,9 +96,4 @@ impl LqWindow {
         let upscaled = Tensor::from_slice(&upscaled).view([4 * h, 4 * w, 3]);
         Ok(self.geometry.fit(&upscaled)?.to_device(self.device))
     }
-}
-
-/// The first frame `step` reads: step 0 from frame 0, step s ≥ 1 from its frames' start (8s + 13).
-fn first_read(step: &Step) -> i64 {
-    step.frames.start.min(step.lq_clips[0].start)
 }

@@ -28,6 +28,13 @@ impl Step {
         let frames = if index == 0 { 0..21 } else { 8 * index + 13..8 * index + 21 };
         Step { index, latents, lq_clips, frames }
     }
+
+    /// The LQ frames the step reads, its clips' and its frames' together: from frame 0 for step 0, from its
+    /// frames' start (8s + 13) for step s ≥ 1, to its last clip's end.
+    pub fn lq_reads(&self) -> Range<i64> {
+        let start = self.frames.start.min(self.lq_clips[0].start);
+        start..self.lq_clips.last().map_or(0, |c| c.end).max(self.frames.end)
+    }
 }
 
 #[cfg(test)]
@@ -49,6 +56,7 @@ mod tests {
             assert_eq!(step.frames, 8 * (s - 1) + 21..8 * s + 21);
             assert_eq!(step.latents.start, Step::new(s - 1).latents.end, "every latent frame once");
         }
+        assert_eq!((Step::new(0).lq_reads(), Step::new(1).lq_reads(), Step::new(2).lq_reads()), (0..25, 21..33, 29..41));
         // A 33-frame input (F = 33): 2 steps make the F − 4 = 29 frames.
         assert_eq!(Step::new(1).frames.end, 29);
     }
