@@ -1,7 +1,8 @@
 //! The layers the ncnn graphs use: convolutions with fused activations, PReLU, nearest and bicubic resizes.
-use tch::Tensor;
+use tch::{Device, Tensor};
 
 use crate::models::formats::ncnn::{GraphCursor, LayerWeights, NcnnLayer};
+use crate::models::stop::StopFlag;
 use crate::models::ModelError;
 use crate::models::nn::placement::Placement2d;
 
@@ -87,7 +88,32 @@ impl Conv2d {
     }
 
     pub(super) fn forward(&self, x: &Tensor) -> Tensor {
-        let y = x.conv2d(&self.weight, self.bias.as_ref(), [1, 1], self.padding, self.dilation, 1);
+        self.activate(x.conv2d(&self.weight, self.bias.as_ref(), [1, 1], self.padding, self.dilation, 1))
+    }
+
+    /// [`Conv2d::forward`] in bands of output rows with `stop` asked between them, for the
+    /// convolutions at the output's size: on the CPU one of them over a 704×576 frame is a second or
+    /// more under load, too long between two asks. Elsewhere (a GPU) the frame is one call.
+    pub(super) fn forward_until(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
+        let [_, _, height, width] = x.size()[..] else { unreachable!("a conv2d input is NCHW") };
+        let band_rows = (BAND_PIXELS / width.max(1)).max(1);
+        if x.device() != Device::Cpu || height <= band_rows {
+            stop.check()?;
+            return Ok(self.forward(x));
+        }
+        let [pad_rows, pad_cols] = self.padding;
+        let padded = x.constant_pad_nd([0, 0, pad_rows, pad_rows]);
+        let mut bands = Vec::with_capacity((height / band_rows + 1) as usize);
+        for top in (0..height).step_by(band_rows as usize) {
+            stop.check()?;
+            let rows = band_rows.min(height - top);
+            let input = padded.narrow(2, top, rows + 2 * pad_rows);
+            bands.push(self.activate(input.conv2d(&self.weight, self.bias.as_ref(), [1, 1], [0, pad_cols], self.dilation, 1)));
+        }
+        Ok(Tensor::cat(&bands, 2))
+    }
+
+    fn activate(&self, y: Tensor) -> Tensor {
         match &self.activation {
             Activation::Identity => y,
             Activation::Relu => y.relu(),
@@ -95,6 +121,10 @@ impl Conv2d {
         }
     }
 }
+
+/// The output pixels of one band in [`Conv2d::forward_until`]: a 64→64 3×3 band is about 5 GFLOP, a
+/// tenth of a second or so on two cores.
+const BAND_PIXELS: i64 = 1 << 16;
 
 pub(super) struct PRelu {
     slopes: Tensor,

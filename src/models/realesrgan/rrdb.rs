@@ -168,8 +168,8 @@ impl RrdbNet {
     }
 
     /// `stop` is asked before every convolution. The ones after the upsamplers work at up to the output's
-    /// size, 16× the body's pixels, so they run one frame at a time with an ask between frames: a batch of
-    /// frames there was seconds between two asks.
+    /// size, 16× the body's pixels, so they run one frame at a time, in bands of rows on the CPU, with an
+    /// ask between them: a batch of frames there was seconds between two asks.
     pub(super) fn forward(&self, x: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
         let feature = self.conv_first.forward(x);
         let mut body = feature.shallow_clone();
@@ -186,13 +186,10 @@ impl RrdbNet {
     fn forward_upsampling(&self, h: &Tensor, stop: &StopFlag) -> Result<Tensor, ModelError> {
         let mut h = h.shallow_clone();
         for (factor, conv) in &self.upsamplers {
-            stop.check()?;
-            h = conv.forward(&upsample_nearest(&h, *factor));
+            h = conv.forward_until(&upsample_nearest(&h, *factor), stop)?;
         }
-        stop.check()?;
-        let h = self.conv_hr.forward(&h);
-        stop.check()?;
-        Ok(self.conv_last.forward(&h))
+        let h = self.conv_hr.forward_until(&h, stop)?;
+        self.conv_last.forward_until(&h, stop)
     }
 
     /// The longest path: through all five convs of every dense block.
