@@ -113,6 +113,9 @@ codes! {
     PARAMETER_NOT_FOR_INPUT = "parameter-not-for-input";
     /// `fps` is not a positive frame rate up to 1000 (`24`, `30000/1001`).
     INVALID_FPS = "invalid-fps";
+    /// `parts` is not `auto` or a whole number from 1 to 64, or asks for parts a job of this kind cannot be
+    /// cut into (a still, a PNG result, `metrics`, `interpolate`).
+    INVALID_PARTS = "invalid-parts";
     /// A zip of frames with a member that is not a PNG picture.
     SEQUENCE_NOT_PNG = "sequence-not-png";
     /// A zip of PNG frames whose pictures are not all one size.
@@ -190,6 +193,8 @@ codes! {
     /// The job's worker was lost (killed, cut off from the database) on each of its `max_attempts` runs;
     /// the message lists every loss.
     ATTEMPTS_EXHAUSTED = "attempts-exhausted";
+    /// A part of a job run in parts failed for good; the message names the part and why.
+    PART_FAILED = "part-failed";
     /// A synchronous call's job whose server restarted before it was answered: its caller is gone.
     CALLER_GONE = "caller-gone";
 

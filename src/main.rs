@@ -223,6 +223,7 @@ async fn run_job(executor: &ExecutorHandle, job: OneJob<'_>) -> (anyhow::Result<
         output_path: job.output.to_path_buf(),
         timings: Timings { probe: job.probed.seconds, ..Timings::default() },
         shared_checkpoints: None,
+        portion: vaebox::executor::Portion::Whole,
     };
     let (progress, mut progress_rx) = watch::channel(Progress::default());
     let last = progress_rx.clone();

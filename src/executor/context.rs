@@ -32,6 +32,21 @@ pub struct JobSpec {
     /// With a shared storage (`storage`): the job may go on on another box, so its checkpoints know the
     /// input by what every box sees of it, and each one is reported here to be put into the storage.
     pub shared_checkpoints: Option<crate::jobs::shared_resume::CheckpointReports>,
+    /// The whole job, one part of a job run in parts, or the join of its parts.
+    pub portion: Portion,
+}
+
+/// How much of a job a run does (`jobs::parts`).
+#[derive(Debug, Clone)]
+pub enum Portion {
+    /// All of it, into its result.
+    Whole,
+    /// One part: its frames (the job's `range`) into finished segments and a checkpoint in its resume
+    /// folder, which the join reads; no result of its own.
+    Part,
+    /// The parts' segments, in their resume folders first to last, joined into the result with the input's
+    /// audio, as the whole job's own segments are; `plan`: how the parts ran.
+    Join { parts: Vec<PathBuf>, plan: Option<crate::jobs::JobPlan> },
 }
 
 /// The settings of the executor thread: the box's config (read through `Deref`, so every setting is

@@ -13,6 +13,7 @@ mod lending;
 pub mod frame_workers;
 mod media_io;
 mod models;
+mod parts;
 mod quality;
 // Out of memory: retry a push shorter (`resilient`), then re-plan the job for less memory (`replan`);
 // the VAE ops and restore's VAE stages share both.
@@ -35,7 +36,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use context::Executor;
-pub use context::{ExecutorConfig, JobHooks, JobSpec};
+pub use context::{ExecutorConfig, JobHooks, JobSpec, Portion};
 pub use error::ExecError;
 use models::LoadedModels;
 

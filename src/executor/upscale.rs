@@ -9,9 +9,9 @@ use tch::Tensor;
 
 use super::media_io::{finish_output, input_media, read_frames, video_outcome, write_output, OutputVideo};
 use super::frame_workers::FrameWorkers;
-use super::resume::Checkpoints;
+use super::resume::{Checkpoints, Mark};
 use super::stage_clock::StageClock;
-use super::context::{Executor, JobHooks, JobSpec};
+use super::context::{Executor, JobHooks, JobSpec, Portion};
 use super::error::ExecError;
 use super::{alpha, frames};
 use crate::executor::tiled::upscale::upscale_tiled_reporting;
@@ -36,6 +36,10 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
         return Err(ExecError::Invalid(format!("model {} supports scales {:?}, not {scale}", entry.name, entry.scales)));
     }
     let info = input_media(exec, job, timings)?;
+    if let Portion::Join { parts, plan } = &job.portion {
+        let video = OutputVideo::like(&info, info.width * scale as u32, info.height * scale as u32);
+        return super::parts::join(exec, job, video, parts, plan.clone(), timings);
+    }
     let kind = exec.resolve_kind(job, timings);
 
     let load_started = Instant::now();
@@ -155,8 +159,18 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     drop(heap_reuse);
     hooks.between_chunks()?;
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
-    let output_media = StageClock::time(&mut clock.write, || finish_output(exec, job, writer))?;
-    checkpoints.folder.remove();
+    let output_media = match job.portion {
+        // A part's segments stay in its folder, with a checkpoint that names them all, for the join.
+        Portion::Part => {
+            StageClock::time(&mut clock.write, || checkpoints.save(&mut writer, Mark::Frames, quality.as_ref()))?;
+            None
+        }
+        Portion::Whole | Portion::Join { .. } => {
+            let media = StageClock::time(&mut clock.write, || finish_output(exec, job, writer))?;
+            checkpoints.folder.remove();
+            media
+        }
+    };
     clock.record(timings, done, frames_started);
     let tiles = crate::tiling::spatial::plan_tiles(height as i64, width as i64, &tiling).len();
     let plan = JobPlan::Upscale(UpscalePlan {

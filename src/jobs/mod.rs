@@ -7,6 +7,7 @@ pub mod claim_order;
 pub mod disk;
 pub mod files;
 pub mod model;
+pub mod parts;
 pub mod plan;
 pub mod preflight;
 pub mod retention;

@@ -92,6 +92,9 @@ pub struct JobParams {
     /// `upscale`, `restore` of a zip of PNG frames: the sequence's frame rate as `N/D` (default 24/1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence_fps: Option<String>,
+    /// `parts`: `auto` or a count (`jobs::parts::PartsChoice`), checked at submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<String>,
 }
 
 /// `interpolate` jobs only; filled in at submission (`factor` 2 when neither it nor `fps` is given).
@@ -187,6 +190,7 @@ impl JobParams {
             interpolate: None,
             range: None,
             sequence_fps: None,
+            parts: None,
         }
     }
 }
@@ -413,6 +417,15 @@ pub struct Job {
     /// A cancel asked to keep the finished segments (`…/cancel?keep=true`).
     #[serde(skip)]
     pub keep_partial: bool,
+    /// A job run in parts: each part's frames and where it stands (null for a job run whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<super::parts::PartView>>,
+    /// Where a job run in parts stands: its parts run, or it waits to be joined.
+    #[serde(skip)]
+    pub split: Option<super::parts::SplitState>,
+    /// A part of a job run in parts: which (parts are rows of their own, never listed).
+    #[serde(skip)]
+    pub part: Option<super::parts::JobPart>,
     #[serde(skip)]
     pub input_path: String,
     #[serde(skip)]

@@ -82,12 +82,30 @@ impl SegmentedWriter {
         publish_file(&partial, &self.config.output)
     }
 
+    /// Joins the segments of a job's parts instead of its own (`jobs::parts`): `parts` are the parts'
+    /// folders, first to last, each with its finished segments, all inside this writer's folder.
+    pub fn finish_parts(self, parts: &[(PathBuf, usize)]) -> Result<(), MediaError> {
+        let mut names = Vec::new();
+        for (dir, segments) in parts {
+            let within = dir.strip_prefix(&self.dir).map_err(|_| MediaError::io("joining the parts", std::io::Error::other(format!("{} is not inside {}", dir.display(), self.dir.display()))))?;
+            names.extend((0..*segments).map(|index| within.join(format!("segment_{index:06}.{}", self.config.format.extension()))));
+        }
+        let partial = partial_path_for(&self.config.output)?;
+        self.join_named(&partial, &names)?;
+        publish_file(&partial, &self.config.output)
+    }
+
     /// The segments one after another, copied as they are, with the input's other streams (as
     /// `FrameWriter` takes them).
     fn join_videos(&self, partial: &Path) -> Result<(), MediaError> {
         let names: Vec<PathBuf> = (0..self.finished.segments).map(|index| self.segment_name(index)).collect();
+        self.join_named(partial, &names)
+    }
+
+    /// `names` (relative to the folder) one after another, with the input's other streams.
+    fn join_named(&self, partial: &Path, names: &[PathBuf]) -> Result<(), MediaError> {
         let config = &self.config;
-        let mut args = concat_input(&self.dir, &names)?;
+        let mut args = concat_input(&self.dir, names)?;
         let sources = match &config.streams_from {
             Some(path) => Some(source_streams(&self.tools, path)?),
             None => None,

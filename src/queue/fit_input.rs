@@ -49,6 +49,9 @@ pub fn fit_to_input(request: &mut JobRequest, info: &mut MediaInfo) -> Result<()
         }
         return Ok(());
     }
+    if request.params.parts.as_deref().is_some_and(|parts| !matches!(parts, "auto" | "1")) {
+        return Err(QueueError::refused(codes::INVALID_PARTS, "parts: a still picture is one frame, run whole; leave parts out or give 1"));
+    }
     if request.params.keep_audio.is_some() || request.params.interpolate.is_some() {
         let why = "keep_audio and interpolate are for videos; this input is a still picture (one frame)";
         return Err(QueueError::refused(codes::PARAMETER_NOT_FOR_INPUT, why));

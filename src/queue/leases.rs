@@ -34,6 +34,27 @@ impl LeaseKeeper {
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot check the leases of running jobs"),
             }
+            self.settle_split_jobs().await;
+        }
+    }
+
+    /// Jobs run in parts move on as their parts end; the worker that ends a part does it at once, this
+    /// catches the parts whose worker was lost (re-queued, or failed past `max_attempts`).
+    async fn settle_split_jobs(&self) {
+        let ids = match self.store.split_jobs().await {
+            Ok(ids) => ids,
+            Err(e) => return tracing::warn!(error = %e, "cannot read the jobs run in parts"),
+        };
+        for id in ids {
+            match self.store.settle_split(id).await {
+                Ok(Some(settled)) => {
+                    tracing::info!(%id, ?settled, "a job run in parts moved on");
+                    let _ = self.changed.send(id);
+                    self.wake.notify_one();
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(%id, error = %e, "cannot move a job run in parts on"),
+            }
         }
     }
 }

@@ -65,6 +65,10 @@ impl Queue {
     /// finished segments become its (shorter) result (`keep`).
     pub async fn cancel(&self, raw_id: &str, owner: Option<&str>, keep: bool) -> Result<Job, QueueError> {
         let found = self.find(raw_id, owner).await?;
+        if keep && found.split.is_some() {
+            let message = "this job runs in parts, whose finished segments are not joined when it is cancelled; cancel it without keep";
+            return Err(QueueError::refused(codes::NOTHING_TO_KEEP, message));
+        }
         if keep && !super::keep::can_keep(&found) {
             let message = format!("this {} job makes no video segments to keep (it writes a latent, a still or PNG frames); cancel it without keep", found.op.as_str());
             return Err(QueueError::refused(codes::NOTHING_TO_KEEP, message));
@@ -90,8 +94,25 @@ impl Queue {
                 job
             }
         };
+        for part in self.parts_of(&job).await {
+            self.cancels.raise(part);
+            let _ = self.events.send(part);
+        }
+        // Cancelled at once (none of its parts ran): nobody else is left to remove what its parts wrote.
+        if job.split.is_some() && job.status == JobStatus::Cancelled {
+            let dir = crate::jobs::shared_resume::resume_dir(&self.files.local(id, &super::output_path::output_path_for(&job).to_string_lossy()));
+            let _ = crate::jobs::shared_resume::remove_dir(&dir).await;
+        }
         let _ = self.events.send(id);
         Ok(job)
+    }
+
+    /// The ids of a job's parts, for the flags of those running in this process and their workers' news.
+    async fn parts_of(&self, job: &Job) -> Vec<Uuid> {
+        if job.split.is_none() {
+            return Vec::new();
+        }
+        self.store.parts_of(job.id).await.map(|parts| parts.into_iter().map(|part| part.id).collect()).unwrap_or_default()
     }
 
     /// Pauses a queued job (it keeps its place, and is passed over until resumed) or a running one (it stops
@@ -104,6 +125,10 @@ impl Queue {
         }
         let job = self.set_paused(raw_id, job, true).await?;
         self.cancels.make_way(job.id, true);
+        for part in self.parts_of(&job).await {
+            self.cancels.make_way(part, true);
+            let _ = self.events.send(part);
+        }
         Ok(job)
     }
 
@@ -117,6 +142,9 @@ impl Queue {
         }
         let job = self.set_paused(raw_id, job, false).await?;
         self.cancels.make_way(job.id, false);
+        for part in self.parts_of(&job).await {
+            self.cancels.make_way(part, false);
+        }
         self.wake.notify_one();
         Ok(job)
     }

@@ -13,6 +13,7 @@ pub mod leases;
 mod manage;
 mod output_size;
 mod output_path;
+pub mod parts;
 pub mod parameters;
 mod places;
 mod progress_eta;

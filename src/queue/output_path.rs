@@ -90,6 +90,9 @@ mod tests {
             queue: None,
             partial: false,
             keep_partial: false,
+            parts: None,
+            split: None,
+            part: None,
             input_path: "/jobs/1/in.mp4".into(),
             output_path: None,
         }

@@ -8,6 +8,7 @@ use super::QueueError;
 use crate::config::{Config, MAX_MEMORY_BUDGET_MIB};
 use crate::device::DtypeChoice;
 use crate::error_codes as codes;
+use crate::jobs::parts::{PartsChoice, MAX_PARTS};
 use crate::executor::restore::{self, RestoreSettings};
 use crate::executor::interpolate::settings::InterpolateSettings;
 use crate::jobs::{InterpolateParams, JobParams, OutputFormat, RestoreParams};
@@ -201,7 +202,9 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
             QueueError::refused(codes::INVALID_FPS, format!("fps `{raw}` is not a frame rate between 0 and 1000 (`24`, `30000/1001`)"))
         })?),
     };
+    let parts = check_parts(&options.params, output_format)?;
     let params = JobParams {
+        parts,
         sequence_fps,
         scale,
         restore,
@@ -224,6 +227,26 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
         priority: options.priority,
         params,
     })
+}
+
+/// `parts` as stored (`auto`, or a count); refused when it is neither, or asks for more than one part of a
+/// job that is never cut (`queue::parts::parts_choice`: a PNG result, `metrics`, `interpolate`).
+fn check_parts(params: &JobParams, output_format: Option<OutputFormat>) -> Result<Option<String>, QueueError> {
+    let Some(raw) = params.parts.as_deref() else { return Ok(None) };
+    let choice = PartsChoice::parse(raw)
+        .ok_or_else(|| QueueError::refused(codes::INVALID_PARTS, format!("parts `{raw}` is not auto or a whole number from 1 to {MAX_PARTS}")))?;
+    let whole_only = [
+        (output_format.is_some_and(OutputFormat::is_png), "a PNG result is written frame by frame"),
+        (params.metrics == Some(true), "metrics=true sums its figures over the whole clip"),
+        (params.interpolate.is_some(), "interpolate=N needs the frames on both sides of every cut"),
+    ];
+    if let (PartsChoice::Count(count @ 2..), Some((_, why))) = (choice, whole_only.iter().find(|(applies, _)| *applies)) {
+        return Err(QueueError::refused(codes::INVALID_PARTS, format!("parts={count}: this job runs whole ({why}); leave parts out or give 1")));
+    }
+    Ok(Some(match choice {
+        PartsChoice::Auto => "auto".into(),
+        PartsChoice::Count(count) => count.to_string(),
+    }))
 }
 
 /// The format the job will write, resolved against the config's default and checked against the op

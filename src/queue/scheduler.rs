@@ -15,8 +15,9 @@ use crate::jobs::files::{JobFiles, Patience};
 use crate::jobs::model::*;
 use crate::jobs::shared_resume::{remove_dir, resume_dir, SharedCheckpoints};
 use crate::jobs::store::{Claim, JobStore, Lane, Lease, LeaseState, WorkerInfo};
-use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec};
+use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec, Portion};
 use super::output_path::output_path_for;
+use super::parts::{part_output_path, part_params};
 use super::progress_eta::forward_progress;
 
 /// News about the running job (progress, a cancellation asked elsewhere) makes the worker read its row at
@@ -326,6 +327,9 @@ impl Scheduler {
     async fn execute(&self, mut job: Job, started_at: &str, run: Run) {
         let id = job.id;
         let _ = self.events.send(id);
+        if run == Run::Own && self.cut_into_parts(&job).await {
+            return;
+        }
         tracing::info!(%id, op = job.op.as_str(), model = %job.model, lent = run == Run::Lent, "job started");
         let flags = self.cancels.register(id);
         let cancel = flags.cancel.clone();
@@ -345,31 +349,44 @@ impl Scheduler {
         // The upload's checks ran before the job was queued; their time is part of its record.
         let timings = Timings { queued, probe: job.timings.as_ref().and_then(|t| t.probe), ..Timings::default() };
         let patience = Patience { give_up_after: self.storage_wait, cancelled: &cancel };
-        let fetched = patience.retry("fetching the job's input", || self.files.ensure_local(id, &job.input_path)).await;
+        // A part's input is its job's.
+        let input_of = job.part.as_ref().map_or(id, |part| part.of);
+        let fetched = patience.retry("fetching the job's input", || self.files.ensure_local(input_of, &job.input_path)).await;
         let (result, timings, checkpoints) = match fetched {
             Err(e) => (Err(storage_error(&patience, format!("the job's input could not be fetched: {e}"))), timings, None),
             Ok(input) => {
                 job.input_path = input.to_string_lossy().into_owned();
-                let output_path = output_path_for(&job);
+                let (output_path, params, input_media) = match &job.part {
+                    Some(part) => (part_output_path(&job, part), part_params(&job, part), None),
+                    None => (output_path_for(&job), job.params.clone(), job.input.media.clone()),
+                };
                 // With a shared storage, a checkpoint another box made goes on here, and this box's go up.
                 let checkpoints = SharedCheckpoints::start(&self.files, id, resume_dir(&output_path), &patience, cancel.clone()).await;
+                let portion = self.portion_of(&job, &output_path).await;
                 let spec = JobSpec {
                     id,
                     op: job.op,
                     model: job.model.clone(),
-                    params: job.params.clone(),
+                    params,
                     input_path: input,
-                    input_media: job.input.media.clone(),
+                    input_media,
                     output_path,
                     timings,
                     shared_checkpoints: checkpoints.as_ref().map(SharedCheckpoints::reports),
+                    portion: portion.clone().unwrap_or(Portion::Whole),
                 };
                 let hooks = JobHooks::new(progress_tx, cancel.clone(), flags.make_way.clone());
-                let (result, timings) = match run {
-                    Run::Own => self.executor.run(spec, hooks).await,
-                    Run::Lent => self.executor.lend(spec, hooks).await,
+                let (result, timings) = match (portion, run) {
+                    (Err(message), _) => (Err(ExecError::Storage(message)), timings_of(&spec)),
+                    (Ok(_), Run::Own) => self.executor.run(spec, hooks).await,
+                    (Ok(_), Run::Lent) => self.executor.lend(spec, hooks).await,
                 };
-                (self.share_result(id, result, &patience).await, timings, checkpoints)
+                // A part has no result of its own: its segments are its checkpoints'.
+                let result = match job.part {
+                    Some(_) => result,
+                    None => self.share_result(id, result, &patience).await,
+                };
+                (result, timings, checkpoints)
             }
         };
         let _ = forwarder.await;
@@ -396,8 +413,11 @@ impl Scheduler {
             Err(ExecError::Cancelled | ExecError::MadeWay) => JobStatus::Cancelled,
             Err(_) => JobStatus::Failed,
         };
-        // Before the outcome is stored: whoever sees the job final then finds it in /metrics too.
-        crate::jobs::telemetry::job_finished(job.op, status, &timings);
+        // Before the outcome is stored: whoever sees the job final then finds it in /metrics too (a job run
+        // in parts once, at its join).
+        if job.part.is_none() {
+            crate::jobs::telemetry::job_finished(job.op, status, &timings);
+        }
         // Joined before the outcome is stored: whoever sees the job cancelled sees what it kept.
         let kept = match status {
             JobStatus::Cancelled => self.kept_if_asked(&job).await,
@@ -407,17 +427,27 @@ impl Scheduler {
         // The lease ended with the outcome.
         drop(heartbeat);
         if let Some(checkpoints) = checkpoints {
-            match &result {
-                Ok(_) => checkpoints.remove().await,
-                Err(_) => checkpoints.stop().await,
+            match (&result, &job.part) {
+                // A finished part's segments are what its join reads: they stay, all of them put.
+                (Ok(_), Some(_)) => checkpoints.hand_over().await,
+                (Ok(_), None) => checkpoints.remove().await,
+                (Err(_), _) => checkpoints.stop().await,
             }
         }
-        match &result {
-            Ok(_) => tracing::info!(%id, total_s = timings.total, "job succeeded"),
-            Err(e) => {
+        match (&result, &job.part) {
+            (Ok(_), _) => tracing::info!(%id, total_s = timings.total, part = job.part.as_ref().map(|p| p.index), "job succeeded"),
+            (Err(e), part) => {
                 tracing::warn!(%id, code = e.code(), error = %e, "job did not succeed");
-                self.drop_checkpoints_if_ended(&job).await;
+                // A part's files are its job's, and go with it.
+                if part.is_none() {
+                    self.drop_checkpoints_if_ended(&job).await;
+                }
             }
+        }
+        match &job.part {
+            Some(part) => self.settle_parts_of(part.of).await,
+            None if job.split.is_some() && result.is_ok() => self.forget_stored_parts(id).await,
+            None => {}
         }
         if !self.keep_local_copies {
             self.files.drop_local_copies(id).await;
@@ -509,6 +539,11 @@ impl Scheduler {
             pause = (pause * 2).min(OUTCOME_RETRY_MAX_PAUSE);
         }
     }
+}
+
+/// The stages measured before a run that never reached the executor.
+fn timings_of(spec: &JobSpec) -> Timings {
+    spec.timings.clone()
 }
 
 /// How a claimed job runs: on the executor as its own, or lent the executor at a running job's chunk ends.

@@ -46,6 +46,8 @@ mod newcomer_defaults;
 mod open_connections;
 mod openapi;
 mod output_formats;
+mod parts;
+mod parts_workers;
 mod presets;
 mod readme_as_written;
 mod preview;

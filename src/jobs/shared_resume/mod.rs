@@ -169,6 +169,24 @@ async fn fetch_if_further(blobs: &Blobs, id: Uuid, dir: &Path) -> Result<Known, 
     Ok(Known::Listed { stored, same_here })
 }
 
+/// A part's folder for its join (`jobs::parts`): the storage's copy of job `id`'s checkpoints put in `dir`
+/// when it goes further than this box's; nothing without a shared storage (every part wrote here).
+pub async fn fetch_stored(files: &JobFiles, id: Uuid, dir: &Path) -> Result<(), BlobError> {
+    match files.shared_blobs() {
+        Some(blobs) => fetch_if_further(&blobs, id, dir).await.map(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// Removes job `id`'s checkpoints from the shared storage, if there is one.
+pub async fn delete_stored(files: &JobFiles, id: Uuid) {
+    if let Some(blobs) = files.shared_blobs() {
+        if let Err(error) = blobs.delete_folder(id, FOLDER).await {
+            tracing::warn!(%id, %error, "could not remove a job's checkpoints from the shared storage");
+        }
+    }
+}
+
 fn frames_in(checkpoint: &[u8]) -> Option<u64> {
     serde_json::from_slice::<serde_json::Value>(checkpoint).ok()?["frames"].as_u64()
 }

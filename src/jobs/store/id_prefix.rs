@@ -52,17 +52,17 @@ pub struct PrefixMatches {
 /// SQLite: `?1` lower bound, `?2` upper bound, `?3` the owner (NULL: every owner's), `?4` the limit. Binary
 /// collation (SQLite's default) orders text as its bytes, so the range is exactly the ids with the prefix.
 pub const SQLITE_JOBS: &str =
-    "SELECT * FROM jobs WHERE id >= ?1 AND id < ?2 AND (?3 IS NULL OR owner = ?3) ORDER BY seq DESC LIMIT ?4";
-pub const SQLITE_COUNT: &str = "SELECT count(*) FROM jobs WHERE id >= ?1 AND id < ?2 AND (?3 IS NULL OR owner = ?3)";
+    "SELECT * FROM jobs WHERE id >= ?1 AND id < ?2 AND (?3 IS NULL OR owner = ?3) AND parent_id IS NULL ORDER BY seq DESC LIMIT ?4";
+pub const SQLITE_COUNT: &str = "SELECT count(*) FROM jobs WHERE id >= ?1 AND id < ?2 AND (?3 IS NULL OR owner = ?3) AND parent_id IS NULL";
 
 /// PostgreSQL: as `SQLITE_JOBS`. The comparison is in the "C" collation (bytes): a database's own one may
 /// order by language rules that skip hyphens, where a range is not a prefix. Its index is `jobs_id_c`
 /// (migrations/postgres/0008_id_prefix.sql). Ordered by `seq + 0`, not `seq`: a generic plan (which cannot
 /// see how narrow the range is) otherwise walks the whole primary key backwards for the limit.
 pub const POSTGRES_JOBS: &str = "SELECT * FROM jobs WHERE id COLLATE \"C\" >= $1::text AND id COLLATE \"C\" < $2::text \
-     AND ($3::text IS NULL OR owner = $3::text) ORDER BY seq + 0 DESC LIMIT $4::bigint";
+     AND ($3::text IS NULL OR owner = $3::text) AND parent_id IS NULL ORDER BY seq + 0 DESC LIMIT $4::bigint";
 pub const POSTGRES_COUNT: &str = "SELECT count(*) FROM jobs WHERE id COLLATE \"C\" >= $1::text AND id COLLATE \"C\" < $2::text \
-     AND ($3::text IS NULL OR owner = $3::text)";
+     AND ($3::text IS NULL OR owner = $3::text) AND parent_id IS NULL";
 
 #[cfg(test)]
 mod tests {

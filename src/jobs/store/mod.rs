@@ -6,6 +6,8 @@ pub mod id_prefix;
 mod postgres;
 mod row;
 mod sqlite;
+mod sqlite_parts;
+mod postgres_parts;
 
 use crate::models::Op;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use uuid::Uuid;
 use super::callback::{CallbackNext, CallbackState, Delivery};
 use super::claim_order::{Entry, Snapshot};
 use super::model::*;
+use super::parts::{JobPart, Settled};
 pub use crate::config::DatabaseTarget;
 use crate::media::MediaInfo;
 
@@ -72,6 +75,15 @@ pub struct NewJob {
     /// The short job (a range of the same input) this whole-clip job was made from.
     pub from_try: Option<Uuid>,
     /// What the box expects of it (`queue::estimate`).
+    pub estimate: Option<Estimate>,
+}
+
+/// A part of a job being cut (`JobStore::split`): the rest of its row is its job's.
+#[derive(Debug, Clone)]
+pub struct NewPart {
+    pub id: Uuid,
+    pub part: JobPart,
+    /// Its share of the job's estimate.
     pub estimate: Option<Estimate>,
 }
 
@@ -283,6 +295,17 @@ pub trait JobStore: Send + Sync + 'static {
     async fn watch_open(&self, folder: &str) -> Result<Vec<WatchedFile>, StoreError>;
     /// A watched file's next state (and the name its result got in the output folder).
     async fn watch_set(&self, job_id: Uuid, state: WatchState, output_name: Option<&str>) -> Result<(), StoreError>;
+    /// Cuts the running job `lease` holds into `parts` (rows of their own, queued in its place in the claim
+    /// order) and lets go of it: it stays running, without a worker or a lease, while they run. False (and
+    /// nothing cut) when the lease is no longer held.
+    async fn split(&self, lease: &Lease, parts: &[NewPart]) -> Result<bool, StoreError>;
+    /// The parts of job `id`, first to last (none for a job run whole).
+    async fn parts_of(&self, id: Uuid) -> Result<Vec<Job>, StoreError>;
+    /// Moves the split job `id` on as its parts stand (`parts::settle`): queued to be joined, failed with the
+    /// part named, or cancelled (its parts too). What it became, when it changed.
+    async fn settle_split(&self, id: Uuid) -> Result<Option<Settled>, StoreError>;
+    /// The jobs whose parts run: what the lease keeper settles after parts were lost.
+    async fn split_jobs(&self) -> Result<Vec<Uuid>, StoreError>;
     /// Forwards the store's news from other processes: a job was queued (`wake`), a job changed
     /// (`changed`). One process (SQLite) has nothing to forward.
     async fn forward_news(&self, _wake: std::sync::Arc<Notify>, _changed: broadcast::Sender<Uuid>) -> Result<(), StoreError> {

@@ -14,7 +14,7 @@ use super::row::{clamp_i64, parse_id, parse_ids, paused_flag, rfc3339_in, snapsh
 use super::*;
 
 pub struct PgStore {
-    pool: PgPool,
+    pub(super) pool: PgPool,
 }
 
 /// A lost connection is tried again after this pause; workers wait, they do not stop.
@@ -87,7 +87,7 @@ impl JobStore for PgStore {
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError> {
         let rows: Vec<JobRow> = sqlx::query_as(
             "SELECT * FROM jobs WHERE ($1::text IS NULL OR status = $1) AND ($5::bigint IS NULL OR paused = $5)
-                                AND ($4::text IS NULL OR owner = $4)
+                                AND ($4::text IS NULL OR owner = $4) AND parent_id IS NULL
              ORDER BY seq DESC LIMIT $2 OFFSET $3",
         )
         .bind(filter.status.map(stored_status))
@@ -101,7 +101,7 @@ impl JobStore for PgStore {
     }
 
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE status = $1 AND ($2::bigint IS NULL OR paused = $2)")
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE status = $1 AND ($2::bigint IS NULL OR paused = $2) AND parent_id IS NULL")
             .bind(stored_status(status))
             .bind(paused_flag(status))
             .fetch_one(&self.pool)
@@ -139,7 +139,8 @@ impl JobStore for PgStore {
     }
 
     async fn set_paused(&self, id: Uuid, paused: bool) -> Result<PauseOutcome, StoreError> {
-        let changed = sqlx::query("UPDATE jobs SET paused = $1 WHERE id = $2 AND status IN ('queued', 'running')")
+        // A job run in parts pauses (and goes on) with its parts.
+        let changed = sqlx::query("UPDATE jobs SET paused = $1 WHERE (id = $2 OR parent_id = $2) AND status IN ('queued', 'running')")
             .bind(i64::from(paused))
             .bind(id.to_string())
             .execute(&self.pool)
@@ -265,6 +266,8 @@ impl JobStore for PgStore {
             _ => {}
         }
         tx.commit().await?;
+        // A job run in parts: its parts are cancelled (or asked to stop) with it.
+        self.settle(id).await?;
         let job = self.fetch_existing(id).await?;
         Ok(match status {
             JobStatus::Queued | JobStatus::Paused => CancelOutcome::Cancelled(job),
@@ -325,7 +328,7 @@ impl JobStore for PgStore {
 
     async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
         let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < $1
+            "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < $1 AND parent_id IS NULL
              ORDER BY finished_at LIMIT $2",
         )
         .bind(before)
@@ -542,6 +545,22 @@ impl JobStore for PgStore {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(WorkerRow::into_info).collect())
+    }
+
+    async fn split(&self, lease: &Lease, parts: &[NewPart]) -> Result<bool, StoreError> {
+        self.split_into(lease, parts).await
+    }
+
+    async fn parts_of(&self, id: Uuid) -> Result<Vec<Job>, StoreError> {
+        self.parts_rows(id).await
+    }
+
+    async fn settle_split(&self, id: Uuid) -> Result<Option<Settled>, StoreError> {
+        self.settle(id).await
+    }
+
+    async fn split_jobs(&self) -> Result<Vec<Uuid>, StoreError> {
+        self.split_running().await
     }
 
     async fn forward_news(&self, wake: Arc<Notify>, changed: broadcast::Sender<Uuid>) -> Result<(), StoreError> {

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::{Expired, StoreError, WatchState, WatchedFile, WorkerInfo};
 use crate::jobs::callback::{CallbackInfo, CallbackState};
 use crate::jobs::model::*;
+use crate::jobs::parts::SplitState;
 
 /// The columns a `Job` is read from, by name; `SELECT *` in either database yields them.
 #[derive(sqlx::FromRow)]
@@ -45,6 +46,8 @@ pub(super) struct JobRow {
     paused: i64,
     estimate: Option<String>,
     keep_partial: i64,
+    part: Option<String>,
+    split_state: Option<String>,
 }
 
 /// An RFC 3339 instant `offset` from now, in the form `now_rfc3339` writes (so text order is time order).
@@ -64,7 +67,7 @@ pub(super) fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("job values serialize")
 }
 
-fn from_json<T: DeserializeOwned>(id: &str, column: &str, text: Option<String>) -> Result<Option<T>, StoreError> {
+pub(super) fn from_json<T: DeserializeOwned>(id: &str, column: &str, text: Option<String>) -> Result<Option<T>, StoreError> {
     text.map(|t| {
         serde_json::from_str(&t).map_err(|e| StoreError::Corrupt { id: id.into(), reason: format!("{column}: {e}") })
     })
@@ -141,6 +144,9 @@ impl JobRow {
             queue: None,
             partial,
             keep_partial: self.keep_partial != 0,
+            parts: None,
+            split: self.split_state.as_deref().map(|state| SplitState::parse(state).ok_or_else(|| corrupt(format!("split_state {state}")))).transpose()?,
+            part: from_json(&id, "part", self.part)?,
             input_path: self.input_path,
             output_path: self.output_path,
         })
@@ -255,9 +261,12 @@ impl WatchedRow {
 
 
 /// The queued (not paused) and running jobs, as the claim order reads them; the same text in both databases.
-pub(super) const SNAPSHOT_JOBS: &str = "SELECT id, owner, priority, seq, status, answered_by, model, device_bytes_needed, estimate,
-            COALESCE(queued_at, created_at) AS waiting_since, started_at, progress
-     FROM jobs WHERE status = 'running' OR (status = 'queued' AND paused = 0)";
+/// A job whose parts run is not in it (its parts are); a part takes its job's place (`queue_seq`), and a job
+/// waiting to be joined goes first, as a synchronous call does: its work is done but for the join.
+pub(super) const SNAPSHOT_JOBS: &str = "SELECT id, owner, priority, COALESCE(queue_seq, seq) AS seq, status, answered_by, model,
+            device_bytes_needed, estimate, COALESCE(queued_at, created_at) AS waiting_since, started_at, progress, split_state
+     FROM jobs WHERE (status = 'running' OR (status = 'queued' AND paused = 0)) AND (split_state IS NULL OR split_state <> 'parts')
+     ORDER BY COALESCE(queue_seq, seq), seq";
 
 /// Each owner's latest start, over all its jobs.
 pub(super) const SNAPSHOT_STARTS: &str = "SELECT owner, MAX(started_at) AS at FROM jobs WHERE started_at IS NOT NULL GROUP BY owner";
@@ -277,6 +286,7 @@ pub(super) struct EntryRow {
     waiting_since: String,
     started_at: Option<String>,
     progress: Option<String>,
+    split_state: Option<String>,
 }
 
 /// A row of `SNAPSHOT_STARTS`.
@@ -312,7 +322,7 @@ impl EntryRow {
             priority: self.priority,
             seq: self.seq,
             running,
-            interactive: self.answered_by.is_some(),
+            interactive: self.answered_by.is_some() || self.split_state.is_some(),
             model: self.model,
             device_bytes_needed: self.device_bytes_needed.unwrap_or(0).max(0) as u64,
             estimate_s,

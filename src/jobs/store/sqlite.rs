@@ -12,7 +12,7 @@ use super::row::{clamp_i64, parse_id, parse_ids, rfc3339_in, paused_flag, snapsh
 use super::*;
 
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(super) pool: SqlitePool,
 }
 
 impl SqliteStore {
@@ -38,7 +38,7 @@ impl SqliteStore {
     /// A transaction that takes SQLite's write lock at its start. A deferred one that reads and then
     /// writes fails at once with SQLITE_BUSY_SNAPSHOT (517, "database is locked") whenever another
     /// connection committed in between, and the busy timeout does not wait for that case.
-    async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    pub(super) async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
@@ -88,7 +88,7 @@ impl JobStore for SqliteStore {
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Job>, StoreError> {
         let rows: Vec<JobRow> = sqlx::query_as(
             "SELECT * FROM jobs WHERE (?1 IS NULL OR status = ?1) AND (?5 IS NULL OR paused = ?5) AND (?4 IS NULL OR owner = ?4)
-             ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
+             AND parent_id IS NULL ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
         )
         .bind(filter.status.map(stored_status))
         .bind(filter.limit)
@@ -101,7 +101,7 @@ impl JobStore for SqliteStore {
     }
 
     async fn count(&self, status: JobStatus) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = ? AND (?2 IS NULL OR paused = ?2)")
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = ? AND (?2 IS NULL OR paused = ?2) AND parent_id IS NULL")
             .bind(stored_status(status))
             .bind(paused_flag(status))
             .fetch_one(&self.pool)
@@ -142,7 +142,8 @@ impl JobStore for SqliteStore {
     }
 
     async fn set_paused(&self, id: Uuid, paused: bool) -> Result<PauseOutcome, StoreError> {
-        let changed = sqlx::query("UPDATE jobs SET paused = ? WHERE id = ? AND status IN ('queued', 'running')")
+        // A job run in parts pauses (and goes on) with its parts.
+        let changed = sqlx::query("UPDATE jobs SET paused = ?1 WHERE (id = ?2 OR parent_id = ?2) AND status IN ('queued', 'running')")
             .bind(i64::from(paused))
             .bind(id.to_string())
             .execute(&self.pool)
@@ -270,6 +271,8 @@ impl JobStore for SqliteStore {
             _ => {}
         }
         tx.commit().await?;
+        // A job run in parts: its parts are cancelled (or asked to stop) with it.
+        self.settle(id).await?;
         let job = self.fetch_existing(id).await?;
         Ok(match status {
             JobStatus::Queued | JobStatus::Paused => CancelOutcome::Cancelled(job),
@@ -330,7 +333,7 @@ impl JobStore for SqliteStore {
 
     async fn finished_before(&self, before: &str, limit: i64) -> Result<Vec<Uuid>, StoreError> {
         let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < ? ORDER BY finished_at LIMIT ?",
+            "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < ? AND parent_id IS NULL ORDER BY finished_at LIMIT ?",
         )
         .bind(before)
         .bind(limit)
@@ -345,7 +348,7 @@ impl JobStore for SqliteStore {
             "UPDATE jobs SET status = 'failed', finished_at = ?, error_code = ?,
                              error_message = 'the job was started ' || attempts || ' times and the server stopped while running it each time (a crash, kill -9 or power cut)',
                              progress = NULL, worker = NULL, lease_until = NULL
-             WHERE status = 'running' AND (worker = ? OR worker IS NULL) AND cancel_requested = 0 AND attempts >= ?
+             WHERE status = 'running' AND (worker = ? OR (worker IS NULL AND split_state IS NULL)) AND cancel_requested = 0 AND attempts >= ?
              RETURNING id",
         )
         .bind(now_rfc3339())
@@ -358,7 +361,7 @@ impl JobStore for SqliteStore {
             "UPDATE jobs SET status = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
                              finished_at = CASE WHEN cancel_requested = 1 THEN ? ELSE NULL END,
                              started_at = NULL, progress = NULL, worker = NULL, lease_until = NULL
-             WHERE status = 'running' AND (worker = ? OR worker IS NULL)
+             WHERE status = 'running' AND (worker = ? OR (worker IS NULL AND split_state IS NULL))
              RETURNING id",
         )
         .bind(now_rfc3339())
@@ -503,6 +506,22 @@ impl JobStore for SqliteStore {
 
     async fn api_addresses(&self, within: Duration) -> Result<Vec<String>, StoreError> {
         super::api_listens::sqlite_read(&self.pool, within).await
+    }
+
+    async fn split(&self, lease: &Lease, parts: &[NewPart]) -> Result<bool, StoreError> {
+        self.split_into(lease, parts).await
+    }
+
+    async fn parts_of(&self, id: Uuid) -> Result<Vec<Job>, StoreError> {
+        self.parts_rows(id).await
+    }
+
+    async fn settle_split(&self, id: Uuid) -> Result<Option<Settled>, StoreError> {
+        self.settle(id).await
+    }
+
+    async fn split_jobs(&self) -> Result<Vec<Uuid>, StoreError> {
+        self.split_running().await
     }
 
     async fn watch_record(&self, file: &WatchedFile) -> Result<(), StoreError> {

@@ -106,6 +106,19 @@ pub const TILE: Parameter = Parameter {
     ..ROW
 };
 
+pub const PARTS: Parameter = Parameter {
+    name: "parts",
+    doc: "Cut the job into parts that several workers run at once (several devices, several boxes on one queue): \
+          `auto` makes one per worker heard of when the job starts, at most one per segment (`checkpoint_s`); a number \
+          asks for that many; 1 never cuts. A job is cut only when two or more workers could take its parts, and only \
+          a video whose frames make two segments or more, written as a video, without `interpolate` or `metrics` \
+          (400 invalid-parts for a number over 1 then). The result is the one a single worker gives.",
+    default: Is(Text("auto")),
+    stored: Stored::At("parts"),
+    code: Some(codes::INVALID_PARTS),
+    ..ROW
+};
+
 pub const NORMALIZE: Parameter = Parameter {
     name: "normalize",
     value: Value::Bool,
@@ -433,7 +446,7 @@ pub static PARAMETERS: &[Parameter] = &[
     PRESET, OP, MODEL, SCALE, PRIORITY, DTYPE, TILE, NORMALIZE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET,
     KEEP_AUDIO, METRICS, VAE, HEIGHT, WIDTH, RESOLUTION, MAX_RESOLUTION, FIT, SEED, COLOR_FIX, BATCH_FRAMES, BATCH_OVERLAP,
     INTERPOLATE, INPUT_NOISE_SCALE, LATENT_NOISE_SCALE, PREPEND_FRAMES, UNIFORM_BATCHES, FACTOR, FPS,
-    SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION, CALLBACK_URL, FILENAME,
+    SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION, PARTS, CALLBACK_URL, FILENAME,
 ];
 
 /// What every op takes: what to do, with which model, how urgently, in what precision, and who to tell.
@@ -445,7 +458,7 @@ const EVERY_OP: &[Parameter] = &[PRESET, OP, MODEL, PRIORITY, DTYPE, CALLBACK_UR
 pub fn taken_by(op: Op) -> impl Iterator<Item = &'static Parameter> {
     let own: &'static [Parameter] = match op {
         Upscale => {
-            &[SCALE, TILE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, METRICS, INTERPOLATE, FPS, START, START_FRAME, FRAMES, DURATION]
+            &[SCALE, TILE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, METRICS, INTERPOLATE, FPS, START, START_FRAME, FRAMES, DURATION, PARTS]
         }
         VaeEncode => &[NORMALIZE, MEMORY_BUDGET_MIB, START, START_FRAME, FRAMES, DURATION],
         VaeDecode => &[MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET],

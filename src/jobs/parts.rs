@@ -1,0 +1,228 @@
+//! One job in parts that several workers run at once. A part is a range of the job's frames on the segment
+//! boundaries its op already has; it is a row of its own (`parent_id`), claimed, leased, checkpointed and
+//! retried like a job by any worker that can run the job, and writes its segments into its own folder inside
+//! the job's resume folder (or the shared storage). When every part succeeded the job is queued again, and the
+//! worker that takes it joins the parts' segments, with the input's audio, into the result.
+//!
+//! What this module holds is what every store and the scheduler share: the parts a job is cut into
+//! (`plan_parts`) and what a job becomes as its parts end (`settle`).
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::model::{JobError, JobStatus, Progress};
+
+/// Which frames of its job a part runs, and where it stands among the job's parts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobPart {
+    /// The job it is a part of.
+    pub of: Uuid,
+    /// 0 for the first part.
+    pub index: usize,
+    pub count: usize,
+    /// Its first frame, counted in the job's frames (0: the job's first).
+    pub first_frame: u64,
+    /// How many frames; none for the last part, which runs to the input's end.
+    pub frames: Option<u64>,
+}
+
+impl JobPart {
+    /// `part 2 of 4 (frames 60–119)`: how errors and logs name it.
+    pub fn describe(&self) -> String {
+        let last = match self.frames {
+            Some(frames) => format!("{}", self.first_frame + frames.max(1) - 1),
+            None => "the end".into(),
+        };
+        format!("part {} of {} (frames {}–{last})", self.index + 1, self.count, self.first_frame)
+    }
+}
+
+/// Where a job run in parts stands (`split_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitState {
+    /// Its parts run; the job has no worker of its own.
+    Parts,
+    /// Every part succeeded: queued, or running, to be joined.
+    Join,
+}
+
+impl SplitState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SplitState::Parts => "parts",
+            SplitState::Join => "join",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SplitState> {
+        [SplitState::Parts, SplitState::Join].into_iter().find(|state| state.as_str() == text)
+    }
+}
+
+/// A part as its job shows it (`GET /v1/jobs/{id}`, the page).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PartView {
+    /// Its own id: its checkpoints' name in a shared storage, and what the workers' logs say.
+    pub id: Uuid,
+    pub index: usize,
+    pub first_frame: u64,
+    /// None for the last part: to the input's end.
+    pub frames: Option<u64>,
+    pub status: JobStatus,
+    pub worker: Option<String>,
+    #[schema(format = DateTime)]
+    pub started_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub finished_at: Option<String>,
+    pub attempts: i64,
+    pub progress: Option<Progress>,
+    pub error: Option<JobError>,
+}
+
+/// `parts`: `auto` (as many as the workers that could take the job, when its frames make that many
+/// segments) or a number (1: never split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartsChoice {
+    Auto,
+    Count(usize),
+}
+
+/// The most parts one job is cut into.
+pub const MAX_PARTS: usize = 64;
+
+impl PartsChoice {
+    /// `auto` or 1 to `MAX_PARTS`; `None` for anything else.
+    pub fn parse(text: &str) -> Option<PartsChoice> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("auto") {
+            return Some(PartsChoice::Auto);
+        }
+        text.parse::<usize>().ok().filter(|n| (1..=MAX_PARTS).contains(n)).map(PartsChoice::Count)
+    }
+
+    /// How many parts, with `workers` able to take the job: `auto` asks for one per worker.
+    pub fn wanted(self, workers: usize) -> usize {
+        match self {
+            PartsChoice::Auto => workers.max(1),
+            PartsChoice::Count(count) => count,
+        }
+    }
+}
+
+/// A job of `frames` frames in segments of `segment_frames`, cut into at most `wanted` parts of whole
+/// segments, as even as whole segments allow: each part's `(first_frame, frames)`, the last one's frames
+/// `None` (to the end). One part (or none cut) when there are fewer than two segments.
+pub fn plan_parts(frames: u64, segment_frames: u64, wanted: usize) -> Vec<(u64, Option<u64>)> {
+    let segment_frames = segment_frames.max(1);
+    let segments = frames.div_ceil(segment_frames);
+    let count = (wanted as u64).min(segments).max(1);
+    (0..count)
+        .map(|k| {
+            let first_segment = k * segments / count;
+            let end_segment = (k + 1) * segments / count;
+            let first = first_segment * segment_frames;
+            let frames = (k + 1 < count).then(|| (end_segment - first_segment) * segment_frames);
+            (first, frames)
+        })
+        .collect()
+}
+
+/// A part's row as `settle` reads it.
+#[derive(Debug, Clone)]
+pub struct PartState {
+    pub id: Uuid,
+    pub part: JobPart,
+    pub status: JobStatus,
+    pub error: Option<JobError>,
+}
+
+/// What a split job becomes as its parts stand.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settled {
+    /// Parts are still to run: nothing changes.
+    Running,
+    /// Every part succeeded: the job is queued to be joined.
+    Join,
+    /// A part failed for good: the job fails with that part named; the other parts are cancelled.
+    Failed(JobError),
+    /// The job was cancelled: the parts not running are cancelled, the running ones asked to stop; the job
+    /// is cancelled once none runs.
+    Cancelled { parts_running: bool },
+}
+
+/// `cancel_requested`: a user cancelled the job (or it went on without a worker that could stop it).
+pub fn settle(parts: &[PartState], cancel_requested: bool) -> Settled {
+    let running = parts.iter().any(|p| p.status == JobStatus::Running);
+    if let Some(failed) = parts.iter().find(|p| p.status == JobStatus::Failed) {
+        let error = failed.error.clone().unwrap_or(JobError { code: crate::error_codes::PART_FAILED.into(), message: String::new() });
+        return Settled::Failed(JobError { code: error.code, message: format!("{} failed: {}", failed.part.describe(), error.message) });
+    }
+    let cancelled = parts.iter().any(|p| p.status == JobStatus::Cancelled);
+    if cancel_requested || cancelled {
+        return Settled::Cancelled { parts_running: running };
+    }
+    if !parts.is_empty() && parts.iter().all(|p| p.status == JobStatus::Succeeded) {
+        return Settled::Join;
+    }
+    Settled::Running
+}
+
+/// The job's progress from its parts': frames done over every part's, with the ETA of the part that ends
+/// last (they run at once).
+pub fn progress_of(parts: &[PartView]) -> Option<Progress> {
+    if parts.is_empty() {
+        return None;
+    }
+    let progresses: Vec<&Progress> = parts.iter().filter_map(|p| p.progress.as_ref()).collect();
+    let done: u64 = parts.iter().map(|p| if p.status == JobStatus::Succeeded { p.progress.as_ref().map_or(p.frames.unwrap_or(0), |q| q.total.max(q.done)) } else { p.progress.as_ref().map_or(0, |q| q.done) }).sum();
+    let total: u64 = parts.iter().map(|p| p.progress.as_ref().map(|q| q.total).filter(|t| *t > 0).or(p.frames).unwrap_or(0)).sum();
+    let eta_s = progresses.iter().filter_map(|p| p.eta_s).fold(None, |max: Option<f64>, eta| Some(max.map_or(eta, |m| m.max(eta))));
+    let fraction = if total > 0 { (done as f64 / total as f64).min(1.0) } else { 0.0 };
+    Some(Progress { done, total, unit: "frames".into(), fraction, eta_s, stage: Some("parts".into()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_whole_segments_as_even_as_they_can_be() {
+        // 4 segments of 10 frames (the last one short) over 2 workers: 2 segments each.
+        assert_eq!(plan_parts(37, 10, 2), vec![(0, Some(20)), (20, None)]);
+        // 5 segments over 2: 2 and 3.
+        assert_eq!(plan_parts(50, 10, 2), vec![(0, Some(20)), (20, None)]);
+        assert_eq!(plan_parts(50, 10, 3), vec![(0, Some(10)), (10, Some(20)), (30, None)]);
+        // Never more parts than segments; one segment is one part.
+        assert_eq!(plan_parts(25, 10, 8).len(), 3);
+        assert_eq!(plan_parts(9, 10, 4), vec![(0, None)]);
+    }
+
+    #[test]
+    fn parts_choice_reads_auto_and_counts() {
+        assert_eq!(PartsChoice::parse("auto"), Some(PartsChoice::Auto));
+        assert_eq!(PartsChoice::parse(" 3 "), Some(PartsChoice::Count(3)));
+        assert_eq!(PartsChoice::parse("0"), None);
+        assert_eq!(PartsChoice::parse("65"), None);
+        assert_eq!(PartsChoice::parse("two"), None);
+        assert_eq!(PartsChoice::Auto.wanted(3), 3);
+        assert_eq!(PartsChoice::Count(2).wanted(5), 2);
+    }
+
+    fn part(index: usize, status: JobStatus) -> PartState {
+        PartState { id: Uuid::from_u128(index as u128), part: JobPart { of: Uuid::nil(), index, count: 3, first_frame: index as u64 * 10, frames: Some(10) }, status, error: None }
+    }
+
+    #[test]
+    fn a_job_follows_its_parts() {
+        use JobStatus::*;
+        assert_eq!(settle(&[part(0, Succeeded), part(1, Running), part(2, Queued)], false), Settled::Running);
+        assert_eq!(settle(&[part(0, Succeeded), part(1, Succeeded), part(2, Succeeded)], false), Settled::Join);
+        assert_eq!(settle(&[part(0, Succeeded), part(1, Running), part(2, Queued)], true), Settled::Cancelled { parts_running: true });
+        assert_eq!(settle(&[part(0, Succeeded), part(1, Cancelled), part(2, Cancelled)], true), Settled::Cancelled { parts_running: false });
+        let mut failed = part(1, Failed);
+        failed.error = Some(JobError { code: "attempts-exhausted".into(), message: "lost 3 times".into() });
+        let Settled::Failed(error) = settle(&[part(0, Running), failed, part(2, Queued)], false) else { panic!("a failed part fails the job") };
+        assert_eq!(error.code, "attempts-exhausted");
+        assert_eq!(error.message, "part 2 of 3 (frames 10–19) failed: lost 3 times");
+    }
+}

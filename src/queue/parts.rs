@@ -1,0 +1,176 @@
+//! The scheduler's side of jobs run in parts (`jobs::parts`): cutting a job it claimed when more than one
+//! worker could run its parts, running a part (its frames as the job's `range`, into its own folder inside
+//! the job's resume folder), joining the parts, and moving the job on as each part ends.
+//!
+//! Which jobs are cut: an upscale of a video (not a still, not a PNG result, without `interpolate` or
+//! `metrics`) whose frames make at least two segments (`checkpoint_s`), when at least two workers were heard
+//! of within two leases. `parts=auto` (the default) cuts it into one part per such worker, `parts=N` into N
+//! (at most its segments), `parts=1` never.
+use std::path::PathBuf;
+
+use uuid::Uuid;
+
+use super::output_path::output_path_for;
+use super::scheduler::Scheduler;
+use crate::executor::Portion;
+use crate::jobs::model::{Estimate, Job, JobParams};
+use crate::jobs::parts::{plan_parts, JobPart, PartsChoice, Settled, SplitState};
+use crate::jobs::plan::JobPlan;
+use crate::jobs::shared_resume::{delete_stored, fetch_stored, remove_dir, resume_dir};
+use crate::jobs::store::{Lease, NewPart};
+use crate::media::{InputRange, OutputFormat};
+use crate::models::Op;
+
+/// How many parts `job` may be cut into, as its `parts` asks; none for a job that is not cut.
+pub fn parts_choice(job: &Job) -> Option<PartsChoice> {
+    let choice = match job.params.parts.as_deref() {
+        None => PartsChoice::Auto,
+        Some(text) => PartsChoice::parse(text)?,
+    };
+    let media = job.input.media.as_ref()?;
+    let format = job.params.output_format.unwrap_or(OutputFormat::H264);
+    let cuttable = match job.op {
+        Op::Upscale => job.params.interpolate.is_none(),
+        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => false,
+    };
+    let whole_only = !cuttable || media.still || format.is_png() || job.params.metrics == Some(true) || job.part.is_some() || job.split.is_some();
+    (!whole_only && choice != PartsChoice::Count(1)).then_some(choice)
+}
+
+/// Where part `part` of `job` writes: a name inside the job's resume folder, whose own resume folder holds
+/// the part's segments and checkpoint.
+pub fn part_output_path(job: &Job, part: &JobPart) -> PathBuf {
+    let whole = output_path_for(job);
+    let extension = whole.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
+    resume_dir(&whole).join(format!("part_{:03}.{extension}", part.index))
+}
+
+/// The job's parameters for part `part`: its frames as the job's range (within the job's own range).
+pub fn part_params(job: &Job, part: &JobPart) -> JobParams {
+    let span = job.input.media.as_ref().and_then(|media| media.span);
+    let start = span.map_or(0, |span| span.start_frame);
+    let frames = part.frames.or_else(|| span.map(|span| span.frames.saturating_sub(part.first_frame)));
+    let range = InputRange { start: None, start_frame: Some(start + part.first_frame), frames, duration: None };
+    JobParams { range: Some(range), ..job.params.clone() }
+}
+
+impl Scheduler {
+    /// Cuts the job this worker just claimed into parts when it should be (see the module); true when it was
+    /// (this worker then lets go of it, and claims what comes next: most likely one of its parts).
+    pub(super) async fn cut_into_parts(&self, job: &Job) -> bool {
+        let Some(choice) = parts_choice(job) else { return false };
+        let Some(media) = job.input.media.as_ref() else { return false };
+        let workers = match self.store.workers(self.worker.lease * 2).await {
+            Ok(workers) => workers.len(),
+            Err(error) => {
+                tracing::warn!(id = %job.id, %error, "cannot count the workers; the job runs whole");
+                return false;
+            }
+        };
+        if workers < 2 {
+            return false;
+        }
+        let segment_frames = (self.config.checkpoint_s * media.fps).round().max(1.0) as u64;
+        let plan = plan_parts(media.frames, segment_frames, choice.wanted(workers));
+        if plan.len() < 2 {
+            return false;
+        }
+        let count = plan.len();
+        let parts: Vec<NewPart> = plan
+            .iter()
+            .enumerate()
+            .map(|(index, &(first_frame, frames))| NewPart {
+                id: Uuid::new_v4(),
+                part: JobPart { of: job.id, index, count, first_frame, frames },
+                estimate: job.estimate.as_ref().map(|estimate| share_of(estimate, frames.unwrap_or(media.frames.saturating_sub(first_frame)), media.frames)),
+            })
+            .collect();
+        let lease = Lease { id: job.id, worker: self.worker.name.clone(), attempt: job.attempts };
+        match self.store.split(&lease, &parts).await {
+            Ok(true) => {
+                tracing::info!(id = %job.id, parts = count, workers, segment_frames, "job cut into parts");
+                let _ = self.events.send(job.id);
+                self.wake.notify_waiters();
+                true
+            }
+            Ok(false) => false,
+            Err(error) => {
+                tracing::warn!(id = %job.id, %error, "cannot cut the job into parts; it runs whole");
+                false
+            }
+        }
+    }
+
+    /// What a run of `job` does: all of it, one part, or the join of its parts (whose segments are fetched
+    /// from the shared storage first, when there is one).
+    pub(super) async fn portion_of(&self, job: &Job, output_path: &std::path::Path) -> Result<Portion, String> {
+        if job.part.is_some() {
+            return Ok(Portion::Part);
+        }
+        if job.split != Some(SplitState::Join) {
+            return Ok(Portion::Whole);
+        }
+        let parts = self.store.parts_of(job.id).await.map_err(|e| format!("cannot read the job's parts: {e}"))?;
+        let mut dirs = Vec::with_capacity(parts.len());
+        for part in &parts {
+            let Some(info) = &part.part else { continue };
+            let dir = resume_dir(&resume_dir(output_path).join(part_output_path(job, info).file_name().unwrap_or_default()));
+            fetch_stored(&self.files, part.id, &dir).await.map_err(|e| format!("cannot fetch {} from the shared storage: {e}", info.describe()))?;
+            dirs.push(dir);
+        }
+        Ok(Portion::Join { parts: dirs, plan: joined_plan(&parts) })
+    }
+
+    /// Moves the job `of` on after one of its parts ended: to its join, or to its end (its parts' files then
+    /// go); the lease keeper does the same for parts whose worker was lost.
+    pub(super) async fn settle_parts_of(&self, of: Uuid) {
+        match self.store.settle_split(of).await {
+            Ok(Some(Settled::Join)) => {
+                tracing::info!(id = %of, "every part of the job is done; it is queued to be joined");
+                self.wake.notify_waiters();
+            }
+            Ok(Some(Settled::Failed(_) | Settled::Cancelled { parts_running: false })) => self.remove_parts_files(of).await,
+            Ok(_) => {}
+            Err(error) => tracing::warn!(id = %of, %error, "cannot move the job on after its part; the lease keeper will"),
+        }
+        let _ = self.events.send(of);
+    }
+
+    /// A job whose parts will not be joined (failed, cancelled): their segments here and in the storage.
+    async fn remove_parts_files(&self, of: Uuid) {
+        let Ok(Some(job)) = self.store.get(of).await else { return };
+        let dir = resume_dir(&self.files.local(of, &output_path_for(&job).to_string_lossy()));
+        if let Err(error) = remove_dir(&dir).await {
+            tracing::warn!(id = %of, %error, "could not remove the parts' segments");
+        }
+        self.forget_stored_parts(of).await;
+    }
+
+    /// The parts' folders in the shared storage, once joined or of no more use.
+    pub(super) async fn forget_stored_parts(&self, of: Uuid) {
+        if let Ok(parts) = self.store.parts_of(of).await {
+            for part in parts {
+                delete_stored(&self.files, part.id).await;
+            }
+        }
+    }
+}
+
+/// `estimate` for `frames` of the job's `total`.
+fn share_of(estimate: &Estimate, frames: u64, total: u64) -> Estimate {
+    let share = frames as f64 / total.max(1) as f64;
+    Estimate { frames, seconds: estimate.seconds.map(|s| s * share), ..estimate.clone() }
+}
+
+/// How the parts ran, as the job's plan: the first part's, over every part's frames.
+fn joined_plan(parts: &[Job]) -> Option<JobPlan> {
+    let mut plan = parts.first()?.plan.clone()?;
+    if let JobPlan::Upscale(upscale) = &mut plan {
+        upscale.frames = parts.iter().filter_map(|part| match &part.plan {
+            Some(JobPlan::Upscale(plan)) => Some(plan.frames),
+            _ => None,
+        }).sum();
+        upscale.resumed_from = None;
+    }
+    Some(plan)
+}
