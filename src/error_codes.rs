@@ -114,7 +114,7 @@ codes! {
     /// `fps` is not a positive frame rate up to 1000 (`24`, `30000/1001`).
     INVALID_FPS = "invalid-fps";
     /// `parts` is not `auto` or a whole number from 1 to 64, or asks for parts a job of this kind cannot be
-    /// cut into (a still, a PNG result, `metrics`, `interpolate`).
+    /// cut into (a still, a PNG result, `metrics`, `interpolate`, a FlashVSR model).
     INVALID_PARTS = "invalid-parts";
     /// A zip of frames with a member that is not a PNG picture.
     SEQUENCE_NOT_PNG = "sequence-not-png";

@@ -36,14 +36,22 @@ pub struct JobSpec {
     pub portion: Portion,
 }
 
+/// A part's output frames: from `first`, `count` of them (none: to the end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartFrames {
+    pub first: u64,
+    pub count: Option<u64>,
+}
+
 /// How much of a job a run does (`jobs::parts`).
 #[derive(Debug, Clone)]
 pub enum Portion {
     /// All of it, into its result.
     Whole,
-    /// One part: its frames (the job's `range`) into finished segments and a checkpoint in its resume
-    /// folder, which the join reads; no result of its own.
-    Part,
+    /// One part into finished segments and a checkpoint in its resume folder, which the join reads; no
+    /// result of its own. Its frames: the job's `range` (an upscale), or `outputs` of the job's output
+    /// frames (an interpolation, whose output frames are not its input's).
+    Part { outputs: Option<PartFrames> },
     /// The parts' segments, in their resume folders first to last, joined into the result with the input's
     /// audio, as the whole job's own segments are; `plan`: how the parts ran.
     Join { parts: Vec<PathBuf>, plan: Option<crate::jobs::JobPlan> },

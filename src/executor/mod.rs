@@ -36,7 +36,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use context::Executor;
-pub use context::{ExecutorConfig, JobHooks, JobSpec, Portion};
+pub use context::{ExecutorConfig, JobHooks, JobSpec, PartFrames, Portion};
 pub use error::ExecError;
 use models::LoadedModels;
 

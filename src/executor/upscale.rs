@@ -161,7 +161,7 @@ pub(super) fn run(exec: &mut Executor, job: &JobSpec, hooks: &JobHooks, timings:
     hooks.progress.send_modify(|p| p.stage = Some("write".into()));
     let output_media = match job.portion {
         // A part's segments stay in its folder, with a checkpoint that names them all, for the join.
-        Portion::Part => {
+        Portion::Part { .. } => {
             StageClock::time(&mut clock.write, || checkpoints.save(&mut writer, Mark::Frames, quality.as_ref()))?;
             None
         }

@@ -2,9 +2,10 @@
 //! worker could run its parts, running a part (its frames as the job's `range`, into its own folder inside
 //! the job's resume folder), joining the parts, and moving the job on as each part ends.
 //!
-//! Which jobs are cut: an upscale of a video (not a still, not a PNG result, without `interpolate` or
-//! `metrics`) whose frames make at least two segments (`checkpoint_s`), when at least two workers were heard
-//! of within two leases. `parts=auto` (the default) cuts it into one part per such worker, `parts=N` into N
+//! Which jobs are cut: an upscale (without `interpolate`), an interpolation or a SeedVR2 restore of a video
+//! (not a still, not a PNG result, without `metrics`) whose frames make at least two segments (`checkpoint_s`),
+//! when at least two workers were heard of within two leases. An upscale is cut on its input frames, an
+//! interpolation on its output frames, a restore where its batches start. `parts=auto` (the default) cuts it into one part per such worker, `parts=N` into N
 //! (at most its segments), `parts=1` never.
 use std::path::PathBuf;
 
@@ -12,7 +13,7 @@ use uuid::Uuid;
 
 use super::output_path::output_path_for;
 use super::scheduler::Scheduler;
-use crate::executor::Portion;
+use crate::executor::{PartFrames, Portion};
 use crate::jobs::model::{Estimate, Job, JobParams};
 use crate::jobs::parts::{plan_parts, JobPart, PartsChoice, Settled, SplitState};
 use crate::jobs::plan::JobPlan;
@@ -22,7 +23,7 @@ use crate::media::{InputRange, OutputFormat};
 use crate::models::Op;
 
 /// How many parts `job` may be cut into, as its `parts` asks; none for a job that is not cut.
-pub fn parts_choice(job: &Job) -> Option<PartsChoice> {
+pub fn parts_choice(job: &Job, models_dir: &std::path::Path) -> Option<PartsChoice> {
     let choice = match job.params.parts.as_deref() {
         None => PartsChoice::Auto,
         Some(text) => PartsChoice::parse(text)?,
@@ -31,7 +32,11 @@ pub fn parts_choice(job: &Job) -> Option<PartsChoice> {
     let format = job.params.output_format.unwrap_or(OutputFormat::H264);
     let cuttable = match job.op {
         Op::Upscale => job.params.interpolate.is_none(),
-        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct | Op::Restore | Op::Interpolate => false,
+        Op::Interpolate => true,
+        // FlashVSR streams the clip through one KV cache.
+        Op::Restore => !crate::executor::flashvsr::is_flashvsr(models_dir, &job.model),
+        // The VAE ops' causal caches see the whole clip.
+        Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => false,
     };
     let whole_only = !cuttable || media.still || format.is_png() || job.params.metrics == Some(true) || job.part.is_some() || job.split.is_some();
     (!whole_only && choice != PartsChoice::Count(1)).then_some(choice)
@@ -45,21 +50,48 @@ pub fn part_output_path(job: &Job, part: &JobPart) -> PathBuf {
     resume_dir(&whole).join(format!("part_{:03}.{extension}", part.index))
 }
 
-/// The job's parameters for part `part`: its frames as the job's range (within the job's own range).
-pub fn part_params(job: &Job, part: &JobPart) -> JobParams {
-    let span = job.input.media.as_ref().and_then(|media| media.span);
-    let start = span.map_or(0, |span| span.start_frame);
-    let frames = part.frames.or_else(|| span.map(|span| span.frames.saturating_sub(part.first_frame)));
-    let range = InputRange { start: None, start_frame: Some(start + part.first_frame), frames, duration: None };
-    JobParams { range: Some(range), ..job.params.clone() }
+/// The frames a job is cut on, and how many of them make a segment: an upscale's input frames (one output
+/// frame each), an interpolation's output frames.
+fn frames_to_cut(job: &Job, checkpoint_s: f64) -> Option<(u64, u64)> {
+    let media = job.input.media.as_ref()?;
+    let segment = |fps: f64| (checkpoint_s * fps).round().max(1.0) as u64;
+    match job.op {
+        Op::Interpolate => {
+            let (frames, fps) = crate::executor::interpolate::planned_output(media, job.params.interpolate.as_ref())?;
+            Some((frames, segment(fps)))
+        }
+        // A restore is cut where its batches start (the mirrored lead counted): whole steps of its batches.
+        Op::Restore => {
+            let settings = crate::executor::restore::RestoreSettings::resolve(job.params.scale, job.params.restore.as_ref()).ok()?;
+            let step = (settings.batch.frames - settings.batch.overlap).max(1) as u64;
+            Some((media.frames + settings.prepend_frames.max(0) as u64, segment(media.fps).div_ceil(step) * step))
+        }
+        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => Some((media.frames, segment(media.fps))),
+    }
+}
+
+/// What a run of part `part` of `job` is given: its parameters and what of the job it makes. An upscale's
+/// part reads its frames alone (the job's range, within the job's own range); an interpolation's reads the
+/// input from the start, passing over the output frames before its own without calling the model.
+pub fn part_run(job: &Job, part: &JobPart) -> (JobParams, Portion) {
+    match job.op {
+        Op::Interpolate | Op::Restore => (job.params.clone(), Portion::Part { outputs: Some(PartFrames { first: part.first_frame, count: part.frames }) }),
+        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => {
+            let span = job.input.media.as_ref().and_then(|media| media.span);
+            let start = span.map_or(0, |span| span.start_frame);
+            let frames = part.frames.or_else(|| span.map(|span| span.frames.saturating_sub(part.first_frame)));
+            let range = InputRange { start: None, start_frame: Some(start + part.first_frame), frames, duration: None };
+            (JobParams { range: Some(range), ..job.params.clone() }, Portion::Part { outputs: None })
+        }
+    }
 }
 
 impl Scheduler {
     /// Cuts the job this worker just claimed into parts when it should be (see the module); true when it was
     /// (this worker then lets go of it, and claims what comes next: most likely one of its parts).
     pub(super) async fn cut_into_parts(&self, job: &Job) -> bool {
-        let Some(choice) = parts_choice(job) else { return false };
-        let Some(media) = job.input.media.as_ref() else { return false };
+        let Some(choice) = parts_choice(job, &self.worker.models_dir) else { return false };
+        let Some((frames, segment_frames)) = frames_to_cut(job, self.config.checkpoint_s) else { return false };
         let workers = match self.store.workers(self.worker.lease * 2).await {
             Ok(workers) => workers.len(),
             Err(error) => {
@@ -70,8 +102,7 @@ impl Scheduler {
         if workers < 2 {
             return false;
         }
-        let segment_frames = (self.config.checkpoint_s * media.fps).round().max(1.0) as u64;
-        let plan = plan_parts(media.frames, segment_frames, choice.wanted(workers));
+        let plan = plan_parts(frames, segment_frames, choice.wanted(workers));
         if plan.len() < 2 {
             return false;
         }
@@ -79,10 +110,10 @@ impl Scheduler {
         let parts: Vec<NewPart> = plan
             .iter()
             .enumerate()
-            .map(|(index, &(first_frame, frames))| NewPart {
+            .map(|(index, &(first_frame, part_frames))| NewPart {
                 id: Uuid::new_v4(),
-                part: JobPart { of: job.id, index, count, first_frame, frames },
-                estimate: job.estimate.as_ref().map(|estimate| share_of(estimate, frames.unwrap_or(media.frames.saturating_sub(first_frame)), media.frames)),
+                part: JobPart { of: job.id, index, count, first_frame, frames: part_frames },
+                estimate: job.estimate.as_ref().map(|estimate| share_of(estimate, part_frames.unwrap_or(frames.saturating_sub(first_frame)), frames)),
             })
             .collect();
         let lease = Lease { id: job.id, worker: self.worker.name.clone(), attempt: job.attempts };
@@ -104,8 +135,8 @@ impl Scheduler {
     /// What a run of `job` does: all of it, one part, or the join of its parts (whose segments are fetched
     /// from the shared storage first, when there is one).
     pub(super) async fn portion_of(&self, job: &Job, output_path: &std::path::Path) -> Result<Portion, String> {
-        if job.part.is_some() {
-            return Ok(Portion::Part);
+        if let Some(part) = &job.part {
+            return Ok(part_run(job, part).1);
         }
         if job.split != Some(SplitState::Join) {
             return Ok(Portion::Whole);
@@ -162,15 +193,28 @@ fn share_of(estimate: &Estimate, frames: u64, total: u64) -> Estimate {
     Estimate { frames, seconds: estimate.seconds.map(|s| s * share), ..estimate.clone() }
 }
 
-/// How the parts ran, as the job's plan: the first part's, over every part's frames.
+/// How the parts ran, as the job's plan, over every part's frames: an upscale's first part's; an
+/// interpolation's or a restore's last part's, whose counts (frames made by the model, batches, scene cuts)
+/// cover the whole clip, as it passed over every earlier part's frames to reach its own.
 fn joined_plan(parts: &[Job]) -> Option<JobPlan> {
-    let mut plan = parts.first()?.plan.clone()?;
-    if let JobPlan::Upscale(upscale) = &mut plan {
-        upscale.frames = parts.iter().filter_map(|part| match &part.plan {
-            Some(JobPlan::Upscale(plan)) => Some(plan.frames),
-            _ => None,
-        }).sum();
-        upscale.resumed_from = None;
+    let plans: Vec<&JobPlan> = parts.iter().filter_map(|part| part.plan.as_ref()).collect();
+    // Only the ops that are cut have parts.
+    let frames = |plan: &JobPlan| match plan {
+        JobPlan::Upscale(p) => p.frames,
+        JobPlan::Interpolate(p) => p.frames,
+        JobPlan::Restore(p) => p.frames,
+        JobPlan::Vae(_) | JobPlan::FlashVsr(_) | JobPlan::Other(_) => 0,
+    };
+    let total: u64 = plans.iter().map(|plan| frames(plan)).sum();
+    let mut plan = match plans.first()? {
+        JobPlan::Upscale(_) => (*plans.first()?).clone(),
+        _ => (*plans.last()?).clone(),
+    };
+    match &mut plan {
+        JobPlan::Upscale(p) => (p.frames, p.resumed_from) = (total, None),
+        JobPlan::Interpolate(p) => (p.frames, p.resumed_from) = (total, None),
+        JobPlan::Restore(p) => (p.frames, p.resumed_from) = (total, None),
+        JobPlan::Vae(_) | JobPlan::FlashVsr(_) | JobPlan::Other(_) => {}
     }
     Some(plan)
 }

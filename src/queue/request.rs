@@ -202,7 +202,7 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
             QueueError::refused(codes::INVALID_FPS, format!("fps `{raw}` is not a frame rate between 0 and 1000 (`24`, `30000/1001`)"))
         })?),
     };
-    let parts = check_parts(&options.params, output_format)?;
+    let parts = check_parts(&options.params, output_format, entry.family == crate::models::family::Family::FlashVsr)?;
     let params = JobParams {
         parts,
         sequence_fps,
@@ -230,8 +230,8 @@ pub fn check(options: &JobOptions, config: &Config) -> Result<JobRequest, QueueE
 }
 
 /// `parts` as stored (`auto`, or a count); refused when it is neither, or asks for more than one part of a
-/// job that is never cut (`queue::parts::parts_choice`: a PNG result, `metrics`, `interpolate`).
-fn check_parts(params: &JobParams, output_format: Option<OutputFormat>) -> Result<Option<String>, QueueError> {
+/// job that is never cut (`queue::parts::parts_choice`: a PNG result, `metrics`, `interpolate`, FlashVSR).
+fn check_parts(params: &JobParams, output_format: Option<OutputFormat>, streamed: bool) -> Result<Option<String>, QueueError> {
     let Some(raw) = params.parts.as_deref() else { return Ok(None) };
     let choice = PartsChoice::parse(raw)
         .ok_or_else(|| QueueError::refused(codes::INVALID_PARTS, format!("parts `{raw}` is not auto or a whole number from 1 to {MAX_PARTS}")))?;
@@ -239,6 +239,7 @@ fn check_parts(params: &JobParams, output_format: Option<OutputFormat>) -> Resul
         (output_format.is_some_and(OutputFormat::is_png), "a PNG result is written frame by frame"),
         (params.metrics == Some(true), "metrics=true sums its figures over the whole clip"),
         (params.interpolate.is_some(), "interpolate=N needs the frames on both sides of every cut"),
+        (streamed, "FlashVSR streams the whole clip through one cache"),
     ];
     if let (PartsChoice::Count(count @ 2..), Some((_, why))) = (choice, whole_only.iter().find(|(applies, _)| *applies)) {
         return Err(QueueError::refused(codes::INVALID_PARTS, format!("parts={count}: this job runs whole ({why}); leave parts out or give 1")));

@@ -17,7 +17,7 @@ use crate::jobs::shared_resume::{remove_dir, resume_dir, SharedCheckpoints};
 use crate::jobs::store::{Claim, JobStore, Lane, Lease, LeaseState, WorkerInfo};
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec, Portion};
 use super::output_path::output_path_for;
-use super::parts::{part_output_path, part_params};
+use super::parts::{part_output_path, part_run};
 use super::progress_eta::forward_progress;
 
 /// News about the running job (progress, a cancellation asked elsewhere) makes the worker read its row at
@@ -357,7 +357,7 @@ impl Scheduler {
             Ok(input) => {
                 job.input_path = input.to_string_lossy().into_owned();
                 let (output_path, params, input_media) = match &job.part {
-                    Some(part) => (part_output_path(&job, part), part_params(&job, part), None),
+                    Some(part) => (part_output_path(&job, part), part_run(&job, part).0, None),
                     None => (output_path_for(&job), job.params.clone(), job.input.media.clone()),
                 };
                 // With a shared storage, a checkpoint another box made goes on here, and this box's go up.

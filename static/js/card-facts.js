@@ -34,6 +34,20 @@ export function buildFacts(job) {
   addFact("Created", h("time", { datetime: job.created_at || "", text: fmtTime(job.created_at) }),
     job.started_at ? h("span", { class: "muted", text: ` · started ${fmtTime(job.started_at)}` }) : null,
     job.finished_at ? h("span", { class: "muted", text: ` · finished ${fmtTime(job.finished_at)}` }) : null);
+  if (Array.isArray(job.parts) && job.parts.length) addFact("Parts", buildParts(job.parts));
   addFact("ID", h("code", { class: "id", text: job.id }));
   return facts;
+}
+
+// A job run in parts: each part's frames, where it stands, on which worker, and how far it got.
+function buildParts(parts) {
+  return h("ol", { class: "parts" }, ...parts.map((part) => {
+    const last = isNum(part.frames) ? part.first_frame + part.frames - 1 : "end";
+    const p = part.progress;
+    const done = part.status === "running" && p && isNum(p.fraction) ? ` ${Math.round(p.fraction * 100)} %` : "";
+    const again = part.attempts > 1 ? ` · attempt ${part.attempts}` : "";
+    return h("li", { class: `part ${part.status}`, title: part.error ? `${part.error.code}: ${part.error.message}` : "" },
+      `frames ${part.first_frame}–${last}: ${part.status}${done}`,
+      part.worker ? h("span", { class: "muted", text: ` · ${part.worker}${again}` }) : null);
+  }));
 }

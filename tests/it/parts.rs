@@ -63,6 +63,7 @@ async fn an_upscale_in_parts_on_two_workers_of_one_box_equals_one_workers_result
     let workers: BTreeSet<&str> = shown.iter().filter_map(|p| p["worker"].as_str()).collect();
     assert_eq!(workers, BTreeSet::from(["box-0", "box-1"]), "each worker ran a part: {split}");
     assert_eq!(split["plan"]["frames"], FRAMES, "the plan counts every part's frames: {split}");
+    assert_eq!(split["attempts"], 1, "the claim that cut the job is not one of its runs: {split}");
 
     let (whole_frames, whole_probe) = result_of(&client, &server, &whole, dir.path(), "whole").await;
     let (split_frames, split_probe) = result_of(&client, &server, &split, dir.path(), "split").await;
@@ -75,9 +76,12 @@ async fn an_upscale_in_parts_on_two_workers_of_one_box_equals_one_workers_result
     let job_dir = server.data_dir.join("data/jobs").join(split["id"].as_str().unwrap());
     let left: Vec<PathBuf> = files_under(&job_dir).into_iter().filter(|p| p.to_string_lossy().contains(".resume")).collect();
     assert_eq!(left, Vec::<PathBuf>::new());
-    // The job list shows the job, never its parts.
+    // The job list shows the job, never its parts; the page shows the parts with the job.
     let (_, listed) = get_json(&client, &server.url("/v1/jobs")).await;
     assert_eq!(listed["jobs"].as_array().map(Vec::len), Some(2), "{listed}");
+    let (url, profile) = (server.url("/"), dir.path().join("chromium-profile"));
+    let dom = tokio::task::spawn_blocking(move || rendered_dom(&url, &profile)).await.unwrap();
+    assert!(dom.contains("frames 0–11: succeeded") && dom.contains("frames 12–end: succeeded"), "the page does not show the parts:\n{dom}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,7 +102,7 @@ async fn parts_are_refused_where_a_job_runs_whole() {
         assert_eq!(answer["error"]["code"], "invalid-parts", "{query}: {answer}");
         assert!(answer["error"]["message"].as_str().unwrap().contains(says), "{query}: {answer}");
     }
-    let (status, answer) = upload_raw(&client, &server, "op=restore&parts=2", body).await;
+    let (status, answer) = upload_raw(&client, &server, "op=vae_encode&parts=2", body).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (400, Some("parameter-not-for-op")), "{answer}");
 }
 
@@ -187,4 +191,99 @@ async fn another_owners_job_starts_when_a_part_ends_not_after_every_part() {
     let short_start = short["started_at"].as_str().unwrap();
     let later_parts = starts.iter().filter(|start| start.as_str() > short_start).count();
     assert!(later_parts >= 1, "Bob's job started at {short_start}, after all of Ann's parts had started ({starts:?})");
+}
+
+/// `frames` frames of `clip` cropped at (`x`, `y`) to 128×96, lossless, with a tone.
+fn small_clip(clip: &str, x: u32, y: u32, frames: u32, out: &Path) {
+    let status = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-i"])
+        .arg(media(clip))
+        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-map", "0:v:0", "-map", "1:a:0", "-c:a", "aac", "-shortest"])
+        .args(["-vf", &format!("crop=128:96:{x}:{y},setsar=1"), "-frames:v", &frames.to_string(), "-c:v", "libx264", "-qp", "0", "-preset", "ultrafast", "-pix_fmt", "yuv444p"])
+        .arg(out)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg could not make the clip");
+}
+
+/// An interpolation is cut on its output frames: ×3 makes 36 of 12 input frames (75 fps), in segments of 8, so the
+/// second part begins inside a pair (output 16 is a third of the way from input 5 to 6), after a scene cut
+/// (input 4) that the first part holds across. Each part passes over the output before its own without
+/// calling the model, as a resume does; joined, the frames are one worker's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interpolation_in_parts_across_a_scene_cut_equals_one_workers_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second, joined) = (dir.path().join("a.mp4"), dir.path().join("b.mp4"), dir.path().join("joined.mp4"));
+    small_clip("bikes.mp4", 256, 24, 4, &first);
+    small_clip("bigbuckbunny.mp4", 600, 300, 8, &second);
+    let list = dir.path().join("list.txt");
+    std::fs::write(&list, format!("file '{}'\nfile '{}'\n", first.display(), second.display())).unwrap();
+    let status = Command::new("ffmpeg").args(["-nostdin", "-v", "error", "-f", "concat", "-safe", "0", "-i"]).arg(&list).args(["-c", "copy"]).arg(&joined).status().unwrap();
+    assert!(status.success());
+    let mut settings = SETTINGS.to_vec();
+    settings.extend([("VAEBOX_DEVICES", "cpu,cpu"), ("VAEBOX_WORKER_NAME", "box"), ("VAEBOX_CHECKPOINT_S", "0.107")]);
+    let server = Server::start(dir.path(), &settings);
+    let client = client();
+    let query = "op=interpolate&factor=3&output_format=ffv1&dtype=f32&filename=joined.mp4";
+    let body = std::fs::read(&joined).unwrap();
+    let whole = run_job(&client, &server, &format!("{query}&parts=1"), body.clone()).await;
+    let split = run_job(&client, &server, query, body).await;
+    let shown = parts(&split);
+    assert_eq!(shown.iter().map(|p| (p["first_frame"].as_u64(), p["frames"].as_u64())).collect::<Vec<_>>(), vec![(Some(0), Some(16)), (Some(16), None)], "{split}");
+    let plan = &split["plan"];
+    assert_eq!((plan["frames"].as_u64(), plan["scene_cuts"].clone()), (Some(36), serde_json::json!([4])), "{plan}");
+    assert_eq!(plan["interpolated"], whole["plan"]["interpolated"], "{plan}");
+    let whole_frames = stored_frames(&fetch(&client, &server, &whole).await, &dir.path().join("whole.mkv"), "rgb48le");
+    let split_path = dir.path().join("split.mkv");
+    let split_frames = stored_frames(&fetch(&client, &server, &split).await, &split_path, "rgb48le");
+    let probe = ffprobe(&split_path);
+    assert_eq!(probe.frames, 36);
+    assert!(probe.has_audio, "the input's audio is in the joined result");
+    assert!(split_frames == whole_frames, "the joined parts' frames differ from one worker's");
+}
+
+/// 14 frames of carphone then 10 of bikes, at 64×48 and 25 fps, losslessly: a scene cut at frame 14.
+fn two_scenes(out: &Path) {
+    let scene = |clip: &str, frames: u32| format!("[{clip}:v]scale=64:48,setsar=1,trim=end_frame={frames},setpts=N/(25*TB)[s{clip}]");
+    let status = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-i"])
+        .arg(media("carphone_pristine.mp4"))
+        .arg("-i")
+        .arg(media("bikes.mp4"))
+        .args(["-filter_complex", &format!("{};{};[s0][s1]concat=n=2:v=1:a=0[v]", scene("0", 14), scene("1", 10)), "-map", "[v]", "-r", "25"])
+        .args(["-c:v", "libx264", "-qp", "0", "-preset", "ultrafast", "-pix_fmt", "yuv444p"])
+        .arg(out)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg could not make the clip");
+}
+
+/// A restore is cut where its batches start (2 mirrored frames lead the 24: batches of 5 sharing 2 start
+/// every 3 frames). The second part restores the batch before its first only to hand that batch's last frames
+/// on to the cross-fade, passes over the earlier ones (their index still picks the noise), leaves the lead to
+/// the first part, and holds the scene cut; joined, the frames are one worker's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_in_parts_with_overlap_a_lead_and_a_scene_cut_equals_one_workers_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = models_with_small_seedvr2(dir.path());
+    let clip = dir.path().join("two_scenes.mp4");
+    two_scenes(&clip);
+    let mut settings = SETTINGS.to_vec();
+    settings.extend([("VAEBOX_DEVICES", "cpu,cpu"), ("VAEBOX_WORKER_NAME", "box"), ("VAEBOX_CHECKPOINT_S", "0.24"), ("VAEBOX_MODELS_DIR", models.to_str().unwrap())]);
+    let server = Server::start(dir.path(), &settings);
+    let client = client();
+    let query = "op=restore&model=seedvr2-3b-small&scale=1&batch_frames=5&batch_overlap=2&prepend_frames=2&seed=7&output_format=ffv1&filename=clip.mp4";
+    let body = std::fs::read(&clip).unwrap();
+    let whole = run_job(&client, &server, &format!("{query}&parts=1"), body.clone()).await;
+    let split = run_job(&client, &server, query, body).await;
+    let shown = parts(&split);
+    assert_eq!(shown.iter().map(|p| (p["first_frame"].as_u64(), p["frames"].as_u64())).collect::<Vec<_>>(), vec![(Some(0), Some(12)), (Some(12), None)], "{split}");
+    for key in ["frames", "batches", "scene_cuts"] {
+        assert_eq!(split["plan"][key], whole["plan"][key], "{key}: {}\n{}", split["plan"], whole["plan"]);
+    }
+    assert_eq!(whole["plan"]["scene_cuts"], serde_json::json!([14]), "{}", whole["plan"]);
+    let whole_frames = stored_frames(&fetch(&client, &server, &whole).await, &dir.path().join("whole.mkv"), "rgb48le");
+    let split_frames = stored_frames(&fetch(&client, &server, &split).await, &dir.path().join("split.mkv"), "rgb48le");
+    assert_eq!(split_frames.len(), 24 * 64 * 48 * 6);
+    assert!(split_frames == whole_frames, "the joined parts' frames differ from one worker's");
 }

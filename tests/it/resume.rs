@@ -15,7 +15,8 @@ pub(crate) const WIDTH: usize = 128;
 pub(crate) const HEIGHT: usize = 96;
 /// Five batches of 5 frames sharing 2: 5 + 4 × 3.
 pub(crate) const RESTORE_FRAMES: u32 = 17;
-pub(crate) const RESTORE: &str = "op=restore&model=seedvr2-3b-small&scale=1&batch_frames=5&batch_overlap=2&scene_threshold=0&seed=7&output_format=ffv1&filename=clip.mp4";
+/// Run whole (`parts=1`): with two workers, a restore would be cut into parts (tests/it/parts.rs).
+pub(crate) const RESTORE: &str = "op=restore&model=seedvr2-3b-small&scale=1&batch_frames=5&batch_overlap=2&scene_threshold=0&seed=7&output_format=ffv1&parts=1&filename=clip.mp4";
 /// A segment (and a checkpoint) after every restore batch, and after every upscaled frame.
 pub(crate) const SETTINGS: [(&str, &str); 2] = [("VAEBOX_CHECKPOINT_S", "0"), ("VAEBOX_CHUNK_FRAMES", "2")];
 

@@ -15,7 +15,8 @@ use common::*;
 use serde_json::Value;
 use vaebox::jobs::blobs::Blobs;
 
-const UPSCALE: &str = "op=upscale&model=realesrgan-animevideov3&scale=2&dtype=f32&output_format=ffv1&filename=clip.mkv";
+/// Run whole (`parts=1`): with two workers heard of, an upscale would be cut into parts (tests/it/parts_workers.rs).
+const UPSCALE: &str = "op=upscale&model=realesrgan-animevideov3&scale=2&dtype=f32&output_format=ffv1&parts=1&filename=clip.mkv";
 
 /// Where the boxes share their files.
 enum Storage {

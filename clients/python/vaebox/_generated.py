@@ -67,7 +67,7 @@ PARAMETERS: Dict[str, Parameter] = {
     'start_frame': Parameter('start_frame', 'integer', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=0),
     'frames': Parameter('frames', 'integer', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate'), minimum=1),
     'duration': Parameter('duration', 'string', ('upscale', 'vae_encode', 'vae_reconstruct', 'restore', 'interpolate')),
-    'parts': Parameter('parts', 'string', ('upscale',), default='auto'),
+    'parts': Parameter('parts', 'string', ('upscale', 'restore', 'interpolate'), default='auto'),
     'callback_url': Parameter('callback_url', 'string', ('upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate')),
     'filename': Parameter('filename', 'string', ('upscale', 'vae_encode', 'vae_decode', 'vae_reconstruct', 'restore', 'interpolate')),
 }

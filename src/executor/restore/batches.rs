@@ -45,6 +45,11 @@ impl BatchBuffer {
         self.frames.push_back(frame);
     }
 
+    /// Frames pushed and not yet let go of: the next batch starts this many frames before the last pushed.
+    pub fn buffered(&self) -> u64 {
+        self.frames.len() as u64
+    }
+
     /// The next batch, `[3, n, H, W]`, once a whole one is buffered, or (at the end of the input) what is
     /// left if it holds a frame no batch has covered yet.
     pub fn next_batch(&mut self, input_ended: bool) -> Option<Tensor> {

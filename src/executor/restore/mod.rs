@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use tch::{Kind, Tensor};
 
-use super::context::{Executor, JobHooks, JobSpec};
+use super::context::{Executor, JobHooks, JobSpec, PartFrames, Portion};
 use super::error::ExecError;
 use super::{alpha, frames};
 use crate::jobs::plan::{DeviceMemoryPlan, DitPlan, JobPlan, RestorePlan};
@@ -144,6 +144,26 @@ struct Clock {
     batches: i64,
     /// Going on from a checkpoint: the batches to pass over, and the frames they held for the next blend.
     replay: Option<(i64, Option<Tensor>)>,
+    /// Frames pushed into the batches so far (the mirrored lead included): where each batch starts.
+    pushed: u64,
+    /// The last batch was this run's to write (always, but in a part: see `BatchRole`).
+    last_written: bool,
+    /// A part met the first batch of the next part: it is done.
+    part_done: bool,
+}
+
+/// What a run does with a batch, by where the batch starts (`jobs::parts`): a job run whole writes every
+/// batch; a part writes the batches that start in its frames, restores the one before them only for the
+/// frames it hands on to their cross-fade, passes over the earlier ones (their index still counts, for the
+/// noise) and stops at the first batch of the next part. The batch after a batch starting at `s` starts at
+/// `s + frames − overlap` in the same scene, so each batch is written by exactly one part and blended as a
+/// single worker blends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BatchRole {
+    Write,
+    HandOn,
+    PassOver,
+    NextPart,
 }
 
 /// The batches of the scene being read, waiting frames and the frames held for the next cross-fade.
@@ -213,8 +233,14 @@ impl Pipeline<'_> {
                     scene = SceneBatches::new(self.settings.batch);
                 }
                 scene.buffer.push(frame);
+                clock.pushed += 1;
             }
-            self.restore_batches(vae, &mut scene, input_ended, &mut writer, &mut clock, started)?;
+            if !clock.part_done {
+                self.restore_batches(vae, &mut scene, input_ended, &mut writer, &mut clock, started)?;
+            }
+            if clock.part_done {
+                break;
+            }
         }
         self.hooks.between_chunks()?;
         let done = clock.done;
@@ -225,8 +251,18 @@ impl Pipeline<'_> {
             }
         }
         let flushed = Instant::now();
-        let output_media = finish_output(exec, self.job, writer)?;
-        self.checkpoints.folder.remove();
+        let output_media = match self.job.portion {
+            // A part's segments stay in its folder, with a checkpoint that names them all, for the join.
+            Portion::Part { .. } => {
+                self.checkpoints.save(&mut writer, Mark::Restore { batches: clock.batches, dropped: clock.dropped, held: None }, None)?;
+                None
+            }
+            Portion::Whole | Portion::Join { .. } => {
+                let media = finish_output(exec, self.job, writer)?;
+                self.checkpoints.folder.remove();
+                media
+            }
+        };
         clock.io.write += flushed.elapsed().as_secs_f64();
         self.record(timings, &clock, done, started);
         // Cuts are counted in the frames the batches saw, which begin with the mirrored lead.
@@ -246,6 +282,10 @@ impl Pipeline<'_> {
     /// Where a checkpoint left off: frames written and dropped, batches to pass over.
     fn resumed_clock(&self) -> Result<Clock, ExecError> {
         let mut clock = Clock::default();
+        // A later part's output starts past the mirrored lead: an earlier part dropped it.
+        if self.part().is_some_and(|part| part.first > 0) {
+            clock.dropped = self.settings.prepend_frames;
+        }
         let Some(checkpoint) = &self.checkpoints.resumed else { return Ok(clock) };
         let Some(mark) = &checkpoint.restore else { return Ok(clock) };
         let held = mark.held.as_deref().map(|name| self.checkpoints.folder.held(name, self.exec.device)).transpose()?;
@@ -262,11 +302,18 @@ impl Pipeline<'_> {
         let mut restored_any = false;
         loop {
             let overlap = scene.buffer.overlap_with_previous();
+            let start = clock.pushed - scene.buffer.buffered();
+            let role = self.role_of(start);
+            if role == BatchRole::NextPart {
+                clock.part_done = true;
+                return Ok(());
+            }
             let Some(batch) = scene.buffer.next_batch(scene_ended) else { break };
             self.hooks.between_chunks()?;
             if let Some((batches, held)) = clock.replay.as_mut() {
                 // A stopped run restored and wrote this batch: passed over, but counted (its noise index).
                 clock.batches += 1;
+                clock.last_written = role == BatchRole::Write;
                 if clock.batches == *batches {
                     scene.blender.resume_with(held.take());
                     clock.replay = None;
@@ -274,14 +321,23 @@ impl Pipeline<'_> {
                 self.hooks.progress.send_replace(self.progress(clock, started).at(format!("resume: batch {}", clock.batches)));
                 continue;
             }
+            clock.last_written = role == BatchRole::Write;
+            if role == BatchRole::PassOver {
+                clock.batches += 1;
+                continue;
+            }
             let pad_to = if self.settings.uniform_batches { self.settings.batch.frames } else { 1 };
             let restored = self.restore_resilient(vae, &batch, clock.batches, pad_to, clock, started)?;
             clock.batches += 1;
-            clock.done += self.write(writer, &scene.blender.push(&restored, overlap), clock)?;
-            restored_any = true;
+            let done = scene.blender.push(&restored, overlap);
+            if role == BatchRole::Write {
+                clock.done += self.write(writer, &done, clock)?;
+                restored_any = true;
+            }
         }
         if scene_ended {
-            if let Some(rest) = scene.blender.finish() {
+            // The scene's last frames are the writer's of its last batch.
+            if let Some(rest) = scene.blender.finish().filter(|_| clock.last_written) {
                 clock.done += self.write(writer, &rest, clock)?;
             }
         }
@@ -346,6 +402,26 @@ impl Pipeline<'_> {
         let out = one_step::restore_tiled_in_stages_until(vae, &self.restorer.models(), step, &self.dit_tiles, &mut starting, &self.hooks.stop_flag())?;
         clock.stages.add(&out.seconds);
         Ok(out.frames.clamp(-1.0, 1.0))
+    }
+
+    /// This run's part of the job, in the frames the batches start at; none when it runs whole.
+    fn part(&self) -> Option<PartFrames> {
+        match self.job.portion {
+            Portion::Part { outputs } => outputs,
+            Portion::Whole | Portion::Join { .. } => None,
+        }
+    }
+
+    /// What this run does with the batch that starts at frame `start` (`BatchRole`).
+    fn role_of(&self, start: u64) -> BatchRole {
+        let Some(part) = self.part() else { return BatchRole::Write };
+        let step = (self.settings.batch.frames - self.settings.batch.overlap).max(1) as u64;
+        match part.count {
+            Some(count) if start >= part.first + count => BatchRole::NextPart,
+            _ if start >= part.first => BatchRole::Write,
+            _ if start + step >= part.first => BatchRole::HandOn,
+            _ => BatchRole::PassOver,
+        }
     }
 
     /// Frames written of the clip's, before a fraction and a stage are set.

@@ -14,7 +14,7 @@ impl PgStore {
     pub(super) async fn split_into(&self, lease: &Lease, new_parts: &[NewPart]) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let held = sqlx::query(
-            "UPDATE jobs SET split_state = 'parts', worker = NULL, lease_until = NULL
+            "UPDATE jobs SET split_state = 'parts', worker = NULL, lease_until = NULL, attempts = GREATEST(attempts - 1, 0)
              WHERE id = $1 AND worker = $2 AND status = 'running' AND split_state IS NULL",
         )
         .bind(lease.id.to_string())

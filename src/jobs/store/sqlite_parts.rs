@@ -12,8 +12,9 @@ use crate::jobs::parts::{self, PartState, Settled, SplitState};
 impl SqliteStore {
     pub(super) async fn split_into(&self, lease: &Lease, new_parts: &[NewPart]) -> Result<bool, StoreError> {
         let mut tx = self.write_transaction().await?;
+        // The claim that cut it is not one of its runs: its join will be.
         let held = sqlx::query(
-            "UPDATE jobs SET split_state = 'parts', worker = NULL, lease_until = NULL
+            "UPDATE jobs SET split_state = 'parts', worker = NULL, lease_until = NULL, attempts = MAX(attempts - 1, 0)
              WHERE id = ? AND worker = ? AND status = 'running' AND split_state IS NULL",
         )
         .bind(lease.id.to_string())

@@ -111,8 +111,9 @@ pub const PARTS: Parameter = Parameter {
     doc: "Cut the job into parts that several workers run at once (several devices, several boxes on one queue): \
           `auto` makes one per worker heard of when the job starts, at most one per segment (`checkpoint_s`); a number \
           asks for that many; 1 never cuts. A job is cut only when two or more workers could take its parts, and only \
-          a video whose frames make two segments or more, written as a video, without `interpolate` or `metrics` \
-          (400 invalid-parts for a number over 1 then). The result is the one a single worker gives.",
+          a video whose frames make two segments or more, written as a video, without `interpolate` or `metrics`, and \
+          not with a FlashVSR model (400 invalid-parts for a number over 1 then). The result is the one a single \
+          worker gives.",
     default: Is(Text("auto")),
     stored: Stored::At("parts"),
     code: Some(codes::INVALID_PARTS),
@@ -466,9 +467,9 @@ pub fn taken_by(op: Op) -> impl Iterator<Item = &'static Parameter> {
         Restore => &[
             SCALE, MEMORY_BUDGET_MIB, OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, VAE, HEIGHT, WIDTH, RESOLUTION, MAX_RESOLUTION, FIT, SEED,
             COLOR_FIX, BATCH_FRAMES, BATCH_OVERLAP, INPUT_NOISE_SCALE, LATENT_NOISE_SCALE, PREPEND_FRAMES, UNIFORM_BATCHES,
-            FPS, SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION,
+            FPS, SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION, PARTS,
         ],
-        Interpolate => &[OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, FACTOR, FPS, SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION],
+        Interpolate => &[OUTPUT_FORMAT, CRF, ENCODER_PRESET, KEEP_AUDIO, FACTOR, FPS, SCENE_THRESHOLD, START, START_FRAME, FRAMES, DURATION, PARTS],
     };
     EVERY_OP.iter().chain(own)
 }
