@@ -419,17 +419,84 @@ pub struct Job {
     pub keep_partial: bool,
     /// A job run in parts: each part's frames and where it stands (null for a job run whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parts: Option<Vec<super::parts::PartView>>,
+    pub parts: Option<Vec<PartView>>,
     /// Where a job run in parts stands: its parts run, or it waits to be joined.
     #[serde(skip)]
-    pub split: Option<super::parts::SplitState>,
+    pub split: Option<SplitState>,
     /// A part of a job run in parts: which (parts are rows of their own, never listed).
     #[serde(skip)]
-    pub part: Option<super::parts::JobPart>,
+    pub part: Option<JobPart>,
     #[serde(skip)]
     pub input_path: String,
     #[serde(skip)]
     pub output_path: Option<String>,
+}
+
+/// Which frames of its job a part runs, and where it stands among the job's parts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobPart {
+    /// The job it is a part of.
+    pub of: Uuid,
+    /// 0 for the first part.
+    pub index: usize,
+    pub count: usize,
+    /// Its first frame, counted in the job's frames (0: the job's first).
+    pub first_frame: u64,
+    /// How many frames; none for the last part, which runs to the input's end.
+    pub frames: Option<u64>,
+}
+
+impl JobPart {
+    /// `part 2 of 4 (frames 60–119)`: how errors and logs name it.
+    pub fn describe(&self) -> String {
+        let last = match self.frames {
+            Some(frames) => format!("{}", self.first_frame + frames.max(1) - 1),
+            None => "the end".into(),
+        };
+        format!("part {} of {} (frames {}–{last})", self.index + 1, self.count, self.first_frame)
+    }
+}
+
+/// Where a job run in parts stands (`split_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitState {
+    /// Its parts run; the job has no worker of its own.
+    Parts,
+    /// Every part succeeded: queued, or running, to be joined.
+    Join,
+}
+
+impl SplitState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SplitState::Parts => "parts",
+            SplitState::Join => "join",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SplitState> {
+        [SplitState::Parts, SplitState::Join].into_iter().find(|state| state.as_str() == text)
+    }
+}
+
+/// A part as its job shows it (`GET /v1/jobs/{id}`, the page).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PartView {
+    /// Its own id: its checkpoints' name in a shared storage, and what the workers' logs say.
+    pub id: Uuid,
+    pub index: usize,
+    pub first_frame: u64,
+    /// None for the last part: to the input's end.
+    pub frames: Option<u64>,
+    pub status: JobStatus,
+    pub worker: Option<String>,
+    #[schema(format = DateTime)]
+    pub started_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub finished_at: Option<String>,
+    pub attempts: i64,
+    pub progress: Option<Progress>,
+    pub error: Option<JobError>,
 }
 
 /// What the executor hands back for a finished job.

@@ -6,78 +6,10 @@
 //!
 //! What this module holds is what every store and the scheduler share: the parts a job is cut into
 //! (`plan_parts`) and what a job becomes as its parts end (`settle`).
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::model::{JobError, JobStatus, Progress};
-
-/// Which frames of its job a part runs, and where it stands among the job's parts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct JobPart {
-    /// The job it is a part of.
-    pub of: Uuid,
-    /// 0 for the first part.
-    pub index: usize,
-    pub count: usize,
-    /// Its first frame, counted in the job's frames (0: the job's first).
-    pub first_frame: u64,
-    /// How many frames; none for the last part, which runs to the input's end.
-    pub frames: Option<u64>,
-}
-
-impl JobPart {
-    /// `part 2 of 4 (frames 60–119)`: how errors and logs name it.
-    pub fn describe(&self) -> String {
-        let last = match self.frames {
-            Some(frames) => format!("{}", self.first_frame + frames.max(1) - 1),
-            None => "the end".into(),
-        };
-        format!("part {} of {} (frames {}–{last})", self.index + 1, self.count, self.first_frame)
-    }
-}
-
-/// Where a job run in parts stands (`split_state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SplitState {
-    /// Its parts run; the job has no worker of its own.
-    Parts,
-    /// Every part succeeded: queued, or running, to be joined.
-    Join,
-}
-
-impl SplitState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SplitState::Parts => "parts",
-            SplitState::Join => "join",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<SplitState> {
-        [SplitState::Parts, SplitState::Join].into_iter().find(|state| state.as_str() == text)
-    }
-}
-
-/// A part as its job shows it (`GET /v1/jobs/{id}`, the page).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct PartView {
-    /// Its own id: its checkpoints' name in a shared storage, and what the workers' logs say.
-    pub id: Uuid,
-    pub index: usize,
-    pub first_frame: u64,
-    /// None for the last part: to the input's end.
-    pub frames: Option<u64>,
-    pub status: JobStatus,
-    pub worker: Option<String>,
-    #[schema(format = DateTime)]
-    pub started_at: Option<String>,
-    #[schema(format = DateTime)]
-    pub finished_at: Option<String>,
-    pub attempts: i64,
-    pub progress: Option<Progress>,
-    pub error: Option<JobError>,
-}
+pub use super::model::{JobPart, PartView, SplitState};
 
 /// `parts`: `auto` (as many as the workers that could take the job, when its frames make that many
 /// segments) or a number (1: never split).

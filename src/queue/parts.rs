@@ -42,14 +42,6 @@ pub fn parts_choice(job: &Job, models_dir: &std::path::Path) -> Option<PartsChoi
     (!whole_only && choice != PartsChoice::Count(1)).then_some(choice)
 }
 
-/// Where part `part` of `job` writes: a name inside the job's resume folder, whose own resume folder holds
-/// the part's segments and checkpoint.
-pub fn part_output_path(job: &Job, part: &JobPart) -> PathBuf {
-    let whole = output_path_for(job);
-    let extension = whole.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
-    resume_dir(&whole).join(format!("part_{:03}.{extension}", part.index))
-}
-
 /// The frames a job is cut on, and how many of them make a segment: an upscale's input frames (one output
 /// frame each), an interpolation's output frames.
 fn frames_to_cut(job: &Job, checkpoint_s: f64) -> Option<(u64, u64)> {
@@ -70,23 +62,31 @@ fn frames_to_cut(job: &Job, checkpoint_s: f64) -> Option<(u64, u64)> {
     }
 }
 
-/// What a run of part `part` of `job` is given: its parameters and what of the job it makes. An upscale's
-/// part reads its frames alone (the job's range, within the job's own range); an interpolation's reads the
-/// input from the start, passing over the output frames before its own without calling the model.
-pub fn part_run(job: &Job, part: &JobPart) -> (JobParams, Portion) {
-    match job.op {
-        Op::Interpolate | Op::Restore => (job.params.clone(), Portion::Part { outputs: Some(PartFrames { first: part.first_frame, count: part.frames }) }),
-        Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => {
-            let span = job.input.media.as_ref().and_then(|media| media.span);
-            let start = span.map_or(0, |span| span.start_frame);
-            let frames = part.frames.or_else(|| span.map(|span| span.frames.saturating_sub(part.first_frame)));
-            let range = InputRange { start: None, start_frame: Some(start + part.first_frame), frames, duration: None };
-            (JobParams { range: Some(range), ..job.params.clone() }, Portion::Part { outputs: None })
+impl Scheduler {
+    /// Where part `part` of `job` writes: a name inside the job's resume folder, whose own resume folder holds
+    /// the part's segments and checkpoint.
+    pub(super) fn part_output_path(job: &Job, part: &JobPart) -> PathBuf {
+        let whole = output_path_for(job);
+        let extension = whole.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
+        resume_dir(&whole).join(format!("part_{:03}.{extension}", part.index))
+    }
+
+    /// What a run of part `part` of `job` is given: its parameters and what of the job it makes. An upscale's
+    /// part reads its frames alone (the job's range, within the job's own range); an interpolation's reads the
+    /// input from the start, passing over the output frames before its own without calling the model.
+    pub(super) fn part_run(job: &Job, part: &JobPart) -> (JobParams, Portion) {
+        match job.op {
+            Op::Interpolate | Op::Restore => (job.params.clone(), Portion::Part { outputs: Some(PartFrames { first: part.first_frame, count: part.frames }) }),
+            Op::Upscale | Op::VaeEncode | Op::VaeDecode | Op::VaeReconstruct => {
+                let span = job.input.media.as_ref().and_then(|media| media.span);
+                let start = span.map_or(0, |span| span.start_frame);
+                let frames = part.frames.or_else(|| span.map(|span| span.frames.saturating_sub(part.first_frame)));
+                let range = InputRange { start: None, start_frame: Some(start + part.first_frame), frames, duration: None };
+                (JobParams { range: Some(range), ..job.params.clone() }, Portion::Part { outputs: None })
+            }
         }
     }
-}
 
-impl Scheduler {
     /// Cuts the job this worker just claimed into parts when it should be (see the module); true when it was
     /// (this worker then lets go of it, and claims what comes next: most likely one of its parts).
     pub(super) async fn cut_into_parts(&self, job: &Job) -> bool {
@@ -136,7 +136,7 @@ impl Scheduler {
     /// from the shared storage first, when there is one).
     pub(super) async fn portion_of(&self, job: &Job, output_path: &std::path::Path) -> Result<Portion, String> {
         if let Some(part) = &job.part {
-            return Ok(part_run(job, part).1);
+            return Ok(Self::part_run(job, part).1);
         }
         if job.split != Some(SplitState::Join) {
             return Ok(Portion::Whole);
@@ -145,7 +145,7 @@ impl Scheduler {
         let mut dirs = Vec::with_capacity(parts.len());
         for part in &parts {
             let Some(info) = &part.part else { continue };
-            let dir = resume_dir(&resume_dir(output_path).join(part_output_path(job, info).file_name().unwrap_or_default()));
+            let dir = resume_dir(&resume_dir(output_path).join(Self::part_output_path(job, info).file_name().unwrap_or_default()));
             fetch_stored(&self.files, part.id, &dir).await.map_err(|e| format!("cannot fetch {} from the shared storage: {e}", info.describe()))?;
             dirs.push(dir);
         }

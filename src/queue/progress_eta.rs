@@ -12,7 +12,8 @@ use crate::jobs::store::{JobStore, Lease};
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Stores each progress the executor sends and announces it on `events` (the scheduler's `JobEvents`).
-pub(super) async fn forward_progress(store: Arc<dyn JobStore>, events: broadcast::Sender<Uuid>, lease: Lease, mut rx: watch::Receiver<Progress>, estimate_s: Option<f64>) {
+/// `part_of`: the job a part belongs to, whose followers see the part's progress in it.
+pub(super) async fn forward_progress(store: Arc<dyn JobStore>, events: broadcast::Sender<Uuid>, lease: Lease, mut rx: watch::Receiver<Progress>, estimate_s: Option<f64>, part_of: Option<Uuid>) {
     let id = lease.id;
     let mut rate = RunRate { estimate_s, ..RunRate::default() };
     while rx.changed().await.is_ok() {
@@ -22,6 +23,9 @@ pub(super) async fn forward_progress(store: Arc<dyn JobStore>, events: broadcast
             tracing::warn!(%id, error = %e, "cannot store progress");
         }
         let _ = events.send(id);
+        if let Some(job) = part_of {
+            let _ = events.send(job);
+        }
         tokio::time::sleep(PROGRESS_INTERVAL).await;
     }
 }

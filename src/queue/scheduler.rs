@@ -17,7 +17,6 @@ use crate::jobs::shared_resume::{remove_dir, resume_dir, SharedCheckpoints};
 use crate::jobs::store::{Claim, JobStore, Lane, Lease, LeaseState, WorkerInfo};
 use crate::executor::{ExecError, ExecutorHandle, JobHooks, JobSpec, Portion};
 use super::output_path::output_path_for;
-use super::parts::{part_output_path, part_run};
 use super::progress_eta::forward_progress;
 
 /// News about the running job (progress, a cancellation asked elsewhere) makes the worker read its row at
@@ -343,7 +342,7 @@ impl Scheduler {
         let finishing = Arc::new(AtomicBool::new(false));
         let heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.heartbeat(lease.clone(), started_at.to_string(), run, finishing.clone())));
         let estimate_s = job.estimate.as_ref().and_then(|estimate| estimate.seconds);
-        let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx, estimate_s));
+        let forwarder = tokio::spawn(forward_progress(self.store.clone(), self.events.clone(), lease.clone(), progress_rx, estimate_s, job.part.as_ref().map(|part| part.of)));
 
         let queued = job.started_at.as_deref().and_then(|started| seconds_between(&job.created_at, started));
         // The upload's checks ran before the job was queued; their time is part of its record.
@@ -357,7 +356,7 @@ impl Scheduler {
             Ok(input) => {
                 job.input_path = input.to_string_lossy().into_owned();
                 let (output_path, params, input_media) = match &job.part {
-                    Some(part) => (part_output_path(&job, part), part_run(&job, part).0, None),
+                    Some(part) => (Self::part_output_path(&job, part), Self::part_run(&job, part).0, None),
                     None => (output_path_for(&job), job.params.clone(), job.input.media.clone()),
                 };
                 // With a shared storage, a checkpoint another box made goes on here, and this box's go up.
@@ -428,8 +427,14 @@ impl Scheduler {
         drop(heartbeat);
         if let Some(checkpoints) = checkpoints {
             match (&result, &job.part) {
-                // A finished part's segments are what its join reads: they stay, all of them put.
-                (Ok(_), Some(_)) => checkpoints.hand_over().await,
+                // A finished part's segments are what its join reads: all of them are put into the shared
+                // storage, and a worker that keeps no copies lets go of its own (the join fetches them).
+                (Ok(_), Some(part)) => {
+                    checkpoints.hand_over().await;
+                    if !self.keep_local_copies && self.files.shared_blobs().is_some() {
+                        let _ = remove_dir(&resume_dir(&Self::part_output_path(&job, part))).await;
+                    }
+                }
                 (Ok(_), None) => checkpoints.remove().await,
                 (Err(_), _) => checkpoints.stop().await,
             }
