@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::output_path::output_path_for;
 use super::scheduler::Scheduler;
 use crate::executor::{PartFrames, Portion};
-use crate::jobs::model::{Estimate, Job, JobParams};
+use crate::jobs::model::{now_rfc3339, seconds_between, Estimate, Job, JobParams, Timings};
 use crate::jobs::parts::{plan_parts, JobPart, PartsChoice, Settled, SplitState};
 use crate::jobs::plan::JobPlan;
 use crate::jobs::shared_resume::{delete_stored, fetch_stored, remove_dir, resume_dir};
@@ -177,6 +177,17 @@ impl Scheduler {
         self.forget_stored_parts(of).await;
     }
 
+    /// A joined job's timings as a whole (`joined_timings`); the join's own when its parts cannot be read.
+    pub(super) async fn whole_timings(&self, job: &Job, join: Timings) -> Timings {
+        match self.store.parts_of(job.id).await {
+            Ok(parts) => joined_timings(&parts, &join, job.started_at.as_deref(), &now_rfc3339()),
+            Err(error) => {
+                tracing::warn!(id = %job.id, %error, "cannot read the parts' timings");
+                join
+            }
+        }
+    }
+
     /// The parts' folders in the shared storage, once joined or of no more use.
     pub(super) async fn forget_stored_parts(&self, of: Uuid) {
         if let Ok(parts) = self.store.parts_of(of).await {
@@ -184,6 +195,37 @@ impl Scheduler {
                 delete_stored(&self.files, part.id).await;
             }
         }
+    }
+}
+
+/// A job run in parts, timed as a whole: `total` from the start of its first claim (`started_at`, which its
+/// join's claim keeps) to `now`, and the frames per second over it; each stage summed over the parts (seconds
+/// of work on every worker, which may add up to more than `total`) with the join's copy in `write`; the
+/// largest peaks.
+fn joined_timings(parts: &[Job], join: &Timings, started_at: Option<&str>, now: &str) -> Timings {
+    let theirs: Vec<&Timings> = parts.iter().filter_map(|part| part.timings.as_ref()).collect();
+    let sum = |stage: fn(&Timings) -> Option<f64>| theirs.iter().filter_map(|t| stage(t)).reduce(|a, b| a + b);
+    let peak = |of: fn(&Timings) -> Option<u64>| theirs.iter().filter_map(|t| of(t)).chain(of(join)).max();
+    let total = started_at.and_then(|start| seconds_between(start, now)).or(join.total);
+    let frames: u64 = parts.iter().filter_map(|part| part.progress.as_ref()).map(|p| p.done).sum();
+    Timings {
+        queued: join.queued,
+        probe: join.probe,
+        load_model: sum(|t| t.load_model),
+        read: sum(|t| t.read),
+        compute: sum(|t| t.compute),
+        write: [sum(|t| t.write), join.write].into_iter().flatten().reduce(|a, b| a + b),
+        total,
+        encode: sum(|t| t.encode),
+        dit: sum(|t| t.dit),
+        decode: sum(|t| t.decode),
+        color_fix: sum(|t| t.color_fix),
+        fps: total.filter(|s| *s > 0.0).map(|s| frames as f64 / s),
+        peak_host_bytes: peak(|t| t.peak_host_bytes),
+        peak_device_bytes: peak(|t| t.peak_device_bytes),
+        device: theirs.first().and_then(|t| t.device.clone()).or_else(|| join.device.clone()),
+        dtype: theirs.first().and_then(|t| t.dtype.clone()).or_else(|| join.dtype.clone()),
+        lent: sum(|t| t.lent),
     }
 }
 

@@ -380,7 +380,13 @@ impl Scheduler {
                     (Ok(_), Run::Own) => self.executor.run(spec, hooks).await,
                     (Ok(_), Run::Lent) => self.executor.lend(spec, hooks).await,
                 };
-                // A part has no result of its own: its segments are its checkpoints'.
+                // A part has no result of its own: its segments are its checkpoints'. A joined job is timed
+                // over its parts.
+                let timings = match job.split {
+                    Some(_) => self.whole_timings(&job, timings).await,
+                    None => timings,
+                };
+                let result = result.map(|outcome| JobOutcome { timings: timings.clone(), ..outcome });
                 let result = match job.part {
                     Some(_) => result,
                     None => self.share_result(id, result, &patience).await,

@@ -39,6 +39,22 @@ pub(crate) async fn result_of(client: &reqwest::Client, server: &Server, job: &V
     (frames, ffprobe(&path))
 }
 
+/// Seconds from one RFC 3339 time to another.
+fn seconds_between(start: &str, end: &str) -> f64 {
+    let time = |text: &str| chrono::DateTime::parse_from_rfc3339(text).unwrap();
+    (time(end) - time(start)).num_milliseconds() as f64 / 1000.0
+}
+
+/// The colour flags of a result's video, as ffprobe reads them.
+fn colour_flags(path: &Path) -> String {
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=color_range,color_space,color_transfer,color_primaries", "-of", "default=nw=1"])
+        .arg(path)
+        .output()
+        .expect("run ffprobe");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The job's parts as `GET /v1/jobs/{id}` shows them.
 pub(crate) fn parts(job: &Value) -> Vec<Value> {
     job["parts"].as_array().cloned().unwrap_or_default()
@@ -64,6 +80,12 @@ async fn an_upscale_in_parts_on_two_workers_of_one_box_equals_one_workers_result
     assert_eq!(workers, BTreeSet::from(["box-0", "box-1"]), "each worker ran a part: {split}");
     assert_eq!(split["plan"]["frames"], FRAMES, "the plan counts every part's frames: {split}");
     assert_eq!(split["attempts"], 1, "the claim that cut the job is not one of its runs: {split}");
+    // Timed as a whole: from its first start (before its parts') to its join's end, its stages over the parts.
+    let started = split["started_at"].as_str().unwrap();
+    assert!(shown.iter().all(|p| p["started_at"].as_str().unwrap() >= started), "{split}");
+    let (total, compute) = (split["timings"]["total"].as_f64().unwrap(), split["timings"]["compute"].as_f64().unwrap());
+    let longest_part = shown.iter().map(|p| seconds_between(p["started_at"].as_str().unwrap(), p["finished_at"].as_str().unwrap())).fold(0.0, f64::max);
+    assert!(total >= longest_part && compute > 0.0, "total {total} s, compute {compute} s, the longest part {longest_part} s: {split}");
 
     let (whole_frames, whole_probe) = result_of(&client, &server, &whole, dir.path(), "whole").await;
     let (split_frames, split_probe) = result_of(&client, &server, &split, dir.path(), "split").await;
@@ -72,6 +94,9 @@ async fn an_upscale_in_parts_on_two_workers_of_one_box_equals_one_workers_result
     assert!(split_probe.has_audio, "the input's audio is in the joined result");
     assert_eq!((split_probe.sample_aspect_ratio.as_deref(), whole_probe.sample_aspect_ratio.as_deref()), (Some("128:117"), Some("128:117")));
     assert_eq!((split_probe.width, split_probe.height, &split_probe.fps), (whole_probe.width, whole_probe.height, &whole_probe.fps));
+    let (whole_colour, split_colour) = (colour_flags(&dir.path().join("whole.mp4")), colour_flags(&dir.path().join("split.mp4")));
+    assert!(whole_colour.contains("color_space=smpte170m"), "{whole_colour}");
+    assert_eq!(split_colour, whole_colour, "the joined result's colour flags are one worker's");
     // Nothing of the parts is left beside the result.
     let job_dir = server.data_dir.join("data/jobs").join(split["id"].as_str().unwrap());
     let left: Vec<PathBuf> = files_under(&job_dir).into_iter().filter(|p| p.to_string_lossy().contains(".resume")).collect();
@@ -89,6 +114,9 @@ async fn parts_are_refused_where_a_job_runs_whole() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), SETTINGS);
     let client = client();
+    // One worker: a job of four segments runs whole, as on any box with one device.
+    let whole = run_job(&client, &server, UPSCALE, clip_with_audio(dir.path(), 24)).await;
+    assert!(whole["parts"].is_null() && whole["plan"]["frames"] == 24, "{whole}");
     let body = clip_with_audio(dir.path(), 4);
     for (query, says) in [
         ("parts=0", "not auto or a whole number"),

@@ -122,7 +122,8 @@ impl JobStore for PgStore {
         // Two workers that chose the same job: the second's UPDATE waits for the first's row lock, then finds
         // it no longer queued and claims nothing (and reads the queue again).
         let row: Option<JobRow> = sqlx::query_as(
-            "UPDATE jobs SET status = 'running', started_at = $1, attempts = attempts + 1, progress = $5,
+            "UPDATE jobs SET status = 'running', started_at = CASE WHEN split_state IS NULL THEN $1 ELSE COALESCE(started_at, $1) END,
+                             attempts = attempts + 1, progress = $5,
                              worker = $2, lease_until = now() + $3 * interval '1 millisecond'
              WHERE id = $4 AND status = 'queued' AND paused = 0
              RETURNING *",

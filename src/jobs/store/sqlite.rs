@@ -121,7 +121,8 @@ impl JobStore for SqliteStore {
         // the same, and again at every poll.
         let mut tx = self.write_transaction().await?;
         let claimed = sqlx::query(
-            "UPDATE jobs SET status = 'running', started_at = ?1, attempts = attempts + 1, progress = ?5,
+            "UPDATE jobs SET status = 'running', started_at = CASE WHEN split_state IS NULL THEN ?1 ELSE COALESCE(started_at, ?1) END,
+                             attempts = attempts + 1, progress = ?5,
                              worker = ?2, lease_until = ?3
              WHERE id = ?4 AND status = 'queued' AND paused = 0
              RETURNING id",
