@@ -82,6 +82,20 @@ pub enum Settled {
     Cancelled { parts_running: bool },
 }
 
+impl Settled {
+    /// The status a split job's row takes, and the error it records: failed with the part's, cancelled once
+    /// no part runs, else still running (its running parts asked to stop); none while it waits for a join or
+    /// its parts.
+    pub fn job_status(&self) -> Option<(JobStatus, Option<&JobError>)> {
+        match self {
+            Settled::Running | Settled::Join => None,
+            Settled::Failed(error) => Some((JobStatus::Failed, Some(error))),
+            Settled::Cancelled { parts_running: false } => Some((JobStatus::Cancelled, None)),
+            Settled::Cancelled { parts_running: true } => Some((JobStatus::Running, None)),
+        }
+    }
+}
+
 /// `cancel_requested`: a user cancelled the job (or it went on without a worker that could stop it).
 pub fn settle(parts: &[PartState], cancel_requested: bool) -> Settled {
     let running = parts.iter().any(|p| p.status == JobStatus::Running);

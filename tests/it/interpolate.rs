@@ -16,7 +16,7 @@ use vaebox::executor::scene;
 const PARITY_TOLERANCE: f64 = 1e-4 + 0.5 / 65535.0;
 
 /// `frames` frames of `clip`, cropped to 128×96 at (x, y), with a sine as sound, as a small MP4.
-fn small_clip(clip: &str, x: u32, y: u32, frames: u32, out: &Path) {
+pub(crate) fn small_clip(clip: &str, x: u32, y: u32, frames: u32, out: &Path) {
     let status = Command::new("ffmpeg")
         .args(["-nostdin", "-v", "error", "-y", "-i"])
         .arg(media(clip))

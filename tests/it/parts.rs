@@ -2,6 +2,7 @@
 //! runs on both CPU workers of one box, and its result is the one a single worker gives, frame for frame, with
 //! the input's audio and pixel shape; a cancel reaches every part; a job that cannot be cut says so.
 use crate::common;
+use crate::interpolate::small_clip;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -219,19 +220,6 @@ async fn another_owners_job_starts_when_a_part_ends_not_after_every_part() {
     let short_start = short["started_at"].as_str().unwrap();
     let later_parts = starts.iter().filter(|start| start.as_str() > short_start).count();
     assert!(later_parts >= 1, "Bob's job started at {short_start}, after all of Ann's parts had started ({starts:?})");
-}
-
-/// `frames` frames of `clip` cropped at (`x`, `y`) to 128×96, lossless, with a tone.
-fn small_clip(clip: &str, x: u32, y: u32, frames: u32, out: &Path) {
-    let status = Command::new("ffmpeg")
-        .args(["-nostdin", "-v", "error", "-y", "-i"])
-        .arg(media(clip))
-        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-map", "0:v:0", "-map", "1:a:0", "-c:a", "aac", "-shortest"])
-        .args(["-vf", &format!("crop=128:96:{x}:{y},setsar=1"), "-frames:v", &frames.to_string(), "-c:v", "libx264", "-qp", "0", "-preset", "ultrafast", "-pix_fmt", "yuv444p"])
-        .arg(out)
-        .status()
-        .expect("run ffmpeg");
-    assert!(status.success(), "ffmpeg could not make the clip");
 }
 
 /// An interpolation is cut on its output frames: ×3 makes 36 of 12 input frames (75 fps), in segments of 8, so the

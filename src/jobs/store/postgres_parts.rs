@@ -77,11 +77,8 @@ impl PgStore {
             Settled::Failed(_) | Settled::Cancelled { .. } => {
                 sqlx::query("UPDATE jobs SET status = 'cancelled', finished_at = $1 WHERE parent_id = $2 AND status = 'queued'").bind(&now).bind(&id_text).execute(&mut *tx).await?;
                 sqlx::query("UPDATE jobs SET cancel_requested = TRUE WHERE parent_id = $1 AND status = 'running'").bind(&id_text).execute(&mut *tx).await?;
-                let (status, error) = match &settled {
-                    Settled::Failed(error) => ("failed", Some(error)),
-                    Settled::Cancelled { parts_running: false } => ("cancelled", None),
-                    _ => ("running", None),
-                };
+                let (status, error) = settled.job_status().expect("a failed or cancelled job's status");
+                let status = status.as_str();
                 sqlx::query(
                     "UPDATE jobs SET status = $1, finished_at = CASE WHEN $1 = 'running' THEN NULL ELSE $2 END, cancel_requested = TRUE,
                                      error_code = COALESCE($3, error_code), error_message = COALESCE($4, error_message)

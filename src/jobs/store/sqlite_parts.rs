@@ -77,11 +77,8 @@ impl SqliteStore {
             Settled::Failed(_) | Settled::Cancelled { .. } => {
                 sqlx::query("UPDATE jobs SET status = 'cancelled', finished_at = ? WHERE parent_id = ? AND status = 'queued'").bind(&now).bind(&id_text).execute(&mut *tx).await?;
                 sqlx::query("UPDATE jobs SET cancel_requested = 1 WHERE parent_id = ? AND status = 'running'").bind(&id_text).execute(&mut *tx).await?;
-                let (status, error) = match &settled {
-                    Settled::Failed(error) => ("failed", Some(error)),
-                    Settled::Cancelled { parts_running: false } => ("cancelled", None),
-                    _ => ("running", None),
-                };
+                let (status, error) = settled.job_status().expect("a failed or cancelled job's status");
+                let status = status.as_str();
                 sqlx::query(
                     "UPDATE jobs SET status = ?, finished_at = CASE WHEN ? = 'running' THEN NULL ELSE ? END, cancel_requested = 1,
                                      error_code = COALESCE(?, error_code), error_message = COALESCE(?, error_message)
